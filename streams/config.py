@@ -1,0 +1,144 @@
+"""One configuration model for every process: environment variables with a ``CNSCHED_`` prefix,
+plus ``KAFKA_BOOTSTRAP`` (use that cluster, start no broker)."""
+
+from __future__ import annotations
+
+import ssl
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
+SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+
+
+class ConfigError(ValueError):
+    """Invalid configuration; the message lists every invalid field and why."""
+
+
+class Settings(BaseSettings):
+    """Settings of a cnsched process. Every field is read from ``CNSCHED_<FIELD>``."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="CNSCHED_", extra="ignore", validate_default=True, populate_by_name=True
+    )
+
+    kafka_bootstrap: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("KAFKA_BOOTSTRAP", "CNSCHED_KAFKA_BOOTSTRAP", "kafka_bootstrap"),
+        description="host:port[,host:port]; set: use that cluster and start no broker",
+    )
+    app_id: str = Field(default="cnsched", min_length=1, pattern=r"^[A-Za-z0-9._-]+$")
+    topic_prefix: str = Field(
+        default="", pattern=r"^[A-Za-z0-9._-]*$", description="prepended to every topic name"
+    )
+    partitions: int = Field(default=4, ge=1, le=1024)
+    replication_factor: int = Field(default=1, ge=1, le=16)
+    window_seconds: int = Field(default=10, ge=1, le=86_400)
+    window_step_seconds: int = Field(default=10, ge=1, le=86_400)
+    allowed_lateness_seconds: float = Field(default=2.0, ge=0, le=3_600)
+    max_clock_skew_seconds: float = Field(default=86_400.0, gt=0)
+    web_host: str = Field(default="127.0.0.1", min_length=1)
+    web_port: int = Field(default=6066, ge=1, le=65_535)
+    duckdb_path: Path = Path("cnsched.duckdb")
+    data_dir: Path = Field(default=Path(".cnsched-data"), description="worker scratch data")
+    log_level: LogLevel = "INFO"
+    session_timeout_seconds: float = Field(default=6.0, ge=1, le=300)
+    heartbeat_interval_seconds: float = Field(default=1.5, gt=0, le=60)
+
+    security_protocol: SecurityProtocol = "PLAINTEXT"
+    sasl_mechanism: SaslMechanism | None = None
+    sasl_username: str | None = None
+    sasl_password: SecretStr | None = None
+    ssl_cafile: Path | None = None
+    ssl_certfile: Path | None = None
+    ssl_keyfile: Path | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Settings:
+        problems = []
+        if self.window_step_seconds > self.window_seconds:
+            problems.append(
+                f"{env_name('window_step_seconds')} must not exceed {env_name('window_seconds')}"
+            )
+        if self.heartbeat_interval_seconds * 3 > self.session_timeout_seconds:
+            problems.append(
+                f"{env_name('heartbeat_interval_seconds')} must be at most a third of "
+                f"{env_name('session_timeout_seconds')}"
+            )
+        if self.security_protocol.startswith("SASL"):
+            for name in ("sasl_mechanism", "sasl_username", "sasl_password"):
+                if getattr(self, name) is None:
+                    problems.append(
+                        f"{env_name(name)} is required with "
+                        f"{env_name('security_protocol')}={self.security_protocol}"
+                    )
+        if self.kafka_bootstrap is not None:
+            for hp in self.kafka_bootstrap.split(","):
+                host, _, port = hp.strip().rpartition(":")
+                if not host or not port.isdigit():
+                    problems.append(f"KAFKA_BOOTSTRAP entry {hp!r} is not host:port")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    # ------------------------------------------------------------------ derived
+    def topic(self, name: str) -> str:
+        return f"{self.topic_prefix}{name}"
+
+    @property
+    def bootstrap_servers(self) -> list[str]:
+        if not self.kafka_bootstrap:
+            raise ConfigError("no Kafka bootstrap servers: set KAFKA_BOOTSTRAP or start the embedded broker")
+        return [hp.strip() for hp in self.kafka_bootstrap.split(",") if hp.strip()]
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        if not self.security_protocol.endswith("SSL"):
+            return None
+        ctx = ssl.create_default_context(cafile=str(self.ssl_cafile) if self.ssl_cafile else None)
+        if self.ssl_certfile:
+            ctx.load_cert_chain(str(self.ssl_certfile), str(self.ssl_keyfile) if self.ssl_keyfile else None)
+        return ctx
+
+    def kafka_client_kwargs(self) -> dict[str, Any]:
+        """Connection settings for any aiokafka client (producer, consumer, admin)."""
+        kw: dict[str, Any] = {
+            "bootstrap_servers": self.bootstrap_servers,
+            "security_protocol": self.security_protocol,
+        }
+        ctx = self.ssl_context()
+        if ctx is not None:
+            kw["ssl_context"] = ctx
+        if self.security_protocol.startswith("SASL"):
+            kw["sasl_mechanism"] = self.sasl_mechanism
+            kw["sasl_plain_username"] = self.sasl_username
+            kw["sasl_plain_password"] = self.sasl_password.get_secret_value() if self.sasl_password else None
+        return kw
+
+    def with_bootstrap(self, bootstrap: str) -> Settings:
+        return self.model_copy(update={"kafka_bootstrap": bootstrap})
+
+
+def env_name(field: str) -> str:
+    if field == "kafka_bootstrap":
+        return "KAFKA_BOOTSTRAP"
+    return f"CNSCHED_{field.upper()}"
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Read the environment (and explicit overrides); raise ConfigError listing every problem."""
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        parts = []
+        for err in exc.errors():
+            loc = [str(x) for x in err["loc"] if x != "__root__"]
+            where = env_name(loc[0]) if loc else "configuration"
+            msg = err["msg"].removeprefix("Value error, ")
+            got = err.get("input")
+            shown = "" if loc == [] or isinstance(got, dict) else f" (got {got!r})"
+            parts.append(f"{where}: {msg}{shown}" if loc else msg)
+        raise ConfigError("invalid configuration: " + "; ".join(parts)) from None

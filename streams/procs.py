@@ -1,0 +1,56 @@
+"""Child processes (workers) that die with their parent and stop in order."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from pydantic import SecretStr
+
+from streams.broker import die_with_parent
+from streams.config import Settings, env_name
+
+
+def settings_env(settings: Settings) -> dict[str, str]:
+    """The environment that makes a child process load exactly these settings."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CNSCHED_") and k != "KAFKA_BOOTSTRAP"}
+    for name in Settings.model_fields:
+        value = getattr(settings, name)
+        if value is None:
+            continue
+        if isinstance(value, SecretStr):
+            value = value.get_secret_value()
+        env[env_name(name)] = str(value)
+    return env
+
+
+def start_worker(settings: Settings, logfile: Path) -> subprocess.Popen:
+    logfile.parent.mkdir(parents=True, exist_ok=True)
+    out = open(logfile, "ab")  # noqa: SIM115 - owned by the child
+    try:
+        return subprocess.Popen(
+            [sys.executable, "-m", "streams.cli", "worker"],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=settings_env(settings),
+            preexec_fn=die_with_parent,
+            start_new_session=True,
+        )
+    finally:
+        out.close()
+
+
+def stop_process(proc: subprocess.Popen, timeout_s: float = 20.0) -> int:
+    """SIGTERM, wait, then SIGKILL; return the exit status."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return proc.returncode
