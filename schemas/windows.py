@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 
+import pyarrow as pa
 from pydantic import BaseModel, ConfigDict
 
 
@@ -26,6 +27,27 @@ class WindowResult(BaseModel):
     p99: float | None
     min: float | None
     max: float | None
+
+
+WINDOW_ARROW_SCHEMA = pa.schema(
+    [
+        pa.field("src", pa.string(), nullable=False),
+        pa.field("dst", pa.string(), nullable=False),
+        pa.field("metric", pa.string(), nullable=False),
+        pa.field("window_start", pa.float64(), nullable=False),
+        pa.field("window_end", pa.float64(), nullable=False),
+        pa.field("count", pa.int64(), nullable=False),
+        pa.field("kept", pa.int64(), nullable=False),
+        pa.field("outliers", pa.int64(), nullable=False),
+        pa.field("lost", pa.int64(), nullable=False),
+        pa.field("mean", pa.float64()),
+        pa.field("p50", pa.float64()),
+        pa.field("p95", pa.float64()),
+        pa.field("p99", pa.float64()),
+        pa.field("min", pa.float64()),
+        pa.field("max", pa.float64()),
+    ]
+)
 
 
 def encode_window(result: dict) -> bytes:

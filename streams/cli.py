@@ -9,6 +9,7 @@ import signal
 import sys
 import threading
 
+from sinks.duckdb_store import StoreError
 from streams.broker import BrokerError, EmbeddedBroker
 from streams.config import ConfigError, Settings, load_settings
 from streams.logs import setup_logging
@@ -39,6 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
     t = sub.add_parser("topics", help="create the topics with the configured partition count")
     t.add_argument("--json", action="store_true")
 
+    sub.add_parser("sink", help="run the DuckDB sink, the single writer of CNSCHED_DUCKDB_PATH")
+
     d = sub.add_parser("demo", help="broker + worker + simulated probes; print what flows")
     d.add_argument("--seconds", type=float, default=60.0, help="how long to run (default 60)")
     d.add_argument("--rate", type=float, default=100.0, help="probe rate per node pair, Hz")
@@ -64,6 +67,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except BrokerError as exc:
         print(f"cnsched: broker: {exc}", file=sys.stderr)
+        return 1
+    except StoreError as exc:
+        print(f"cnsched: duckdb: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
@@ -108,12 +114,22 @@ def cmd_worker(args, settings: Settings) -> int:
     from streams.kafka import ensure_topics_sync
 
     _require_bootstrap(settings)
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
     ensure_topics_sync(settings)
     asyncio.set_event_loop(asyncio.new_event_loop())
     app, _, _ = create_app(settings)
     worker = Worker(app, loglevel=settings.log_level, quiet=True, redirect_stdouts=False)
     worker.execute_from_commandline()  # runs until SIGINT/SIGTERM; exits the process
     return 0
+
+
+def cmd_sink(args, settings: Settings) -> int:
+    from streams.kafka import ensure_topics_sync
+    from streams.sink import run_sink
+
+    _require_bootstrap(settings)
+    ensure_topics_sync(settings)
+    return asyncio.run(run_sink(settings))
 
 
 def cmd_demo(args, settings: Settings) -> int:
@@ -142,6 +158,7 @@ _COMMANDS = {
     "broker": cmd_broker,
     "worker": cmd_worker,
     "topics": cmd_topics,
+    "sink": cmd_sink,
     "demo": cmd_demo,
 }
 

@@ -54,7 +54,7 @@ class WindowAccumulator:
                 (np.diff(s) != 0) | (np.diff(d) != 0) | (np.diff(m) != 0) | (np.diff(starts) != 0)
             ) + 1
             bounds = np.concatenate(([0], change, [rows.size]))
-            for a, b in zip(bounds[:-1], bounds[1:]):
+            for a, b in zip(bounds[:-1], bounds[1:], strict=True):
                 key = (
                     batch.src_names[s[a]],
                     batch.dst_names[d[a]],

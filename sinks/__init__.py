@@ -1,0 +1,1 @@
+"""DuckDB (and Parquet) writers and readers. Imports only `schemas` of ours."""

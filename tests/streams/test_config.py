@@ -1,0 +1,69 @@
+import pytest
+
+from streams.config import ConfigError, load_settings
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch):
+    import os
+
+    for k in list(os.environ):
+        if k.startswith("CNSCHED_") or k == "KAFKA_BOOTSTRAP":
+            monkeypatch.delenv(k)
+
+
+def test_defaults_and_contract_names(monkeypatch):
+    monkeypatch.setenv("KAFKA_BOOTSTRAP", "k1:9092, k2:9093")
+    monkeypatch.setenv("CNSCHED_PARTITIONS", "8")
+    monkeypatch.setenv("CNSCHED_WINDOW_SECONDS", "30")
+    monkeypatch.setenv("CNSCHED_WINDOW_STEP_SECONDS", "10")
+    monkeypatch.setenv("CNSCHED_WEB_PORT", "7000")
+    monkeypatch.setenv("CNSCHED_DUCKDB_PATH", "/tmp/x.duckdb")
+    s = load_settings()
+    assert s.bootstrap_servers == ["k1:9092", "k2:9093"]
+    assert (s.partitions, s.window_seconds, s.window_step_seconds, s.web_port) == (8, 30, 10, 7000)
+    assert str(s.duckdb_path) == "/tmp/x.duckdb"
+    assert s.kafka_client_kwargs() == {
+        "bootstrap_servers": ["k1:9092", "k2:9093"], "security_protocol": "PLAINTEXT"
+    }
+
+
+def test_every_invalid_field_is_listed(monkeypatch):
+    monkeypatch.setenv("CNSCHED_PARTITIONS", "0")
+    monkeypatch.setenv("CNSCHED_WEB_PORT", "http")
+    monkeypatch.setenv("CNSCHED_LOG_LEVEL", "LOUD")
+    with pytest.raises(ConfigError) as err:
+        load_settings()
+    msg = str(err.value)
+    assert msg.startswith("invalid configuration: ")
+    assert "CNSCHED_PARTITIONS: Input should be greater than or equal to 1 (got '0')" in msg
+    assert "CNSCHED_WEB_PORT" in msg and "'http'" in msg
+    assert "CNSCHED_LOG_LEVEL" in msg and "'LOUD'" in msg
+
+
+def test_cross_field_rules(monkeypatch):
+    monkeypatch.setenv("CNSCHED_WINDOW_SECONDS", "5")
+    monkeypatch.setenv("CNSCHED_WINDOW_STEP_SECONDS", "10")
+    monkeypatch.setenv("CNSCHED_SECURITY_PROTOCOL", "SASL_SSL")
+    monkeypatch.setenv("KAFKA_BOOTSTRAP", "no-port")
+    with pytest.raises(ConfigError) as err:
+        load_settings()
+    msg = str(err.value)
+    assert "CNSCHED_WINDOW_STEP_SECONDS must not exceed CNSCHED_WINDOW_SECONDS" in msg
+    for name in ("CNSCHED_SASL_MECHANISM", "CNSCHED_SASL_USERNAME", "CNSCHED_SASL_PASSWORD"):
+        assert f"{name} is required with CNSCHED_SECURITY_PROTOCOL=SASL_SSL" in msg
+    assert "KAFKA_BOOTSTRAP entry 'no-port' is not host:port" in msg
+
+
+def test_sasl_settings_reach_the_kafka_clients(monkeypatch):
+    monkeypatch.setenv("KAFKA_BOOTSTRAP", "k1:9093")
+    monkeypatch.setenv("CNSCHED_SECURITY_PROTOCOL", "SASL_PLAINTEXT")
+    monkeypatch.setenv("CNSCHED_SASL_MECHANISM", "SCRAM-SHA-512")
+    monkeypatch.setenv("CNSCHED_SASL_USERNAME", "sched")
+    monkeypatch.setenv("CNSCHED_SASL_PASSWORD", "s3cret")
+    kw = load_settings().kafka_client_kwargs()
+    assert kw["security_protocol"] == "SASL_PLAINTEXT"
+    assert kw["sasl_mechanism"] == "SCRAM-SHA-512"
+    assert (kw["sasl_plain_username"], kw["sasl_plain_password"]) == ("sched", "s3cret")
+    assert "ssl_context" not in kw
+    assert "s3cret" not in repr(load_settings())  # secrets never show in logs

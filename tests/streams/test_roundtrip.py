@@ -1,0 +1,129 @@
+"""Round trip through a real broker and a real Faust worker process: produce probe samples,
+let the ingest agent window them, consume netstate.windows and probe.deadletter, compare."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import time
+
+import numpy as np
+import pytest
+
+from core.windowstats import window_stats_reference
+from schemas.probe import encode_arrow
+from schemas.topics import NETSTATE_WINDOWS, PROBE_DEADLETTER, PROBE_SAMPLES
+from streams.kafka import consumer, ensure_topics, producer
+from streams.procs import start_worker, stop_process
+
+pytestmark = pytest.mark.integration
+
+
+async def collect(settings, topics, want, timeout_s, worker):
+    c = consumer(settings, *topics, group_id=None)
+    await c.start()
+    got: dict[str, list] = {t: [] for t in topics}
+    try:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and not want(got) and worker.poll() is None:
+            for tp, msgs in (await c.getmany(timeout_ms=500)).items():
+                name = tp.topic.removeprefix(settings.topic_prefix)
+                got[name] += [json.loads(m.value) for m in msgs]
+    finally:
+        await c.stop()
+    return got
+
+
+async def test_samples_flow_through_kafka_and_faust_to_window_results(make_settings, tmp_path):
+    settings = make_settings(window_seconds=10, window_step_seconds=10, allowed_lateness_seconds=1)
+    await ensure_topics(settings)
+    worker = start_worker(settings, tmp_path / "worker.log")
+    try:
+        rng = np.random.default_rng(5)
+        t0 = np.floor(time.time() / 10) * 10 - 60  # two whole windows a minute ago
+        ts = t0 + np.sort(rng.uniform(0, 20, 3000))
+        rtt = rng.lognormal(0, 0.2, ts.size)
+        rtt[rng.random(ts.size) < 0.02] *= 50  # spikes
+        rtt[[5, 500, 2500]] = np.nan  # lost probes
+        p = producer(settings)
+        await p.start()
+        try:
+            topic = settings.topic(PROBE_SAMPLES)
+            for a in range(0, ts.size, 1000):  # Arrow batches
+                sl = slice(a, a + 1000)
+                n = ts[sl].size
+                await p.send_and_wait(topic, encode_arrow(ts[sl], ["n01"] * n, ["n02"] * n,
+                                                          ["rtt_ms"] * n, rtt[sl]), key=b"n01")
+            # a JSON array with one bad row, a garbage message, and a sample that closes both windows
+            mixed = [{"ts": t0 + 25, "src": "n01", "dst": "", "metric": "bw_util", "value": 0.25},
+                     {"ts": t0 + 25, "src": "n01", "dst": "", "metric": "bw_util", "value": 7}]
+            await p.send_and_wait(topic, json.dumps(mixed).encode(), key=b"n01")
+            await p.send_and_wait(topic, b"\xffgarbage", key=b"n01")
+            closer = {"ts": t0 + 40, "src": "n01", "dst": "n02", "metric": "rtt_ms", "value": 1.0}
+            await p.send_and_wait(topic, json.dumps(closer).encode(), key=b"n01")
+        finally:
+            await p.stop()
+
+        def enough(got):
+            return len(got[NETSTATE_WINDOWS]) >= 3 and len(got[PROBE_DEADLETTER]) >= 2
+
+        got = await collect(settings, (NETSTATE_WINDOWS, PROBE_DEADLETTER), enough, 60, worker)
+    finally:
+        status = stop_process(worker)
+    log = (tmp_path / "worker.log").read_text()
+    assert enough(got), f"missing output; worker log tail:\n{log[-3000:]}"
+    assert status == 0, log[-3000:]
+
+    windows = {(w["metric"], w["window_start"]): w for w in got[NETSTATE_WINDOWS]}
+    for start in (t0, t0 + 10):
+        w = windows[("rtt_ms", start)]
+        inside = (ts >= start) & (ts < start + 10)
+        expected = window_stats_reference(rtt[inside])
+        assert w["window_end"] == start + 10
+        assert (w["src"], w["dst"]) == ("n01", "n02")
+        for f in ("count", "kept", "outliers", "lost"):
+            assert w[f] == expected[f], f
+        for f in ("mean", "p50", "p95", "p99", "min", "max"):
+            assert w[f] == pytest.approx(expected[f], rel=1e-12), f
+    assert windows[("rtt_ms", t0)]["lost"] + windows[("rtt_ms", t0 + 10)]["lost"] == 3
+    assert windows[("rtt_ms", t0)]["outliers"] > 0  # the 50x spikes are gone
+    bw = windows[("bw_util", t0 + 20)]
+    assert (bw["count"], bw["mean"], bw["dst"]) == (1, 0.25, "")
+
+    dead = {d["reason"]: d for d in got[PROBE_DEADLETTER]}
+    assert base64.b64decode(dead["undecodable"]["original_b64"]) == b"\xffgarbage"
+    assert dead["undecodable"]["source"]["topic"] == settings.topic(PROBE_SAMPLES)
+    partial = dead["out_of_range"]
+    assert (partial["rows_total"], partial["rows_rejected"]) == (2, 1)
+    assert partial["rows"] == [{"row": 1, "reason": "out_of_range",
+                                "detail": "bw_util must be in [0, 1], got 7.0"}]
+    assert json.loads(base64.b64decode(partial["original_b64"])) == mixed
+
+
+async def test_worker_serves_metrics_with_per_reason_counters(make_settings, tmp_path):
+    import urllib.request
+
+    settings = make_settings()
+    await ensure_topics(settings)
+    worker = start_worker(settings, tmp_path / "worker.log")
+    try:
+        p = producer(settings)
+        await p.start()
+        await p.send_and_wait(settings.topic(PROBE_SAMPLES), b"nope", key=b"x")
+        await p.stop()
+        url = f"http://127.0.0.1:{settings.web_port}/metrics"
+        deadline = time.monotonic() + 60
+        body = ""
+        while time.monotonic() < deadline:
+            try:
+                body = await asyncio.to_thread(lambda: urllib.request.urlopen(url, timeout=2).read().decode())
+                if 'samples_rejected_total{reason="undecodable"} 1' in body:
+                    break
+            except OSError:
+                pass
+            await asyncio.sleep(0.5)
+    finally:
+        stop_process(worker)
+    assert 'cnsched_samples_rejected_total{reason="undecodable"} 1' in body, body
+    assert "# TYPE cnsched_messages_total counter" in body
