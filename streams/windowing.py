@@ -1,89 +1,287 @@
-"""Event-time windows over decoded probe batches, finalised by a watermark (not by wall clock).
+"""Event-time windows over probe batches for one source partition, kept as mergeable sketches.
 
-One accumulator per source partition. The watermark is the largest event time seen minus the
-allowed lateness; a window is final once its end is at or below the watermark, and samples that
-arrive for a final window are counted as late and dropped.
+Samples go into *panes* of gcd(size, step) seconds, one sketch per (series, pane); a window of
+``size`` seconds starting at every multiple of ``step`` is the merge of its panes (tumbling: one
+pane per window). Memory per (series, pane) is bounded by the sketch, whatever the sample rate.
+
+The watermark is the largest event time seen minus the allowed lateness; a window is final once its
+end is at or below the watermark. Samples whose panes belong only to final windows are late:
+counted and dropped. Nothing here reads the wall clock, so replaying old samples gives the results a
+live run gave.
+
+Idempotence: every pane remembers the offset of the last source message applied to it, so a message
+replayed after a crash is applied to the panes that do not have it yet and to no other
+(see streams/ingest.py for how panes and watermarks are persisted).
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+import math
+import struct
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from core.windowstats import DEFAULT_HAMPEL_K, window_starts, window_stats_reference
+from core.sketch import Mapping, merge_sets, sketch_groups, stats_many
+from core.windowstats import DEFAULT_HAMPEL_K, STAT_FIELDS
 from schemas.probe import ProbeBatch
 
-Key = tuple[str, str, str, float]  # src, dst, metric, window_start
+Series = tuple[str, str, str]  # src, dst, metric
+PaneKey = tuple[str, str, str, int]  # src, dst, metric, pane start (whole seconds)
+
+_CONSOLIDATE_CHUNKS = 32
 
 
-class WindowAccumulator:
+@dataclass
+class Pane:
+    applied_offset: int = -1
+    count: int = 0
+    lost: int = 0
+    vmin: float = math.inf
+    vmax: float = -math.inf
+    # bucket chunks (key, count, sum), consolidated lazily
+    keys: list[np.ndarray] = field(default_factory=list)
+    counts: list[np.ndarray] = field(default_factory=list)
+    sums: list[np.ndarray] = field(default_factory=list)
+
+
+@dataclass
+class PartitionMark:
+    """Progress of one source partition: persisted beside its panes."""
+
+    applied_offset: int = -1
+    max_ts: float = -math.inf
+    closed_before: float = -math.inf  # every window ending at or before this was emitted
+
+
+class PartitionWindows:
     def __init__(
         self,
         size_s: int,
         step_s: int,
         lateness_s: float,
         hampel_k: float = DEFAULT_HAMPEL_K,
+        mapping: Mapping = Mapping(),
     ) -> None:
-        self.size_s = size_s
-        self.step_s = step_s
-        self.lateness_s = lateness_s
+        if size_s < 1 or step_s < 1 or step_s > size_s:
+            raise ValueError("window size and step must be whole seconds with 1 <= step <= size")
+        self.size_s = int(size_s)
+        self.step_s = int(step_s)
+        self.pane_s = math.gcd(self.size_s, self.step_s)
+        self.lateness_s = float(lateness_s)
         self.hampel_k = hampel_k
-        self.max_ts = -np.inf
-        self.closed_before = -np.inf  # every window with end <= this was emitted
-        self._values: dict[Key, list[np.ndarray]] = defaultdict(list)
+        self.mapping = mapping
+        self.mark = PartitionMark()
+        self.panes: dict[PaneKey, Pane] = {}
+        self.dirty: set[PaneKey] = set()
+        self.dropped: set[PaneKey] = set()  # deleted since the last snapshot
         self.late_samples = 0
+        self.replayed_samples = 0
+
+    # ------------------------------------------------------------------ windows of a pane
+    def _last_window_end(self, pane_start: float) -> float:
+        return math.floor(pane_start / self.step_s) * self.step_s + self.size_s
+
+    def _windows_of(self, pane_start: int) -> range:
+        """Starts of the windows that contain the pane."""
+        first = math.ceil((pane_start + self.pane_s - self.size_s) / self.step_s) * self.step_s
+        last = math.floor(pane_start / self.step_s) * self.step_s
+        return range(first, last + 1, self.step_s)
 
     @property
     def watermark(self) -> float:
-        return self.max_ts - self.lateness_s
+        return self.mark.max_ts - self.lateness_s
 
-    def add(self, batch: ProbeBatch) -> int:
-        """Add a batch; return how many of its samples were too late for every window."""
-        if len(batch) == 0:
+    # ------------------------------------------------------------------------------ add
+    def add(self, batch: ProbeBatch, offset: int = -1) -> int:
+        """Apply one message's valid samples (one kernel call); return the late sample count.
+
+        ``offset`` is the source offset of the message; panes that already hold it skip it.
+        """
+        n = len(batch)
+        if n == 0:
+            self.mark.applied_offset = max(self.mark.applied_offset, offset)
             return 0
-        rows, starts = window_starts(batch.ts, self.size_s, self.step_s)
-        open_ = starts + self.size_s > self.closed_before
-        late = len(batch) - np.unique(rows[open_]).size
-        rows, starts = rows[open_], starts[open_]
-        if rows.size:
-            order = np.lexsort((starts, batch.metric[rows], batch.dst[rows], batch.src[rows]))
-            rows, starts = rows[order], starts[order]
-            s, d, m = batch.src[rows], batch.dst[rows], batch.metric[rows]
-            change = np.flatnonzero(
-                (np.diff(s) != 0) | (np.diff(d) != 0) | (np.diff(m) != 0) | (np.diff(starts) != 0)
-            ) + 1
-            bounds = np.concatenate(([0], change, [rows.size]))
-            for a, b in zip(bounds[:-1], bounds[1:], strict=True):
-                key = (
-                    batch.src_names[s[a]],
-                    batch.dst_names[d[a]],
-                    batch.metric_names[m[a]],
-                    float(starts[a]),
-                )
-                self._values[key].append(batch.value[rows[a:b]])
-        self.max_ts = max(self.max_ts, float(batch.ts.max()))
+        pane = np.floor(batch.ts / self.pane_s).astype(np.int64)
+        # late rows: every window of their pane is final already
+        pane_start = pane * self.pane_s
+        last_end = np.floor(pane_start / self.step_s) * self.step_s + self.size_s
+        on_time = last_end > self.mark.closed_before
+        late = int(n - np.count_nonzero(on_time))
+        if late:
+            batch = batch.take(on_time)
+            pane = pane[on_time]
+        if len(batch):
+            p0 = int(pane.min())
+            n_dst, n_met = len(batch.dst_names), len(batch.metric_names)
+            n_pane = int(pane.max()) - p0 + 1
+            code = ((batch.src.astype(np.int64) * n_dst + batch.dst) * n_met + batch.metric) * n_pane + (pane - p0)
+            gs = sketch_groups(code, batch.value, self.mapping)
+            for g in range(len(gs)):
+                c = int(gs.code[g])
+                rest, pi = divmod(c, n_pane)
+                rest, mi = divmod(rest, n_met)
+                si, di = divmod(rest, n_dst)
+                pkey = (batch.src_names[si], batch.dst_names[di], batch.metric_names[mi],
+                        (p0 + pi) * self.pane_s)
+                p = self.panes.get(pkey)
+                if p is None:
+                    p = self.panes[pkey] = Pane()
+                elif offset >= 0 and p.applied_offset >= offset:
+                    self.replayed_samples += int(gs.count[g])
+                    continue
+                a, b = gs.start[g], gs.start[g + 1]
+                p.keys.append(gs.key[a:b])
+                p.counts.append(gs.bcount[a:b])
+                p.sums.append(gs.bsum[a:b])
+                p.count += int(gs.count[g])
+                p.lost += int(gs.lost[g])
+                p.vmin = min(p.vmin, float(gs.vmin[g]))
+                p.vmax = max(p.vmax, float(gs.vmax[g]))
+                p.applied_offset = max(p.applied_offset, offset)
+                self.dirty.add(pkey)
+                self.dropped.discard(pkey)
+                if len(p.keys) > _CONSOLIDATE_CHUNKS:
+                    self._consolidate([p])
+        if len(batch):
+            self.mark.max_ts = max(self.mark.max_ts, float(batch.ts.max()))
+        self.mark.applied_offset = max(self.mark.applied_offset, offset)
         self.late_samples += late
         return late
 
+    # ---------------------------------------------------------------------------- close
     def close_ready(self) -> list[dict]:
-        """Results of every window whose end is at or below the watermark."""
+        """Results of every window whose end is at or below the watermark, oldest first."""
         return self._close(self.watermark)
 
     def flush_all(self) -> list[dict]:
-        return self._close(np.inf)
+        """Close every window (end of input, offline use)."""
+        return self._close(math.inf)
 
     def _close(self, upto: float) -> list[dict]:
-        ready = sorted(k for k in self._values if k[3] + self.size_s <= upto)
+        lo = self.mark.closed_before
+        if upto <= lo:
+            return []
+        groups: dict[tuple[Series, int], list[Pane]] = {}
+        for (src, dst, metric, ps), p in self.panes.items():
+            for w in self._windows_of(ps):
+                end = w + self.size_s
+                if lo < end <= upto:
+                    groups.setdefault(((src, dst, metric), w), []).append(p)
+        results = self._results(groups) if groups else []
+        self.mark.closed_before = upto
+        for pkey in [k for k in self.panes if self._last_window_end(k[3]) <= upto]:
+            del self.panes[pkey]
+            self.dirty.discard(pkey)
+            self.dropped.add(pkey)
+        return results
+
+    def _results(self, groups: dict[tuple[Series, int], list[Pane]]) -> list[dict]:
+        order = sorted(groups, key=lambda sw: (sw[1], sw[0]))
+        gid, keys, counts, sums = [], [], [], []
+        sgid, sc, sl, smin, smax = [], [], [], [], []
+        for g, sw in enumerate(order):
+            for p in groups[sw]:
+                sgid.append(g)
+                sc.append(p.count)
+                sl.append(p.lost)
+                smin.append(p.vmin)
+                smax.append(p.vmax)
+                for k in p.keys:
+                    gid.append(np.full(k.size, g, dtype=np.int64))
+                keys += p.keys
+                counts += p.counts
+                sums += p.sums
+        merged = merge_sets(len(order), _cat(gid, np.int64), _cat(keys, np.int32),
+                            _cat(counts, np.int64), _cat(sums, np.float64),
+                            np.array(sgid), np.array(sc), np.array(sl), np.array(smin), np.array(smax))
+        stats = stats_many(merged, self.mapping, self.hampel_k)
         out = []
-        for key in ready:
-            src, dst, metric, start = key
-            stats = window_stats_reference(np.concatenate(self._values.pop(key)), self.hampel_k)
-            out.append(
-                {"src": src, "dst": dst, "metric": metric, "window_start": start,
-                 "window_end": start + self.size_s, **stats}
-            )
-        if upto > self.closed_before:
-            # windows end on multiples of step: everything ending <= upto is final now
-            self.closed_before = upto if np.isinf(upto) else upto
+        for g, ((src, dst, metric), w) in enumerate(order):
+            row = stats[g]
+            rec = {"src": src, "dst": dst, "metric": metric, "window_start": float(w),
+                   "window_end": float(w + self.size_s)}
+            for i, f in enumerate(STAT_FIELDS):
+                rec[f] = int(row[i]) if i < 4 else float(row[i])
+            out.append(rec)
         return out
+
+    # ----------------------------------------------------------------------- persistence
+    def _consolidate(self, panes: list[Pane]) -> None:
+        if not panes:
+            return
+        gid, keys, counts, sums = [], [], [], []
+        for g, p in enumerate(panes):
+            for k in p.keys:
+                gid.append(np.full(k.size, g, dtype=np.int64))
+            keys += p.keys
+            counts += p.counts
+            sums += p.sums
+        n = len(panes)
+        zeros = np.zeros(n)
+        m = merge_sets(n, _cat(gid, np.int64), _cat(keys, np.int32), _cat(counts, np.int64),
+                       _cat(sums, np.float64), np.arange(n), zeros, zeros, zeros, zeros)
+        for g, p in enumerate(panes):
+            k, c, s = m.buckets(g)
+            p.keys, p.counts, p.sums = [k], [c], [s]
+
+    def take_changes(self) -> tuple[PartitionMark, dict[PaneKey, bytes], set[PaneKey]]:
+        """What to persist since the last call: the mark, changed panes (encoded), dropped panes."""
+        changed = [self.panes[k] for k in self.dirty]
+        self._consolidate(changed)
+        out = {k: encode_pane(self.panes[k]) for k in self.dirty}
+        dropped = set(self.dropped)
+        self.dirty.clear()
+        self.dropped.clear()
+        return PartitionMark(**vars(self.mark)), out, dropped
+
+    def restore(self, mark: PartitionMark, panes: dict[PaneKey, bytes]) -> None:
+        self.mark = PartitionMark(**vars(mark))
+        self.panes = {k: decode_pane(v) for k, v in panes.items()}
+        self.dirty.clear()
+        self.dropped.clear()
+
+
+def _cat(parts: list[np.ndarray], dtype) -> np.ndarray:
+    return np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype=dtype)
+
+
+# ------------------------------------------------------------------------------ wire format
+# pane:  version u8 | applied_offset i64 | count i64 | lost i64 | vmin f64 | vmax f64 | n u32
+#        | keys i16[n] | counts i64[n] | sums f64[n]          (45 + 18 n bytes)
+# mark:  version u8 | applied_offset i64 | max_ts f64 | closed_before f64
+_PANE_HEAD = struct.Struct("<BqqqddI")
+_MARK = struct.Struct("<Bqdd")
+_VERSION = 1
+
+
+def encode_pane(p: Pane) -> bytes:
+    k = p.keys[0] if p.keys else np.zeros(0, np.int32)
+    c = p.counts[0] if p.counts else np.zeros(0, np.int64)
+    s = p.sums[0] if p.sums else np.zeros(0, np.float64)
+    head = _PANE_HEAD.pack(_VERSION, p.applied_offset, p.count, p.lost, p.vmin, p.vmax, k.size)
+    return b"".join((head, k.astype("<i2").tobytes(), c.astype("<i8").tobytes(), s.astype("<f8").tobytes()))
+
+
+def decode_pane(data: bytes) -> Pane:
+    version, off, count, lost, vmin, vmax, n = _PANE_HEAD.unpack_from(data)
+    if version != _VERSION:
+        raise ValueError(f"unknown pane format version {version}")
+    pos = _PANE_HEAD.size
+    k = np.frombuffer(data, "<i2", n, pos).astype(np.int32)
+    pos += 2 * n
+    c = np.frombuffer(data, "<i8", n, pos).astype(np.int64)
+    pos += 8 * n
+    s = np.frombuffer(data, "<f8", n, pos).astype(np.float64)
+    return Pane(off, count, lost, vmin, vmax, [k], [c], [s])
+
+
+def encode_mark(m: PartitionMark) -> bytes:
+    return _MARK.pack(_VERSION, m.applied_offset, m.max_ts, m.closed_before)
+
+
+def decode_mark(data: bytes) -> PartitionMark:
+    version, off, max_ts, closed = _MARK.unpack(data)
+    if version != _VERSION:
+        raise ValueError(f"unknown mark format version {version}")
+    return PartitionMark(off, max_ts, closed)
