@@ -61,6 +61,9 @@ class Mapping:
         return 1.0 / math.log(self.gamma)
 
 
+DEFAULT_MAPPING = Mapping()
+
+
 # ------------------------------------------------------------------------------ value <-> key
 
 
@@ -127,7 +130,7 @@ class GroupedSketches:
         return int(self.code.shape[0])
 
 
-def sketch_groups(codes: np.ndarray, values: np.ndarray, mapping: Mapping = Mapping()) -> GroupedSketches:
+def sketch_groups(codes: np.ndarray, values: np.ndarray, mapping: Mapping = DEFAULT_MAPPING) -> GroupedSketches:
     """Sketch every group of a batch in one kernel call. ``codes``: int64 >= 0 per row (the group);
     ``values``: float64 per row, NaN = lost. Groups come out in order of first appearance."""
     codes = np.ascontiguousarray(codes, dtype=np.int64)
@@ -229,7 +232,7 @@ def _sketch_groups(codes, values, inv_log_gamma, min_value):
     return gcode[:G].copy(), count, lost, vmin, vmax, start, bkey, bcount, bsum
 
 
-def sketch_groups_reference(codes: np.ndarray, values: np.ndarray, mapping: Mapping = Mapping()) -> GroupedSketches:
+def sketch_groups_reference(codes: np.ndarray, values: np.ndarray, mapping: Mapping = DEFAULT_MAPPING) -> GroupedSketches:
     """Plain numpy version of :func:`sketch_groups`, for tests."""
     codes = np.asarray(codes, dtype=np.int64)
     values = np.asarray(values, dtype=np.float64)
@@ -313,7 +316,7 @@ def sketch_stats(
     lost: int,
     vmin: float,
     vmax: float,
-    mapping: Mapping = Mapping(),
+    mapping: Mapping = DEFAULT_MAPPING,
     k: float = DEFAULT_HAMPEL_K,
 ) -> dict[str, float]:
     """Window statistics (the ``netstate.windows`` fields) from one sketch with sorted keys."""
@@ -520,7 +523,7 @@ def _sketch_stats(key, bcount, bsum, count, lost, vmin, vmax, gamma, min_value, 
 
 
 def sketch_stats_reference(
-    key, bcount, bsum, count, lost, vmin, vmax, mapping: Mapping = Mapping(), k: float = DEFAULT_HAMPEL_K
+    key, bcount, bsum, count, lost, vmin, vmax, mapping: Mapping = DEFAULT_MAPPING, k: float = DEFAULT_HAMPEL_K
 ) -> dict[str, float]:
     """Plain numpy version of :func:`sketch_stats`: expand every bucket into ``count`` pseudo-samples
     spread evenly over its value interval, then apply the exact rules of ``window_stats_reference``
@@ -662,7 +665,7 @@ def _merge_sets(G, gid, key, bcount, bsum, sgid, count, lost, vmin, vmax):
     return ocount, olost, omin, omax, start, okey, obc, obs
 
 
-def stats_many(s: SketchSet, mapping: Mapping = Mapping(), k: float = DEFAULT_HAMPEL_K) -> np.ndarray:
+def stats_many(s: SketchSet, mapping: Mapping = DEFAULT_MAPPING, k: float = DEFAULT_HAMPEL_K) -> np.ndarray:
     """Window statistics of every sketch of a set: float64[G, 10] in STAT_FIELDS order."""
     return _stats_many(s.count, s.lost, s.vmin, s.vmax, s.start, s.key, s.bcount, s.bsum,
                        mapping.gamma, mapping.min_value, k)

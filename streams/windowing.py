@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from core.sketch import Mapping, merge_sets, sketch_groups, stats_many
+from core.sketch import DEFAULT_MAPPING, Mapping, merge_sets, sketch_groups, stats_many
 from core.windowstats import DEFAULT_HAMPEL_K, STAT_FIELDS
 from schemas.probe import ProbeBatch
 
@@ -61,7 +61,7 @@ class PartitionWindows:
         step_s: int,
         lateness_s: float,
         hampel_k: float = DEFAULT_HAMPEL_K,
-        mapping: Mapping = Mapping(),
+        mapping: Mapping = DEFAULT_MAPPING,
     ) -> None:
         if size_s < 1 or step_s < 1 or step_s > size_s:
             raise ValueError("window size and step must be whole seconds with 1 <= step <= size")

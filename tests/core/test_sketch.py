@@ -6,6 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.sketch import (
+    DEFAULT_MAPPING,
     MAX_KEY,
     Mapping,
     keys_reference,
@@ -73,7 +74,7 @@ def test_constant_input_is_exact():
     assert s["mean"] == s["p50"] == s["p99"] == s["min"] == s["max"] == 0.25
 
 
-def sketch_stats_from(v, mapping=Mapping()):
+def sketch_stats_from(v, mapping=DEFAULT_MAPPING):
     g = sketch_groups(np.zeros(v.size, dtype=np.int64), v, mapping)
     return sketch_stats(g.key, g.bcount, g.bsum, g.count[0], g.lost[0], g.vmin[0], g.vmax[0], mapping)
 
