@@ -38,7 +38,9 @@ def faust_credentials(settings: Settings):
     return None
 
 
-def create_app(settings: Settings) -> tuple[faust.App, Topics, Counters]:
+def create_app(
+    settings: Settings, sample_partitions: int | None = None
+) -> tuple[faust.App, Topics, Counters]:
     app = faust.App(
         settings.app_id,
         broker=[f"kafka://{hp}" for hp in settings.bootstrap_servers],
@@ -54,6 +56,9 @@ def create_app(settings: Settings) -> tuple[faust.App, Topics, Counters]:
         web_host=settings.web_host,
         web_port=settings.web_port,
         datadir=str(settings.data_dir / settings.app_id),
+        # the ingest agent acks events itself, after the flush that persisted them; Faust must not
+        # wait for those acks on shutdown or rebalance (a revoke flushes, see streams/ingest.py)
+        stream_wait_empty=False,
         producer_linger_ms=5,
         producer_max_request_size=8 << 20,
     )
@@ -81,6 +86,6 @@ def create_app(settings: Settings) -> tuple[faust.App, Topics, Counters]:
 
     from streams import ingest, web
 
-    ingest.register(app, topics, settings, counters)
+    ingest.register(app, topics, settings, counters, sample_partitions or settings.partitions)
     web.register(app, counters)
     return app, topics, counters

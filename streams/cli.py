@@ -9,6 +9,7 @@ import signal
 import sys
 import threading
 
+from schemas.topics import PROBE_SAMPLES
 from sinks.duckdb_store import StoreError
 from streams.broker import BrokerError, EmbeddedBroker
 from streams.config import ConfigError, Settings, load_settings
@@ -115,9 +116,9 @@ def cmd_worker(args, settings: Settings) -> int:
 
     _require_bootstrap(settings)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    ensure_topics_sync(settings)
+    partitions = ensure_topics_sync(settings)
     asyncio.set_event_loop(asyncio.new_event_loop())
-    app, _, _ = create_app(settings)
+    app, _, _ = create_app(settings, partitions[settings.topic(PROBE_SAMPLES)])
     worker = Worker(app, loglevel=settings.log_level, quiet=True, redirect_stdouts=False)
     worker.execute_from_commandline()  # runs until SIGINT/SIGTERM; exits the process
     return 0

@@ -41,6 +41,10 @@ class Settings(BaseSettings):
     window_step_seconds: int = Field(default=10, ge=1, le=86_400)
     allowed_lateness_seconds: float = Field(default=2.0, ge=0, le=3_600)
     max_clock_skew_seconds: float = Field(default=86_400.0, gt=0)
+    hampel_k: float = Field(default=3.0, gt=0, description="outliers: |x - median| > k * 1.4826 * MAD")
+    flush_interval_seconds: float = Field(
+        default=1.0, gt=0, le=60, description="how often window state is persisted and offsets acked"
+    )
     web_host: str = Field(default="127.0.0.1", min_length=1)
     web_port: int = Field(default=6066, ge=1, le=65_535)
     duckdb_path: Path = Path("cnsched.duckdb")

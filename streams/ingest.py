@@ -1,15 +1,32 @@
-"""Ingest agent: probe.samples -> decode + validate -> event-time windows -> netstate.windows.
+"""Ingest agent: probe.samples -> decode + validate -> sketch panes -> window results.
 
-Bad input never stops the agent: an undecodable message, or the bad rows of a batch, go to
-probe.deadletter with the reason, the source topic/partition/offset and the original bytes.
+Per message: decode (JSON or Arrow), validate every row at once, one sketch-kernel call for all the
+message's (series, pane) groups, then close every window the event-time watermark has passed and send
+its results to netstate.windows. Bad input never stops the agent: an undecodable message, or the bad
+rows of a batch, go to probe.deadletter with the reason, the source topic/partition/offset and the
+original bytes.
+
+State and crash safety (at-least-once delivery, exact results):
+- panes and a per-partition mark (applied offset, max event time, windows closed so far) live in a
+  Faust table (raw bytes, changelog-backed), key ``P|<partition>|<src>\\x1f<dst>\\x1f<metric>\\x1f<pane>``
+  and ``M|<partition>``; the table is written with an explicit partition, coalesced: every
+  ``flush_interval_s`` the changed panes are written once each, not once per message;
+- events are acked (so their offsets may be committed) only after the flush that persisted them;
+- a flush first waits for the window results sent so far, then writes the mark, then the panes;
+- every pane carries the offset of the last message applied to it, so after a crash the replayed
+  messages are applied to the panes that lack them and to no other; windows at or before the
+  restored mark are not emitted again. A window result may be sent twice (same content) after a
+  crash between sending and the next flush: consumers key on (src, dst, metric, window_start).
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import logging
 import time
+from collections import defaultdict
 
 import faust
 
@@ -24,9 +41,27 @@ from schemas.probe import (
 from schemas.windows import encode_window, window_key
 from streams.config import Settings
 from streams.metrics import Counters
-from streams.windowing import WindowAccumulator
+from streams.windowing import PaneKey, PartitionWindows, decode_mark, encode_mark
 
 log = logging.getLogger(__name__)
+
+_SEP = "\x1f"
+LATE_WINDOW_CLOSED = "window_closed"
+
+
+def pane_table_key(partition: int, k: PaneKey) -> bytes:
+    src, dst, metric, pane = k
+    return f"P|{partition}|{src}{_SEP}{dst}{_SEP}{metric}{_SEP}{pane}".encode()
+
+
+def parse_pane_table_key(key: bytes) -> tuple[int, PaneKey]:
+    _, partition, rest = key.decode().split("|", 2)
+    src, dst, metric, pane = rest.split(_SEP)
+    return int(partition), (src, dst, metric, int(pane))
+
+
+def mark_table_key(partition: int) -> bytes:
+    return f"M|{partition}".encode()
 
 
 def dead_letter(
@@ -52,52 +87,151 @@ def dead_letter(
     return json.dumps(doc, separators=(",", ":")).encode()
 
 
-def register(app: faust.App, topics, settings: Settings, counters: Counters) -> None:
-    counters.describe("messages_total", "probe.samples messages read")
-    counters.describe("samples_accepted_total", "probe samples that passed validation")
-    counters.describe("samples_rejected_total", "probe samples sent to the dead-letter topic")
-    counters.describe("samples_late_total", "samples later than the allowed lateness, dropped")
-    counters.describe("windows_emitted_total", "window results sent to netstate.windows")
-    accumulators: dict[int, WindowAccumulator] = {}
+def new_windows(settings: Settings) -> PartitionWindows:
+    return PartitionWindows(
+        settings.window_seconds, settings.window_step_seconds, settings.allowed_lateness_seconds,
+        settings.hampel_k,
+    )
 
-    @app.agent(topics.samples, name="ingest")
-    async def ingest(stream):
-        async for event in stream.events():
-            msg = event.message
-            payload = event.value if isinstance(event.value, bytes) else bytes(event.value or b"")
-            counters.inc("messages_total")
-            try:
-                batch = decode_samples(payload)
-            except DecodeError as exc:
-                counters.inc("samples_rejected_total", reason=REASON_UNDECODABLE)
-                await topics.deadletter.send(
-                    key=msg.key,
-                    value=dead_letter(payload, msg.topic, msg.partition, msg.offset,
-                                      REASON_UNDECODABLE, str(exc)),
-                )
-                continue
-            check = validate_batch(batch, time.time(), settings.max_clock_skew_seconds)
+
+class Ingest:
+    """The ingest agent's state and steps, one PartitionWindows per source partition."""
+
+    def __init__(self, app: faust.App, topics, settings: Settings, counters: Counters, table) -> None:
+        self.app = app
+        self.topics = topics
+        self.settings = settings
+        self.counters = counters
+        self.table = table
+        self.windows: dict[int, PartitionWindows] = {}
+        self.pending: dict[int, list] = defaultdict(list)  # unacked events per partition
+        self.lock = asyncio.Lock()
+        self.last_flush = time.monotonic()
+
+    # -------------------------------------------------------------------------- state
+    def partition_state(self, partition: int) -> PartitionWindows:
+        state = self.windows.get(partition)
+        if state is None:
+            state = self.windows[partition] = new_windows(self.settings)
+            self._restore(partition, state)
+        return state
+
+    def _restore(self, partition: int, state: PartitionWindows) -> None:
+        data = self.table.data
+        raw_mark = data.get(mark_table_key(partition))
+        if raw_mark is None:
+            return
+        prefix = f"P|{partition}|".encode()
+        panes = {}
+        for k, v in list(data.items()):
+            if isinstance(k, bytes) and k.startswith(prefix) and v:
+                panes[parse_pane_table_key(k)[1]] = v
+        state.restore(decode_mark(raw_mark), panes)
+        log.info("partition %d: restored %d panes, windows closed up to %s",
+                 partition, len(panes), state.mark.closed_before)
+
+    # ------------------------------------------------------------------------ process
+    async def process(self, event) -> None:
+        msg = event.message
+        payload = event.value if isinstance(event.value, bytes) else bytes(event.value or b"")
+        c = self.counters
+        c.inc("messages_total")
+        try:
+            batch = decode_samples(payload)
+        except DecodeError as exc:
+            c.inc("samples_rejected_total", reason=REASON_UNDECODABLE)
+            await self.topics.deadletter.send(
+                key=msg.key,
+                value=dead_letter(payload, msg.topic, msg.partition, msg.offset, REASON_UNDECODABLE, str(exc)),
+            )
+            batch = None
+        if batch is not None:
+            check = validate_batch(batch, time.time(), self.settings.max_clock_skew_seconds)
             if check.rejected:
                 for reason, n in check.rejected.items():
-                    counters.inc("samples_rejected_total", n, reason=reason)
-                await topics.deadletter.send(
+                    c.inc("samples_rejected_total", n, reason=reason)
+                await self.topics.deadletter.send(
                     key=msg.key,
-                    value=dead_letter(payload, msg.topic, msg.partition, msg.offset,
-                                      ",".join(sorted(check.rejected)),
-                                      f"{check.rejected_total} of {len(batch)} rows rejected",
-                                      check.listed, check.rejected_total, len(batch)),
+                    value=dead_letter(
+                        payload, msg.topic, msg.partition, msg.offset, ",".join(sorted(check.rejected)),
+                        f"{check.rejected_total} of {len(batch)} rows rejected", check.listed,
+                        check.rejected_total, len(batch),
+                    ),
                 )
-            good = check.good
-            counters.inc("samples_accepted_total", len(good))
-            acc = accumulators.get(msg.partition)
-            if acc is None:
-                acc = accumulators[msg.partition] = WindowAccumulator(
-                    settings.window_seconds, settings.window_step_seconds,
-                    settings.allowed_lateness_seconds,
-                )
-            late = acc.add(good)
+            state = self.partition_state(msg.partition)
+            c.inc("samples_accepted_total", len(check.good))
+            late = state.add(check.good, msg.offset)
             if late:
-                counters.inc("samples_late_total", late, reason="window_closed")
-            for result in acc.close_ready():
-                await topics.windows.send(key=window_key(result), value=encode_window(result))
-                counters.inc("windows_emitted_total")
+                c.inc("samples_late_total", late, reason=LATE_WINDOW_CLOSED)
+            for result in state.close_ready():
+                await self.topics.windows.send(key=window_key(result), value=encode_window(result))
+                c.inc("windows_emitted_total")
+        self.pending[msg.partition].append(event)
+
+    # -------------------------------------------------------------------------- flush
+    async def flush(self) -> None:
+        """Persist what changed, then ack the events it covers (see the module docstring)."""
+        if not any(self.pending.values()) and not any(s.dirty or s.dropped for s in self.windows.values()):
+            return
+        await self.app.producer.flush()  # window results sent so far are delivered
+        data = self.table.data
+        for partition, state in self.windows.items():
+            mark, changed, dropped = state.take_changes()
+            mk = mark_table_key(partition)
+            value = encode_mark(mark)
+            data[mk] = value
+            self.table.send_changelog(partition, mk, value)
+            for k, v in changed.items():
+                tk = pane_table_key(partition, k)
+                data[tk] = v
+                self.table.send_changelog(partition, tk, v)
+            for k in dropped:
+                tk = pane_table_key(partition, k)
+                data.pop(tk, None)
+                self.table.send_changelog(partition, tk, None, value_serializer="raw")
+        for events in self.pending.values():
+            for ev in events:
+                ev.ack()
+            events.clear()
+        self.last_flush = time.monotonic()
+
+    async def revoke(self, partitions: set[int]) -> None:
+        async with self.lock:
+            await self.flush()
+            for p in partitions:
+                self.windows.pop(p, None)
+                self.pending.pop(p, None)
+
+
+def register(app: faust.App, topics, settings: Settings, counters: Counters, sample_partitions: int) -> Ingest:
+    counters.describe("messages_total", "probe.samples messages read")
+    counters.describe("samples_accepted_total", "probe samples that passed validation")
+    counters.describe("samples_rejected_total", "probe samples sent to the dead-letter topic, by reason")
+    counters.describe("samples_late_total", "samples later than the allowed lateness, dropped, by reason")
+    counters.describe("windows_emitted_total", "window results sent to netstate.windows")
+    table = app.Table(
+        f"{settings.topic_prefix}ingest-panes",
+        schema=faust.Schema(key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw"),
+        partitions=sample_partitions,
+    )
+    ingest = Ingest(app, topics, settings, counters, table)
+    interval = settings.flush_interval_seconds
+
+    @app.agent(topics.samples, name="ingest")
+    async def ingest_agent(stream):
+        async for event in stream.noack().events():
+            async with ingest.lock:
+                await ingest.process(event)
+                if time.monotonic() - ingest.last_flush >= interval:
+                    await ingest.flush()
+
+    @app.timer(interval=interval)
+    async def ingest_flush():
+        async with ingest.lock:
+            await ingest.flush()
+
+    @app.on_partitions_revoked.connect
+    async def on_revoked(app, revoked, **kwargs):
+        await ingest.revoke({tp.partition for tp in revoked if tp.topic == topics.samples.get_topic_name()})
+
+    return ingest

@@ -82,10 +82,13 @@ async def test_samples_flow_through_kafka_and_faust_to_window_results(make_setti
         expected = window_stats_reference(rtt[inside])
         assert w["window_end"] == start + 10
         assert (w["src"], w["dst"]) == ("n01", "n02")
-        for f in ("count", "kept", "outliers", "lost"):
-            assert w[f] == expected[f], f
-        for f in ("mean", "p50", "p95", "p99", "min", "max"):
-            assert w[f] == pytest.approx(expected[f], rel=1e-12), f
+        assert (w["count"], w["lost"]) == (expected["count"], expected["lost"])
+        assert w["kept"] + w["outliers"] + w["lost"] == w["count"]
+        assert abs(w["outliers"] - expected["outliers"]) <= 3
+        assert w["mean"] == pytest.approx(expected["mean"], rel=0.005)
+        for f in ("p50", "p95", "p99"):
+            assert w[f] == pytest.approx(expected[f], rel=0.01), f
+        assert w["min"] == expected["min"]
     assert windows[("rtt_ms", t0)]["lost"] + windows[("rtt_ms", t0 + 10)]["lost"] == 3
     assert windows[("rtt_ms", t0)]["outliers"] > 0  # the 50x spikes are gone
     bw = windows[("bw_util", t0 + 20)]
