@@ -211,7 +211,8 @@ def register(app: faust.App, topics, settings: Settings, counters: Counters, sam
     counters.describe("windows_emitted_total", "window results sent to netstate.windows")
     table = app.Table(
         f"{settings.topic_prefix}ingest-panes",
-        schema=faust.Schema(key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw"),
+        key_type=bytes,  # bytes -> raw key and value codecs, also for the changelog
+        value_type=bytes,
         partitions=sample_partitions,
     )
     ingest = Ingest(app, topics, settings, counters, table)
