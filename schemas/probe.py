@@ -174,60 +174,64 @@ def decode_samples(payload: bytes) -> ProbeBatch:
 
 def _decode_arrow(payload: bytes) -> ProbeBatch:
     try:
-        table = ipc.open_stream(pa.py_buffer(payload)).read_all()
+        batches = list(ipc.open_stream(payload))
     except (pa.ArrowInvalid, pa.ArrowException, OSError) as exc:
         raise DecodeError(f"neither JSON nor an Arrow IPC stream: {exc}") from None
-    missing = [c for c in ("ts", "src", "metric", "value") if c not in table.column_names]
+    if not batches:
+        raise DecodeError("Arrow stream holds no record batch")
+    if len(batches) == 1:
+        rb = batches[0]
+    else:
+        table = pa.Table.from_batches(batches).unify_dictionaries().combine_chunks()
+        rb = table.to_batches()[0] if table.num_rows else batches[0].slice(0, 0)
+    names = rb.schema.names
+    missing = [c for c in ("ts", "src", "metric", "value") if c not in names]
     if missing:
         raise DecodeError(f"Arrow stream lacks column(s) {', '.join(missing)}")
-    n = table.num_rows
+    n = rb.num_rows
     try:
-        ts = _float_column(table.column("ts"))
-        value = _float_column(table.column("value"))
-        src, src_names = _string_codes(table.column("src"))
-        if "dst" in table.column_names:
-            dst, dst_names = _string_codes(table.column("dst"))
+        ts = _float_column(rb.column("ts"))
+        value = _float_column(rb.column("value"))
+        src, src_names = _string_codes(rb.column("src"))
+        if "dst" in names:
+            dst, dst_names = _string_codes(rb.column("dst"))
         else:
             dst, dst_names = np.zeros(n, dtype=np.int32), [""]
-        metric, metric_names = _string_codes(table.column("metric"))
+        metric, metric_names = _string_codes(rb.column("metric"))
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError) as exc:
         raise DecodeError(f"Arrow column of the wrong type: {exc}") from None
     batch = ProbeBatch(ts, value, src, dst, metric, src_names, dst_names, metric_names)
     for name in ("ts", "src", "metric"):
-        col = table.column(name)
+        col = rb.column(name)
         if col.null_count:
-            nulls = np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))
-            for i in nulls:
+            for i in np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False)):
                 batch.broken.setdefault(int(i), f"{name} is null")
     return batch
 
 
-def _float_column(col: pa.ChunkedArray) -> np.ndarray:
-    col = col.cast(pa.float64())
-    arr = col.to_numpy() if col.null_count == 0 else col.fill_null(np.nan).to_numpy()
-    return np.ascontiguousarray(arr, dtype=np.float64)
+def _float_column(col: pa.Array) -> np.ndarray:
+    if col.type != pa.float64():
+        col = col.cast(pa.float64())
+    if col.null_count:
+        col = col.fill_null(np.nan)
+    return np.ascontiguousarray(col.to_numpy(zero_copy_only=False), dtype=np.float64)
 
 
-def _string_codes(col: pa.ChunkedArray) -> tuple[np.ndarray, list[str]]:
+def _string_codes(col: pa.Array) -> tuple[np.ndarray, list[str]]:
     """Dictionary codes and names of a string column, vectorised (no object per row)."""
-    if pa.types.is_dictionary(col.type):
-        col = col.cast(pa.dictionary(pa.int32(), pa.string()))
-        col = col.unify_dictionaries() if col.num_chunks > 1 else col
-        chunks = col.chunks
-        if not chunks:
-            return np.zeros(0, dtype=np.int32), []
-        names = chunks[0].dictionary.to_pylist()
-        codes = np.concatenate(
-            [c.indices.fill_null(0).to_numpy(zero_copy_only=False) for c in chunks]
-        )
-    else:
-        col = col.cast(pa.string())
-        enc = col.dictionary_encode().combine_chunks()
-        names = enc.dictionary.to_pylist()
-        codes = enc.indices.fill_null(0).to_numpy(zero_copy_only=False)
+    if not pa.types.is_dictionary(col.type):
+        col = col.cast(pa.string()).dictionary_encode()
+    indices = col.indices
+    if indices.null_count:
+        indices = indices.fill_null(0)
+    names = col.dictionary
+    if names.type != pa.string():
+        names = names.cast(pa.string())
+    names = names.to_pylist()
     if not names:
         names = [""]
-    return np.ascontiguousarray(codes, dtype=np.int32), [s if s is not None else "" for s in names]
+    codes = np.ascontiguousarray(indices.to_numpy(zero_copy_only=False), dtype=np.int32)
+    return codes, [x if x is not None else "" for x in names]
 
 
 def _decode_json(payload: bytes) -> ProbeBatch:
@@ -336,18 +340,19 @@ def validate_batch(batch: ProbeBatch, now_s: float, max_skew_s: float) -> Valida
     if n:
         ts_ok = np.isfinite(batch.ts) & (np.abs(batch.ts - now_s) <= max_skew_s)
         _flag(reason, detail, ~ts_ok, 2, 0)
-        empty_src = np.array([s == "" for s in batch.src_names], dtype=bool)
-        _flag(reason, detail, empty_src[batch.src], 1, 1)
-        met = np.asarray(batch.metric_names, dtype=object)
-        is_rtt = (met == RTT_MS)[batch.metric]
-        is_frac = np.isin(met, list(FRACTION_METRICS))[batch.metric]
-        is_nonneg = np.isin(met, list(NON_NEGATIVE_METRICS))[batch.metric]
-        _flag(reason, detail, (met == "")[batch.metric], 1, 2)
+        empty_src = np.array([x == "" for x in batch.src_names], dtype=bool)
+        if empty_src.any():
+            _flag(reason, detail, empty_src[batch.src], 1, 1)
+        # one rule per metric name, looked up per row
+        names = batch.metric_names
+        rule = np.array([_metric_rule(m) for m in names], dtype=np.int8)[batch.metric]
         v = batch.value
-        _flag(reason, detail, ~is_rtt & ~np.isfinite(v), 2, 3)
-        _flag(reason, detail, is_rtt & np.isinf(v), 2, 3)
-        _flag(reason, detail, is_frac & ((v < 0) | (v > 1)), 2, 4)
-        _flag(reason, detail, is_nonneg & (v < 0), 2, 5)
+        finite = np.isfinite(v)
+        _flag(reason, detail, rule == _RULE_EMPTY, 1, 2)
+        _flag(reason, detail, (rule != _RULE_RTT) & ~finite, 2, 3)
+        _flag(reason, detail, (rule == _RULE_RTT) & np.isinf(v), 2, 3)
+        _flag(reason, detail, (rule == _RULE_FRACTION) & ((v < 0) | (v > 1)), 2, 4)
+        _flag(reason, detail, ((rule == _RULE_RTT) | (rule == _RULE_NON_NEGATIVE)) & (v < 0), 2, 5)
     bad = reason > 0
     if not bad.any():
         return Validation(batch, {}, [])
@@ -369,6 +374,21 @@ def validate_batch(batch: ProbeBatch, now_s: float, max_skew_s: float) -> Valida
     return Validation(batch.take(~bad), rejected, listed)
 
 
+_RULE_GENERIC, _RULE_RTT, _RULE_FRACTION, _RULE_NON_NEGATIVE, _RULE_EMPTY = range(5)
+
+
+def _metric_rule(name: str) -> int:
+    if name == "":
+        return _RULE_EMPTY
+    if name == RTT_MS:
+        return _RULE_RTT
+    if name in FRACTION_METRICS:
+        return _RULE_FRACTION
+    if name in NON_NEGATIVE_METRICS:
+        return _RULE_NON_NEGATIVE
+    return _RULE_GENERIC
+
+
 _DETAILS = (
     "ts {ts!r} is not finite epoch seconds within the allowed clock skew",
     "src must not be empty",
@@ -381,6 +401,34 @@ _DETAILS = (
 
 def _flag(reason: np.ndarray, detail: np.ndarray, mask: np.ndarray, r: int, d: int) -> None:
     """Record the first failing rule of each row."""
+    if not mask.any():
+        return
     fresh = mask & (reason == 0)
     reason[fresh] = r
     detail[fresh] = d
+
+
+def concat_batches(batches: list[ProbeBatch]) -> ProbeBatch:
+    """One batch from many (their string dictionaries unified; rows in order)."""
+    live = [b for b in batches if len(b)]
+    if not live:
+        return empty_batch()
+    if len(live) == 1:
+        return live[0]
+    cols = {}
+    for field_ in ("src", "dst", "metric"):
+        names: dict[str, int] = {}
+        parts = []
+        for b in live:
+            lut = np.fromiter(
+                (names.setdefault(x, len(names)) for x in getattr(b, f"{field_}_names")),
+                dtype=np.int32,
+            )
+            parts.append(lut[getattr(b, field_)])
+        cols[field_] = (np.concatenate(parts), list(names))
+    return ProbeBatch(
+        np.concatenate([b.ts for b in live]),
+        np.concatenate([b.value for b in live]),
+        cols["src"][0], cols["dst"][0], cols["metric"][0],
+        cols["src"][1], cols["dst"][1], cols["metric"][1],
+    )

@@ -38,11 +38,9 @@ def faust_credentials(settings: Settings):
     return None
 
 
-def create_app(
-    settings: Settings, sample_partitions: int | None = None
-) -> tuple[faust.App, Topics, Counters]:
-    app = faust.App(
-        settings.app_id,
+def faust_app(settings: Settings, app_id: str, **overrides) -> faust.App:
+    """A Faust app configured from Settings (brokers, security, timeouts, web)."""
+    conf = dict(
         broker=[f"kafka://{hp}" for hp in settings.bootstrap_servers],
         broker_credentials=faust_credentials(settings),
         store="memory://",
@@ -55,12 +53,23 @@ def create_app(
         consumer_auto_offset_reset="earliest",
         web_host=settings.web_host,
         web_port=settings.web_port,
-        datadir=str(settings.data_dir / settings.app_id),
+        datadir=str(settings.data_dir / app_id),
+        producer_linger_ms=5,
+        producer_max_request_size=8 << 20,
+    )
+    conf.update(overrides)
+    return faust.App(app_id, **conf)
+
+
+def create_app(
+    settings: Settings, sample_partitions: int | None = None
+) -> tuple[faust.App, Topics, Counters]:
+    app = faust_app(
+        settings,
+        settings.app_id,
         # the ingest agent acks events itself, after the flush that persisted them; Faust must not
         # wait for those acks on shutdown or rebalance (a revoke flushes, see streams/ingest.py)
         stream_wait_empty=False,
-        producer_linger_ms=5,
-        producer_max_request_size=8 << 20,
     )
 
     def topic(name: str) -> TopicT:

@@ -36,12 +36,24 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--host", default="127.0.0.1")
     b.add_argument("--json", action="store_true", help="print the address as JSON")
 
-    sub.add_parser("worker", help="run a Faust worker (needs KAFKA_BOOTSTRAP)")
+    w = sub.add_parser("worker", help="run a Faust worker (needs KAFKA_BOOTSTRAP)")
+    w.add_argument("--baseline", action="store_true",
+                   help="run the benchmark baseline (one JSON sample per message) instead")
 
     t = sub.add_parser("topics", help="create the topics with the configured partition count")
     t.add_argument("--json", action="store_true")
 
     sub.add_parser("sink", help="run the DuckDB sink, the single writer of CNSCHED_DUCKDB_PATH")
+
+    bench = sub.add_parser("bench", help="benchmarks: ours beside the baseline, with ratios")
+    bsub = bench.add_subparsers(dest="bench", metavar="BENCH", parser_class=_Parser, required=True)
+    bi = bsub.add_parser("ingest", help="end-to-end ingest vs a one-sample-per-message agent vs the kernel")
+    bi.add_argument("--samples", type=int, default=5_000_000)
+    bi.add_argument("--batch", type=int, default=1000, help="samples per Arrow message")
+    bi.add_argument("--sources", type=int, default=100, help="source nodes (message keys)")
+    bi.add_argument("--peers", type=int, default=10, help="destinations per source")
+    bi.add_argument("--baseline-samples", type=int, default=20_000)
+    bi.add_argument("--json", action="store_true")
 
     d = sub.add_parser("demo", help="broker + worker + simulated probes; print what flows")
     d.add_argument("--seconds", type=float, default=60.0, help="how long to run (default 60)")
@@ -117,8 +129,15 @@ def cmd_worker(args, settings: Settings) -> int:
     _require_bootstrap(settings)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     partitions = ensure_topics_sync(settings)
-    asyncio.set_event_loop(asyncio.new_event_loop())
-    app, _, _ = create_app(settings, partitions[settings.topic(PROBE_SAMPLES)])
+    if args.baseline:
+        from streams.baseline import BASELINE_TOPIC, create_baseline_app
+
+        ensure_topics_sync(settings, (BASELINE_TOPIC,))
+    asyncio.set_event_loop(asyncio.new_event_loop())  # asyncio.run above closed its loop
+    if args.baseline:
+        app, _ = create_baseline_app(settings)
+    else:
+        app, _, _ = create_app(settings, partitions[settings.topic(PROBE_SAMPLES)])
     worker = Worker(app, loglevel=settings.log_level, quiet=True, redirect_stdouts=False)
     worker.execute_from_commandline()  # runs until SIGINT/SIGTERM; exits the process
     return 0
@@ -131,6 +150,35 @@ def cmd_sink(args, settings: Settings) -> int:
     _require_bootstrap(settings)
     ensure_topics_sync(settings)
     return asyncio.run(run_sink(settings))
+
+
+def cmd_bench(args, settings: Settings) -> int:
+    import json
+    import tempfile
+    from pathlib import Path
+
+    from streams.bench import bench_ingest
+
+    for name in ("samples", "batch", "sources", "peers", "baseline_samples"):
+        if getattr(args, name) < 1:
+            raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
+    workdir = Path(tempfile.mkdtemp(prefix="cnsched-bench-"))
+
+    async def run(s: Settings) -> dict:
+        return await bench_ingest(s, args.samples, args.batch, args.sources, args.peers,
+                                  args.baseline_samples, workdir)
+
+    if settings.kafka_bootstrap:
+        result = asyncio.run(run(settings))
+    else:
+        with EmbeddedBroker() as bootstrap:
+            result = asyncio.run(run(settings.with_bootstrap(bootstrap)))
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        for k, v in result.items():
+            print(f"{k:36} {v:,.2f}" if isinstance(v, float) else f"{k:36} {v}")
+    return 0
 
 
 def cmd_demo(args, settings: Settings) -> int:
@@ -160,6 +208,7 @@ _COMMANDS = {
     "worker": cmd_worker,
     "topics": cmd_topics,
     "sink": cmd_sink,
+    "bench": cmd_bench,
     "demo": cmd_demo,
 }
 

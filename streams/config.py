@@ -42,6 +42,8 @@ class Settings(BaseSettings):
     allowed_lateness_seconds: float = Field(default=2.0, ge=0, le=3_600)
     max_clock_skew_seconds: float = Field(default=86_400.0, gt=0)
     hampel_k: float = Field(default=3.0, gt=0, description="outliers: |x - median| > k * 1.4826 * MAD")
+    take_max_messages: int = Field(default=200, ge=1, le=100_000, description="messages per ingest step")
+    take_within_seconds: float = Field(default=0.05, gt=0, le=10, description="longest wait to fill a step")
     flush_interval_seconds: float = Field(
         default=1.0, gt=0, le=60, description="how often window state is persisted and offsets acked"
     )

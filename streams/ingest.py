@@ -34,8 +34,10 @@ from schemas.probe import (
     MAX_LISTED,
     REASON_UNDECODABLE,
     DecodeError,
+    ProbeBatch,
     RowError,
     decode_samples,
+    empty_batch,
     validate_batch,
 )
 from schemas.windows import encode_window, window_key
@@ -131,7 +133,28 @@ class Ingest:
                  partition, len(panes), state.mark.closed_before)
 
     # ------------------------------------------------------------------------ process
-    async def process(self, event) -> None:
+    async def process(self, events: list) -> None:
+        """Decode and validate each message, then window each partition's good rows together."""
+        by_partition: dict[int, tuple[list, list]] = {}
+        for event in events:
+            batch = await self._checked(event)
+            msg = event.message
+            batches, offsets = by_partition.setdefault(msg.partition, ([], []))
+            batches.append(batch)
+            offsets.append(msg.offset)
+            self.pending[msg.partition].append(event)
+        c = self.counters
+        for partition, (batches, offsets) in by_partition.items():
+            state = self.partition_state(partition)
+            late = state.add_many(batches, offsets)
+            if late:
+                c.inc("samples_late_total", late, reason=LATE_WINDOW_CLOSED)
+            for result in state.close_ready():
+                await self.topics.windows.send(key=window_key(result), value=encode_window(result))
+                c.inc("windows_emitted_total")
+
+    async def _checked(self, event) -> ProbeBatch:
+        """The message's valid rows; what is invalid goes to the dead-letter topic."""
         msg = event.message
         payload = event.value if isinstance(event.value, bytes) else bytes(event.value or b"")
         c = self.counters
@@ -144,29 +167,21 @@ class Ingest:
                 key=msg.key,
                 value=dead_letter(payload, msg.topic, msg.partition, msg.offset, REASON_UNDECODABLE, str(exc)),
             )
-            batch = None
-        if batch is not None:
-            check = validate_batch(batch, time.time(), self.settings.max_clock_skew_seconds)
-            if check.rejected:
-                for reason, n in check.rejected.items():
-                    c.inc("samples_rejected_total", n, reason=reason)
-                await self.topics.deadletter.send(
-                    key=msg.key,
-                    value=dead_letter(
-                        payload, msg.topic, msg.partition, msg.offset, ",".join(sorted(check.rejected)),
-                        f"{check.rejected_total} of {len(batch)} rows rejected", check.listed,
-                        check.rejected_total, len(batch),
-                    ),
-                )
-            state = self.partition_state(msg.partition)
-            c.inc("samples_accepted_total", len(check.good))
-            late = state.add(check.good, msg.offset)
-            if late:
-                c.inc("samples_late_total", late, reason=LATE_WINDOW_CLOSED)
-            for result in state.close_ready():
-                await self.topics.windows.send(key=window_key(result), value=encode_window(result))
-                c.inc("windows_emitted_total")
-        self.pending[msg.partition].append(event)
+            return empty_batch()
+        check = validate_batch(batch, time.time(), self.settings.max_clock_skew_seconds)
+        if check.rejected:
+            for reason, n in check.rejected.items():
+                c.inc("samples_rejected_total", n, reason=reason)
+            await self.topics.deadletter.send(
+                key=msg.key,
+                value=dead_letter(
+                    payload, msg.topic, msg.partition, msg.offset, ",".join(sorted(check.rejected)),
+                    f"{check.rejected_total} of {len(batch)} rows rejected", check.listed,
+                    check.rejected_total, len(batch),
+                ),
+            )
+        c.inc("samples_accepted_total", len(check.good))
+        return check.good
 
     # -------------------------------------------------------------------------- flush
     async def flush(self) -> None:
@@ -175,20 +190,19 @@ class Ingest:
             return
         await self.app.producer.flush()  # window results sent so far are delivered
         data = self.table.data
+        changelog = self.table.changelog_topic
         for partition, state in self.windows.items():
             mark, changed, dropped = state.take_changes()
-            mk = mark_table_key(partition)
-            value = encode_mark(mark)
-            data[mk] = value
-            self.table.send_changelog(partition, mk, value)
-            for k, v in changed.items():
-                tk = pane_table_key(partition, k)
-                data[tk] = v
-                self.table.send_changelog(partition, tk, v)
-            for k in dropped:
-                tk = pane_table_key(partition, k)
-                data.pop(tk, None)
-                self.table.send_changelog(partition, tk, None, value_serializer="raw")
+            writes = [(mark_table_key(partition), encode_mark(mark))]  # the mark first
+            writes += [(pane_table_key(partition, k), v) for k, v in changed.items()]
+            writes += [(pane_table_key(partition, k), None) for k in dropped]
+            for key, value in writes:
+                if value is None:
+                    data.pop(key, None)
+                else:
+                    data[key] = value
+                # straight to the producer (not Faust's one-by-one send_soon buffer), in order
+                await changelog.send(key=key, value=value, partition=partition)
         for events in self.pending.values():
             for ev in events:
                 ev.ack()
@@ -220,9 +234,11 @@ def register(app: faust.App, topics, settings: Settings, counters: Counters, sam
 
     @app.agent(topics.samples, name="ingest")
     async def ingest_agent(stream):
-        async for event in stream.noack().events():
+        # events come in groups (up to take_max or take_within_s): one kernel call per group and
+        # partition; acks are ours (noack), after the flush that persisted the events' effects
+        async for events in stream.noack_take(settings.take_max_messages, settings.take_within_seconds):
             async with ingest.lock:
-                await ingest.process(event)
+                await ingest.process(events)
                 if time.monotonic() - ingest.last_flush >= interval:
                     await ingest.flush()
 

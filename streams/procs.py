@@ -27,12 +27,12 @@ def settings_env(settings: Settings) -> dict[str, str]:
     return env
 
 
-def start_worker(settings: Settings, logfile: Path) -> subprocess.Popen:
+def start_worker(settings: Settings, logfile: Path, *extra_args: str) -> subprocess.Popen:
     logfile.parent.mkdir(parents=True, exist_ok=True)
     out = open(logfile, "ab")  # noqa: SIM115 - owned by the child
     try:
         return subprocess.Popen(
-            [sys.executable, "-m", "streams.cli", "worker"],
+            [sys.executable, "-m", "streams.cli", "worker", *extra_args],
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from core.sketch import DEFAULT_MAPPING, Mapping, merge_sets, sketch_groups, stats_many
+from core.sketch import DEFAULT_MAPPING, Mapping, SketchSet, merge_sets, sketch_groups, stats_many
 from core.windowstats import DEFAULT_HAMPEL_K, STAT_FIELDS
-from schemas.probe import ProbeBatch
+from schemas.probe import ProbeBatch, concat_batches
 
 Series = tuple[str, str, str]  # src, dst, metric
 PaneKey = tuple[str, str, str, int]  # src, dst, metric, pane start (whole seconds)
@@ -77,6 +77,9 @@ class PartitionWindows:
         self.dropped: set[PaneKey] = set()  # deleted since the last snapshot
         self.late_samples = 0
         self.replayed_samples = 0
+        # after a restore, messages up to this offset may be in some panes already: apply them
+        # one by one so each pane takes exactly the messages it lacks
+        self.replay_horizon = -1
 
     # ------------------------------------------------------------------ windows of a pane
     def _last_window_end(self, pane_start: float) -> float:
@@ -93,6 +96,21 @@ class PartitionWindows:
         return self.mark.max_ts - self.lateness_s
 
     # ------------------------------------------------------------------------------ add
+    def add_many(self, batches: list[ProbeBatch], offsets: list[int]) -> int:
+        """Apply consecutive messages of this partition (in offset order) with one kernel call.
+
+        Messages past the replay horizon are merged into one batch; a pane touched by it then holds
+        every message up to the last offset, which is what its applied offset says.
+        """
+        late = 0
+        i = 0
+        while i < len(batches) and offsets[i] <= self.replay_horizon:
+            late += self.add(batches[i], offsets[i])
+            i += 1
+        if i < len(batches):
+            late += self.add(concat_batches(batches[i:]), offsets[-1])
+        return late
+
     def add(self, batch: ProbeBatch, offset: int = -1) -> int:
         """Apply one message's valid samples (one kernel call); return the late sample count.
 
@@ -112,42 +130,53 @@ class PartitionWindows:
             batch = batch.take(on_time)
             pane = pane[on_time]
         if len(batch):
-            p0 = int(pane.min())
-            n_dst, n_met = len(batch.dst_names), len(batch.metric_names)
-            n_pane = int(pane.max()) - p0 + 1
-            code = ((batch.src.astype(np.int64) * n_dst + batch.dst) * n_met + batch.metric) * n_pane + (pane - p0)
-            gs = sketch_groups(code, batch.value, self.mapping)
-            for g in range(len(gs)):
-                c = int(gs.code[g])
-                rest, pi = divmod(c, n_pane)
-                rest, mi = divmod(rest, n_met)
-                si, di = divmod(rest, n_dst)
-                pkey = (batch.src_names[si], batch.dst_names[di], batch.metric_names[mi],
-                        (p0 + pi) * self.pane_s)
-                p = self.panes.get(pkey)
-                if p is None:
-                    p = self.panes[pkey] = Pane()
-                elif offset >= 0 and p.applied_offset >= offset:
-                    self.replayed_samples += int(gs.count[g])
-                    continue
-                a, b = gs.start[g], gs.start[g + 1]
-                p.keys.append(gs.key[a:b])
-                p.counts.append(gs.bcount[a:b])
-                p.sums.append(gs.bsum[a:b])
-                p.count += int(gs.count[g])
-                p.lost += int(gs.lost[g])
-                p.vmin = min(p.vmin, float(gs.vmin[g]))
-                p.vmax = max(p.vmax, float(gs.vmax[g]))
-                p.applied_offset = max(p.applied_offset, offset)
-                self.dirty.add(pkey)
-                self.dropped.discard(pkey)
-                if len(p.keys) > _CONSOLIDATE_CHUNKS:
-                    self._consolidate([p])
+            self._apply(batch, pane, offset)
         if len(batch):
             self.mark.max_ts = max(self.mark.max_ts, float(batch.ts.max()))
         self.mark.applied_offset = max(self.mark.applied_offset, offset)
         self.late_samples += late
         return late
+
+    def _apply(self, batch: ProbeBatch, pane: np.ndarray, offset: int) -> None:
+        p0 = int(pane.min())
+        n_dst, n_met = len(batch.dst_names), len(batch.metric_names)
+        n_pane = int(pane.max()) - p0 + 1
+        code = ((batch.src.astype(np.int64) * n_dst + batch.dst) * n_met + batch.metric) * n_pane + (pane - p0)
+        gs = sketch_groups(code, batch.value, self.mapping)
+        rest, pi = np.divmod(gs.code, n_pane)
+        rest, mi = np.divmod(rest, n_met)
+        si, di = np.divmod(rest, n_dst)
+        src_names, dst_names, met_names = batch.src_names, batch.dst_names, batch.metric_names
+        pane_start = ((pi + p0) * self.pane_s).tolist()
+        start = gs.start.tolist()
+        panes, dirty, dropped = self.panes, self.dirty, self.dropped
+        for g, (s_i, d_i, m_i, ps, cnt, lost, lo, hi) in enumerate(zip(
+            si.tolist(), di.tolist(), mi.tolist(), pane_start, gs.count.tolist(), gs.lost.tolist(),
+            gs.vmin.tolist(), gs.vmax.tolist(), strict=True,
+        )):
+            pkey = (src_names[s_i], dst_names[d_i], met_names[m_i], ps)
+            p = panes.get(pkey)
+            if p is None:
+                p = panes[pkey] = Pane()
+            elif offset >= 0 and p.applied_offset >= offset:
+                self.replayed_samples += cnt
+                continue
+            a, b = start[g], start[g + 1]
+            p.keys.append(gs.key[a:b])
+            p.counts.append(gs.bcount[a:b])
+            p.sums.append(gs.bsum[a:b])
+            p.count += cnt
+            p.lost += lost
+            if lo < p.vmin:
+                p.vmin = lo
+            if hi > p.vmax:
+                p.vmax = hi
+            if offset > p.applied_offset:
+                p.applied_offset = offset
+            dirty.add(pkey)
+            dropped.discard(pkey)
+            if len(p.keys) > _CONSOLIDATE_CHUNKS:
+                self._consolidate([p])
 
     # ---------------------------------------------------------------------------- close
     def close_ready(self) -> list[dict]:
@@ -162,6 +191,12 @@ class PartitionWindows:
         lo = self.mark.closed_before
         if upto <= lo:
             return []
+        if math.isfinite(lo) and math.isfinite(upto):
+            # window ends lie on size + k * step: is there one in (lo, upto]?
+            next_end = self.size_s + self.step_s * (math.floor((lo - self.size_s) / self.step_s) + 1)
+            if next_end > upto:
+                self.mark.closed_before = upto
+                return []
         groups: dict[tuple[Series, int], list[Pane]] = {}
         for (src, dst, metric, ps), p in self.panes.items():
             for w in self._windows_of(ps):
@@ -178,23 +213,7 @@ class PartitionWindows:
 
     def _results(self, groups: dict[tuple[Series, int], list[Pane]]) -> list[dict]:
         order = sorted(groups, key=lambda sw: (sw[1], sw[0]))
-        gid, keys, counts, sums = [], [], [], []
-        sgid, sc, sl, smin, smax = [], [], [], [], []
-        for g, sw in enumerate(order):
-            for p in groups[sw]:
-                sgid.append(g)
-                sc.append(p.count)
-                sl.append(p.lost)
-                smin.append(p.vmin)
-                smax.append(p.vmax)
-                for k in p.keys:
-                    gid.append(np.full(k.size, g, dtype=np.int64))
-                keys += p.keys
-                counts += p.counts
-                sums += p.sums
-        merged = merge_sets(len(order), _cat(gid, np.int64), _cat(keys, np.int32),
-                            _cat(counts, np.int64), _cat(sums, np.float64),
-                            np.array(sgid), np.array(sc), np.array(sl), np.array(smin), np.array(smax))
+        merged = _merge_panes([groups[sw] for sw in order])
         stats = stats_many(merged, self.mapping, self.hampel_k)
         out = []
         for g, ((src, dst, metric), w) in enumerate(order):
@@ -208,19 +227,10 @@ class PartitionWindows:
 
     # ----------------------------------------------------------------------- persistence
     def _consolidate(self, panes: list[Pane]) -> None:
+        """Merge each pane's bucket chunks into one sorted chunk (one kernel call for all)."""
         if not panes:
             return
-        gid, keys, counts, sums = [], [], [], []
-        for g, p in enumerate(panes):
-            for k in p.keys:
-                gid.append(np.full(k.size, g, dtype=np.int64))
-            keys += p.keys
-            counts += p.counts
-            sums += p.sums
-        n = len(panes)
-        zeros = np.zeros(n)
-        m = merge_sets(n, _cat(gid, np.int64), _cat(keys, np.int32), _cat(counts, np.int64),
-                       _cat(sums, np.float64), np.arange(n), zeros, zeros, zeros, zeros)
+        m = _merge_panes([[p] for p in panes])
         for g, p in enumerate(panes):
             k, c, s = m.buckets(g)
             p.keys, p.counts, p.sums = [k], [c], [s]
@@ -238,8 +248,33 @@ class PartitionWindows:
     def restore(self, mark: PartitionMark, panes: dict[PaneKey, bytes]) -> None:
         self.mark = PartitionMark(**vars(mark))
         self.panes = {k: decode_pane(v) for k, v in panes.items()}
+        self.replay_horizon = max([p.applied_offset for p in self.panes.values()] + [mark.applied_offset])
         self.dirty.clear()
         self.dropped.clear()
+
+
+def _merge_panes(groups: list[list[Pane]]) -> SketchSet:
+    """One sketch per group of panes, merged in one kernel call."""
+    chunk_group, chunk_len, keys, counts, sums = [], [], [], [], []
+    sgid, sc, sl, smin, smax = [], [], [], [], []
+    for g, panes in enumerate(groups):
+        for p in panes:
+            sgid.append(g)
+            sc.append(p.count)
+            sl.append(p.lost)
+            smin.append(p.vmin)
+            smax.append(p.vmax)
+            for k in p.keys:
+                chunk_group.append(g)
+                chunk_len.append(k.size)
+            keys += p.keys
+            counts += p.counts
+            sums += p.sums
+    gid = np.repeat(np.array(chunk_group, dtype=np.int64), np.array(chunk_len, dtype=np.int64))
+    return merge_sets(len(groups), gid, _cat(keys, np.int32), _cat(counts, np.int64),
+                      _cat(sums, np.float64), np.array(sgid, dtype=np.int64), np.array(sc, dtype=np.int64),
+                      np.array(sl, dtype=np.int64), np.array(smin, dtype=np.float64),
+                      np.array(smax, dtype=np.float64))
 
 
 def _cat(parts: list[np.ndarray], dtype) -> np.ndarray:

@@ -1,0 +1,35 @@
+"""The benchmark baseline: a plain Faust agent taking one JSON sample per message and adding it to
+a tumbling windowed table, the way a first Faust pipeline is usually written. `cnsched bench ingest`
+runs it beside the real ingest path, in the same run, to report the ratio."""
+
+from __future__ import annotations
+
+import faust
+
+from streams.app import faust_app
+from streams.config import Settings
+from streams.metrics import Counters
+
+BASELINE_TOPIC = "bench.baseline.samples"
+
+
+def create_baseline_app(settings: Settings) -> tuple[faust.App, Counters]:
+    app = faust_app(settings, f"{settings.app_id}-baseline")
+    counters = Counters()
+    topic = app.topic(settings.topic(BASELINE_TOPIC), partitions=settings.partitions)
+    sums = app.Table(f"{settings.topic_prefix}baseline-sums", default=float).tumbling(
+        settings.window_seconds, expires=settings.window_seconds * 6
+    )
+
+    @app.agent(topic, name="baseline")
+    async def baseline(stream):
+        async for sample in stream:
+            key = f"{sample['src']}|{sample['dst']}|{sample['metric']}"
+            if sample.get("value") is not None:
+                sums[key] += sample["value"]
+            counters.inc("samples_accepted_total")
+
+    from streams import web
+
+    web.register(app, counters)
+    return app, counters
