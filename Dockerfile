@@ -13,7 +13,8 @@ RUN pip install --no-cache-dir . \
 USER cnsched
 ENV CNSCHED_DATA_DIR=/data/worker \
     CNSCHED_WEB_HOST=0.0.0.0 \
-    CNSCHED_DUCKDB_PATH=/data/cnsched.duckdb
+    CNSCHED_DUCKDB_PATH=/data/cnsched.duckdb \
+    NUMBA_CACHE_DIR=/tmp/numba-cache
 EXPOSE 6066
 ENTRYPOINT ["cnsched"]
 CMD ["worker"]

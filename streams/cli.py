@@ -45,6 +45,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("sink", help="run the DuckDB sink, the single writer of CNSCHED_DUCKDB_PATH")
 
+    st = sub.add_parser("stats", help="window statistics of captured samples (JSON, JSON lines, Arrow)")
+    st.add_argument("file", nargs="?", default="-", help="input file, or - for stdin (default)")
+    st.add_argument("--window-seconds", type=int, default=None, help="default CNSCHED_WINDOW_SECONDS")
+    st.add_argument("--step-seconds", type=int, default=None, help="default CNSCHED_WINDOW_STEP_SECONDS")
+    st.add_argument("--lateness-seconds", type=float, default=None,
+                    help="default CNSCHED_ALLOWED_LATENESS_SECONDS")
+    st.add_argument("--json", action="store_true", help="a JSON array of window results")
+
     bench = sub.add_parser("bench", help="benchmarks: ours beside the baseline, with ratios")
     bsub = bench.add_subparsers(dest="bench", metavar="BENCH", parser_class=_Parser, required=True)
     bi = bsub.add_parser("ingest", help="end-to-end ingest vs a one-sample-per-message agent vs the kernel")
@@ -152,6 +160,46 @@ def cmd_sink(args, settings: Settings) -> int:
     return asyncio.run(run_sink(settings))
 
 
+def cmd_stats(args, settings: Settings) -> int:
+    import json
+    import math
+    from pathlib import Path
+
+    from streams.offline import InputError, window_stats_offline
+
+    size = args.window_seconds or settings.window_seconds
+    step = args.step_seconds or (args.window_seconds if args.window_seconds else settings.window_step_seconds)
+    lateness = settings.allowed_lateness_seconds if args.lateness_seconds is None else args.lateness_seconds
+    if size < 1 or step < 1 or step > size:
+        raise UsageError("window and step must be whole seconds with 1 <= step <= window")
+    if lateness < 0:
+        raise UsageError("--lateness-seconds must be >= 0")
+    try:
+        data = sys.stdin.buffer.read() if args.file == "-" else Path(args.file).read_bytes()
+    except OSError as exc:
+        raise UsageError(f"cannot read {args.file}: {exc.strerror}") from None
+    try:
+        results, counts = window_stats_offline(data, size, step, lateness, settings.hampel_k)
+    except InputError as exc:
+        print(f"cnsched: stats: {exc}", file=sys.stderr)
+        return 1
+    if counts["rejected"] or counts["late"]:
+        print(f"cnsched: stats: {counts['samples']} samples, {counts['rejected']} rejected, "
+              f"{counts['late']} late (dropped)", file=sys.stderr)
+    if args.json:
+        clean = [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()}
+                 for r in results]
+        print(json.dumps(clean))
+        return 0
+    print(f"{'window_start':>14} {'src':>10} {'dst':>10} {'metric':>10} {'count':>7} {'lost':>5} "
+          f"{'outl':>5} {'mean':>10} {'p50':>10} {'p95':>10} {'p99':>10}")
+    for r in results:
+        print(f"{r['window_start']:>14.0f} {r['src']:>10} {r['dst']:>10} {r['metric']:>10} "
+              f"{r['count']:>7} {r['lost']:>5} {r['outliers']:>5} {r['mean']:>10.4g} {r['p50']:>10.4g} "
+              f"{r['p95']:>10.4g} {r['p99']:>10.4g}")
+    return 0
+
+
 def cmd_bench(args, settings: Settings) -> int:
     import json
     import tempfile
@@ -208,6 +256,7 @@ _COMMANDS = {
     "worker": cmd_worker,
     "topics": cmd_topics,
     "sink": cmd_sink,
+    "stats": cmd_stats,
     "bench": cmd_bench,
     "demo": cmd_demo,
 }
