@@ -38,8 +38,28 @@ def faust_credentials(settings: Settings):
     return None
 
 
+def _use_fetch_max_wait(ms: int) -> None:
+    """Faust builds its aiokafka consumer with fetch_max_wait_ms=1500, fixed. A broker that holds a
+    fetch for the whole wait when no data is there (the embedded Tansu broker does) then adds up to
+    1.5 s of latency; set the wait from configuration instead (Apache Kafka answers as soon as data
+    arrives either way)."""
+    from faust.transport.drivers import aiokafka as faust_aiokafka
+
+    cls = faust_aiokafka.AIOKafkaConsumerThread
+    original = getattr(cls, "_cnsched_original_create_worker_consumer", cls._create_worker_consumer)
+
+    def create_worker_consumer(self, transport):
+        consumer = original(self, transport)
+        consumer._fetch_max_wait_ms = ms  # read by aiokafka when the consumer starts its fetcher
+        return consumer
+
+    cls._cnsched_original_create_worker_consumer = original
+    cls._create_worker_consumer = create_worker_consumer
+
+
 def faust_app(settings: Settings, app_id: str, **overrides) -> faust.App:
     """A Faust app configured from Settings (brokers, security, timeouts, web)."""
+    _use_fetch_max_wait(settings.fetch_max_wait_ms)
     conf = dict(
         broker=[f"kafka://{hp}" for hp in settings.bootstrap_servers],
         broker_credentials=faust_credentials(settings),

@@ -52,6 +52,9 @@ class Settings(BaseSettings):
     duckdb_path: Path = Path("cnsched.duckdb")
     data_dir: Path = Field(default=Path(".cnsched-data"), description="worker scratch data")
     log_level: LogLevel = "INFO"
+    fetch_max_wait_ms: int = Field(
+        default=100, ge=1, le=10_000, description="longest a fetch waits for data at the broker"
+    )
     session_timeout_seconds: float = Field(default=6.0, ge=1, le=300)
     heartbeat_interval_seconds: float = Field(default=1.5, gt=0, le=60)
 

@@ -57,6 +57,9 @@ async def run_demo(settings: Settings, args) -> int:
     if not windows:
         print(f"no window results arrived; see {logfile}")
         return 1
+    lags = sorted(w["_lag_s"] for w in windows)
+    print(f"latency  window results arrived {lags[len(lags) // 2]:.2f} s (median), {lags[-1]:.2f} s (max) "
+          f"after their window ended; allowed lateness {settings.allowed_lateness_seconds:g} s")
     return 0
 
 
@@ -83,6 +86,7 @@ async def _drain(out, windows, dead, topo, timeout_ms: int = 500) -> None:
                 dead.append(doc)
                 print(f"deadltr  {doc['reason']:<12} {doc['detail'][:80]}")
                 continue
+            doc["_lag_s"] = time.time() - doc["window_end"]
             windows.append(doc)
             # one line per window for a few chosen series: intra-region and cross-region
             if doc["metric"] == "rtt_ms" and doc["src"] == topo.nodes[0] and shown < 4:

@@ -63,6 +63,7 @@ def consumer(settings: Settings, *topics: str, **kw) -> AIOKafkaConsumer:
         "auto_offset_reset": "earliest",
         "session_timeout_ms": int(settings.session_timeout_seconds * 1000),
         "heartbeat_interval_ms": int(settings.heartbeat_interval_seconds * 1000),
+        "fetch_max_wait_ms": settings.fetch_max_wait_ms,
         **kw,
     }
     return AIOKafkaConsumer(*[settings.topic(t) for t in topics], **settings.kafka_client_kwargs(), **opts)
