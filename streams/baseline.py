@@ -4,6 +4,8 @@ runs it beside the real ingest path, in the same run, to report the ratio."""
 
 from __future__ import annotations
 
+import time
+
 import faust
 
 from streams.app import faust_app
@@ -24,10 +26,13 @@ def create_baseline_app(settings: Settings) -> tuple[faust.App, Counters]:
     @app.agent(topic, name="baseline")
     async def baseline(stream):
         async for sample in stream:
+            if counters.get("ingest_first_event_unixtime") == 0:
+                counters.set("ingest_first_event_unixtime", time.time())
             key = f"{sample['src']}|{sample['dst']}|{sample['metric']}"
             if sample.get("value") is not None:
                 sums[key] += sample["value"]
             counters.inc("samples_accepted_total")
+            counters.set("ingest_last_event_unixtime", time.time())
 
     from streams import web
 

@@ -56,11 +56,14 @@ def bench_kernel(msgs, settings: Settings) -> dict:
     batches = [decode_samples(p) for _, p in msgs]
     n = sum(len(b) for b in batches)
     codes = [((b.src.astype(np.int64) * len(b.dst_names) + b.dst) * len(b.metric_names) + b.metric) for b in batches]
-    sketch_groups(codes[0], batches[0].value)  # compile outside the timing
-    t = time.perf_counter()
-    for c, b in zip(codes, batches, strict=True):
-        sketch_groups(c, b.value)
-    kernel_s = time.perf_counter() - t
+    values = [b.value for b in batches]
+    sketch_groups(codes[0], values[0])  # compile outside the timing
+    kernel_s = float("inf")
+    for _ in range(3):  # best of three: the machine is shared
+        t = time.perf_counter()
+        for c, v in zip(codes, values, strict=True):
+            sketch_groups(c, v)
+        kernel_s = min(kernel_s, time.perf_counter() - t)
     w = PartitionWindows(settings.window_seconds, settings.window_step_seconds, settings.allowed_lateness_seconds)
     now = time.time()
     t = time.perf_counter()
@@ -86,29 +89,24 @@ def _metric(port: int, name: str) -> float:
 
 async def _drain_rate(settings: Settings, total: int, extra_args: tuple[str, ...], log: Path,
                       timeout_s: float) -> dict:
+    """Start a worker on the backlog; samples/s from its first ingest step to the end of its last."""
     worker = start_worker(settings, log, *extra_args)
     try:
-        t_first = None
-        first_count = 0.0
         deadline = time.monotonic() + timeout_s
         count = 0.0
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and count < total:
             if worker.poll() is not None:
                 raise RuntimeError(f"worker exited with status {worker.returncode}; see {log}")
-            count = await asyncio.to_thread(_metric, settings.web_port, "samples_accepted_total")
-            now = time.monotonic()
-            if count > 0 and t_first is None:
-                t_first, first_count = now, count
-            if count >= total:
-                break
             await asyncio.sleep(0.05)
-        t_last = time.monotonic()
+            count = await asyncio.to_thread(_metric, settings.web_port, "samples_accepted_total")
+        first = await asyncio.to_thread(_metric, settings.web_port, "ingest_first_event_unixtime")
+        last = await asyncio.to_thread(_metric, settings.web_port, "ingest_last_event_unixtime")
     finally:
         stop_process(worker)
-    if t_first is None or count < total:
+    if count < total:
         raise RuntimeError(f"worker processed {count:.0f} of {total} samples in {timeout_s:.0f} s; see {log}")
-    elapsed = max(t_last - t_first, 1e-9)
-    return {"samples_per_s": (count - first_count) / elapsed, "seconds": elapsed, "samples": int(count)}
+    elapsed = max(last - first, 1e-6)
+    return {"samples_per_s": count / elapsed, "seconds": elapsed, "samples": int(count)}
 
 
 async def _produce(settings: Settings, topic: str, msgs) -> float:

@@ -109,6 +109,7 @@ class Ingest:
         self.pending: dict[int, list] = defaultdict(list)  # unacked events per partition
         self.lock = asyncio.Lock()
         self.last_flush = time.monotonic()
+        self.started_at: float | None = None
 
     # -------------------------------------------------------------------------- state
     def partition_state(self, partition: int) -> PartitionWindows:
@@ -135,6 +136,9 @@ class Ingest:
     # ------------------------------------------------------------------------ process
     async def process(self, events: list) -> None:
         """Decode and validate each message, then window each partition's good rows together."""
+        if self.started_at is None:
+            self.started_at = time.time()
+            self.counters.set("ingest_first_event_unixtime", self.started_at)
         by_partition: dict[int, tuple[list, list]] = {}
         for event in events:
             batch = await self._checked(event)
@@ -152,6 +156,7 @@ class Ingest:
             for result in state.close_ready():
                 await self.topics.windows.send(key=window_key(result), value=encode_window(result))
                 c.inc("windows_emitted_total")
+        c.set("ingest_last_event_unixtime", time.time())
 
     async def _checked(self, event) -> ProbeBatch:
         """The message's valid rows; what is invalid goes to the dead-letter topic."""
@@ -223,6 +228,8 @@ def register(app: faust.App, topics, settings: Settings, counters: Counters, sam
     counters.describe("samples_rejected_total", "probe samples sent to the dead-letter topic, by reason")
     counters.describe("samples_late_total", "samples later than the allowed lateness, dropped, by reason")
     counters.describe("windows_emitted_total", "window results sent to netstate.windows")
+    counters.describe("ingest_first_event_unixtime", "when this worker began its first ingest step")
+    counters.describe("ingest_last_event_unixtime", "when this worker ended its latest ingest step")
     table = app.Table(
         f"{settings.topic_prefix}ingest-panes",
         key_type=bytes,  # bytes -> raw key and value codecs, also for the changelog

@@ -10,12 +10,18 @@ class Counters:
         self.prefix = prefix
         self._values: Counter[tuple[str, tuple[tuple[str, str], ...]]] = Counter()
         self._help: dict[str, str] = {}
+        self._gauges: set[str] = set()
 
     def describe(self, name: str, help_text: str) -> None:
         self._help[name] = help_text
 
     def inc(self, name: str, amount: float = 1, **labels: str) -> None:
         self._values[(name, tuple(sorted(labels.items())))] += amount
+
+    def set(self, name: str, value: float, **labels: str) -> None:
+        """A gauge: the last value wins."""
+        self._values[(name, tuple(sorted(labels.items())))] = value
+        self._gauges.add(name)
 
     def get(self, name: str, **labels: str) -> float:
         return self._values[(name, tuple(sorted(labels.items())))]
@@ -26,10 +32,11 @@ class Counters:
         for name in names:
             full = f"{self.prefix}_{name}"
             lines.append(f"# HELP {full} {self._help.get(name, name)}")
-            lines.append(f"# TYPE {full} counter")
+            lines.append(f"# TYPE {full} {'gauge' if name in self._gauges else 'counter'}")
             for (n, labels), v in sorted(self._values.items()):
                 if n != name:
                     continue
                 lab = ",".join(f'{k}="{val}"' for k, val in labels)
-                lines.append(f"{full}{{{lab}}} {v:g}" if lab else f"{full} {v:g}")
+                num = repr(float(v)) if name in self._gauges else f"{v:g}"
+                lines.append(f"{full}{{{lab}}} {num}" if lab else f"{full} {num}")
         return "\n".join(lines) + "\n"
