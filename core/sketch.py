@@ -72,7 +72,7 @@ def _key_of(x: float, inv_log_gamma: float, min_value: float) -> int:
     ax = abs(x)
     if ax < min_value:
         return 0
-    j = math.ceil(math.log(ax / min_value) * inv_log_gamma)
+    j = math.ceil(math.log(ax / min_value) * inv_log_gamma)  # >= 0 since ax >= min_value
     k = j + 1
     if k > MAX_KEY:
         k = MAX_KEY
@@ -145,32 +145,49 @@ def sketch_groups(codes: np.ndarray, values: np.ndarray, mapping: Mapping = DEFA
 @nb.njit(cache=True)
 def _sketch_groups(codes, values, inv_log_gamma, min_value):
     n = codes.shape[0]
-    # 1. dense group ids by open addressing (first-appearance order)
-    cap = 16
-    while cap < 2 * n:
-        cap *= 2
-    slot_code = np.full(cap, -1, dtype=np.int64)
-    slot_gid = np.empty(cap, dtype=np.int64)
     gid = np.empty(n, dtype=np.int64)
     gcode = np.empty(n, dtype=np.int64)
     G = 0
-    mask = cap - 1
+    # 1. dense group ids, in first-appearance order: a direct table when the codes are compact
+    #    (the usual case: series x pane codes of one message), open addressing otherwise
+    cmax = -1
     for i in range(n):
-        c = codes[i]
-        h = (c * np.int64(-7046029254386353131)) & mask  # multiplicative hash
-        while True:
-            s = slot_code[h]
-            if s == c:
-                gid[i] = slot_gid[h]
-                break
-            if s == -1:
-                slot_code[h] = c
-                slot_gid[h] = G
-                gid[i] = G
-                gcode[G] = c
+        if codes[i] > cmax:
+            cmax = codes[i]
+    if cmax < 4 * n + 4096:
+        table = np.full(cmax + 1, -1, dtype=np.int64)
+        for i in range(n):
+            c = codes[i]
+            g = table[c]
+            if g < 0:
+                g = G
+                table[c] = g
+                gcode[g] = c
                 G += 1
-                break
-            h = (h + 1) & mask
+            gid[i] = g
+    else:
+        cap = 16
+        while cap < 2 * n:
+            cap *= 2
+        slot_code = np.full(cap, -1, dtype=np.int64)
+        slot_gid = np.empty(cap, dtype=np.int64)
+        mask = cap - 1
+        for i in range(n):
+            c = codes[i]
+            h = (c * np.int64(-7046029254386353131)) & mask  # multiplicative hash
+            while True:
+                sc = slot_code[h]
+                if sc == c:
+                    gid[i] = slot_gid[h]
+                    break
+                if sc == -1:
+                    slot_code[h] = c
+                    slot_gid[h] = G
+                    gid[i] = G
+                    gcode[G] = c
+                    G += 1
+                    break
+                h = (h + 1) & mask
     # 2. keys, per-group scalars and key ranges
     key = np.zeros(n, dtype=np.int32)
     count = np.zeros(G, dtype=np.int64)

@@ -154,3 +154,11 @@ def test_bucket_count_is_bounded_by_the_value_range_not_the_sample_count():
     many = sketch_groups(np.zeros(200_000, np.int64), np.random.default_rng(0).uniform(1, 10, 200_000))
     bound = math.ceil(math.log(10) / math.log(Mapping().gamma)) + 1
     assert few.key.size <= bound and many.key.size <= bound
+
+
+def test_sparse_group_codes_take_the_hashed_path_and_agree():
+    rng = np.random.default_rng(5)
+    codes = rng.integers(0, 50, 3000) * 10**12 + 7  # far beyond the direct-table range
+    v = rng.lognormal(0, 1, 3000)
+    v[::37] = np.nan
+    assert_groups_equal(sketch_groups(codes, v), sketch_groups_reference(codes, v))
