@@ -99,39 +99,49 @@ class PartitionWindows:
     def add_many(self, batches: list[ProbeBatch], offsets: list[int]) -> int:
         """Apply consecutive messages of this partition (in offset order) with one kernel call.
 
+        The result equals applying them one by one with ``close_ready`` after each: a message's
+        samples are late when their windows had closed by the watermark of the messages before it.
         Messages past the replay horizon are merged into one batch; a pane touched by it then holds
         every message up to the last offset, which is what its applied offset says.
         """
+        thresholds = []
+        max_ts = self.mark.max_ts
+        for b in batches:
+            thresholds.append(max(self.mark.closed_before, max_ts - self.lateness_s))
+            if len(b):
+                max_ts = max(max_ts, float(b.ts.max()))
         late = 0
         i = 0
         while i < len(batches) and offsets[i] <= self.replay_horizon:
-            late += self.add(batches[i], offsets[i])
+            late += self.add(batches[i], offsets[i], thresholds[i])
             i += 1
-        if i < len(batches):
-            late += self.add(concat_batches(batches[i:]), offsets[-1])
+        rest = batches[i:]
+        if rest:
+            per_row = np.concatenate([np.full(len(b), t) for b, t in zip(rest, thresholds[i:], strict=True)])
+            late += self.add(concat_batches(rest), offsets[-1], per_row)
         return late
 
-    def add(self, batch: ProbeBatch, offset: int = -1) -> int:
+    def add(self, batch: ProbeBatch, offset: int = -1, late_before: float | np.ndarray | None = None) -> int:
         """Apply one message's valid samples (one kernel call); return the late sample count.
 
-        ``offset`` is the source offset of the message; panes that already hold it skip it.
+        ``offset`` is the source offset of the message; panes that already hold it skip it. A
+        sample is late when the last window of its pane ends at or before ``late_before``
+        (default: the end of what was emitted so far).
         """
         n = len(batch)
         if n == 0:
             self.mark.applied_offset = max(self.mark.applied_offset, offset)
             return 0
         pane = np.floor(batch.ts / self.pane_s).astype(np.int64)
-        # late rows: every window of their pane is final already
         pane_start = pane * self.pane_s
         last_end = np.floor(pane_start / self.step_s) * self.step_s + self.size_s
-        on_time = last_end > self.mark.closed_before
+        on_time = last_end > (self.mark.closed_before if late_before is None else late_before)
         late = int(n - np.count_nonzero(on_time))
         if late:
             batch = batch.take(on_time)
             pane = pane[on_time]
         if len(batch):
             self._apply(batch, pane, offset)
-        if len(batch):
             self.mark.max_ts = max(self.mark.max_ts, float(batch.ts.max()))
         self.mark.applied_offset = max(self.mark.applied_offset, offset)
         self.late_samples += late

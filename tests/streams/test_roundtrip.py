@@ -113,7 +113,12 @@ async def test_worker_serves_metrics_with_per_reason_counters(make_settings, tmp
     try:
         p = producer(settings)
         await p.start()
-        await p.send_and_wait(settings.topic(PROBE_SAMPLES), b"nope", key=b"x")
+        topic = settings.topic(PROBE_SAMPLES)
+        await p.send_and_wait(topic, b"nope", key=b"x")
+        t0 = np.floor(time.time() / 10) * 10 - 100
+        for ts in (t0 + 1, t0 + 30, t0 + 2):  # the third arrives after its window closed: late
+            doc = {"ts": ts, "src": "x", "dst": "y", "metric": "rtt_ms", "value": 1.0}
+            await p.send_and_wait(topic, json.dumps(doc).encode(), key=b"x")
         await p.stop()
         url = f"http://127.0.0.1:{settings.web_port}/metrics"
         deadline = time.monotonic() + 60
@@ -121,7 +126,8 @@ async def test_worker_serves_metrics_with_per_reason_counters(make_settings, tmp
         while time.monotonic() < deadline:
             try:
                 body = await asyncio.to_thread(lambda: urllib.request.urlopen(url, timeout=2).read().decode())
-                if 'samples_rejected_total{reason="undecodable"} 1' in body:
+                if ('samples_rejected_total{reason="undecodable"} 1' in body
+                        and 'samples_late_total{reason="window_closed"} 1' in body):
                     break
             except OSError:
                 pass
@@ -129,4 +135,6 @@ async def test_worker_serves_metrics_with_per_reason_counters(make_settings, tmp
     finally:
         stop_process(worker)
     assert 'cnsched_samples_rejected_total{reason="undecodable"} 1' in body, body
+    assert 'cnsched_samples_late_total{reason="window_closed"} 1' in body, body
+    assert "cnsched_samples_accepted_total 3" in body
     assert "# TYPE cnsched_messages_total counter" in body

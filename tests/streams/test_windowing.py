@@ -178,3 +178,38 @@ def test_results_do_not_depend_on_splitting_or_order_within_the_lateness(seed, c
     ]
     for got, exp in zip(out, expected, strict=True):
         assert got["mean"] == pytest.approx(exp["mean"], rel=1e-12)
+
+
+def test_a_group_of_messages_is_late_exactly_as_one_by_one():
+    w = PartitionWindows(10, 10, 2)
+    late = w.add_many([batch([101.0], [1.0]), batch([130.0], [1.0]), batch([102.0], [5.0])], [0, 1, 2])
+    assert late == 1  # 102 arrives after 130 moved the watermark past [100, 110)
+    (first, second) = w.flush_all()
+    assert (first["window_start"], first["count"], first["mean"]) == (100.0, 1, 1.0)
+    assert second["window_start"] == 130.0
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 10_000), st.lists(st.integers(1, 6), min_size=1, max_size=6), st.floats(0, 8))
+def test_grouping_messages_gives_the_one_by_one_results(seed, groups, jitter):
+    rng = np.random.default_rng(seed)
+    ts = np.sort(rng.uniform(0, 60, 900)) + 1e9
+    arrival = ts - rng.uniform(0, jitter, ts.size)  # jitter beyond the lateness: some samples late
+    order = np.argsort(arrival, kind="stable")
+    msgs = [batch(ts[order[a:a + 30]], np.ones(len(order[a:a + 30]))) for a in range(0, ts.size, 30)]
+    one = PartitionWindows(10, 10, 3)
+    out_one, late_one = [], 0
+    for i, m in enumerate(msgs):
+        late_one += one.add(m, i)
+        out_one += one.close_ready()
+    out_one += one.flush_all()
+    grouped = PartitionWindows(10, 10, 3)
+    out_g, late_g, i, k = [], 0, 0, 0
+    while i < len(msgs):
+        n = groups[k % len(groups)]
+        late_g += grouped.add_many(msgs[i:i + n], list(range(i, i + n)))
+        out_g += grouped.close_ready()
+        i, k = i + n, k + 1
+    out_g += grouped.flush_all()
+    assert late_g == late_one
+    assert [(r["window_start"], r["count"]) for r in out_g] == [(r["window_start"], r["count"]) for r in out_one]
