@@ -8,6 +8,7 @@ import logging
 import signal
 import sys
 import threading
+import time
 
 from schemas.topics import PROBE_SAMPLES
 from sinks.duckdb_store import StoreError
@@ -136,6 +137,12 @@ def cmd_worker(args, settings: Settings) -> int:
 
     _require_bootstrap(settings)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
+    if not args.baseline:
+        from streams.windowing import warm_up
+
+        t = time.monotonic()
+        warm_up()
+        log.info("kernels ready in %.1f s", time.monotonic() - t)
     partitions = ensure_topics_sync(settings)
     if args.baseline:
         from streams.baseline import BASELINE_TOPIC, create_baseline_app

@@ -26,6 +26,12 @@ async def run_demo(settings: Settings, args) -> int:
     print(f"broker   {settings.kafka_bootstrap}")
     print(f"worker   starting (log: {logfile})")
     worker = start_worker(settings, logfile)
+    t = time.monotonic()
+    if not await _wait_ready(settings, worker, timeout_s=120):
+        stop_process(worker)
+        print(f"worker did not become ready; see {logfile}")
+        return 1
+    print(f"worker   ready in {time.monotonic() - t:.1f} s")
     out = consumer(settings, NETSTATE_WINDOWS, PROBE_DEADLETTER, group_id=None,
                    auto_offset_reset="latest")
     await out.start()
@@ -61,6 +67,21 @@ async def run_demo(settings: Settings, args) -> int:
     print(f"latency  window results arrived {lags[len(lags) // 2]:.2f} s (median), {lags[-1]:.2f} s (max) "
           f"after their window ended; allowed lateness {settings.allowed_lateness_seconds:g} s")
     return 0
+
+
+async def _wait_ready(settings: Settings, worker, timeout_s: float) -> bool:
+    """Until the worker's HTTP API answers (it starts after kernels and the consumer group)."""
+    import urllib.request
+
+    url = f"http://127.0.0.1:{settings.web_port}/health"
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and worker.poll() is None:
+        try:
+            await asyncio.to_thread(lambda: urllib.request.urlopen(url, timeout=1).read())
+            return True
+        except OSError:
+            await asyncio.sleep(0.2)
+    return False
 
 
 async def _send_bad_examples(settings: Settings) -> None:

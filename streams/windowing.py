@@ -263,6 +263,20 @@ class PartitionWindows:
         self.dropped.clear()
 
 
+def warm_up() -> None:
+    """Compile (or load from the numba cache) every kernel the ingest path uses, on tiny inputs,
+    so the first real messages are not delayed by compilation."""
+    from schemas.probe import encode_arrow
+
+    w = PartitionWindows(2, 1, 0)
+    b = encode_arrow([10.0, 10.5, 11.0], ["a", "a", "a"], ["b", "b", "b"], ["rtt_ms"] * 3, [1.0, float("nan"), 2.0])
+    from schemas.probe import decode_samples
+
+    w.add_many([decode_samples(b)], [0])
+    w.take_changes()
+    w.flush_all()
+
+
 def _merge_panes(groups: list[list[Pane]]) -> SketchSet:
     """One sketch per group of panes, merged in one kernel call."""
     chunk_group, chunk_len, keys, counts, sums = [], [], [], [], []
