@@ -143,6 +143,29 @@ def sketch_groups(codes: np.ndarray, values: np.ndarray, mapping: Mapping = DEFA
 
 
 @nb.njit(cache=True)
+def _compact(G, off, kmin, dcount, dsum):
+    """CSR buckets from dense per-group cells: group g owns cells off[g]..off[g+1]-1, key kmin[g]+i."""
+    B = 0
+    for c in range(off[G]):
+        if dcount[c] > 0:
+            B += 1
+    start = np.zeros(G + 1, dtype=np.int64)
+    bkey = np.empty(B, dtype=np.int32)
+    bcount = np.empty(B, dtype=np.int64)
+    bsum = np.empty(B, dtype=np.float64)
+    b = 0
+    for g in range(G):
+        for c in range(off[g], off[g + 1]):
+            if dcount[c] > 0:
+                bkey[b] = kmin[g] + (c - off[g])
+                bcount[b] = dcount[c]
+                bsum[b] = dsum[c]
+                b += 1
+        start[g + 1] = b
+    return start, bkey, bcount, bsum
+
+
+@nb.njit(cache=True)
 def _sketch_groups(codes, values, inv_log_gamma, min_value):
     n = codes.shape[0]
     gid = np.empty(n, dtype=np.int64)
@@ -229,23 +252,7 @@ def _sketch_groups(codes, values, inv_log_gamma, min_value):
         dcount[cell] += 1
         dsum[cell] += x
     # 4. compact the non-empty cells, group by group
-    B = 0
-    for c in range(off[G]):
-        if dcount[c] > 0:
-            B += 1
-    start = np.zeros(G + 1, dtype=np.int64)
-    bkey = np.empty(B, dtype=np.int32)
-    bcount = np.empty(B, dtype=np.int64)
-    bsum = np.empty(B, dtype=np.float64)
-    b = 0
-    for g in range(G):
-        for c in range(off[g], off[g + 1]):
-            if dcount[c] > 0:
-                bkey[b] = kmin[g] + (c - off[g])
-                bcount[b] = dcount[c]
-                bsum[b] = dsum[c]
-                b += 1
-        start[g + 1] = b
+    start, bkey, bcount, bsum = _compact(G, off, kmin, dcount, dsum)
     return gcode[:G].copy(), count, lost, vmin, vmax, start, bkey, bcount, bsum
 
 
@@ -277,47 +284,6 @@ def sketch_groups_reference(codes: np.ndarray, values: np.ndarray, mapping: Mapp
         np.array(start, dtype=np.int64), np.array(keys, dtype=np.int32),
         np.array(bcounts, dtype=np.int64), np.array(bsums, dtype=np.float64),
     )
-
-
-# ----------------------------------------------------------------------------------- merging
-
-
-def merge_buckets(key: np.ndarray, count: np.ndarray, total: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Merge bucket lists (any order, repeated keys) into one sorted list: counts and sums add."""
-    return _merge_buckets(
-        np.ascontiguousarray(key, dtype=np.int32),
-        np.ascontiguousarray(count, dtype=np.int64),
-        np.ascontiguousarray(total, dtype=np.float64),
-    )
-
-
-@nb.njit(cache=True)
-def _merge_buckets(key, count, total):
-    n = key.shape[0]
-    if n == 0:
-        return key[:0].copy(), count[:0].copy(), total[:0].copy()
-    lo = key.min()
-    hi = key.max()
-    dcount = np.zeros(hi - lo + 1, dtype=np.int64)
-    dsum = np.zeros(hi - lo + 1, dtype=np.float64)
-    for i in range(n):
-        dcount[key[i] - lo] += count[i]
-        dsum[key[i] - lo] += total[i]
-    m = 0
-    for c in range(dcount.shape[0]):
-        if dcount[c] > 0:
-            m += 1
-    ok = np.empty(m, dtype=np.int32)
-    oc = np.empty(m, dtype=np.int64)
-    os_ = np.empty(m, dtype=np.float64)
-    b = 0
-    for c in range(dcount.shape[0]):
-        if dcount[c] > 0:
-            ok[b] = lo + c
-            oc[b] = dcount[c]
-            os_[b] = dsum[c]
-            b += 1
-    return ok, oc, os_
 
 
 # ------------------------------------------------------------------------------- statistics
@@ -662,23 +628,7 @@ def _merge_sets(G, gid, key, bcount, bsum, sgid, count, lost, vmin, vmax):
         cell = off[g] + key[i] - kmin[g]
         dcount[cell] += bcount[i]
         dsum[cell] += bsum[i]
-    B = 0
-    for c in range(off[G]):
-        if dcount[c] > 0:
-            B += 1
-    start = np.zeros(G + 1, dtype=np.int64)
-    okey = np.empty(B, dtype=np.int32)
-    obc = np.empty(B, dtype=np.int64)
-    obs = np.empty(B, dtype=np.float64)
-    b = 0
-    for g in range(G):
-        for c in range(off[g], off[g + 1]):
-            if dcount[c] > 0:
-                okey[b] = kmin[g] + (c - off[g])
-                obc[b] = dcount[c]
-                obs[b] = dsum[c]
-                b += 1
-        start[g + 1] = b
+    start, okey, obc, obs = _compact(G, off, kmin, dcount, dsum)
     return ocount, olost, omin, omax, start, okey, obc, obs
 
 

@@ -26,9 +26,10 @@ from schemas.probe import decode_samples, encode_arrow, validate_batch
 from schemas.topics import PROBE_SAMPLES
 from streams.baseline import BASELINE_TOPIC
 from streams.broker import free_port
+from streams.children import stop_process
 from streams.config import Settings
 from streams.kafka import ensure_topics, producer
-from streams.procs import start_worker, stop_process
+from streams.procs import start_worker
 from streams.windowing import PartitionWindows
 
 

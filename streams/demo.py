@@ -9,9 +9,10 @@ import time
 from pathlib import Path
 
 from schemas.topics import NETSTATE_WINDOWS, PROBE_DEADLETTER
+from streams.children import stop_process
 from streams.config import Settings
 from streams.kafka import consumer, ensure_topics, producer
-from streams.procs import start_worker, stop_process
+from streams.procs import start_worker
 from streams.producer import ProbeProducer
 from streams.sim import ProbeSimulator, Topology
 

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
 
 from pydantic import SecretStr
 
-from streams.broker import die_with_parent
+from streams.children import die_with_parent
 from streams.config import Settings, env_name
 
 
@@ -42,15 +41,3 @@ def start_worker(settings: Settings, logfile: Path, *extra_args: str) -> subproc
         )
     finally:
         out.close()
-
-
-def stop_process(proc: subprocess.Popen, timeout_s: float = 20.0) -> int:
-    """SIGTERM, wait, then SIGKILL; return the exit status."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    return proc.returncode

@@ -13,8 +13,9 @@ import pytest
 
 from schemas.probe import decode_samples, encode_arrow
 from schemas.topics import NETSTATE_WINDOWS, PROBE_SAMPLES
+from streams.children import stop_process
 from streams.kafka import consumer, ensure_topics, producer
-from streams.procs import start_worker, stop_process
+from streams.procs import start_worker
 from streams.windowing import PartitionWindows
 
 pytestmark = pytest.mark.integration

@@ -11,9 +11,10 @@ import pytest
 
 from schemas.probe import encode_arrow
 from schemas.topics import NETSTATE_WINDOWS, PROBE_SAMPLES
+from streams.children import stop_process
 from streams.kafka import consumer, ensure_topics, producer
 from streams.offline import window_stats_offline
-from streams.procs import start_worker, stop_process
+from streams.procs import start_worker
 
 pytestmark = pytest.mark.integration
 

@@ -14,8 +14,9 @@ import pytest
 from core.windowstats import window_stats_reference
 from schemas.probe import encode_arrow
 from schemas.topics import NETSTATE_WINDOWS, PROBE_DEADLETTER, PROBE_SAMPLES
+from streams.children import stop_process
 from streams.kafka import consumer, ensure_topics, producer
-from streams.procs import start_worker, stop_process
+from streams.procs import start_worker
 
 pytestmark = pytest.mark.integration
 
