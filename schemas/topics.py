@@ -7,6 +7,7 @@ COMPUTE_NODES = "compute.nodes"
 SCHED_TASKS = "sched.tasks"
 SCHED_DECISIONS = "sched.decisions"
 SCHED_RESCHEDULES = "sched.reschedules"
+COMPUTE_DEADLETTER = "compute.deadletter"
 
 ALL_TOPICS: tuple[str, ...] = (
     PROBE_SAMPLES,
@@ -16,5 +17,10 @@ ALL_TOPICS: tuple[str, ...] = (
     SCHED_TASKS,
     SCHED_DECISIONS,
     SCHED_RESCHEDULES,
+    COMPUTE_DEADLETTER,
 )
 
+
+# The state agent needs one consistent view of the network, the compute inventory and the tasks:
+# these compact, low-rate topics have a single partition, owned by one worker at a time.
+STATE_TOPICS: frozenset[str] = frozenset({NETSTATE_WINDOWS, COMPUTE_NODES, SCHED_TASKS})

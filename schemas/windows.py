@@ -57,5 +57,5 @@ def encode_window(result: dict) -> bytes:
 
 
 def window_key(result: dict) -> bytes:
-    """Message key: the series, so one series' windows stay in order on one partition."""
-    return f"{result['src']}|{result['dst']}|{result['metric']}".encode()
+    """Message key: the path (src|dst; dst empty for node-local metrics)."""
+    return f"{result['src']}|{result['dst']}".encode()

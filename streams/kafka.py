@@ -8,7 +8,7 @@ import logging
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from schemas.topics import ALL_TOPICS
+from schemas.topics import ALL_TOPICS, STATE_TOPICS
 from streams.config import Settings
 
 log = logging.getLogger(__name__)
@@ -17,12 +17,14 @@ _TOPIC_ALREADY_EXISTS = 36
 
 
 async def ensure_topics(settings: Settings, names: tuple[str, ...] = ALL_TOPICS) -> dict[str, int]:
-    """Create our topics with the configured partition count; return name -> partitions.
+    """Create our topics; return name -> partitions.
 
-    Topics that exist keep their partition count; a count other than the configured one is
-    logged, since Faust needs a table's changelog to match its source topic.
+    Every topic gets ``CNSCHED_PARTITIONS`` partitions except the state topics (one partition: the
+    state agent's single consistent view). Topics that exist keep their partition count; another
+    count than the intended one is logged, since Faust needs a table's changelog to match its source.
     """
     wanted = [settings.topic(n) for n in names]
+    intended = {settings.topic(n): (1 if n in STATE_TOPICS else settings.partitions) for n in names}
     admin = AIOKafkaAdminClient(**settings.kafka_client_kwargs(), request_timeout_ms=15_000)
     await admin.start()
     try:
@@ -31,19 +33,17 @@ async def ensure_topics(settings: Settings, names: tuple[str, ...] = ALL_TOPICS)
         missing = [n for n in wanted if n not in existing]
         if missing:
             resp = await admin.create_topics(
-                [NewTopic(n, settings.partitions, settings.replication_factor) for n in missing]
+                [NewTopic(n, intended[n], settings.replication_factor) for n in missing]
             )
             for name, code, *_ in resp.topic_errors:
                 if code not in (0, _TOPIC_ALREADY_EXISTS):
                     raise RuntimeError(f"cannot create topic {name}: Kafka error code {code}")
-            log.info("created topics %s with %d partitions", ", ".join(missing), settings.partitions)
+            log.info("created topics %s", ", ".join(f"{n} ({intended[n]})" for n in missing))
             for n in missing:
-                existing[n] = settings.partitions
+                existing[n] = intended[n]
         for n in wanted:
-            if existing[n] != settings.partitions:
-                log.warning(
-                    "topic %s has %d partitions, configured %d", n, existing[n], settings.partitions
-                )
+            if existing[n] != intended[n]:
+                log.warning("topic %s has %d partitions, intended %d", n, existing[n], intended[n])
         return {n: existing[n] for n in wanted}
     finally:
         await admin.close()

@@ -1,0 +1,131 @@
+"""Compute metering: every node described in comparable units, then scored 0-100 within its class.
+
+Vendor figures are not comparable as stated (sparse vs dense TFLOPS, precisions): each node's
+stated per-card peaks are multiplied by a per-model conversion factor (configuration) to standard
+dense units. A recent measured benchmark beats a theoretical peak: compute capability is
+``benchmark value x work per unit`` (e.g. samples/s x FLOP per sample) when the benchmark is younger
+than ``max_benchmark_age_s``, otherwise ``cards x peak x factor x peak_efficiency`` (peaks are never
+reached; the efficiency puts both on one footing).
+
+Dimensions (each normalised within the node's class: value / best value in the class x 100):
+- compute: capability at the task's precision;
+- storage: 0.5 card memory capacity + 0.3 card memory bandwidth + 0.2 host memory bandwidth;
+- interconnect: 0.5 intra-node + 0.5 inter-node bandwidth (measured effective when known, else
+  theoretical x ``link_efficiency``);
+- quality (absolute): 100 x (0.5 availability + 0.3 idle rate + 0.2 (1 - queueing delay / bad delay)).
+A task type weighs the dimensions (training: compute first; inference: storage first); the weighted
+sum is normalised once more within the class so that its best node scores exactly 100 and the others
+proportionally. Unknown values (NaN) count as nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+PRECISIONS = ("fp32", "fp16", "int8")
+DIMENSIONS = ("compute", "storage", "interconnect", "quality")
+
+DEFAULT_TASK_WEIGHTS: dict[str, dict[str, float]] = {
+    "training": {"compute": 0.50, "storage": 0.15, "interconnect": 0.25, "quality": 0.10},
+    "inference": {"compute": 0.30, "storage": 0.40, "interconnect": 0.10, "quality": 0.20},
+    "generic": {"compute": 0.40, "storage": 0.25, "interconnect": 0.20, "quality": 0.15},
+}
+DEFAULT_TASK_PRECISION = {"training": "fp16", "inference": "int8", "generic": "fp32"}
+
+
+@dataclass(frozen=True)
+class MeteringModel:
+    task_weights: dict[str, dict[str, float]] = field(default_factory=lambda: dict(DEFAULT_TASK_WEIGHTS))
+    task_precision: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_TASK_PRECISION))
+    peak_efficiency: float = 0.4
+    link_efficiency: float = 0.8
+    max_benchmark_age_s: float = 7 * 86400.0
+    queue_bad_s: float = 600.0
+
+    def weights(self, task_kind: str) -> np.ndarray:
+        if task_kind not in self.task_weights:
+            raise KeyError(f"unknown task kind {task_kind!r}; known: {', '.join(self.task_weights)}")
+        w = np.array([self.task_weights[task_kind].get(d, 0.0) for d in DIMENSIONS])
+        return w / w.sum()
+
+    def precision(self, task_kind: str) -> int:
+        return PRECISIONS.index(self.task_precision.get(task_kind, "fp32"))
+
+
+DEFAULT_METERING = MeteringModel()
+
+
+@dataclass
+class NodeMetrics:
+    """Arrays over n nodes, in standard units (GB, GB/s, Gbit/s, TFLOPS, seconds)."""
+
+    node_class: np.ndarray  # int[n]: nodes are compared within their class
+    cards: np.ndarray  # accelerators per node (0 for CPU-only)
+    peak: np.ndarray  # [n, 3] stated per-card peak per precision (TFLOPS / TOPS)
+    peak_factor: np.ndarray  # [n, 3] model conversion to standard dense units
+    bench_value: np.ndarray  # measured throughput (samples/s, tokens/s), NaN if none
+    bench_work: np.ndarray  # work per unit of bench_value (FLOP per sample/token)
+    bench_age_s: np.ndarray  # age of the measurement
+    mem_gb: np.ndarray  # per card
+    mem_bw_gbs: np.ndarray  # per card
+    host_mem_bw_gbs: np.ndarray
+    intra_bw_gbps: np.ndarray  # theoretical card-to-card
+    intra_bw_measured_gbps: np.ndarray  # NaN if unknown
+    inter_bw_gbps: np.ndarray  # theoretical node-to-node
+    inter_bw_measured_gbps: np.ndarray
+    availability: np.ndarray  # 0..1
+    idle_rate: np.ndarray  # 0..1
+    queue_delay_s: np.ndarray
+
+
+def _z(x: np.ndarray) -> np.ndarray:
+    return np.nan_to_num(np.asarray(x, dtype=np.float64), nan=0.0, posinf=0.0, neginf=0.0)
+
+
+def normalise_in_class(values: np.ndarray, node_class: np.ndarray) -> np.ndarray:
+    """value / best value of the node's class x 100 (0 when the class best is 0)."""
+    v = _z(values)
+    cls = np.asarray(node_class, dtype=np.int64)
+    if v.size == 0:
+        return v
+    best = np.zeros(int(cls.max()) + 1)
+    np.maximum.at(best, cls, v)
+    b = best[cls]
+    return np.where(b > 0, v / np.where(b > 0, b, 1.0) * 100.0, 0.0)
+
+
+def compute_capability(m: NodeMetrics, precision: int, model: MeteringModel = DEFAULT_METERING) -> np.ndarray:
+    """Node throughput in TFLOPS-equivalent: fresh benchmark, else derated converted peak."""
+    bench = _z(m.bench_value) * _z(m.bench_work) / 1e12
+    fresh = (~np.isnan(np.asarray(m.bench_value, dtype=np.float64))) & (np.asarray(m.bench_age_s) <= model.max_benchmark_age_s) & (bench > 0)
+    peak = _z(m.cards) * _z(m.peak[:, precision]) * _z(m.peak_factor[:, precision]) * model.peak_efficiency
+    return np.where(fresh, bench, peak)
+
+
+def dimensions(m: NodeMetrics, task_kind: str, model: MeteringModel = DEFAULT_METERING) -> np.ndarray:
+    """float64[n, 4]: compute, storage, interconnect, quality scores (0..100) per node."""
+    cls = m.node_class
+    compute = normalise_in_class(compute_capability(m, model.precision(task_kind), model), cls)
+    cards = _z(m.cards)
+    storage = (0.5 * normalise_in_class(cards * _z(m.mem_gb), cls)
+               + 0.3 * normalise_in_class(cards * _z(m.mem_bw_gbs), cls)
+               + 0.2 * normalise_in_class(m.host_mem_bw_gbs, cls))
+
+    def effective(measured, theoretical):
+        measured = np.asarray(measured, dtype=np.float64)
+        return np.where(np.isnan(measured), _z(theoretical) * model.link_efficiency, measured)
+
+    interconnect = (0.5 * normalise_in_class(effective(m.intra_bw_measured_gbps, m.intra_bw_gbps), cls)
+                    + 0.5 * normalise_in_class(effective(m.inter_bw_measured_gbps, m.inter_bw_gbps), cls))
+    queue = np.clip(_z(m.queue_delay_s) / model.queue_bad_s, 0.0, 1.0)
+    quality = 100.0 * (0.5 * _z(m.availability) + 0.3 * _z(m.idle_rate) + 0.2 * (1.0 - queue))
+    return np.stack([compute, storage, interconnect, quality], axis=-1)
+
+
+def compute_scores(m: NodeMetrics, task_kind: str, model: MeteringModel = DEFAULT_METERING) -> np.ndarray:
+    """Compute score 0..100 per node for a task kind: the best node of each class scores 100."""
+    dims = dimensions(m, task_kind, model)
+    raw = dims @ model.weights(task_kind)
+    return normalise_in_class(raw, m.node_class)

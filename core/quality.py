@@ -1,0 +1,119 @@
+"""Path quality 0-100 from window statistics, and node network summaries.
+
+Each dimension goes through a utility curve: 100 at or better than ``good``, 0 at or worse than
+``bad``, linear in between (on a log scale for ``log`` curves, e.g. RTT spanning 0.1 ms to 300 ms).
+Quality is the weighted mean of the dimensions a path has data for (missing ones, NaN, are left
+out and the weights of the others renormalised); a path with no data at all has quality NaN.
+
+Dimensions: p95 RTT (ms), loss (0..1), bandwidth headroom (1 - utilisation), retransmission rate
+(0..1), jitter (p95 - p50 RTT, ms). A task's network profile picks the weights: latency-heavy jobs
+weigh RTT and jitter, bandwidth-heavy ones headroom and loss.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+DIMENSIONS = ("rtt", "loss", "bw_headroom", "retrans", "jitter")
+
+
+@dataclass(frozen=True)
+class Curve:
+    good: float
+    bad: float
+    log: bool = False
+
+    def __post_init__(self) -> None:
+        if self.good == self.bad:
+            raise ValueError("a utility curve needs good != bad")
+        if self.log and (self.good <= 0 or self.bad <= 0):
+            raise ValueError("a log utility curve needs positive bounds")
+
+
+def utility(x: np.ndarray, curve: Curve) -> np.ndarray:
+    """0..100: 100 at ``good`` or better, 0 at ``bad`` or worse; NaN stays NaN."""
+    x = np.asarray(x, dtype=np.float64)
+    if curve.log:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            lx = np.log(np.maximum(x, 1e-300))
+        u = (np.log(curve.bad) - lx) / (np.log(curve.bad) - np.log(curve.good))
+    else:
+        u = (curve.bad - x) / (curve.bad - curve.good)
+    return np.where(np.isnan(x), np.nan, np.clip(u, 0.0, 1.0) * 100.0)
+
+
+DEFAULT_CURVES: dict[str, Curve] = {
+    "rtt": Curve(good=0.5, bad=300.0, log=True),
+    "loss": Curve(good=0.0, bad=0.05),
+    "bw_headroom": Curve(good=0.7, bad=0.0),
+    "retrans": Curve(good=0.0, bad=0.02),
+    "jitter": Curve(good=0.05, bad=50.0, log=True),
+}
+
+PROFILES: dict[str, dict[str, float]] = {
+    "balanced": {"rtt": 0.35, "loss": 0.25, "bw_headroom": 0.15, "retrans": 0.10, "jitter": 0.15},
+    "latency": {"rtt": 0.45, "loss": 0.20, "bw_headroom": 0.05, "retrans": 0.05, "jitter": 0.25},
+    "bandwidth": {"rtt": 0.10, "loss": 0.20, "bw_headroom": 0.45, "retrans": 0.15, "jitter": 0.10},
+}
+
+
+@dataclass(frozen=True)
+class QualityModel:
+    curves: dict[str, Curve] = field(default_factory=lambda: dict(DEFAULT_CURVES))
+    profiles: dict[str, dict[str, float]] = field(default_factory=lambda: dict(PROFILES))
+
+    def weights(self, profile: str) -> np.ndarray:
+        if profile not in self.profiles:
+            raise KeyError(f"unknown network profile {profile!r}; known: {', '.join(self.profiles)}")
+        w = np.array([self.profiles[profile].get(d, 0.0) for d in DIMENSIONS], dtype=np.float64)
+        if w.sum() <= 0:
+            raise ValueError(f"profile {profile!r} has no positive weight")
+        return w / w.sum()
+
+
+DEFAULT_MODEL = QualityModel()
+
+
+def dimension_utilities(
+    p95_rtt_ms: np.ndarray,
+    loss: np.ndarray,
+    bw_util: np.ndarray,
+    retrans: np.ndarray,
+    jitter_ms: np.ndarray,
+    model: QualityModel = DEFAULT_MODEL,
+) -> np.ndarray:
+    """float64[n, 5]: each path's utility per dimension (DIMENSIONS order), NaN where no data."""
+    headroom = 1.0 - np.asarray(bw_util, dtype=np.float64)
+    cols = (p95_rtt_ms, loss, headroom, retrans, jitter_ms)
+    return np.stack([utility(c, model.curves[d]) for c, d in zip(cols, DIMENSIONS, strict=True)], axis=-1)
+
+
+def combine(utilities: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Weighted mean over the dimensions present (not NaN); NaN when none is."""
+    u = np.asarray(utilities, dtype=np.float64)
+    present = ~np.isnan(u)
+    w = np.where(present, weights, 0.0)
+    total = w.sum(axis=-1)
+    weighted = (np.where(present, u, 0.0) * w).sum(axis=-1)
+    return np.where(total > 0, weighted / np.where(total > 0, total, 1.0), np.nan)
+
+
+def path_quality(
+    p95_rtt_ms, loss, bw_util, retrans, jitter_ms, profile: str = "balanced", model: QualityModel = DEFAULT_MODEL
+) -> np.ndarray:
+    """Quality 0..100 of every path for one network profile."""
+    u = dimension_utilities(p95_rtt_ms, loss, bw_util, retrans, jitter_ms, model)
+    return combine(u, model.weights(profile))
+
+
+def mean_by_group(group: np.ndarray, values: np.ndarray, n_groups: int) -> np.ndarray:
+    """Mean of ``values`` per group id (NaN values ignored); NaN for groups with none."""
+    group = np.asarray(group, dtype=np.int64)
+    values = np.asarray(values, dtype=np.float64)
+    ok = ~np.isnan(values)
+    s = np.bincount(group[ok], weights=values[ok], minlength=n_groups)
+    c = np.bincount(group[ok], minlength=n_groups)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(c > 0, s / np.maximum(c, 1), np.nan)
