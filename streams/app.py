@@ -23,6 +23,7 @@ class Topics:
     tasks: TopicT
     decisions: TopicT
     reschedules: TopicT
+    compute_deadletter: TopicT
 
 
 def faust_credentials(settings: Settings):
@@ -99,7 +100,7 @@ def create_app(
             value_type=bytes,
             key_serializer="raw",
             value_serializer="raw",
-            partitions=settings.partitions,
+            partitions=1 if name in T.STATE_TOPICS else settings.partitions,
         )
 
     topics = Topics(
@@ -110,11 +111,13 @@ def create_app(
         tasks=topic(T.SCHED_TASKS),
         decisions=topic(T.SCHED_DECISIONS),
         reschedules=topic(T.SCHED_RESCHEDULES),
+        compute_deadletter=topic(T.COMPUTE_DEADLETTER),
     )
     counters = Counters()
 
-    from streams import ingest, web
+    from streams import ingest, state_tables, web
 
     ingest.register(app, topics, settings, counters, sample_partitions or settings.partitions)
-    web.register(app, counters)
+    net, inv = state_tables.register(app, topics, settings, counters)
+    web.register(app, counters, settings, net, inv)
     return app, topics, counters

@@ -34,7 +34,9 @@ def create_baseline_app(settings: Settings) -> tuple[faust.App, Counters]:
             counters.inc("samples_accepted_total")
             counters.set("ingest_last_event_unixtime", time.time())
 
-    from streams import web
+    @app.page("/metrics")
+    class Metrics(faust.web.View):
+        async def get(self, request):
+            return self.text(counters.exposition(), content_type="text/plain; version=0.0.4")
 
-    web.register(app, counters)
     return app, counters

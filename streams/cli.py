@@ -133,7 +133,7 @@ def cmd_worker(args, settings: Settings) -> int:
     from faust import Worker
 
     from streams.app import create_app
-    from streams.kafka import ensure_topics_sync
+    from streams.kafka import ensure_topics_sync, table_changelogs
 
     _require_bootstrap(settings)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
@@ -144,6 +144,8 @@ def cmd_worker(args, settings: Settings) -> int:
         warm_up()
         log.info("kernels ready in %.1f s", time.monotonic() - t)
     partitions = ensure_topics_sync(settings)
+    sample_partitions = partitions[settings.topic(PROBE_SAMPLES)]
+    ensure_topics_sync(settings, (), table_changelogs(settings, sample_partitions))
     if args.baseline:
         from streams.baseline import BASELINE_TOPIC, create_baseline_app
 
@@ -152,7 +154,7 @@ def cmd_worker(args, settings: Settings) -> int:
     if args.baseline:
         app, _ = create_baseline_app(settings)
     else:
-        app, _, _ = create_app(settings, partitions[settings.topic(PROBE_SAMPLES)])
+        app, _, _ = create_app(settings, sample_partitions)
     worker = Worker(app, loglevel=settings.log_level, quiet=True, redirect_stdouts=False)
     worker.execute_from_commandline()  # runs until SIGINT/SIGTERM; exits the process
     return 0

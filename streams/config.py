@@ -52,6 +52,14 @@ class Settings(BaseSettings):
     duckdb_path: Path = Path("cnsched.duckdb")
     data_dir: Path = Field(default=Path(".cnsched-data"), description="worker scratch data")
     log_level: LogLevel = "INFO"
+    node_timeout_seconds: float = Field(default=60.0, gt=0, description="silent longer: unavailable")
+    page_limit_max: int = Field(default=1000, ge=1, le=100_000)
+    model_conversion: dict[str, dict[str, float]] | None = Field(
+        default=None, description="JSON: accelerator model -> precision -> factor to dense units"
+    )
+    benchmark_work: dict[str, float] | None = Field(
+        default=None, description="JSON: benchmark name -> FLOP per unit of its throughput"
+    )
     fetch_max_wait_ms: int = Field(
         default=100, ge=1, le=10_000, description="longest a fetch waits for data at the broker"
     )

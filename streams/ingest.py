@@ -42,6 +42,7 @@ from schemas.probe import (
 )
 from schemas.windows import encode_window, window_key
 from streams.config import Settings
+from streams.kafka import INGEST_TABLE, table_name
 from streams.metrics import Counters
 from streams.windowing import PaneKey, PartitionWindows, decode_mark, encode_mark
 
@@ -231,7 +232,7 @@ def register(app: faust.App, topics, settings: Settings, counters: Counters, sam
     counters.describe("ingest_first_event_unixtime", "when this worker began its first ingest step")
     counters.describe("ingest_last_event_unixtime", "when this worker ended its latest ingest step")
     table = app.Table(
-        f"{settings.topic_prefix}ingest-panes",
+        table_name(settings, INGEST_TABLE),
         key_type=bytes,  # bytes -> raw key and value codecs, also for the changelog
         value_type=bytes,
         partitions=sample_partitions,

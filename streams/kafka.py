@@ -16,15 +16,35 @@ log = logging.getLogger(__name__)
 _TOPIC_ALREADY_EXISTS = 36
 
 
-async def ensure_topics(settings: Settings, names: tuple[str, ...] = ALL_TOPICS) -> dict[str, int]:
+INGEST_TABLE = "ingest-panes"
+NETSTATE_TABLE = "netstate"
+COMPUTE_TABLE = "compute"
+
+
+def table_name(settings: Settings, base: str) -> str:
+    return f"{settings.topic_prefix}{base}"
+
+
+def table_changelogs(settings: Settings, sample_partitions: int) -> dict[str, int]:
+    """The worker's Faust table changelogs (``<app_id>-<table>-changelog``) and their partitions,
+    which must equal their source topics'. Created by us, before Faust or a metadata request could
+    let a broker auto-create them with its own default count."""
+    tables = {INGEST_TABLE: sample_partitions, NETSTATE_TABLE: 1, COMPUTE_TABLE: 1}
+    return {f"{settings.app_id}-{table_name(settings, t)}-changelog": n for t, n in tables.items()}
+
+
+async def ensure_topics(
+    settings: Settings, names: tuple[str, ...] = ALL_TOPICS, exact: dict[str, int] | None = None
+) -> dict[str, int]:
     """Create our topics; return name -> partitions.
 
     Every topic gets ``CNSCHED_PARTITIONS`` partitions except the state topics (one partition: the
     state agent's single consistent view). Topics that exist keep their partition count; another
     count than the intended one is logged, since Faust needs a table's changelog to match its source.
     """
-    wanted = [settings.topic(n) for n in names]
     intended = {settings.topic(n): (1 if n in STATE_TOPICS else settings.partitions) for n in names}
+    intended.update(exact or {})
+    wanted = list(intended)
     admin = AIOKafkaAdminClient(**settings.kafka_client_kwargs(), request_timeout_ms=15_000)
     await admin.start()
     try:
@@ -49,8 +69,10 @@ async def ensure_topics(settings: Settings, names: tuple[str, ...] = ALL_TOPICS)
         await admin.close()
 
 
-def ensure_topics_sync(settings: Settings, names: tuple[str, ...] = ALL_TOPICS) -> dict[str, int]:
-    return asyncio.run(ensure_topics(settings, names))
+def ensure_topics_sync(
+    settings: Settings, names: tuple[str, ...] = ALL_TOPICS, exact: dict[str, int] | None = None
+) -> dict[str, int]:
+    return asyncio.run(ensure_topics(settings, names, exact))
 
 
 def producer(settings: Settings, **kw) -> AIOKafkaProducer:

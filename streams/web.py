@@ -1,14 +1,94 @@
-"""HTTP views of the worker (Faust web)."""
+"""HTTP API of the worker (Faust web).
+
+Network and compute reads are routed to the worker that owns the single-partition state tables
+(`@app.table_route`), so they answer the same from any worker. Unknown ids: 404 with a JSON error;
+malformed ids or paging parameters: 400 with the field and the reason.
+"""
 
 from __future__ import annotations
+
+import functools
+import re
+import time
 
 import faust
 from faust.web import Request, Response, View
 
+from schemas.compute import NODE_ID_PATTERN
+from streams.config import Settings
+from streams.inventory import DEFAULT_BENCHMARK_WORK, DEFAULT_MODEL_CONVERSION, scored
 from streams.metrics import Counters
+from streams.network import node_answer, path_answer
+from streams.state_tables import Inventory, NetState
+
+_ID = re.compile(NODE_ID_PATTERN)
+_ROUTE_KEY = "state"  # any key: the state tables have one partition
 
 
-def register(app: faust.App, counters: Counters) -> None:
+def _field_error(field: str, value: str, reason: str) -> dict:
+    return {"error": "invalid request", "fields": [{"field": field, "value": value, "reason": reason}]}
+
+
+def _check_ids(**ids: str) -> dict | None:
+    for name, value in ids.items():
+        if not _ID.match(value):
+            return _field_error(name, value, f"must match {NODE_ID_PATTERN}")
+    return None
+
+
+def _paging(request: Request, limit_max: int) -> tuple[int, int] | dict:
+    fields = []
+    values = {}
+    for name, default, lo, hi in (("offset", 0, 0, 10**9), ("limit", 100, 1, limit_max)):
+        raw = request.query.get(name, str(default))
+        try:
+            v = int(raw)
+        except ValueError:
+            fields.append({"field": name, "value": raw, "reason": "must be an integer"})
+            continue
+        if not lo <= v <= hi:
+            fields.append({"field": name, "value": raw, "reason": f"must be in [{lo}, {hi}]"})
+        values[name] = v
+    if fields:
+        return {"error": "invalid request", "fields": fields}
+    return values["offset"], values["limit"]
+
+
+def register(app: faust.App, counters: Counters, settings: Settings, net: NetState, inv: Inventory) -> None:
+    conversion = settings.model_conversion or DEFAULT_MODEL_CONVERSION
+    bench_work = settings.benchmark_work or DEFAULT_BENCHMARK_WORK
+
+    known_metadata: set[str] = set()
+
+    def state_route(table):
+        """``app.table_route`` for a state table, after making sure the producer knows the table's
+        changelog topic (Faust hashes the key with the producer's metadata and fails without it)."""
+        routed = app.table_route(table=table, exact_key=_ROUTE_KEY)
+
+        def decorate(fun):
+            inner = routed(fun)
+
+            @functools.wraps(fun)
+            async def get(view, request, *args, **kwargs):
+                name = table.changelog_topic.get_topic_name()
+                if name not in known_metadata:
+                    await app.producer._ensure_producer().partitions_for(name)  # aiokafka: fetches metadata
+                    known_metadata.add(name)
+                return await inner(view, request, *args, **kwargs)
+
+            return get
+
+        return decorate
+
+    def network_index():
+        recs = net.records()
+        local = {r["src"]: r for r in recs if r["dst"] == ""}
+        by_src: dict[str, list[dict]] = {}
+        for r in recs:
+            if r["dst"]:
+                by_src.setdefault(r["src"], []).append(r)
+        return local, by_src
+
     @app.page("/metrics")
     class Metrics(View):
         async def get(self, request: Request) -> Response:
@@ -18,3 +98,84 @@ def register(app: faust.App, counters: Counters) -> None:
     class Health(View):
         async def get(self, request: Request) -> Response:
             return self.json({"status": "ok", "app": app.conf.id})
+
+    @app.page("/network/nodes/{node}")
+    class NetworkNode(View):
+        @state_route(net.table)
+        async def get(self, request: Request, node: str) -> Response:
+            if err := _check_ids(node=node):
+                return self.json(err, status=400)
+            local, by_src = network_index()
+            if node not in local and node not in by_src:
+                return self.json({"error": "unknown node", "node": node}, status=404)
+            return self.json(node_answer(node, local.get(node), by_src.get(node, []), local, time.time()))
+
+    @app.page("/network/nodes")
+    class NetworkNodes(View):
+        @state_route(net.table)
+        async def get(self, request: Request) -> Response:
+            page = _paging(request, settings.page_limit_max)
+            if isinstance(page, dict):
+                return self.json(page, status=400)
+            offset, limit = page
+            local, by_src = network_index()
+            names = sorted(set(local) | set(by_src))
+            now = time.time()
+            items = [node_answer(n, local.get(n), by_src.get(n, []), local, now) for n in names[offset:offset + limit]]
+            return self.json({"items": items, "total": len(names), "offset": offset, "limit": limit})
+
+    @app.page("/network/paths/{src}/{dst}")
+    class NetworkPath(View):
+        @state_route(net.table)
+        async def get(self, request: Request, src: str, dst: str) -> Response:
+            if err := _check_ids(src=src, dst=dst):
+                return self.json(err, status=400)
+            path = net.get(src, dst)
+            if path is None:
+                return self.json({"error": "unknown path", "src": src, "dst": dst}, status=404)
+            local, _ = network_index()
+            return self.json(path_answer(path, local, time.time()))
+
+    @app.page("/network/paths")
+    class NetworkPaths(View):
+        @state_route(net.table)
+        async def get(self, request: Request) -> Response:
+            page = _paging(request, settings.page_limit_max)
+            if isinstance(page, dict):
+                return self.json(page, status=400)
+            offset, limit = page
+            src = request.query.get("src")
+            if src is not None and (err := _check_ids(src=src)):
+                return self.json(err, status=400)
+            local, by_src = network_index()
+            paths = sorted((p for ps in by_src.values() for p in ps if src is None or p["src"] == src),
+                           key=lambda p: (p["src"], p["dst"]))
+            now = time.time()
+            items = [path_answer(p, local, now) for p in paths[offset:offset + limit]]
+            return self.json({"items": items, "total": len(paths), "offset": offset, "limit": limit})
+
+    def compute_view():
+        return scored(inv.records(), conversion, bench_work, time.time(), settings.node_timeout_seconds)
+
+    @app.page("/compute/nodes/{node}")
+    class ComputeNode(View):
+        @state_route(inv.table)
+        async def get(self, request: Request, node: str) -> Response:
+            if err := _check_ids(node=node):
+                return self.json(err, status=400)
+            for item in compute_view():
+                if item["node"] == node:
+                    return self.json(item)
+            return self.json({"error": "unknown node", "node": node}, status=404)
+
+    @app.page("/compute/nodes")
+    class ComputeNodes(View):
+        @state_route(inv.table)
+        async def get(self, request: Request) -> Response:
+            page = _paging(request, settings.page_limit_max)
+            if isinstance(page, dict):
+                return self.json(page, status=400)
+            offset, limit = page
+            items = compute_view()
+            return self.json({"items": items[offset:offset + limit], "total": len(items),
+                              "offset": offset, "limit": limit})

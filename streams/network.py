@@ -1,0 +1,123 @@
+"""Network view: latest window statistics per path and per node, and their quality.
+
+Adapters between the records kept in the `netstate` table and the arrays of core/quality.py.
+A path record is ``{"src", "dst", "metrics": {metric: window result}}``; node-local metrics (dst
+empty) form the node's record.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from core.quality import DEFAULT_MODEL, DIMENSIONS, QualityModel, combine, dimension_utilities
+
+PROFILES = ("balanced", "latency", "bandwidth")
+
+
+def merge_window(record: dict | None, window: dict) -> dict:
+    """The record with this window result as its latest for the window's metric (newer wins)."""
+    rec = record or {"src": window["src"], "dst": window["dst"], "metrics": {}}
+    old = rec["metrics"].get(window["metric"])
+    if old is None or window["window_end"] >= old["window_end"]:
+        rec["metrics"][window["metric"]] = {k: v for k, v in window.items() if k not in ("src", "dst", "metric")}
+    return rec
+
+
+def _stat(rec: dict | None, metric: str, field: str) -> float:
+    if not rec:
+        return math.nan
+    m = rec["metrics"].get(metric)
+    v = None if m is None else m.get(field)
+    return math.nan if v is None else float(v)
+
+
+def _probe_loss(rec: dict) -> float:
+    m = rec["metrics"].get("rtt_ms")
+    if not m or not m.get("count"):
+        return math.nan
+    return m["lost"] / m["count"]
+
+
+def path_inputs(paths: list[dict], nodes: dict[str, dict]) -> dict[str, np.ndarray]:
+    """Quality inputs per path: p95 RTT, loss, bandwidth utilisation, retransmissions, jitter.
+
+    Loss is the worse of the active-probe loss (lost / count of rtt_ms) and a reported loss_rate;
+    utilisation and retransmissions come from the path if reported there, else from the busier
+    endpoint's NIC (node-local bw_util / retrans_rate).
+    """
+    n = len(paths)
+    out = {k: np.full(n, np.nan) for k in ("p95_rtt_ms", "loss", "bw_util", "retrans", "jitter_ms")}
+    for i, p in enumerate(paths):
+        p95, p50 = _stat(p, "rtt_ms", "p95"), _stat(p, "rtt_ms", "p50")
+        out["p95_rtt_ms"][i] = p95
+        out["jitter_ms"][i] = p95 - p50
+        out["loss"][i] = np.fmax(_probe_loss(p), _stat(p, "loss_rate", "mean"))
+        ends = (nodes.get(p["src"]), nodes.get(p["dst"]))
+        for col, metric in (("bw_util", "bw_util"), ("retrans", "retrans_rate")):
+            v = _stat(p, metric, "mean")
+            if math.isnan(v):
+                v = np.fmax(_stat(ends[0], metric, "mean"), _stat(ends[1], metric, "mean"))
+            out[col][i] = v
+    return out
+
+
+def path_quality_table(paths: list[dict], nodes: dict[str, dict], model: QualityModel = DEFAULT_MODEL):
+    """(inputs, utilities[n, 5], quality per profile {name: [n]}) for many paths at once."""
+    x = path_inputs(paths, nodes)
+    u = dimension_utilities(x["p95_rtt_ms"], x["loss"], x["bw_util"], x["retrans"], x["jitter_ms"], model)
+    q = {name: combine(u, model.weights(name)) for name in PROFILES}
+    return x, u, q
+
+
+def window_span(records: list[dict]) -> tuple[float, float]:
+    """The newest window among the records' metrics: (start, end); NaN when none."""
+    best = (math.nan, -math.inf)
+    for r in records:
+        for m in (r or {}).get("metrics", {}).values():
+            if m["window_end"] > best[1]:
+                best = (m["window_start"], m["window_end"])
+    return best if math.isfinite(best[1]) else (math.nan, math.nan)
+
+
+def _num(v: float) -> float | None:
+    return None if v is None or (isinstance(v, float) and math.isnan(v)) else round(float(v), 6)
+
+
+def path_answer(path: dict, nodes: dict[str, dict], now: float, model: QualityModel = DEFAULT_MODEL) -> dict:
+    x, u, q = path_quality_table([path], nodes, model)
+    start, end = window_span([path])
+    return {
+        "src": path["src"],
+        "dst": path["dst"],
+        "quality": _num(q["balanced"][0]),
+        "quality_by_profile": {name: _num(v[0]) for name, v in q.items()},
+        "dimensions": {d: _num(u[0, i]) for i, d in enumerate(DIMENSIONS)},
+        "inputs": {k: _num(v[0]) for k, v in x.items()},
+        "metrics": path["metrics"],
+        "window_start": _num(start),
+        "window_end": _num(end),
+        "age_s": _num(now - end),
+    }
+
+
+def node_answer(node: str, local: dict | None, out_paths: list[dict], nodes: dict[str, dict], now: float,
+                model: QualityModel = DEFAULT_MODEL) -> dict:
+    """A node's summary: NIC utilisation, retransmissions, mean quality to its peers."""
+    _, _, q = path_quality_table(out_paths, nodes, model)
+    qb = q["balanced"]
+    known = qb[~np.isnan(qb)]
+    start, end = window_span([local] + out_paths)
+    return {
+        "node": node,
+        "bw_util": _num(_stat(local, "bw_util", "mean")),
+        "retrans_rate": _num(_stat(local, "retrans_rate", "mean")),
+        "mean_quality_to_peers": _num(float(known.mean())) if known.size else None,
+        "peers": len(out_paths),
+        "worst_peer": (out_paths[int(np.nanargmin(qb))]["dst"] if known.size else None),
+        "metrics": (local or {}).get("metrics", {}),
+        "window_start": _num(start),
+        "window_end": _num(end),
+        "age_s": _num(now - end),
+    }

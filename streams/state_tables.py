@@ -1,0 +1,99 @@
+"""The network and compute views, kept in Faust tables on the single-partition state topics.
+
+- `netstate`: one record per path (key ``src|dst``) and per node (``node|``, node-local metrics),
+  updated from netstate.windows; the newest window of each metric wins.
+- `compute`: the latest report per node from compute.nodes, with the time it was received; a node
+  silent past CNSCHED_NODE_TIMEOUT_SECONDS, or reporting status leaving/down, is unavailable.
+Both topics have one partition, so one worker owns each whole view; HTTP reads are routed to it.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import time
+
+import faust
+from pydantic import ValidationError
+
+from schemas.compute import ComputeReport
+from schemas.windows import WindowResult
+from streams.config import Settings
+from streams.kafka import COMPUTE_TABLE, NETSTATE_TABLE, table_name
+from streams.metrics import Counters
+
+log = logging.getLogger(__name__)
+
+
+class NetState:
+    def __init__(self, table) -> None:
+        self.table = table
+
+    def records(self) -> list[dict]:
+        return [json.loads(v) for v in self.table.values() if v]
+
+    def get(self, src: str, dst: str) -> dict | None:
+        raw = self.table.get(f"{src}|{dst}".encode())
+        return json.loads(raw) if raw else None
+
+
+class Inventory:
+    def __init__(self, table) -> None:
+        self.table = table
+
+    def records(self) -> list[dict]:
+        return sorted((json.loads(v) for v in self.table.values() if v), key=lambda r: r["node"])
+
+
+def register(app: faust.App, topics, settings: Settings, counters: Counters) -> tuple[NetState, Inventory]:
+    from streams.network import merge_window
+
+    counters.describe("window_results_total", "netstate.windows messages applied to the network view")
+    counters.describe("window_results_rejected_total", "netstate.windows messages that were not window results")
+    counters.describe("compute_reports_total", "compute.nodes reports applied")
+    counters.describe("compute_reports_rejected_total", "compute.nodes reports sent to compute.deadletter, by reason")
+    net_table = app.Table(table_name(settings, NETSTATE_TABLE), key_type=bytes, value_type=bytes, partitions=1)
+    inv_table = app.Table(table_name(settings, COMPUTE_TABLE), key_type=bytes, value_type=bytes, partitions=1)
+    net, inv = NetState(net_table), Inventory(inv_table)
+
+    @app.agent(topics.windows, name="netstate")
+    async def netstate_agent(stream):
+        async for event in stream.events():
+            try:
+                w = WindowResult.model_validate_json(event.value).model_dump()
+            except (ValidationError, ValueError, TypeError):
+                counters.inc("window_results_rejected_total")
+                log.warning("not a window result at %s:%d@%d", event.message.topic,
+                            event.message.partition, event.message.offset)
+                continue
+            key = f"{w['src']}|{w['dst']}".encode()
+            old = net_table.get(key)
+            net_table[key] = json.dumps(merge_window(json.loads(old) if old else None, w)).encode()
+            counters.inc("window_results_total")
+
+    @app.agent(topics.compute_nodes, name="inventory")
+    async def inventory_agent(stream):
+        async for event in stream.events():
+            msg = event.message
+            raw = event.value if isinstance(event.value, bytes) else bytes(event.value or b"")
+            try:
+                report = ComputeReport.model_validate_json(raw)
+            except ValidationError as exc:
+                errors = [{"field": ".".join(str(x) for x in e["loc"]), "reason": e["msg"]} for e in exc.errors()]
+                reason = "undecodable" if any(e["type"] == "json_invalid" for e in exc.errors()) else "schema"
+                counters.inc("compute_reports_rejected_total", reason=reason)
+                await topics.compute_deadletter.send(key=msg.key, value=json.dumps({
+                    "reason": reason,
+                    "detail": f"{len(errors)} invalid field(s)",
+                    "errors": errors[:100],
+                    "source": {"topic": msg.topic, "partition": msg.partition, "offset": msg.offset},
+                    "original_b64": base64.b64encode(raw).decode(),
+                }).encode())
+                continue
+            doc = report.model_dump(mode="json")
+            doc["received_at"] = time.time()
+            inv_table[report.node.encode()] = json.dumps(doc).encode()
+            counters.inc("compute_reports_total")
+
+    return net, inv
