@@ -46,6 +46,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("sink", help="run the DuckDB sink, the single writer of CNSCHED_DUCKDB_PATH")
 
+    pr = sub.add_parser("probe", help="run a probe agent: UDP echo mesh, NIC and TCP counters (Linux)")
+    pr.add_argument("--node", required=True, help="this node's id")
+    pr.add_argument("--listen", default="0.0.0.0:7077", help="HOST:PORT to answer and send probes on")
+    pr.add_argument("--peer", action="append", default=[], metavar="[ID=]HOST:PORT", help="repeatable")
+    pr.add_argument("--peers-file", help="one [ID=]HOST:PORT (or 'ID HOST:PORT') per line; the group")
+    pr.add_argument("--rate", type=float, default=10.0, help="probes per second per peer (max 1000)")
+    pr.add_argument("--timeout", type=float, default=1.0, help="seconds before a probe counts as lost")
+    pr.add_argument("--iface", action="append", default=[], help="interfaces for bw_util (default: all but lo)")
+    pr.add_argument("--link-gbps", type=float, default=None, help="link speed when /sys has none")
+    pr.add_argument("--seconds", type=float, default=0.0, help="stop after this long (default: run until stopped)")
+    pr.add_argument("--json", action="store_true", help="print the final counters as JSON")
+
     st = sub.add_parser("stats", help="window statistics of captured samples (JSON, JSON lines, Arrow)")
     st.add_argument("file", nargs="?", default="-", help="input file, or - for stdin (default)")
     st.add_argument("--window-seconds", type=int, default=None, help="default CNSCHED_WINDOW_SECONDS")
@@ -169,6 +181,63 @@ def cmd_sink(args, settings: Settings) -> int:
     return asyncio.run(run_sink(settings))
 
 
+def cmd_probe(args, settings: Settings) -> int:
+    import json
+    import re
+    from pathlib import Path
+
+    from schemas.compute import NODE_ID_PATTERN
+    from streams.probe_agent import parse_peer, read_peers_file, run_agent
+
+    if not re.match(NODE_ID_PATTERN, args.node):
+        raise UsageError(f"--node {args.node!r} must match {NODE_ID_PATTERN}")
+    if not 0 < args.rate <= 1000:
+        raise UsageError("--rate must be in (0, 1000] probes per second")
+    if args.timeout <= 0 or args.seconds < 0:
+        raise UsageError("--timeout must be positive and --seconds not negative")
+    try:
+        listen = parse_peer(args.listen)
+        peers = [parse_peer(p) for p in args.peer]
+        if args.peers_file:
+            peers += read_peers_file(Path(args.peers_file), args.node)
+    except (ValueError, OSError) as exc:
+        raise UsageError(str(exc)) from None
+    if not peers:
+        raise UsageError("no peers: give --peer or --peers-file")
+    _require_bootstrap(settings)
+    ifaces = args.iface or [i for i in _interfaces() if i != "lo"]
+
+    async def main() -> dict:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        if args.seconds:
+            loop.call_later(args.seconds, stop.set)
+        stats = await run_agent(settings, args.node, (listen.host, listen.port), peers, args.rate,
+                                args.timeout, ifaces, args.link_gbps, stop)
+        return vars(stats)
+
+    try:
+        stats = asyncio.run(main())
+    except OSError as exc:
+        print(f"cnsched: probe: {exc.strerror or exc} ({args.listen})", file=sys.stderr)
+        return 1
+    print(json.dumps(stats) if args.json else " ".join(f"{k}={v}" for k, v in stats.items() if k != "per_peer"))
+    return 0
+
+
+def _interfaces() -> list[str]:
+    from pathlib import Path
+
+    from streams.probe_agent import parse_net_dev
+
+    try:
+        return list(parse_net_dev(Path("/proc/net/dev").read_text()))
+    except OSError:
+        return []
+
+
 def cmd_stats(args, settings: Settings) -> int:
     import json
     import math
@@ -265,6 +334,7 @@ _COMMANDS = {
     "worker": cmd_worker,
     "topics": cmd_topics,
     "sink": cmd_sink,
+    "probe": cmd_probe,
     "stats": cmd_stats,
     "bench": cmd_bench,
     "demo": cmd_demo,
