@@ -80,6 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--seconds", type=float, default=60.0, help="how long to run (default 60)")
     d.add_argument("--rate", type=float, default=100.0, help="probe rate per node pair, Hz")
     d.add_argument("--nodes-per-region", type=int, default=3)
+    d.add_argument("--day-seconds", type=float, default=120.0, help="length of a simulated day (diurnal load)")
     return p
 
 
@@ -314,6 +315,8 @@ def cmd_demo(args, settings: Settings) -> int:
         raise UsageError("--seconds must be positive")
     if args.rate <= 0:
         raise UsageError("--rate must be positive")
+    if args.nodes_per_region < 2 or args.day_seconds <= 0:
+        raise UsageError("--nodes-per-region must be at least 2 and --day-seconds positive")
     if settings.kafka_bootstrap:
         return asyncio.run(run_demo(settings, args))
     with EmbeddedBroker() as bootstrap:

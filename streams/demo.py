@@ -1,24 +1,35 @@
-"""`cnsched demo`: a worker, simulated probes for a small multi-region cluster, and a live view of
-what comes out of the pipeline (window statistics and dead letters)."""
+"""`cnsched demo`: a worker, simulated probes and compute reports for a multi-region cluster, and a
+live view of what comes out: window statistics, dead letters, then node, path and compute summaries
+read from the worker's HTTP API."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import time
+import urllib.request
 from pathlib import Path
 
-from schemas.topics import NETSTATE_WINDOWS, PROBE_DEADLETTER
+from schemas.topics import COMPUTE_NODES, NETSTATE_WINDOWS, PROBE_DEADLETTER, PROBE_SAMPLES
 from streams.children import stop_process
 from streams.config import Settings
 from streams.kafka import consumer, ensure_topics, producer
 from streams.procs import start_worker
 from streams.producer import ProbeProducer
-from streams.sim import ProbeSimulator, Topology
+from streams.sim import ProbeSimulator, Topology, compute_reports
 
 
 def _fmt(v) -> str:
     return "   -   " if v is None else f"{v:7.2f}"
+
+
+def _r(v, digits: int):
+    return None if v is None else round(v, digits)
+
+
+def _get(settings: Settings, path: str) -> dict:
+    with urllib.request.urlopen(f"http://127.0.0.1:{settings.web_port}{path}", timeout=5) as r:
+        return json.loads(r.read())
 
 
 async def run_demo(settings: Settings, args) -> int:
@@ -33,28 +44,38 @@ async def run_demo(settings: Settings, args) -> int:
         print(f"worker did not become ready; see {logfile}")
         return 1
     print(f"worker   ready in {time.monotonic() - t:.1f} s")
-    out = consumer(settings, NETSTATE_WINDOWS, PROBE_DEADLETTER, group_id=None,
-                   auto_offset_reset="latest")
+    topo = Topology.build(args.nodes_per_region)
+    sim = ProbeSimulator(topo, rate_hz=args.rate, day_s=args.day_seconds)
+    watch = [(topo.nodes[0], topo.nodes[1]), (topo.nodes[0], topo.nodes[args.nodes_per_region])]
+    # a reroute on the watched inter-region path, 40 % into the demo, for the rest of it
+    sim.inject("reroute", *watch[1], time.time() + 0.4 * args.seconds, args.seconds, 2.0)
+    out = consumer(settings, NETSTATE_WINDOWS, PROBE_DEADLETTER, group_id=None, auto_offset_reset="latest")
     await out.start()
     windows: list[dict] = []
     dead: list[dict] = []
+    sent = 0
     try:
         await out.getmany(timeout_ms=500)  # join: position at the end before we produce
-        topo = Topology.small(args.nodes_per_region)
-        sim = ProbeSimulator(topo, rate_hz=args.rate)
-        print(f"probes   {len(topo.nodes)} nodes in 3 regions, rtt_ms at {args.rate:g} Hz per pair, "
-              f"windows of {settings.window_seconds} s, for {args.seconds:g} s")
+        print(f"probes   {len(topo.nodes)} nodes in {len(set(topo.region.values()))} regions, "
+              f"{len(set(topo.dc.values()))} data centres; rtt_ms at {args.rate:g} Hz per pair; "
+              f"windows of {settings.window_seconds} s; a simulated day lasts {args.day_seconds:g} s")
+        print(f"event    {watch[1][0]} <-> {watch[1][1]} will be rerouted (2x latency) after "
+              f"{0.4 * args.seconds:.0f} s")
         async with ProbeProducer(settings) as probes:
             await _send_bad_examples(settings)
+            reports = asyncio.create_task(_report_compute(settings, topo, args.seconds))
             sim_task = asyncio.create_task(sim.run(probes, args.seconds))
             while not sim_task.done():
-                await _drain(out, windows, dead, topo)
+                await _drain(out, windows, dead, watch)
                 if worker.poll() is not None:
                     sim_task.cancel()
+                    reports.cancel()
                     print(f"worker exited with status {worker.returncode}; see {logfile}")
                     return 1
             sent = sim_task.result()
-        await _drain(out, windows, dead, topo, timeout_ms=2000)
+            await reports
+        await _drain(out, windows, dead, watch, timeout_ms=2000)
+        await asyncio.to_thread(_print_summaries, settings, topo, watch)
     finally:
         await out.stop()
         status = stop_process(worker)
@@ -72,17 +93,31 @@ async def run_demo(settings: Settings, args) -> int:
 
 async def _wait_ready(settings: Settings, worker, timeout_s: float) -> bool:
     """Until the worker's HTTP API answers (it starts after kernels and the consumer group)."""
-    import urllib.request
-
-    url = f"http://127.0.0.1:{settings.web_port}/health"
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline and worker.poll() is None:
         try:
-            await asyncio.to_thread(lambda: urllib.request.urlopen(url, timeout=1).read())
+            await asyncio.to_thread(_get, settings, "/health")
             return True
         except OSError:
             await asyncio.sleep(0.2)
     return False
+
+
+async def _report_compute(settings: Settings, topo: Topology, seconds: float) -> None:
+    """Every node reports its inventory at start and then every 10 s (its heartbeat)."""
+    p = producer(settings)
+    await p.start()
+    try:
+        deadline = time.time() + seconds
+        while True:
+            for r in compute_reports(topo, time.time()):
+                await p.send(settings.topic(COMPUTE_NODES), json.dumps(r).encode(), key=r["node"].encode())
+            await p.flush()
+            if time.time() + 10 > deadline:
+                return
+            await asyncio.sleep(10)
+    finally:
+        await p.stop()
 
 
 async def _send_bad_examples(settings: Settings) -> None:
@@ -90,7 +125,7 @@ async def _send_bad_examples(settings: Settings) -> None:
     p = producer(settings)
     await p.start()
     try:
-        topic = settings.topic("probe.samples")
+        topic = settings.topic(PROBE_SAMPLES)
         await p.send_and_wait(topic, b"\x00not a probe sample", key=b"bad-node")
         bad = [{"ts": time.time(), "src": "eu-n01", "dst": "", "metric": "bw_util", "value": 1.7}]
         await p.send_and_wait(topic, json.dumps(bad).encode(), key=b"eu-n01")
@@ -98,9 +133,8 @@ async def _send_bad_examples(settings: Settings) -> None:
         await p.stop()
 
 
-async def _drain(out, windows, dead, topo, timeout_ms: int = 500) -> None:
+async def _drain(out, windows, dead, watch, timeout_ms: int = 500) -> None:
     batches = await out.getmany(timeout_ms=timeout_ms)
-    shown = 0
     for tp, msgs in batches.items():
         for m in msgs:
             doc = json.loads(m.value)
@@ -110,11 +144,35 @@ async def _drain(out, windows, dead, topo, timeout_ms: int = 500) -> None:
                 continue
             doc["_lag_s"] = time.time() - doc["window_end"]
             windows.append(doc)
-            # one line per window for a few chosen series: intra-region and cross-region
-            if doc["metric"] == "rtt_ms" and doc["src"] == topo.nodes[0] and shown < 4:
-                shown += 1
+            if doc["metric"] == "rtt_ms" and (doc["src"], doc["dst"]) in watch:
                 t = time.strftime("%H:%M:%S", time.localtime(doc["window_start"]))
                 print(f"window   {t} {doc['src']:>9} -> {doc['dst']:<9} rtt_ms "
                       f"n={doc['count']:<5} lost={doc['lost']:<3} outl={doc['outliers']:<3} "
                       f"mean={_fmt(doc['mean'])} p50={_fmt(doc['p50'])} p95={_fmt(doc['p95'])} "
                       f"p99={_fmt(doc['p99'])}")
+
+
+def _print_summaries(settings: Settings, topo: Topology, watch) -> None:
+    """What an operator asks: how is node X, how is the path X -> Y, what can node X compute."""
+    node = watch[0][0]
+    try:
+        n = _get(settings, f"/network/nodes/{node}")
+        print(f"\nGET /network/nodes/{node}")
+        print(f"  nic util {_r(n['bw_util'], 2)}, retrans {_r(n['retrans_rate'], 4)}, mean quality to "
+              f"{n['peers']} peers {_r(n['mean_quality_to_peers'], 1)}, worst peer {n['worst_peer']}, "
+              f"window age {_r(n['age_s'], 1)} s")
+        for src, dst in watch:
+            p = _get(settings, f"/network/paths/{src}/{dst}")
+            x = p["inputs"]
+            print(f"GET /network/paths/{src}/{dst}")
+            qp = p["quality_by_profile"]
+            print(f"  quality {_r(p['quality'], 1)} (latency profile {_r(qp['latency'], 1)}, bandwidth "
+                  f"{_r(qp['bandwidth'], 1)}); p95 {_r(x['p95_rtt_ms'], 3)} ms, jitter {_r(x['jitter_ms'], 3)} ms, "
+                  f"loss {_r(x['loss'], 4)}, util {_r(x['bw_util'], 2)}; window age {_r(p['age_s'], 1)} s")
+        c = _get(settings, "/compute/nodes?limit=1000")
+        print("GET /compute/nodes")
+        for item in c["items"][: min(len(c["items"]), 6)]:
+            print(f"  {item['node']:<10} {item['class']:<5} available={item['available']!s:<5} "
+                  f"training {item['compute_score']['training']:6.1f}  inference {item['compute_score']['inference']:6.1f}")
+    except OSError as exc:
+        print(f"summaries unavailable: {exc}")

@@ -33,6 +33,7 @@ DEFAULT_BENCHMARK_WORK: dict[str, float] = {
     "resnet50-train": 3 * 4.1e9,  # forward + backward, per image
     "resnet50-infer": 4.1e9,
     "bert-large-train": 3 * 2 * 340e6 * 512,  # per 512-token sequence
+    "llama-7b-train": 6 * 7e9,  # per token: forward + backward
     "llama-7b-infer": 2 * 7e9,  # per token
     "llama-70b-infer": 2 * 70e9,
 }

@@ -1,23 +1,35 @@
-"""Simulated probes for the demo: a small multi-region cluster with realistic latencies.
+"""Simulated probes and compute reports for the demo: a multi-level cluster whose network moves.
 
-Regions eu, us and asia, a few nodes each. Intra-region RTT 0.1-0.3 ms; inter-region around
-90 ms (eu-us), 200 ms (us-asia), 270 ms (eu-asia). Lognormal jitter, a few spikes, rare losses.
+Topology: regions eu, us, asia; data centres per region; racks per data centre; nodes per rack.
+Base RTT: same rack 0.1 ms, same data centre 0.15-0.2 ms, same region 0.2-0.3 ms; between regions
+about 90 ms (eu-us), 200 ms (us-asia), 270 ms (eu-asia). On top:
+- diurnal congestion: each region's load follows its local time of day (a compressed "day" of
+  ``day_s`` seconds in the demo); it raises NIC utilisation, queueing delay and retransmissions;
+- reroutes: now and then an inter-region path steps up 30-60 % in latency for a while;
+- loss bursts: now and then a path loses 2-10 % of its probes for a few seconds;
+- lognormal jitter and 2 % spikes everywhere.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from streams.producer import ProbeProducer
-
+REGIONS = ("eu", "us", "asia")
+REGION_UTC_OFFSET_H = {"eu": 1, "us": -5, "asia": 8}
 INTER_REGION_RTT_MS = {
     frozenset({"eu", "us"}): 90.0,
     frozenset({"us", "asia"}): 200.0,
     frozenset({"eu", "asia"}): 270.0,
+}
+ACCELERATORS = {  # per region: model, class, cards, per-card peaks (vendor-stated), memory
+    "eu": ("H100-SXM", "h100", 8, {"fp32": 67, "fp16": 1979, "int8": 3958}, 80, 3350),
+    "us": ("A100-SXM", "a100", 8, {"fp32": 19.5, "fp16": 312, "int8": 624}, 80, 2039),
+    "asia": ("L40S", "l40s", 4, {"fp32": 91.6, "fp16": 733, "int8": 1466}, 48, 864),
 }
 
 
@@ -25,66 +37,135 @@ INTER_REGION_RTT_MS = {
 class Topology:
     nodes: list[str]
     region: dict[str, str]
+    dc: dict[str, str]
+    rack: dict[str, str]
     base_rtt_ms: np.ndarray  # [src, dst]
 
     @classmethod
-    def small(cls, nodes_per_region: int = 3, seed: int = 7) -> Topology:
+    def build(cls, nodes_per_region: int = 3, dcs_per_region: int = 2, racks_per_dc: int = 2,
+              seed: int = 7) -> Topology:
         rng = np.random.default_rng(seed)
-        nodes, region = [], {}
-        for r in ("eu", "us", "asia"):
+        nodes, region, dc, rack = [], {}, {}, {}
+        for r in REGIONS:
             for i in range(nodes_per_region):
                 name = f"{r}-n{i + 1:02d}"
+                d = i % dcs_per_region
+                k = (i // dcs_per_region) % racks_per_dc
                 nodes.append(name)
-                region[name] = r
+                region[name], dc[name], rack[name] = r, f"{r}-dc{d + 1}", f"{r}-dc{d + 1}-r{k + 1}"
         n = len(nodes)
         base = np.zeros((n, n))
         for i, a in enumerate(nodes):
-            for j, b in enumerate(nodes):
-                if i == j:
-                    continue
-                if region[a] == region[b]:
-                    base[i, j] = rng.uniform(0.1, 0.3)
+            for j, b in enumerate(nodes[:i]):
+                if rack[a] == rack[b]:
+                    v = 0.1
+                elif dc[a] == dc[b]:
+                    v = rng.uniform(0.15, 0.2)
+                elif region[a] == region[b]:
+                    v = rng.uniform(0.2, 0.3)
                 else:
-                    base[i, j] = INTER_REGION_RTT_MS[frozenset({region[a], region[b]})] * rng.uniform(0.97, 1.03)
-        base = (base + base.T) / 2
-        return cls(nodes, region, base)
+                    v = INTER_REGION_RTT_MS[frozenset({region[a], region[b]})] * rng.uniform(0.97, 1.03)
+                base[i, j] = base[j, i] = v
+        return cls(nodes, region, dc, rack, base)
 
 
+@dataclass
+class Episode:
+    kind: str  # "reroute" or "loss"
+    src: int
+    dst: int
+    start: float
+    end: float
+    size: float  # latency factor, or loss probability
+
+
+@dataclass
 class ProbeSimulator:
-    """Emits rtt_ms for every ordered node pair at ``rate_hz`` and bw_util per node each second."""
+    topo: Topology
+    rate_hz: float = 100.0
+    seed: int = 11
+    day_s: float = 86_400.0
+    spike_rate: float = 0.02
+    reroute_per_path_per_hour: float = 0.5
+    loss_burst_per_path_per_hour: float = 2.0
+    episodes: list[Episode] = field(default_factory=list)
+    rng: np.random.Generator = field(init=False)
 
-    def __init__(self, topo: Topology, rate_hz: float = 100.0, seed: int = 11,
-                 spike_rate: float = 0.02, loss_rate: float = 0.002) -> None:
-        self.topo = topo
-        self.rate_hz = rate_hz
-        self.rng = np.random.default_rng(seed)
-        self.spike_rate = spike_rate
-        self.loss_rate = loss_rate
+    def __post_init__(self) -> None:
+        self.rng = np.random.default_rng(self.seed)
 
-    def tick(self, producer: ProbeProducer, t0: float, t1: float) -> int:
-        """Generate the samples of (t0, t1] for every source node; return how many."""
+    # the world -------------------------------------------------------------------------------
+    def congestion(self, region: str, t: float) -> float:
+        """0..1: the region's load at epoch ``t``, peaking mid-afternoon local time."""
+        hour = ((t % self.day_s) / self.day_s * 24 + REGION_UTC_OFFSET_H[region]) % 24
+        return 0.5 + 0.5 * math.cos((hour - 15) / 24 * 2 * math.pi)
+
+    def inject(self, kind: str, src: str, dst: str, start: float, seconds: float, size: float) -> Episode:
+        """Schedule a reroute (latency factor) or a loss burst (probability) on a path, both ways."""
+        i, j = self.topo.nodes.index(src), self.topo.nodes.index(dst)
+        ep = Episode(kind, i, j, start, start + seconds, size)
+        self.episodes.append(ep)
+        self.episodes.append(Episode(kind, j, i, start, start + seconds, size))
+        return ep
+
+    def _random_episodes(self, t0: float, t1: float) -> None:
         n = len(self.topo.nodes)
+        dt_h = (t1 - t0) / 3600
+        for i in range(n):
+            for j in range(i + 1, n):
+                a, b = self.topo.nodes[i], self.topo.nodes[j]
+                inter = self.topo.region[a] != self.topo.region[b]
+                if inter and self.rng.random() < self.reroute_per_path_per_hour * dt_h:
+                    self.inject("reroute", a, b, t0, self.rng.uniform(20, 120), self.rng.uniform(1.3, 1.6))
+                if self.rng.random() < self.loss_burst_per_path_per_hour * dt_h:
+                    self.inject("loss", a, b, t0, self.rng.uniform(3, 15), self.rng.uniform(0.02, 0.1))
+        self.episodes = [e for e in self.episodes if e.end > t0]
+
+    def _episode_arrays(self, t: float) -> tuple[np.ndarray, np.ndarray]:
+        n = len(self.topo.nodes)
+        factor, loss = np.ones((n, n)), np.full((n, n), 0.001)
+        for e in self.episodes:
+            if e.start <= t < e.end:
+                if e.kind == "reroute":
+                    factor[e.src, e.dst] = max(factor[e.src, e.dst], e.size)
+                else:
+                    loss[e.src, e.dst] = max(loss[e.src, e.dst], e.size)
+        return factor, loss
+
+    # samples ---------------------------------------------------------------------------------
+    def tick(self, producer, t0: float, t1: float) -> int:
+        """Generate the samples of (t0, t1] for every source node; return how many."""
+        topo = self.topo
+        n = len(topo.nodes)
         per_pair = int(round((t1 - t0) * self.rate_hz))
         if per_pair <= 0:
             return 0
+        self._random_episodes(t0, t1)
+        factor, loss = self._episode_arrays(t1)
+        cong = np.array([self.congestion(topo.region[x], t1) for x in topo.nodes])
+        names = np.array(topo.nodes, dtype=object)
         total = 0
-        for i, src in enumerate(self.topo.nodes):
+        for i, src in enumerate(topo.nodes):
             dst_idx = np.array([j for j in range(n) if j != i])
             ts = np.tile(np.sort(self.rng.uniform(t0, t1, per_pair)), dst_idx.size)
-            dsts = np.repeat(np.array(self.topo.nodes, dtype=object)[dst_idx], per_pair)
-            base = np.repeat(self.topo.base_rtt_ms[i, dst_idx], per_pair)
+            dsts = np.repeat(names[dst_idx], per_pair)
+            queueing = 1 + 0.25 * np.maximum(cong[i], cong[dst_idx])  # busy hours queue more
+            base = np.repeat(topo.base_rtt_ms[i, dst_idx] * factor[i, dst_idx] * queueing, per_pair)
             rtt = base * self.rng.lognormal(0.0, 0.08, base.size)
             spikes = self.rng.random(base.size) < self.spike_rate
             rtt[spikes] *= self.rng.uniform(10, 100, int(spikes.sum()))
-            rtt[self.rng.random(base.size) < self.loss_rate] = np.nan
+            rtt[self.rng.random(base.size) < np.repeat(loss[i, dst_idx], per_pair)] = np.nan
             producer.add_many(ts, src, dsts, "rtt_ms", rtt)
             total += ts.size
-            if int(t1) != int(t0):  # once per second: NIC utilisation
-                producer.add(float(int(t1)), src, "", "bw_util", float(self.rng.beta(2, 5)))
-                total += 1
+            if int(t1) != int(t0):  # once per second: NIC utilisation and TCP retransmissions
+                util = float(np.clip(0.15 + 0.7 * cong[i] + self.rng.normal(0, 0.03), 0, 1))
+                retrans = float(np.clip(0.002 * cong[i] + loss[i, dst_idx].mean() * 0.2, 0, 1))
+                producer.add(float(int(t1)), src, "", "bw_util", util)
+                producer.add(float(int(t1)), src, "", "retrans_rate", retrans)
+                total += 2
         return total
 
-    async def run(self, producer: ProbeProducer, seconds: float, period_s: float = 0.1) -> int:
+    async def run(self, producer, seconds: float, period_s: float = 0.1) -> int:
         sent = 0
         t_prev = time.time()
         deadline = t_prev + seconds
@@ -95,3 +176,28 @@ class ProbeSimulator:
             t_prev = now
             if now >= deadline:
                 return sent
+
+
+def compute_reports(topo: Topology, now: float, seed: int = 3) -> list[dict]:
+    """One compute.nodes report per node: accelerators by region, a fresh benchmark on some."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i, node in enumerate(topo.nodes):
+        region = topo.region[node]
+        model, cls, cards, peaks, mem_gb, mem_bw = ACCELERATORS[region]
+        report = {
+            "node": node, "ts": now, "region": region, "zone": topo.dc[node], "rack": topo.rack[node],
+            "accel_model": model, "accel_class": cls, "cards": cards, "peak_tflops": peaks,
+            "mem_gb": mem_gb, "mem_bw_gbs": mem_bw, "host_mem_gb": 1024, "host_mem_bw_gbs": 300,
+            "intra_bw_gbps": 7200 if cls != "l40s" else 512, "inter_bw_gbps": 400,
+            "availability": round(float(rng.uniform(0.97, 1.0)), 3),
+            "idle_rate": round(float(rng.uniform(0.1, 0.9)), 3),
+            "queue_delay_s": round(float(rng.uniform(0, 120)), 1),
+            "free": {"cards": int(rng.integers(0, cards + 1)), "mem_gb": mem_gb * cards, "host_mem_gb": 512},
+        }
+        if i % 2 == 0:  # half the nodes have a measured benchmark: LLM training tokens/s per node
+            per_card = {"h100": 9400, "a100": 2970, "l40s": 3450}[cls]
+            report["benchmarks"] = [{"name": "llama-7b-train", "unit": "tokens/s", "measured_at": now - 3600,
+                                     "value": round(float(rng.uniform(0.8, 1.1)) * cards * per_card, 1)}]
+        out.append(report)
+    return out
