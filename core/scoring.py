@@ -1,0 +1,220 @@
+"""The joint scoring kernel: composite = alpha x compute + (1 - alpha) x network, every job x node.
+
+Inputs are arrays (see :class:`ScoringInputs`); the output is float32[J, N] with -inf where the
+node cannot take the job (unavailable, accelerator class not allowed, not enough free resources
+once the safety margin is kept). Scores are 0..100.
+
+Network score of job j on node n: the mean path quality (0..100) from n to the job's endpoints
+(co-workers, data source, model repository; CSR lists), or the node's mean quality to its peers when
+the job names no endpoint. When the job loads ``data_gb`` from its data endpoint, the load time over
+that path (``data_gb x 8 / bandwidth``) goes through a log utility curve (``load_good_s`` -> 100,
+``load_bad_s`` -> 0) and is mixed in with weight ``load_weight``: a 200 GB model behind a slow path
+makes a poor candidate. Jobs that need no accelerator and prefer plain nodes (preprocessing, batch
+analytics) lose ``accel_penalty`` points on accelerator nodes.
+
+The numba kernel runs in parallel over jobs; :func:`score_reference` is the plain numpy version the
+tests compare it with. :func:`score_columns` re-evaluates chosen nodes for every job (a change that
+touches one node or one path).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numba as nb
+import numpy as np
+
+# filter reasons (0 = feasible)
+FEASIBLE, UNAVAILABLE, CLASS_NOT_ALLOWED, NO_CARDS, NO_ACCEL_MEM, NO_HOST_MEM = range(6)
+REASONS = ("feasible", "unavailable", "accelerator_class_not_allowed", "insufficient_cards",
+           "insufficient_accelerator_memory", "insufficient_host_memory")
+RESOURCES = ("cards", "accel_mem_gb", "host_mem_gb")
+
+
+@dataclass
+class ScoringInputs:
+    # nodes
+    compute: np.ndarray  # float32[N, K] compute score per task class
+    usable: np.ndarray  # float32[N, 3] free resources minus the safety margin
+    available: np.ndarray  # bool[N]
+    node_class: np.ndarray  # int64[N] accelerator class code (< 64)
+    has_accel: np.ndarray  # bool[N]
+    node_quality: np.ndarray  # float32[N] mean quality to peers (network score without endpoints)
+    quality: np.ndarray  # float32[E, N] path quality endpoint e <-> node n (NaN: unknown)
+    bandwidth_gbps: np.ndarray  # float32[E, N] usable path bandwidth
+    # jobs
+    kind: np.ndarray  # int64[J] column of ``compute``
+    alpha: np.ndarray  # float32[J]
+    need: np.ndarray  # float32[J, 3]
+    class_mask: np.ndarray  # int64[J] bit c set: class c allowed; 0: any class
+    ep_ptr: np.ndarray  # int64[J + 1]
+    ep_idx: np.ndarray  # int64[M] endpoint rows of ``quality``
+    data_ep: np.ndarray  # int64[J] endpoint loaded from, -1 none
+    data_gb: np.ndarray  # float32[J]
+    accel_penalty: np.ndarray  # float32[J]
+    load_good_s: float = 60.0
+    load_bad_s: float = 3600.0
+    load_weight: float = 0.5
+    unknown_quality: float = 50.0  # a path without data yet: neither good nor bad
+
+    @property
+    def n_jobs(self) -> int:
+        return int(self.kind.shape[0])
+
+    @property
+    def n_nodes(self) -> int:
+        return int(self.available.shape[0])
+
+
+def _prepared(x: ScoringInputs, cols: np.ndarray | None = None):
+    """Arrays laid out for the kernel (node attributes as rows over nodes, NaN qualities filled),
+    restricted to the node columns ``cols`` when given."""
+    f32 = np.float32
+
+    def nodes(a, axis=0):
+        a = np.asarray(a)
+        return a if cols is None else np.take(a, cols, axis=axis)
+
+    unknown = f32(x.unknown_quality)
+    quality = nodes(np.asarray(x.quality, f32), axis=1)
+    if np.isnan(quality).any():
+        quality = np.where(np.isnan(quality), unknown, quality)
+    node_quality = nodes(np.asarray(x.node_quality, f32))
+    node_quality = np.where(np.isnan(node_quality), unknown, node_quality)
+    with np.errstate(divide="ignore"):
+        log_bw = np.log(np.maximum(nodes(np.asarray(x.bandwidth_gbps, f32), axis=1), f32(1e-30)))
+    return (
+        np.ascontiguousarray(nodes(np.asarray(x.compute, f32)).T),
+        np.ascontiguousarray(nodes(np.asarray(x.usable, f32)).T),
+        np.ascontiguousarray(nodes(x.available), np.bool_), np.ascontiguousarray(nodes(x.node_class), np.int64),
+        np.ascontiguousarray(nodes(x.has_accel), np.bool_), np.ascontiguousarray(node_quality),
+        np.ascontiguousarray(quality), np.ascontiguousarray(log_bw, f32),
+        np.ascontiguousarray(x.kind, np.int64), np.ascontiguousarray(x.alpha, f32),
+        np.ascontiguousarray(x.need, f32), np.ascontiguousarray(x.class_mask, np.int64),
+        np.ascontiguousarray(x.ep_ptr, np.int64), np.ascontiguousarray(x.ep_idx, np.int64),
+        np.ascontiguousarray(x.data_ep, np.int64), np.ascontiguousarray(x.data_gb, f32),
+        np.ascontiguousarray(x.accel_penalty, f32),
+        f32(x.load_good_s), f32(x.load_bad_s), f32(x.load_weight),
+    )
+
+
+def score_all(x: ScoringInputs) -> np.ndarray:
+    """float32[J, N]: composite of every job on every node, -inf where infeasible."""
+    out = np.empty((x.n_jobs, x.n_nodes), dtype=np.float32)
+    _score_rows(out, *_prepared(x))
+    return out
+
+
+def score_columns(x: ScoringInputs, out: np.ndarray, nodes: np.ndarray) -> None:
+    """Re-evaluate ``nodes`` (columns of ``out``) for every job, in place."""
+    cols = np.ascontiguousarray(nodes, np.int64)
+    sub = np.empty((x.n_jobs, cols.size), dtype=np.float32)
+    _score_rows(sub, *_prepared(x, cols))
+    out[:, cols] = sub
+
+
+@nb.njit(parallel=True, cache=True)
+def _score_rows(out, compute_t, usable_t, available, node_class, has_accel, node_quality, quality, log_bw,
+                kind, alpha, need, class_mask, ep_ptr, ep_idx, data_ep, data_gb, accel_penalty,
+                load_good_s, load_bad_s, load_weight):
+    J, N = out.shape
+    log_good = np.float32(math.log(load_good_s))
+    log_span = np.float32(math.log(load_bad_s)) - log_good
+    neg_inf = np.float32(-np.inf)
+    zero = np.float32(0.0)
+    hundred = np.float32(100.0)
+    for j in nb.prange(J):
+        row = out[j]
+        e0 = ep_ptr[j]
+        m = ep_ptr[j + 1] - e0
+        # 1. network score: mean quality to the job's endpoints (or the node's own mean quality)
+        if m == 0:
+            for n in range(N):
+                row[n] = node_quality[n]
+        else:
+            q0 = quality[ep_idx[e0]]
+            for n in range(N):
+                row[n] = q0[n]
+            for t in range(1, m):
+                qt = quality[ep_idx[e0 + t]]
+                for n in range(N):
+                    row[n] += qt[n]
+            inv = np.float32(1.0 / m)
+            for n in range(N):
+                row[n] *= inv
+        # 2. the load time of the job's data over the path from its data endpoint
+        d = data_ep[j]
+        gb = data_gb[j]
+        if d >= 0 and gb > 0:
+            lb = np.float32(math.log(gb * 8.0)) - log_good
+            w = np.float32(load_weight)
+            lbw = log_bw[d]
+            for n in range(N):
+                u = (log_span - (lb - lbw[n])) / log_span
+                u = min(max(u, zero), np.float32(1.0)) * hundred
+                row[n] = (np.float32(1.0) - w) * row[n] + w * u
+        # 3. composite, penalty, clip, feasibility
+        a = alpha[j]
+        ca = compute_t[kind[j]]
+        pen = accel_penalty[j]
+        n0 = need[j, 0]
+        n1 = need[j, 1]
+        n2 = need[j, 2]
+        u0 = usable_t[0]
+        u1 = usable_t[1]
+        u2 = usable_t[2]
+        mask = class_mask[j]
+        for n in range(N):
+            v = a * ca[n] + (np.float32(1.0) - a) * row[n]
+            if has_accel[n]:
+                v -= pen
+            v = min(max(v, zero), hundred)
+            ok = available[n] and u0[n] >= n0 and u1[n] >= n1 and u2[n] >= n2
+            if mask != 0:
+                ok = ok and ((mask >> node_class[n]) & 1) == 1
+            row[n] = v if ok else neg_inf
+
+
+def filter_reasons(x: ScoringInputs, j: int) -> np.ndarray:
+    """int8[N]: why each node cannot take job j (FEASIBLE where it can); first failing filter wins."""
+    r = np.zeros(x.n_nodes, dtype=np.int8)
+
+    def mark(mask, code):
+        r[(r == FEASIBLE) & mask] = code
+
+    mark(~x.available, UNAVAILABLE)
+    if x.class_mask[j] != 0:
+        mark(((int(x.class_mask[j]) >> x.node_class.astype(np.int64)) & 1) == 0, CLASS_NOT_ALLOWED)
+    for col, code in ((0, NO_CARDS), (1, NO_ACCEL_MEM), (2, NO_HOST_MEM)):
+        mark(x.usable[:, col] < x.need[j, col], code)
+    return r
+
+
+def network_scores_reference(x: ScoringInputs, j: int) -> np.ndarray:
+    eps = x.ep_idx[x.ep_ptr[j]:x.ep_ptr[j + 1]]
+    if eps.size == 0:
+        net = np.where(np.isnan(x.node_quality), x.unknown_quality, x.node_quality).astype(np.float64)
+    else:
+        q = x.quality[eps].astype(np.float64)
+        net = np.where(np.isnan(q), x.unknown_quality, q).mean(axis=0)
+    if x.data_ep[j] >= 0 and x.data_gb[j] > 0:
+        bw = x.bandwidth_gbps[x.data_ep[j]].astype(np.float64)
+        with np.errstate(divide="ignore"):
+            load_s = x.data_gb[j] * 8.0 / bw
+            u = (np.log(x.load_bad_s) - np.log(load_s)) / (np.log(x.load_bad_s) - np.log(x.load_good_s))
+        u = np.where(bw > 0, np.clip(u, 0, 1) * 100.0, 0.0)
+        net = (1 - x.load_weight) * net + x.load_weight * u
+    return net
+
+
+def score_reference(x: ScoringInputs) -> np.ndarray:
+    """Plain numpy version of :func:`score_all`, one job at a time."""
+    out = np.empty((x.n_jobs, x.n_nodes), dtype=np.float64)
+    for j in range(x.n_jobs):
+        net = network_scores_reference(x, j)
+        v = x.alpha[j] * x.compute[:, x.kind[j]].astype(np.float64) + (1 - x.alpha[j]) * net
+        v = v - np.where(x.has_accel, x.accel_penalty[j], 0.0)
+        v = np.clip(v, 0, 100)
+        out[j] = np.where(filter_reasons(x, j) == FEASIBLE, v, -np.inf)
+    return out

@@ -1,0 +1,106 @@
+"""Scheduling contracts: tasks (`sched.tasks`, POST /tasks), decisions (`sched.decisions`) and
+reschedule events (`sched.reschedules`)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
+
+TaskType = Literal[
+    "training-data-parallel",
+    "training-model-parallel",
+    "inference",
+    "data-intensive",
+    "preprocessing",
+    "fine-tune",
+    "batch-analytics",
+]
+TASK_TYPES: tuple[str, ...] = TaskType.__args__  # type: ignore[attr-defined]
+NetworkProfile = Literal["balanced", "latency", "bandwidth"]
+
+
+class Resources(BaseModel):
+    """What one worker of the task needs on its node."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    cards: int = Field(default=0, ge=0, le=1024, description="accelerators")
+    accel_mem_gb: float = Field(default=0.0, ge=0, description="accelerator memory, all cards together")
+    host_mem_gb: float = Field(default=0.0, ge=0)
+    accel_classes: list[str] = Field(default_factory=list, description="allowed accelerator classes; empty: any")
+
+
+class Endpoint(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    node: str = Field(pattern=ID_PATTERN, description="where the data or model lives (a node of the network view)")
+    size_gb: float = Field(default=0.0, ge=0, description="how much the task loads from it")
+
+
+class Task(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    id: str = Field(pattern=ID_PATTERN)
+    type: TaskType
+    resources: Resources = Field(default_factory=Resources)
+    peers: int = Field(default=1, ge=1, le=4096, description="workers placed together as a gang")
+    strategy: Literal["data-parallel", "model-parallel", "pipeline", "single"] | None = None
+    data_source: Endpoint | None = None
+    model_repo: Endpoint | None = None
+    priority: int = Field(default=50, ge=0, le=100)
+    team: str = ""
+    alpha: float | None = Field(default=None, ge=0, le=1, description="compute weight; default from the type")
+    network_profile: NetworkProfile | None = None
+    submitted_at: float | None = Field(default=None, gt=0)
+    expected_duration_s: float = Field(default=3600.0, gt=0)
+    checkpoint_gb: float = Field(default=0.0, ge=0, description="state moved on a migration")
+
+
+class Candidate(BaseModel):
+    node: str
+    compute_score: float
+    network_score: float
+    alpha: float
+    composite: float
+
+
+class Fallback(BaseModel):
+    node: str
+    reason: str
+
+
+class Decision(BaseModel):
+    task_id: str
+    status: Literal["placed", "unschedulable", "queued"]
+    nodes: list[str] = Field(default_factory=list)
+    alpha: float
+    network_profile: NetworkProfile
+    candidates: list[Candidate] = Field(default_factory=list, description="ranked, best first")
+    rejected: dict[str, str] = Field(default_factory=dict, description="node -> filter reason")
+    rejected_counts: dict[str, int] = Field(default_factory=dict)
+    fallbacks: list[Fallback] = Field(default_factory=list)
+    compute_only_nodes: list[str] = Field(default_factory=list, description="the choice with alpha = 1")
+    state_version: int
+    decided_at: float
+
+
+class ScoreBreakdown(BaseModel):
+    compute_score: float
+    network_score: float
+    composite: float
+
+
+class RescheduleEvent(BaseModel):
+    task_id: str
+    from_nodes: list[str]
+    to_nodes: list[str]
+    trigger: Literal["degradation", "improvement", "node_joined", "forecast"]
+    expected_gain_s: float
+    migration_cost_s: float
+    before: ScoreBreakdown
+    after: ScoreBreakdown
+    state_version: int
+    at: float
