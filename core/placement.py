@@ -1,0 +1,101 @@
+"""Placement: filter -> score -> rank -> reserve, with fallback, gangs, priorities and a margin.
+
+- rank: feasible nodes by composite, best first; ties go to the lower node index (deterministic);
+- reserve: the caller's ``reserve(node) -> bool`` (the state may be seconds old: a node can refuse);
+  a refusal is recorded as a fallback and the next candidate is tried;
+- gangs: a job of ``gang`` workers takes ``gang`` distinct nodes or none. The first worker goes to
+  the best node for the job; the others are ranked by ``alpha x compute + (1 - alpha) x quality to the
+  first`` (co-workers want a good path to each other). If the gang cannot be completed every
+  reservation made for it is released (``unreserve``);
+- priorities: the queue is served starving tasks first (waited at least ``max_wait_s``, longest
+  first), then by priority, then first come first served;
+- every reservation subtracts the job's needs from ``usable`` so later jobs see what is left.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class Placement:
+    nodes: list[int] = field(default_factory=list)
+    fallbacks: list[tuple[int, str]] = field(default_factory=list)
+
+    @property
+    def placed(self) -> bool:
+        return bool(self.nodes)
+
+
+def rank(scores: np.ndarray) -> np.ndarray:
+    """Feasible node indices (finite score), best first, ties by lower index."""
+    idx = np.flatnonzero(np.isfinite(scores))
+    return idx[np.lexsort((idx, -scores[idx]))]
+
+
+def queue_order(priority: np.ndarray, waited_s: np.ndarray, max_wait_s: float) -> np.ndarray:
+    """Service order: starving first (longest wait first), then priority desc, then FIFO."""
+    priority = np.asarray(priority, dtype=np.float64)
+    waited = np.asarray(waited_s, dtype=np.float64)
+    starving = waited >= max_wait_s
+    idx = np.arange(priority.size)
+    # lexsort: last key is primary
+    return np.lexsort((idx, -waited, -np.where(starving, 0.0, priority), -np.where(starving, waited, -1.0), ~starving))
+
+
+def _fits(usable: np.ndarray, need: np.ndarray) -> np.ndarray:
+    return np.all(usable >= need, axis=1)
+
+
+def place(
+    scores: np.ndarray,
+    need: np.ndarray,
+    usable: np.ndarray,
+    gang: int = 1,
+    reserve: Callable[[int], bool] | None = None,
+    unreserve: Callable[[int], None] | None = None,
+    peer_scores: Callable[[int], np.ndarray] | None = None,
+) -> Placement:
+    """Place one job (``scores``: its composite per node, -inf where infeasible).
+
+    ``usable`` (float[N, R]) is updated in place for the nodes taken. ``peer_scores(first)`` gives
+    the scores of the other gang workers once the first is placed (default: ``scores``).
+    """
+    result = Placement()
+    reserve = reserve or (lambda n: True)
+    refused: set[int] = set()
+
+    def take(candidates: np.ndarray, exclude: set[int]) -> int | None:
+        for n in candidates:
+            n = int(n)
+            if n in exclude or n in refused or not np.all(usable[n] >= need):
+                continue
+            if reserve(n):
+                usable[n] -= need
+                return n
+            refused.add(n)
+            result.fallbacks.append((n, "reservation_failed"))
+        return None
+
+    first = take(rank(scores), set())
+    if first is None:
+        return result
+    chosen = [first]
+    if gang > 1:
+        others = peer_scores(first) if peer_scores is not None else scores
+        order = rank(np.where(np.isfinite(scores), others, -np.inf))
+        while len(chosen) < gang:
+            n = take(order, set(chosen))
+            if n is None:
+                for m in chosen:  # all or nothing
+                    usable[m] += need
+                    if unreserve is not None:
+                        unreserve(m)
+                result.fallbacks.append((-1, f"gang incomplete: {len(chosen)} of {gang} workers placed"))
+                return result
+            chosen.append(n)
+    result.nodes = chosen
+    return result

@@ -1,0 +1,114 @@
+"""Dynamic rescheduling: move a running task only when the move pays for itself, and never flap.
+
+Per task and evaluation (one per window of fresh state):
+- *better*: the best other node beats the current one by at least ``min_gain_points`` (a path
+  the task depends on degrading lowers its current composite; so do a better node joining, or the
+  network improving elsewhere);
+- *degraded* (names the trigger): a path the task depends on has p95 RTT >= ``degrade_factor`` x its
+  baseline (the p95 when the task was placed) or loss > ``loss_limit``;
+- a streak counts consecutive evaluations with a better node; the task acts only once the streak
+  reaches its patience: sensitive tasks (small alpha) after
+  ``patience_sensitive`` evaluations, stable ones (alpha >= ``stable_alpha``, e.g. inference
+  services) after ``patience_stable``, others after ``patience_default`` (hysteresis);
+- cost of a move (s) = checkpoint save + state transfer (checkpoint GB x 8 / path Gbit/s) + restore
+  + queueing at the target; expected gain (s) = remaining time x (1 - current / target composite)
+  (throughput taken proportional to the composite score); the task moves when gain > cost x (1 +
+  ``margin``);
+- a moved task rests for ``cooldown_s``.
+Deterministic: the same arrays in give the same moves out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+DEGRADATION, IMPROVEMENT, NODE_JOINED = "degradation", "improvement", "node_joined"
+
+
+@dataclass(frozen=True)
+class ReschedulePolicy:
+    degrade_factor: float = 2.0
+    loss_limit: float = 0.01
+    min_gain_points: float = 10.0
+    patience_sensitive: int = 1
+    patience_default: int = 2
+    patience_stable: int = 4
+    sensitive_alpha: float = 0.3
+    stable_alpha: float = 0.7
+    checkpoint_save_s: float = 30.0
+    restore_s: float = 30.0
+    margin: float = 0.2
+    cooldown_s: float = 600.0
+
+    def patience(self, alpha: np.ndarray) -> np.ndarray:
+        alpha = np.asarray(alpha, dtype=np.float64)
+        return np.where(alpha < self.sensitive_alpha, self.patience_sensitive,
+                        np.where(alpha >= self.stable_alpha, self.patience_stable, self.patience_default))
+
+
+DEFAULT_POLICY = ReschedulePolicy()
+
+
+def degraded(p95_now: np.ndarray, p95_baseline: np.ndarray, loss_now: np.ndarray,
+             policy: ReschedulePolicy = DEFAULT_POLICY) -> np.ndarray:
+    """True where a task's worst path is degraded (NaN inputs count as not degraded)."""
+    p95_now = np.asarray(p95_now, dtype=np.float64)
+    base = np.asarray(p95_baseline, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        slow = (base > 0) & (p95_now >= policy.degrade_factor * base)
+        lossy = np.asarray(loss_now, dtype=np.float64) > policy.loss_limit
+    return slow | lossy
+
+
+def migration_cost_s(checkpoint_gb: np.ndarray, path_gbps: np.ndarray, queue_s: np.ndarray,
+                     policy: ReschedulePolicy = DEFAULT_POLICY) -> np.ndarray:
+    gb = np.asarray(checkpoint_gb, dtype=np.float64)
+    bw = np.asarray(path_gbps, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        transfer = np.where(gb > 0, gb * 8.0 / bw, 0.0)
+    transfer = np.where(np.isfinite(transfer), transfer, np.inf)
+    return policy.checkpoint_save_s + transfer + policy.restore_s + np.asarray(queue_s, dtype=np.float64)
+
+
+def expected_gain_s(current: np.ndarray, target: np.ndarray, remaining_s: np.ndarray) -> np.ndarray:
+    cur = np.asarray(current, dtype=np.float64)
+    tgt = np.asarray(target, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        g = np.asarray(remaining_s, dtype=np.float64) * (1.0 - cur / tgt)
+    return np.where((tgt > cur) & (tgt > 0), g, 0.0)
+
+
+@dataclass
+class Evaluation:
+    move: np.ndarray  # bool[T]
+    trigger: np.ndarray  # object[T]: DEGRADATION / IMPROVEMENT / NODE_JOINED / ""
+    streak: np.ndarray  # int[T], the counters to keep for the next evaluation
+    gain_s: np.ndarray
+    cost_s: np.ndarray
+
+
+def evaluate(
+    current: np.ndarray,  # composite of each task on its node now
+    best: np.ndarray,  # composite of the best other node (-inf: none)
+    is_degraded: np.ndarray,
+    target_joined: np.ndarray,  # the best other node joined after the task was placed
+    alpha: np.ndarray,
+    streak: np.ndarray,  # counters from the previous evaluation
+    remaining_s: np.ndarray,
+    cost_s: np.ndarray,
+    resting: np.ndarray,  # in cool-down
+    policy: ReschedulePolicy = DEFAULT_POLICY,
+) -> Evaluation:
+    current = np.asarray(current, dtype=np.float64)
+    best = np.asarray(best, dtype=np.float64)
+    better = np.isfinite(best) & (best - current >= policy.min_gain_points)
+    new_streak = np.where(better, np.asarray(streak) + 1, 0)
+    gain = expected_gain_s(current, best, remaining_s)
+    cost = np.asarray(cost_s, dtype=np.float64)
+    move = (better & (new_streak >= policy.patience(alpha)) & ~np.asarray(resting, bool)
+            & (gain > cost * (1.0 + policy.margin)))
+    trigger = np.where(~move, "", np.where(np.asarray(is_degraded, bool), DEGRADATION,
+                                           np.where(np.asarray(target_joined, bool), NODE_JOINED, IMPROVEMENT)))
+    return Evaluation(move, trigger.astype(object), np.where(move, 0, new_streak), gain, cost)

@@ -1,0 +1,56 @@
+import numpy as np
+
+from core.placement import place, queue_order, rank
+
+INF = -np.inf
+
+
+def test_rank_best_first_ties_to_lower_index_infeasible_left_out():
+    assert rank(np.array([50.0, 80.0, INF, 80.0, 10.0])).tolist() == [1, 3, 0, 4]
+    assert rank(np.array([INF, INF])).tolist() == []
+
+
+def test_fallback_on_a_failed_reservation():
+    scores = np.array([70.0, 90.0, 80.0])
+    usable = np.array([[8.0], [8.0], [8.0]])
+    p = place(scores, np.array([4.0]), usable, reserve=lambda n: n != 1)  # node 1 refuses
+    assert p.nodes == [2] and p.fallbacks == [(1, "reservation_failed")]
+    assert usable[:, 0].tolist() == [8.0, 8.0, 4.0]
+
+
+def test_reservations_use_up_capacity_for_later_jobs():
+    usable = np.array([[8.0], [8.0]])
+    scores = np.array([90.0, 50.0])
+    assert place(scores, np.array([6.0]), usable).nodes == [0]
+    # node 0 has 2 left: the next 6-card job goes to node 1 although node 0 scores better
+    assert place(scores, np.array([6.0]), usable).nodes == [1]
+    assert not place(scores, np.array([6.0]), usable).placed
+
+
+def test_gang_all_or_nothing():
+    usable = np.array([[8.0], [8.0], [2.0]])
+    scores = np.array([60.0, 90.0, 70.0])
+    released = []
+    p = place(scores, np.array([4.0]), usable, gang=3, unreserve=released.append)
+    assert not p.placed and "gang incomplete: 2 of 3" in p.fallbacks[-1][1]
+    assert usable[:, 0].tolist() == [8.0, 8.0, 2.0]  # everything given back
+    assert sorted(released) == [0, 1]
+    p = place(scores, np.array([4.0]), usable, gang=2)
+    assert p.nodes == [1, 0]
+
+
+def test_gang_members_follow_the_quality_to_the_first_worker():
+    # node 1 is best for the job; from node 1, node 3 is much closer than node 2
+    scores = np.array([10.0, 90.0, 85.0, 60.0])
+    usable = np.full((4, 1), 8.0)
+    to_first = {1: np.array([0.0, 0.0, 20.0, 95.0])}
+    p = place(scores, np.array([8.0]), usable, gang=2, peer_scores=lambda n: to_first[n])
+    assert p.nodes == [1, 3]
+
+
+def test_anti_starvation_order():
+    # tasks: 0 prio 90 new, 1 prio 10 waited 700 s (starving at 600), 2 prio 50, 3 prio 10 waited 900 s
+    order = queue_order(np.array([90, 10, 50, 10]), np.array([5.0, 700.0, 1.0, 900.0]), max_wait_s=600)
+    assert order.tolist() == [3, 1, 0, 2]
+    # nobody starving: priority, then the one who waited longer
+    assert queue_order(np.array([50, 50, 70]), np.array([1.0, 9.0, 0.0]), 600).tolist() == [2, 1, 0]

@@ -1,0 +1,85 @@
+import numpy as np
+import pytest
+
+from core.reschedule import (
+    DEFAULT_POLICY,
+    DEGRADATION,
+    IMPROVEMENT,
+    NODE_JOINED,
+    degraded,
+    evaluate,
+    expected_gain_s,
+    migration_cost_s,
+)
+
+
+def one(current, best, deg=False, joined=False, alpha=0.2, streak=0, remaining=7200.0, cost=300.0, resting=False):
+    a = lambda v: np.array([v])  # noqa: E731
+    return evaluate(a(current), a(best), a(deg), a(joined), a(alpha), a(streak), a(remaining), a(cost), a(resting))
+
+
+def test_degradation_rules():
+    # p95 doubled -> degraded; 1.9x -> not; loss 2 % -> degraded; unknown baseline -> only loss counts
+    got = degraded(np.array([2.0, 1.9, 1.0, 5.0]), np.array([1.0, 1.0, 1.0, np.nan]), np.array([0, 0, 0.02, 0]))
+    assert got.tolist() == [True, False, True, False]
+
+
+def test_cost_and_gain_worked_example():
+    # 40 GB checkpoint over 10 Gbit/s: 32 s transfer + 30 save + 30 restore + 8 queueing = 100 s
+    assert migration_cost_s(np.array([40.0]), np.array([10.0]), np.array([8.0]))[0] == pytest.approx(100.0)
+    # 2 h left, composite 40 -> 80: runs twice as fast, saves half the remaining time
+    assert expected_gain_s(np.array([40.0]), np.array([80.0]), np.array([7200.0]))[0] == pytest.approx(3600.0)
+    assert expected_gain_s(np.array([80.0]), np.array([40.0]), np.array([7200.0]))[0] == 0.0
+    assert migration_cost_s(np.array([1.0]), np.array([0.0]), np.array([0.0]))[0] == np.inf  # no path
+
+
+def test_sensitive_job_moves_when_latency_doubles():
+    # data-parallel (alpha 0.2, patience 1): its path degraded, another node now scores 75 vs 45
+    e = one(current=45.0, best=75.0, deg=True, alpha=0.2)
+    assert e.move[0] and e.trigger[0] == DEGRADATION
+    # gain 7200 x (1 - 45/75) = 2880 s > cost 300 x 1.2
+    assert e.gain_s[0] == pytest.approx(2880.0)
+
+
+def test_stable_inference_service_waits_for_four_bad_windows():
+    streak = 0
+    moves = []
+    for _ in range(4):
+        e = one(current=45.0, best=75.0, deg=True, alpha=0.9, streak=streak)
+        streak = int(e.streak[0])
+        moves.append(bool(e.move[0]))
+    assert moves == [False, False, False, True]
+
+
+def test_no_migration_when_cost_exceeds_gain():
+    # 10 minutes left: gain 600 x (1 - 45/75) = 240 s < cost 300 s
+    e = one(current=45.0, best=75.0, deg=True, remaining=600.0)
+    assert not e.move[0] and e.gain_s[0] == pytest.approx(240.0)
+
+
+def test_improvement_and_node_joined_triggers_and_cool_down():
+    assert one(current=40.0, best=80.0).trigger[0] == IMPROVEMENT
+    assert one(current=40.0, best=80.0, joined=True).trigger[0] == NODE_JOINED
+    assert not one(current=40.0, best=80.0, resting=True).move[0]
+
+
+def test_no_flapping_under_noisy_but_stable_quality():
+    rng = np.random.default_rng(0)
+    streak = np.zeros(50, dtype=int)
+    moves = 0
+    for _ in range(200):  # current and best both ~60 with noise of +-4 points
+        cur = 60 + rng.uniform(-4, 4, 50)
+        best = 60 + rng.uniform(-4, 4, 50)
+        e = evaluate(cur, best, np.zeros(50, bool), np.zeros(50, bool), np.full(50, 0.5), streak,
+                     np.full(50, 7200.0), np.full(50, 300.0), np.zeros(50, bool))
+        streak = e.streak
+        moves += int(e.move.sum())
+    assert moves == 0
+
+
+def test_same_state_same_decisions():
+    args = [np.array(v) for v in ([40.0, 50.0], [90.0, 52.0], [True, False], [False, False], [0.2, 0.2],
+                                  [0, 0], [7200.0, 7200.0], [100.0, 100.0], [False, False])]
+    a, b = evaluate(*args), evaluate(*args)
+    assert a.move.tolist() == b.move.tolist() == [True, False]
+    assert DEFAULT_POLICY.patience(np.array([0.1, 0.5, 0.9])).tolist() == [1, 2, 4]
