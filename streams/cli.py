@@ -75,6 +75,11 @@ def build_parser() -> argparse.ArgumentParser:
     bi.add_argument("--peers", type=int, default=10, help="destinations per source")
     bi.add_argument("--baseline-samples", type=int, default=20_000)
     bi.add_argument("--json", action="store_true")
+    bs = bsub.add_parser("scoring", help="full and incremental rescoring: numba vs numpy vs plain Python")
+    bs.add_argument("--jobs", type=int, default=10_000)
+    bs.add_argument("--nodes", type=int, default=10_000)
+    bs.add_argument("--endpoints", type=int, default=1000, help="distinct endpoints (data sources, repos, peers)")
+    bs.add_argument("--json", action="store_true")
 
     d = sub.add_parser("demo", help="broker + worker + simulated probes; print what flows")
     d.add_argument("--seconds", type=float, default=60.0, help="how long to run (default 60)")
@@ -280,12 +285,17 @@ def cmd_stats(args, settings: Settings) -> int:
 
 
 def cmd_bench(args, settings: Settings) -> int:
-    import json
     import tempfile
     from pathlib import Path
 
-    from streams.bench import bench_ingest
+    from streams.bench import bench_ingest, bench_scoring
 
+    if args.bench == "scoring":
+        for name in ("jobs", "nodes", "endpoints"):
+            if getattr(args, name) < 1:
+                raise UsageError(f"--{name} must be at least 1")
+        _print_result(bench_scoring(args.jobs, args.nodes, args.endpoints), args.json)
+        return 0
     for name in ("samples", "batch", "sources", "peers", "baseline_samples"):
         if getattr(args, name) < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
@@ -300,12 +310,21 @@ def cmd_bench(args, settings: Settings) -> int:
     else:
         with EmbeddedBroker() as bootstrap:
             result = asyncio.run(run(settings.with_bootstrap(bootstrap)))
-    if args.json:
-        print(json.dumps(result, indent=2))
-    else:
-        for k, v in result.items():
-            print(f"{k:36} {v:,.2f}" if isinstance(v, float) else f"{k:36} {v}")
+    _print_result(result, args.json)
     return 0
+
+
+def _print_result(result: dict, as_json: bool) -> None:
+    import json
+
+    if as_json:
+        print(json.dumps(result, indent=2))
+        return
+    for k, v in result.items():
+        if isinstance(v, float):
+            print(f"{k:36} {v:,.6f}" if v < 1 else f"{k:36} {v:,.2f}")
+        else:
+            print(f"{k:36} {v}")
 
 
 def cmd_demo(args, settings: Settings) -> int:

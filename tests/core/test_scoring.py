@@ -1,0 +1,127 @@
+import numpy as np
+import pytest
+
+from core.scoring import (
+    CLASS_NOT_ALLOWED,
+    FEASIBLE,
+    NO_CARDS,
+    UNAVAILABLE,
+    ScoringInputs,
+    filter_reasons,
+    score_all,
+    score_columns,
+    score_reference,
+)
+from core.sensitivity import task_alpha
+from streams.synthetic import synthetic_inputs
+
+
+def assert_same(a, r):
+    assert np.array_equal(np.isfinite(a), np.isfinite(r))
+    fin = np.isfinite(r)
+    np.testing.assert_allclose(a[fin], r[fin], rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("seed,jobs,nodes,eps", [(1, 200, 300, 40), (2, 1, 1, 1), (3, 50, 7, 3), (4, 0, 10, 2)])
+def test_kernel_matches_reference(seed, jobs, nodes, eps):
+    x = synthetic_inputs(jobs, nodes, eps, seed=seed)
+    assert_same(score_all(x), score_reference(x))
+
+
+def test_all_unknown_quality_and_constant_inputs():
+    x = synthetic_inputs(20, 30, 5, seed=9)
+    x.quality[:] = np.nan
+    x.node_quality[:] = np.nan
+    x.compute[:] = 50.0
+    got = score_all(x)
+    assert_same(got, score_reference(x))
+    fin = got[np.isfinite(got)]
+    assert fin.size and np.all((fin >= 0) & (fin <= 100))
+
+
+def test_columns_equal_a_full_rescore():
+    x = synthetic_inputs(100, 80, 10, seed=5)
+    full = score_all(x)
+    x.quality[:, 7] = 0.0  # a path to node 7 breaks
+    x.available[11] = False  # node 11 leaves
+    stale = full.copy()
+    score_columns(x, stale, np.array([7, 11]))
+    assert_same(stale, score_all(x))
+
+
+def two_node_world(alpha_dp=0.2, alpha_inf=0.8):
+    """Node 0: more compute (100 vs 60), poor paths (quality 30); node 1: good paths (quality 95).
+    Job 0: data-parallel training (alpha 0.2) with co-workers at endpoints 0 and 1.
+    Job 1: single-card inference (alpha 0.8) loading from endpoint 0."""
+    return ScoringInputs(
+        compute=np.array([[100, 100, 100], [60, 60, 60]], np.float32),
+        usable=np.array([[8, 640, 1024], [8, 640, 1024]], np.float32),
+        available=np.array([True, True]),
+        node_class=np.array([0, 0]),
+        has_accel=np.array([True, True]),
+        node_quality=np.array([30, 95], np.float32),
+        quality=np.array([[30, 95], [30, 95]], np.float32),
+        bandwidth_gbps=np.array([[100, 100], [100, 100]], np.float32),
+        kind=np.array([0, 1]),
+        alpha=np.array([alpha_dp, alpha_inf], np.float32),
+        need=np.array([[8, 0, 0], [1, 0, 0]], np.float32),
+        class_mask=np.array([0, 0]),
+        ep_ptr=np.array([0, 2, 3]),
+        ep_idx=np.array([0, 1, 0]),
+        data_ep=np.array([-1, -1]),
+        data_gb=np.array([0, 0], np.float32),
+        accel_penalty=np.array([0, 0], np.float32),
+    )
+
+
+def test_data_parallel_prefers_the_network_inference_prefers_compute():
+    s = score_all(two_node_world())
+    # data-parallel, alpha 0.2: node 0 = 0.2*100 + 0.8*30 = 44; node 1 = 0.2*60 + 0.8*95 = 88
+    assert s[0].tolist() == pytest.approx([44.0, 88.0])
+    # inference, alpha 0.8: node 0 = 0.8*100 + 0.2*30 = 86; node 1 = 0.8*60 + 0.2*95 = 67
+    assert s[1].tolist() == pytest.approx([86.0, 67.0])
+    assert np.argmax(s[0]) == 1 and np.argmax(s[1]) == 0
+
+
+def test_a_large_model_behind_a_slow_path_makes_a_poor_candidate():
+    x = two_node_world()
+    x.data_ep[1] = 0
+    x.data_gb[1] = 200.0
+    x.bandwidth_gbps[0] = [1.0, 100.0]  # node 0 reaches the repository at 1 Gbit/s, node 1 at 100
+    s = score_all(x)[1]
+    # node 0: 1600 s load -> log utility (ln 3600 - ln 1600)/(ln 3600 - ln 60) = 0.19806 -> 19.806;
+    #   network (30 + 19.806)/2 = 24.903; composite 0.8*100 + 0.2*24.903 = 84.981
+    # node 1: 16 s load -> 100; network (95 + 100)/2 = 97.5; composite 0.8*60 + 0.2*97.5 = 67.5
+    assert s.tolist() == pytest.approx([84.981, 67.5], abs=1e-3)
+    x.alpha[1] = 0.5  # a less compute-bound job flips to the well-connected node
+    s = score_all(x)[1]
+    assert s[1] > s[0]
+
+
+def test_filters_and_reasons():
+    x = two_node_world()
+    x.available[0] = False
+    x.need[0, 0] = 16  # more cards than any node
+    x.class_mask[1] = 1 << 3  # only class 3 allowed
+    s = score_all(x)
+    assert np.all(np.isneginf(s))
+    assert filter_reasons(x, 0).tolist() == [UNAVAILABLE, NO_CARDS]
+    assert filter_reasons(x, 1).tolist() == [UNAVAILABLE, CLASS_NOT_ALLOWED]
+    x.available[0] = True
+    assert filter_reasons(x, 1).tolist() == [CLASS_NOT_ALLOWED, CLASS_NOT_ALLOWED]
+    assert FEASIBLE == 0
+
+
+def test_plain_nodes_preferred_by_jobs_that_need_no_accelerator():
+    x = two_node_world()
+    x.has_accel[:] = [True, False]
+    x.accel_penalty[1] = 30.0
+    s = score_all(x)[1]
+    assert s.tolist() == pytest.approx([56.0, 67.0])  # 86 - 30 on the accelerator node
+
+
+def test_alpha_defaults_and_explicit_alpha():
+    assert task_alpha("training-data-parallel") == 0.2
+    assert task_alpha("inference") == 0.8
+    assert task_alpha("inference", explicit=0.35) == 0.35
+    assert task_alpha("fine-tune", strategy="data-parallel") == 0.2
