@@ -8,6 +8,7 @@ SCHED_TASKS = "sched.tasks"
 SCHED_DECISIONS = "sched.decisions"
 SCHED_RESCHEDULES = "sched.reschedules"
 COMPUTE_DEADLETTER = "compute.deadletter"
+SCHED_DEADLETTER = "sched.deadletter"
 
 ALL_TOPICS: tuple[str, ...] = (
     PROBE_SAMPLES,
@@ -18,6 +19,7 @@ ALL_TOPICS: tuple[str, ...] = (
     SCHED_DECISIONS,
     SCHED_RESCHEDULES,
     COMPUTE_DEADLETTER,
+    SCHED_DEADLETTER,
 )
 
 

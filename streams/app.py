@@ -24,6 +24,7 @@ class Topics:
     decisions: TopicT
     reschedules: TopicT
     compute_deadletter: TopicT
+    sched_deadletter: TopicT
 
 
 def faust_credentials(settings: Settings):
@@ -112,12 +113,14 @@ def create_app(
         decisions=topic(T.SCHED_DECISIONS),
         reschedules=topic(T.SCHED_RESCHEDULES),
         compute_deadletter=topic(T.COMPUTE_DEADLETTER),
+        sched_deadletter=topic(T.SCHED_DEADLETTER),
     )
     counters = Counters()
 
-    from streams import ingest, state_tables, web
+    from streams import ingest, sched_agent, state_tables, web
 
     ingest.register(app, topics, settings, counters, sample_partitions or settings.partitions)
     net, inv = state_tables.register(app, topics, settings, counters)
-    web.register(app, counters, settings, net, inv)
+    tasks = sched_agent.register(app, topics, settings, counters, net, inv)
+    web.register(app, counters, settings, net, inv, tasks, topics.tasks)
     return app, topics, counters

@@ -60,6 +60,11 @@ class Settings(BaseSettings):
     benchmark_work: dict[str, float] | None = Field(
         default=None, description="JSON: benchmark name -> FLOP per unit of its throughput"
     )
+    resource_margin: float = Field(default=0.15, ge=0, lt=1, description="share of each resource kept free")
+    max_wait_seconds: float = Field(default=600.0, gt=0, description="anti-starvation: past it a task goes first")
+    rescore_interval_seconds: float = Field(default=1.0, gt=0, le=3600, description="at most one rescoring per")
+    decision_timeout_seconds: float = Field(default=10.0, gt=0, le=300, description="POST /tasks waits this long")
+    migration_cooldown_seconds: float = Field(default=600.0, ge=0, description="a moved task rests this long")
     fetch_max_wait_ms: int = Field(
         default=100, ge=1, le=10_000, description="longest a fetch waits for data at the broker"
     )

@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 class NetState:
     def __init__(self, table) -> None:
         self.table = table
+        self.on_change = lambda: None  # the scheduler's version bump
 
     def records(self) -> list[dict]:
         return [json.loads(v) for v in self.table.values() if v]
@@ -41,6 +42,7 @@ class NetState:
 class Inventory:
     def __init__(self, table) -> None:
         self.table = table
+        self.on_change = lambda: None
 
     def records(self) -> list[dict]:
         return sorted((json.loads(v) for v in self.table.values() if v), key=lambda r: r["node"])
@@ -71,6 +73,7 @@ def register(app: faust.App, topics, settings: Settings, counters: Counters) -> 
             old = net_table.get(key)
             net_table[key] = json.dumps(merge_window(json.loads(old) if old else None, w)).encode()
             counters.inc("window_results_total")
+            net.on_change()
 
     @app.agent(topics.compute_nodes, name="inventory")
     async def inventory_agent(stream):
@@ -95,5 +98,6 @@ def register(app: faust.App, topics, settings: Settings, counters: Counters) -> 
             doc["received_at"] = time.time()
             inv_table[report.node.encode()] = json.dumps(doc).encode()
             counters.inc("compute_reports_total")
+            inv.on_change()
 
     return net, inv

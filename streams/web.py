@@ -7,18 +7,22 @@ malformed ids or paging parameters: 400 with the field and the reason.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import re
 import time
 
 import faust
 from faust.web import Request, Response, View
+from pydantic import ValidationError
 
 from schemas.compute import NODE_ID_PATTERN
+from schemas.sched import Task
 from streams.config import Settings
 from streams.inventory import DEFAULT_BENCHMARK_WORK, DEFAULT_MODEL_CONVERSION, scored
 from streams.metrics import Counters
 from streams.network import node_answer, path_answer
+from streams.sched_agent import TaskBook, field_errors
 from streams.state_tables import Inventory, NetState
 
 _ID = re.compile(NODE_ID_PATTERN)
@@ -54,7 +58,8 @@ def _paging(request: Request, limit_max: int) -> tuple[int, int] | dict:
     return values["offset"], values["limit"]
 
 
-def register(app: faust.App, counters: Counters, settings: Settings, net: NetState, inv: Inventory) -> None:
+def register(app: faust.App, counters: Counters, settings: Settings, net: NetState, inv: Inventory,
+             tasks: TaskBook, tasks_topic) -> None:
     conversion = settings.model_conversion or DEFAULT_MODEL_CONVERSION
     bench_work = settings.benchmark_work or DEFAULT_BENCHMARK_WORK
 
@@ -179,3 +184,51 @@ def register(app: faust.App, counters: Counters, settings: Settings, net: NetSta
             items = compute_view()
             return self.json({"items": items[offset:offset + limit], "total": len(items),
                               "offset": offset, "limit": limit})
+
+    @app.page("/tasks/{task_id}")
+    class TaskView(View):
+        @state_route(tasks.table)
+        async def get(self, request: Request, task_id: str) -> Response:
+            if err := _check_ids(task_id=task_id):
+                return self.json(err, status=400)
+            rec = tasks.get(task_id)
+            if rec is None:
+                return self.json({"error": "unknown task", "task_id": task_id}, status=404)
+            return self.json(rec)
+
+    @app.page("/tasks")
+    class Tasks(View):
+        async def post(self, request: Request) -> Response:
+            """Submit a task: 422 with field errors, else the decision once it is made."""
+            try:
+                body = await request.json()
+            except ValueError:
+                return self.json({"error": "invalid task", "fields": [{"field": "body", "reason": "not JSON"}]},
+                                 status=422)
+            try:
+                task = Task.model_validate(body)
+            except ValidationError as exc:
+                return self.json({"error": "invalid task", "fields": field_errors(exc)}, status=422)
+            if task.submitted_at is None:
+                task = task.model_copy(update={"submitted_at": time.time()})
+            known = len((await _task_record(task.id) or {}).get("history", []))
+            await tasks_topic.send(key=task.id.encode(), value=task.model_dump_json().encode())
+            deadline = time.monotonic() + settings.decision_timeout_seconds
+            while time.monotonic() < deadline:
+                rec = await _task_record(task.id)
+                if rec is not None and len(rec.get("history", [])) > known:
+                    return self.json({"task_id": task.id, "status": rec["status"], "nodes": rec["nodes"],
+                                      "decision": rec["history"][-1].get("decision")})
+                await asyncio.sleep(0.05)
+            return self.json({"task_id": task.id, "status": "accepted",
+                              "detail": "no decision yet; see GET /tasks/" + task.id}, status=202)
+
+    async def _task_record(task_id: str) -> dict | None:
+        """The task's record from whichever worker owns the tasks table."""
+        host = "127.0.0.1" if settings.web_host in ("0.0.0.0", "::") else settings.web_host
+        url = f"http://{host}:{settings.web_port}/tasks/{task_id}"
+        try:
+            async with app.http_client.get(url) as resp:
+                return await resp.json() if resp.status == 200 else None
+        except Exception:  # the owner is rebalancing: try again
+            return None

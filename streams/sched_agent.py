@@ -1,0 +1,152 @@
+"""The state agent's scheduling side: tasks in (sched.tasks), decisions and reschedule events out.
+
+A task is decided as soon as it arrives; every CNSCHED_RESCORE_INTERVAL_SECONDS, when the network
+view, the inventory or the tasks changed, queued tasks are retried (starving first) and running tasks
+re-evaluated for migration. Task records (the task, its status, placement and history) live in the
+`tasks` table, so GET /tasks/{id} answers from any worker and a restarted owner picks them up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import logging
+import time
+
+import faust
+from faust.types import TP
+from pydantic import ValidationError
+
+from core.reschedule import ReschedulePolicy
+from schemas.sched import Decision, RescheduleEvent, Task
+from streams.config import Settings
+from streams.inventory import DEFAULT_BENCHMARK_WORK, DEFAULT_MODEL_CONVERSION
+from streams.kafka import TASKS_TABLE, table_name
+from streams.metrics import Counters
+from streams.scheduler import Pending, Running, Scheduler
+
+log = logging.getLogger(__name__)
+
+
+def field_errors(exc: ValidationError) -> list[dict]:
+    return [{"field": ".".join(str(x) for x in e["loc"]) or "body", "reason": e["msg"]} for e in exc.errors()]
+
+
+class TaskBook:
+    """Task records in the `tasks` table, written with an explicit partition (0) so the timer can
+    write them too."""
+
+    def __init__(self, table) -> None:
+        self.table = table
+
+    def get(self, task_id: str) -> dict | None:
+        raw = self.table.get(task_id.encode())
+        return json.loads(raw) if raw else None
+
+    def all(self) -> list[dict]:
+        return [json.loads(v) for v in self.table.values() if v]
+
+    async def put(self, record: dict) -> None:
+        key = record["task"]["id"].encode()
+        value = json.dumps(record).encode()
+        self.table.data[key] = value
+        await self.table.changelog_topic.send(key=key, value=value, partition=0)
+
+
+def register(app: faust.App, topics, settings: Settings, counters: Counters, net, inv) -> TaskBook:
+    counters.describe("tasks_total", "tasks received on sched.tasks")
+    counters.describe("tasks_rejected_total", "tasks sent to sched.deadletter")
+    counters.describe("decisions_total", "decisions sent to sched.decisions, by status")
+    counters.describe("reschedules_total", "migrations sent to sched.reschedules, by trigger")
+    table = app.Table(table_name(settings, TASKS_TABLE), key_type=bytes, value_type=bytes, partitions=1)
+    book = TaskBook(table)
+    sched = Scheduler(
+        net, inv, margin=settings.resource_margin, max_wait_s=settings.max_wait_seconds,
+        node_timeout_s=settings.node_timeout_seconds,
+        policy=ReschedulePolicy(cooldown_s=settings.migration_cooldown_seconds),
+        conversion=settings.model_conversion or DEFAULT_MODEL_CONVERSION,
+        benchmark_work=settings.benchmark_work or DEFAULT_BENCHMARK_WORK,
+    )
+    state = {"restored": False, "scored_version": -1}
+    lock = asyncio.Lock()
+    net.on_change = sched.touch
+    inv.on_change = sched.touch
+
+    def restore() -> None:
+        if state["restored"]:
+            return
+        for rec in book.all():
+            task = Task.model_validate(rec["task"])
+            r = rec.get("running")
+            if rec["status"] == "placed" and r:
+                sched.running[task.id] = Running(task, rec["nodes"], r["alpha"], r["profile"], r["placed_at"],
+                                                 r["baseline_p95"] if r["baseline_p95"] is not None else float("nan"),
+                                                 cooldown_until=r.get("cooldown_until", 0.0), moves=r.get("moves", 0))
+            elif rec["status"] == "queued":
+                sched.pending[task.id] = Pending(task, task.submitted_at or time.time())
+        state["restored"] = True
+        log.info("scheduler restored %d running and %d queued tasks", len(sched.running), len(sched.pending))
+
+    def record_of(task: Task, status: str, nodes: list[str], entry: dict) -> dict:
+        rec = book.get(task.id) or {"task": task.model_dump(mode="json"), "history": []}
+        rec.update(status=status, nodes=nodes)
+        run = sched.running.get(task.id)
+        rec["running"] = None if run is None else {
+            "alpha": run.alpha, "profile": run.profile, "placed_at": run.placed_at,
+            "baseline_p95": None if run.baseline_p95 != run.baseline_p95 else run.baseline_p95,
+            "cooldown_until": run.cooldown_until, "moves": run.moves}
+        rec["history"] = (rec["history"] + [entry])[-50:]
+        return rec
+
+    async def publish_decision(task: Task, d: Decision) -> None:
+        status = "placed" if d.status == "placed" else "queued"
+        await book.put(record_of(task, status, d.nodes, {"decision": d.model_dump(mode="json")}))
+        await topics.decisions.send(key=task.id.encode(), value=d.model_dump_json().encode())
+        counters.inc("decisions_total", status=d.status)
+
+    async def publish_move(ev: RescheduleEvent) -> None:
+        task = sched.running[ev.task_id].task
+        await book.put(record_of(task, "placed", ev.to_nodes, {"reschedule": ev.model_dump(mode="json")}))
+        await topics.reschedules.send(key=ev.task_id.encode(), value=ev.model_dump_json().encode())
+        counters.inc("reschedules_total", trigger=ev.trigger)
+
+    @app.agent(topics.tasks, name="scheduler")
+    async def scheduler_agent(stream):
+        async for event in stream.events():
+            msg = event.message
+            raw = event.value if isinstance(event.value, bytes) else bytes(event.value or b"")
+            counters.inc("tasks_total")
+            try:
+                task = Task.model_validate_json(raw)
+            except ValidationError as exc:
+                counters.inc("tasks_rejected_total")
+                await topics.sched_deadletter.send(key=msg.key, value=json.dumps({
+                    "reason": "schema", "errors": field_errors(exc)[:100],
+                    "source": {"topic": msg.topic, "partition": msg.partition, "offset": msg.offset},
+                    "original_b64": base64.b64encode(raw).decode()}).encode())
+                continue
+            async with lock:
+                restore()
+                if task.submitted_at is None:
+                    task = task.model_copy(update={"submitted_at": time.time()})
+                if task.id in sched.running:
+                    continue  # a redelivered task: decided already
+                d = sched.decide(task)
+                await publish_decision(task, d)
+
+    @app.timer(interval=settings.rescore_interval_seconds)
+    async def rescore():
+        if TP(topics.tasks.get_topic_name(), 0) not in app.consumer.assignment():
+            return  # another worker owns the scheduler
+        async with lock:
+            restore()
+            if sched.version == state["scored_version"]:
+                return
+            for d in sched.retry_pending():
+                await publish_decision(sched.running[d.task_id].task, d)
+            for ev in sched.reschedule():
+                await publish_move(ev)
+            state["scored_version"] = sched.version
+
+    return book

@@ -1,0 +1,334 @@
+"""The scheduler's state and decisions: adapters from the network view, the inventory and the tasks
+to the arrays of core/scoring, core/placement and core/reschedule, and back to Decisions and
+RescheduleEvents. Owned by the worker that holds the single-partition state topics."""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from core.placement import place, queue_order, rank
+from core.quality import DEFAULT_MODEL, combine, dimension_utilities
+from core.reschedule import ReschedulePolicy, degraded, evaluate, migration_cost_s
+from core.scoring import REASONS, ScoringInputs, filter_reasons, score_all
+from core.sensitivity import DEFAULT_TYPES, task_alpha
+from schemas.sched import Candidate, Decision, Fallback, RescheduleEvent, ScoreBreakdown, Task
+from streams.inventory import DEFAULT_BENCHMARK_WORK, DEFAULT_MODEL_CONVERSION, TASK_KINDS, scored
+from streams.network import path_inputs
+
+KIND_INDEX = {k: i for i, k in enumerate(TASK_KINDS)}
+DEFAULT_LINK_GBPS = 10.0
+
+
+@dataclass
+class Running:
+    task: Task
+    nodes: list[str]
+    alpha: float
+    profile: str
+    placed_at: float
+    baseline_p95: float
+    streak: int = 0
+    cooldown_until: float = 0.0
+    moves: int = 0
+
+
+@dataclass
+class Pending:
+    task: Task
+    submitted_at: float
+
+
+@dataclass
+class NodeView:
+    ids: list[str]
+    index: dict[str, int]
+    compute: np.ndarray  # [N, 3] per task kind
+    capacity: np.ndarray  # [N, 3]
+    usable: np.ndarray  # [N, 3] after our allocations and the margin
+    available: np.ndarray
+    node_class: np.ndarray
+    class_names: list[str]
+    has_accel: np.ndarray
+    link_gbps: np.ndarray
+    queue_s: np.ndarray
+    joined_at: np.ndarray
+
+
+@dataclass
+class Scheduler:
+    net: object  # streams.state_tables.NetState
+    inv: object  # streams.state_tables.Inventory
+    margin: float = 0.15
+    max_wait_s: float = 600.0
+    node_timeout_s: float = 60.0
+    policy: ReschedulePolicy = field(default_factory=ReschedulePolicy)
+    conversion: dict = field(default_factory=lambda: DEFAULT_MODEL_CONVERSION)
+    benchmark_work: dict = field(default_factory=lambda: DEFAULT_BENCHMARK_WORK)
+    running: dict[str, Running] = field(default_factory=dict)
+    pending: dict[str, Pending] = field(default_factory=dict)
+    version: int = 0
+    first_seen: dict[str, float] = field(default_factory=dict)
+
+    def touch(self) -> None:
+        self.version += 1
+
+    # ------------------------------------------------------------------------------ state
+    def nodes(self, now: float) -> NodeView:
+        items = scored(self.inv.records(), self.conversion, self.benchmark_work, now, self.node_timeout_s)
+        ids = [i["node"] for i in items]
+        n = len(ids)
+        index = {x: i for i, x in enumerate(ids)}
+        classes: dict[str, int] = {}
+        compute = np.zeros((n, 3), np.float32)
+        capacity = np.zeros((n, 3), np.float32)
+        free = np.zeros((n, 3), np.float32)
+        link = np.full(n, DEFAULT_LINK_GBPS, np.float32)
+        queue = np.zeros(n)
+        joined = np.zeros(n)
+        node_class = np.zeros(n, np.int64)
+        for i, item in enumerate(items):
+            r = item["report"]
+            compute[i] = [item["compute_score"][k] for k in TASK_KINDS]
+            cards = r.get("cards") or 0
+            capacity[i] = [cards, cards * (r.get("mem_gb") or 0), r.get("host_mem_gb") or 0]
+            f = r.get("free") or {}
+            free[i] = [capacity[i, 0] if f.get("cards") is None else f["cards"],
+                       capacity[i, 1] if f.get("mem_gb") is None else f["mem_gb"],
+                       capacity[i, 2] if f.get("host_mem_gb") is None else f["host_mem_gb"]]
+            link[i] = r.get("inter_bw_measured_gbps") or r.get("inter_bw_gbps") or DEFAULT_LINK_GBPS
+            queue[i] = r.get("queue_delay_s") or 0.0
+            node_class[i] = classes.setdefault(item["class"], len(classes))
+            joined[i] = self.first_seen.setdefault(ids[i], now)
+        allocated = np.zeros((n, 3), np.float32)
+        for run in self.running.values():
+            need = self._need(run.task)
+            for node in run.nodes:
+                if node in index:
+                    allocated[index[node]] += need
+        usable = np.minimum(free, capacity - allocated) - self.margin * capacity
+        return NodeView(ids, index, compute, capacity, usable,
+                        np.array([i["available"] for i in items], bool), node_class, list(classes),
+                        capacity[:, 0] > 0, link, queue, joined)
+
+    @staticmethod
+    def _need(task: Task) -> np.ndarray:
+        r = task.resources
+        return np.array([r.cards, r.accel_mem_gb, r.host_mem_gb], np.float32)
+
+    def network(self, endpoints: list[str], nodes: NodeView, profile: str):
+        """quality[E, N] (NaN unknown), bandwidth[E, N], node_quality[N], p95[E, N], loss[E, N]."""
+        records = self.net.records()
+        local = {r["src"]: r for r in records if r["dst"] == ""}
+        paths = {(r["src"], r["dst"]): r for r in records if r["dst"]}
+        e, n = len(endpoints), len(nodes.ids)
+        quality = np.full((e, n), np.nan, np.float32)
+        bandwidth = np.zeros((e, n), np.float32)
+        p95 = np.full((e, n), np.nan)
+        loss = np.full((e, n), np.nan)
+        weights = DEFAULT_MODEL.weights(profile)
+        eindex = {x: i for i, x in enumerate(endpoints)}
+        pairs, where = [], []
+        for (src, dst), rec in paths.items():  # O(paths)
+            # the path measured from the node to the endpoint; the reverse one when that is all we have
+            directions = [(src, dst)] if (dst, src) in paths else [(src, dst), (dst, src)]
+            for node, ep in directions:
+                a, b = eindex.get(ep), nodes.index.get(node)
+                if a is not None and b is not None:
+                    pairs.append(rec)
+                    where.append((a, b))
+        if pairs:
+            x = path_inputs(pairs, local)
+            u = dimension_utilities(x["p95_rtt_ms"], x["loss"], x["bw_util"], x["retrans"], x["jitter_ms"])
+            q = combine(u, weights)
+            rows, cols = np.array(where).T
+            quality[rows, cols], p95[rows, cols], loss[rows, cols] = q, x["p95_rtt_ms"], x["loss"]
+        util = np.array([_mean(local.get(node), "bw_util") for node in nodes.ids])
+        head = np.where(np.isnan(util), 1.0, 1.0 - util)
+        ep_link = np.array([nodes.link_gbps[nodes.index[ep]] if ep in nodes.index else DEFAULT_LINK_GBPS
+                            for ep in endpoints], np.float32)
+        bandwidth[:] = np.minimum(nodes.link_gbps[None, :], ep_link[:, None]) * np.maximum(head, 0.05)[None, :]
+        known = ~np.isnan(quality)
+        counts = known.sum(axis=0)
+        node_q = np.where(counts > 0, np.where(known, quality, 0).sum(axis=0) / np.maximum(counts, 1), np.nan)
+        node_q = node_q.astype(np.float32)
+        for ep, a in eindex.items():  # a node is perfectly connected to itself
+            if ep in nodes.index:
+                quality[a, nodes.index[ep]] = 100.0
+        return quality, bandwidth, node_q, p95, loss
+
+    # --------------------------------------------------------------------------- decide
+    def _inputs(self, tasks: list[Task], alphas: list[float], nodes: NodeView, endpoints: list[str],
+                quality, bandwidth, node_q, zero_need: bool = False) -> ScoringInputs:
+        eindex = {x: i for i, x in enumerate(endpoints)}
+        ep_lists, data_ep, data_gb, masks = [], [], [], []
+        for t in tasks:
+            eps = [e.node for e in (t.data_source, t.model_repo) if e is not None]
+            ep_lists.append([eindex[x] for x in eps])
+            big = max((e for e in (t.data_source, t.model_repo) if e is not None), key=lambda e: e.size_gb, default=None)
+            data_ep.append(eindex[big.node] if big is not None else -1)
+            data_gb.append(sum(e.size_gb for e in (t.data_source, t.model_repo) if e is not None))
+            allowed = [nodes.class_names.index(c) for c in t.resources.accel_classes if c in nodes.class_names]
+            masks.append(sum(1 << c for c in allowed) if t.resources.accel_classes else 0)
+            if t.resources.accel_classes and not allowed:
+                masks[-1] = 1 << 62  # no known class allowed: nothing fits
+        ptr = np.concatenate([[0], np.cumsum([len(x) for x in ep_lists])]).astype(np.int64)
+        need = np.array([np.zeros(3) if zero_need else self._need(t) for t in tasks], np.float32).reshape(-1, 3)
+        return ScoringInputs(
+            compute=nodes.compute, usable=nodes.usable, available=nodes.available, node_class=nodes.node_class,
+            has_accel=nodes.has_accel, node_quality=node_q, quality=quality, bandwidth_gbps=bandwidth,
+            kind=np.array([KIND_INDEX[DEFAULT_TYPES[t.type].kind] for t in tasks], np.int64),
+            alpha=np.array(alphas, np.float32), need=need, class_mask=np.array(masks, np.int64),
+            ep_ptr=ptr, ep_idx=np.array([i for x in ep_lists for i in x], np.int64),
+            data_ep=np.array(data_ep, np.int64), data_gb=np.array(data_gb, np.float32),
+            accel_penalty=np.array([20.0 if DEFAULT_TYPES[t.type].prefers_plain_nodes and t.resources.cards == 0
+                                    else 0.0 for t in tasks], np.float32),
+        )
+
+    def _endpoints(self, nodes: NodeView, tasks: list[Task]) -> list[str]:
+        extra = sorted({e.node for t in tasks for e in (t.data_source, t.model_repo) if e is not None} - set(nodes.ids))
+        return list(nodes.ids) + extra
+
+    def decide(self, task: Task, now: float | None = None, reserve=None) -> Decision:
+        now = time.time() if now is None else now
+        alpha = task_alpha(task.type, task.alpha, task.strategy)
+        profile = task.network_profile or DEFAULT_TYPES[task.type].profile
+        nodes = self.nodes(now)
+        endpoints = self._endpoints(nodes, [task])
+        quality, bandwidth, node_q, p95, _loss = self.network(endpoints, nodes, profile)
+        x = self._inputs([task], [alpha], nodes, endpoints, quality, bandwidth, node_q)
+        row = score_all(x)[0] if nodes.ids else np.zeros(0, np.float32)
+        compute_row = nodes.compute[:, x.kind[0]] if nodes.ids else np.zeros(0)
+        net_row = ((row - alpha * compute_row) / (1 - alpha)) if alpha < 1 else np.full(row.shape, np.nan)
+        x1 = self._inputs([task], [1.0], nodes, endpoints, quality, bandwidth, node_q)
+        compute_only = rank(score_all(x1)[0])[: task.peers] if nodes.ids else []
+        reasons = filter_reasons(x, 0) if nodes.ids else np.zeros(0, np.int8)
+        need = self._need(task)
+        usable = nodes.usable.copy()
+
+        def peer_scores(first: int) -> np.ndarray:
+            q = np.where(np.isnan(quality[first]), x.unknown_quality, quality[first])
+            return alpha * compute_row + (1 - alpha) * q
+
+        p = place(row, need, usable, gang=task.peers, reserve=reserve, peer_scores=peer_scores)
+        ranked = rank(row)[:10]
+        cands = [Candidate(node=nodes.ids[i], compute_score=round(float(compute_row[i]), 4),
+                           network_score=round(float(net_row[i]), 4) if alpha < 1 else 0.0,
+                           alpha=alpha, composite=round(float(row[i]), 4)) for i in ranked]
+        rejected = {nodes.ids[i]: REASONS[r] for i, r in enumerate(reasons) if r != 0}
+        counts: dict[str, int] = {}
+        for r in rejected.values():
+            counts[r] = counts.get(r, 0) + 1
+        chosen = [nodes.ids[i] for i in p.nodes]
+        if chosen:
+            self.pending.pop(task.id, None)
+            cols = [nodes.index[c] for c in chosen]
+            base = np.nanmax(p95[:, cols]) if x.ep_ptr[-1] > 0 and np.isfinite(p95[:, cols]).any() else math.nan
+            self.running[task.id] = Running(task, chosen, alpha, profile, now, float(base))
+            self.touch()
+        else:
+            self.pending.setdefault(task.id, Pending(task, task.submitted_at or now))
+        return Decision(
+            task_id=task.id, status="placed" if chosen else "unschedulable", nodes=chosen, alpha=alpha,
+            network_profile=profile, candidates=cands, rejected=rejected, rejected_counts=counts,
+            fallbacks=[Fallback(node=nodes.ids[n] if n >= 0 else "", reason=r) for n, r in p.fallbacks],
+            compute_only_nodes=[nodes.ids[i] for i in compute_only], state_version=self.version,
+            decided_at=now,
+        )
+
+    def retry_pending(self, now: float | None = None) -> list[Decision]:
+        """Queued tasks in service order (starving first); the ones placed now."""
+        now = time.time() if now is None else now
+        items = list(self.pending.values())
+        if not items:
+            return []
+        order = queue_order(np.array([p.task.priority for p in items]),
+                            np.array([now - p.submitted_at for p in items]), self.max_wait_s)
+        out = []
+        for i in order:
+            d = self.decide(items[i].task, now)
+            if d.status == "placed":
+                out.append(d)
+        return out
+
+    # ------------------------------------------------------------------------ reschedule
+    def reschedule(self, now: float | None = None) -> list[RescheduleEvent]:
+        now = time.time() if now is None else now
+        runs = [r for r in self.running.values() if len(r.nodes) == 1]
+        if not runs:
+            return []
+        nodes = self.nodes(now)
+        runs = [r for r in runs if r.nodes[0] in nodes.index]
+        if not runs:
+            return []
+        events = []
+        for profile in sorted({r.profile for r in runs}):
+            group = [r for r in runs if r.profile == profile]
+            tasks = [r.task for r in group]
+            endpoints = self._endpoints(nodes, tasks)
+            quality, bandwidth, node_q, p95, loss = self.network(endpoints, nodes, profile)
+            alphas = [r.alpha for r in group]
+            x = self._inputs(tasks, alphas, nodes, endpoints, quality, bandwidth, node_q)
+            x_now = self._inputs(tasks, alphas, nodes, endpoints, quality, bandwidth, node_q, zero_need=True)
+            s = score_all(x)
+            s_now = score_all(x_now)
+            cur = np.array([nodes.index[r.nodes[0]] for r in group])
+            t_idx = np.arange(len(group))
+            current = s_now[t_idx, cur].astype(np.float64)
+            s[t_idx, cur] = -np.inf
+            best_node = np.argmax(s, axis=1)
+            best = s[t_idx, best_node].astype(np.float64)
+            p95_now = np.array([_task_max(p95, x, t, cur[t]) for t in t_idx])
+            loss_now = np.array([_task_max(loss, x, t, cur[t]) for t in t_idx])
+            base = np.array([r.baseline_p95 for r in group])
+            deg = degraded(p95_now, base, loss_now, self.policy)
+            path_bw = np.array([bandwidth[best_node[t], cur[t]] if best_node[t] < len(endpoints) else 0.0 for t in t_idx])
+            cost = migration_cost_s(np.array([r.task.checkpoint_gb for r in group]), path_bw,
+                                    nodes.queue_s[best_node], self.policy)
+            remaining = np.array([max(r.task.expected_duration_s - (now - r.placed_at), 0.0) for r in group])
+            joined = nodes.joined_at[best_node] > np.array([r.placed_at for r in group])
+            ev = evaluate(current, best, deg, joined, np.array(alphas), np.array([r.streak for r in group]),
+                          remaining, cost, np.array([now < r.cooldown_until for r in group]), self.policy)
+            for t, r in enumerate(group):
+                r.streak = int(ev.streak[t])
+                if not ev.move[t]:
+                    continue
+                target = nodes.ids[int(best_node[t])]
+                before = ScoreBreakdown(compute_score=float(x.compute[cur[t], x.kind[t]]),
+                                        network_score=_net(current[t], x, t, cur[t]), composite=float(current[t]))
+                after = ScoreBreakdown(compute_score=float(x.compute[best_node[t], x.kind[t]]),
+                                       network_score=_net(best[t], x, t, best_node[t]), composite=float(best[t]))
+                events.append(RescheduleEvent(
+                    task_id=r.task.id, from_nodes=list(r.nodes), to_nodes=[target], trigger=str(ev.trigger[t]),
+                    expected_gain_s=round(float(ev.gain_s[t]), 3), migration_cost_s=round(float(ev.cost_s[t]), 3),
+                    before=before, after=after, state_version=self.version, at=now))
+                r.nodes = [target]
+                r.placed_at = now
+                r.cooldown_until = now + self.policy.cooldown_s
+                r.moves += 1
+                bt = int(best_node[t])
+                r.baseline_p95 = _task_max(p95, x, t, bt)
+        if events:
+            self.touch()
+        return events
+
+
+def _mean(rec: dict | None, metric: str) -> float:
+    m = (rec or {}).get("metrics", {}).get(metric)
+    return math.nan if not m or m.get("mean") is None else float(m["mean"])
+
+
+def _task_max(arr: np.ndarray, x: ScoringInputs, t: int, node: int) -> float:
+    eps = x.ep_idx[x.ep_ptr[t]:x.ep_ptr[t + 1]]
+    vals = arr[eps, node] if eps.size else np.array([np.nan])
+    return float(np.nanmax(vals)) if np.isfinite(vals).any() else math.nan
+
+
+def _net(composite: float, x: ScoringInputs, t: int, node: int) -> float:
+    a = float(x.alpha[t])
+    if a >= 1:
+        return 0.0
+    return round((composite - a * float(x.compute[node, x.kind[t]])) / (1 - a), 4)

@@ -1,0 +1,124 @@
+"""Placement decisions and a migration, end to end against a live worker."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from schemas.topics import COMPUTE_NODES, NETSTATE_WINDOWS, SCHED_DEADLETTER, SCHED_RESCHEDULES, SCHED_TASKS
+from streams.children import stop_process
+from streams.kafka import consumer, ensure_topics, producer
+from streams.procs import start_worker
+
+pytestmark = pytest.mark.integration
+
+
+def call(port: int, method: str, path: str, body: dict | None = None) -> tuple[int, dict]:
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method,
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        raw = e.read()
+        try:
+            return e.code, json.loads(raw)
+        except ValueError:
+            return e.code, {"raw": raw.decode(errors="replace")}
+
+
+def rtt_window(src, dst, end, p50, p95, lost=0):
+    return dict(src=src, dst=dst, metric="rtt_ms", window_start=end - 10, window_end=end, count=100,
+                kept=100 - lost, outliers=0, lost=lost, mean=p50, p50=p50, p95=p95, p99=p95, min=p50, max=p95)
+
+
+def report(node, cards, fp16, now):
+    return {"node": node, "ts": now, "accel_class": "gpu" if cards else "", "cards": cards,
+            "peak_tflops": {"fp16": fp16, "int8": 2 * fp16, "fp32": fp16 / 10}, "mem_gb": 80 if cards else 0,
+            "mem_bw_gbs": 3000 if cards else 0, "host_mem_gb": 1024, "host_mem_bw_gbs": 300,
+            "intra_bw_gbps": 7200 if cards else 0, "inter_bw_gbps": 400, "availability": 1.0, "idle_rate": 0.5,
+            "queue_delay_s": 0}
+
+
+async def test_decisions_and_a_migration_when_the_path_degrades(make_settings, tmp_path):
+    settings = make_settings(rescore_interval_seconds=0.3)
+    await ensure_topics(settings)
+    worker = start_worker(settings, tmp_path / "w.log")
+    port = settings.web_port
+    now = time.time()
+    try:
+        p = producer(settings)
+        await p.start()
+        for r in (report("A", 8, 2000, now), report("B", 8, 1000, now), report("C", 0, 0, now)):
+            await p.send_and_wait(settings.topic(COMPUTE_NODES), json.dumps(r).encode(), key=r["node"].encode())
+        for w in (rtt_window("A", "store", now, 199.9, 200.0), rtt_window("B", "store", now, 0.95, 1.0)):
+            await p.send_and_wait(settings.topic(NETSTATE_WINDOWS), json.dumps(w).encode(), key=b"k")
+        await p.send_and_wait(settings.topic(SCHED_TASKS), b'{"id": "broken"', key=b"broken")
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                s, body = await asyncio.to_thread(call, port, "GET", "/compute/nodes")
+                s2, _ = await asyncio.to_thread(call, port, "GET", "/network/paths/B/store")
+                if s == 200 and body["total"] == 3 and s2 == 200:
+                    break
+            except OSError:
+                pass
+            await asyncio.sleep(0.3)
+
+        dp = {"id": "t1", "type": "training-data-parallel", "resources": {"cards": 4},
+              "data_source": {"node": "store", "size_gb": 0}, "checkpoint_gb": 1, "expected_duration_s": 7200}
+        status, body = await asyncio.to_thread(call, port, "POST", "/tasks", dp)
+        assert status == 200, body
+        d = body["decision"]
+        # data-parallel (alpha 0.2) prefers B's 1 ms path to the data over A's compute
+        assert body["nodes"] == ["B"] and d["alpha"] == 0.2 and d["network_profile"] == "bandwidth"
+        assert [c["node"] for c in d["candidates"]] == ["B", "A"]
+        assert d["compute_only_nodes"] == ["A"]  # what alpha = 1 would have chosen
+        assert d["rejected"] == {"C": "insufficient_cards"}
+        top = d["candidates"][0]
+        assert top["composite"] == pytest.approx(0.2 * top["compute_score"] + 0.8 * top["network_score"], abs=1e-3)
+
+        inf = {"id": "t2", "type": "inference", "resources": {"cards": 1}}
+        status, body = await asyncio.to_thread(call, port, "POST", "/tasks", inf)
+        assert status == 200 and body["nodes"] == ["A"] and body["decision"]["alpha"] == 0.8
+
+        big = {"id": "t3", "type": "training-model-parallel", "resources": {"cards": 64}}
+        status, body = await asyncio.to_thread(call, port, "POST", "/tasks", big)
+        assert status == 200 and body["decision"]["status"] == "unschedulable" and body["nodes"] == []
+        assert body["decision"]["rejected_counts"] == {"insufficient_cards": 3}
+
+        status, body = await asyncio.to_thread(call, port, "POST", "/tasks", {"id": "t4", "type": "gaming", "alpha": 1.5})
+        assert status == 422 and {f["field"] for f in body["fields"]} == {"type", "alpha"}
+
+        # B's path to the data degrades: latency x250, 5 % loss -> t1 moves to A
+        out = consumer(settings, SCHED_RESCHEDULES, SCHED_DEADLETTER, group_id=None)
+        await out.start()
+        await p.send_and_wait(settings.topic(NETSTATE_WINDOWS),
+                              json.dumps(rtt_window("B", "store", now + 10, 240.0, 250.0, lost=5)).encode(), key=b"k")
+        await p.stop()
+        events, dead = [], []
+        deadline = time.monotonic() + 30
+        while not events and time.monotonic() < deadline:
+            for tp, msgs in (await out.getmany(timeout_ms=500)).items():
+                target = dead if tp.topic.endswith(SCHED_DEADLETTER) else events
+                target += [json.loads(m.value) for m in msgs]
+        await out.stop()
+        assert events, (tmp_path / "w.log").read_text()[-3000:]
+        ev = events[0]
+        assert (ev["task_id"], ev["from_nodes"], ev["to_nodes"], ev["trigger"]) == ("t1", ["B"], ["A"], "degradation")
+        assert ev["expected_gain_s"] > ev["migration_cost_s"] > 60  # save 30 + restore 30 + transfer
+        assert ev["after"]["composite"] > ev["before"]["composite"]
+        assert dead and dead[0]["source"]["topic"] == settings.topic(SCHED_TASKS)
+
+        status, rec = await asyncio.to_thread(call, port, "GET", "/tasks/t1")
+        assert status == 200 and rec["nodes"] == ["A"] and rec["status"] == "placed"
+        assert [next(iter(h)) for h in rec["history"]] == ["decision", "reschedule"]
+        assert (await asyncio.to_thread(call, port, "GET", "/tasks/nope"))[0] == 404
+    finally:
+        stop_process(worker)
