@@ -10,7 +10,13 @@ import time
 import urllib.request
 from pathlib import Path
 
-from schemas.topics import COMPUTE_NODES, NETSTATE_WINDOWS, PROBE_DEADLETTER, PROBE_SAMPLES
+from schemas.topics import (
+    COMPUTE_NODES,
+    NETSTATE_WINDOWS,
+    PROBE_DEADLETTER,
+    PROBE_SAMPLES,
+    SCHED_RESCHEDULES,
+)
 from streams.children import stop_process
 from streams.config import Settings
 from streams.kafka import consumer, ensure_topics, producer
@@ -49,11 +55,15 @@ async def run_demo(settings: Settings, args) -> int:
     watch = [(topo.nodes[0], topo.nodes[1]), (topo.nodes[0], topo.nodes[args.nodes_per_region])]
     # a reroute on the watched inter-region path, 40 % into the demo, for the rest of it
     sim.inject("reroute", *watch[1], time.time() + 0.4 * args.seconds, args.seconds, 2.0)
-    out = consumer(settings, NETSTATE_WINDOWS, PROBE_DEADLETTER, group_id=None, auto_offset_reset="latest")
+    data_node = topo.nodes[args.nodes_per_region]  # the first us node holds the training data; it is busy
+    out = consumer(settings, NETSTATE_WINDOWS, PROBE_DEADLETTER, SCHED_RESCHEDULES, group_id=None,
+                   auto_offset_reset="latest")
     await out.start()
     windows: list[dict] = []
     dead: list[dict] = []
+    moves: list[dict] = []
     sent = 0
+    t_start = time.monotonic()
     try:
         await out.getmany(timeout_ms=500)  # join: position at the end before we produce
         print(f"probes   {len(topo.nodes)} nodes in {len(set(topo.region.values()))} regions, "
@@ -63,10 +73,21 @@ async def run_demo(settings: Settings, args) -> int:
               f"{0.4 * args.seconds:.0f} s")
         async with ProbeProducer(settings) as probes:
             await _send_bad_examples(settings)
-            reports = asyncio.create_task(_report_compute(settings, topo, args.seconds))
+            reports = asyncio.create_task(_report_compute(settings, topo, args.seconds, frozenset({data_node})))
             sim_task = asyncio.create_task(sim.run(probes, args.seconds))
+            submit_at = time.monotonic() + max(0.25 * args.seconds, settings.window_seconds + settings.allowed_lateness_seconds + 1)
+            submitted = False
             while not sim_task.done():
-                await _drain(out, windows, dead, watch)
+                await _drain(out, windows, dead, watch, moves)
+                if not submitted and time.monotonic() >= submit_at:
+                    submitted = True
+                    chosen = await asyncio.to_thread(_submit_tasks, settings, topo, data_node)
+                    if chosen:
+                        start = time.time() + max(0.0, 0.45 * args.seconds - (time.monotonic() - t_start))
+                        sim.inject("reroute", chosen, data_node, start, args.seconds, 50.0)
+                        sim.inject("loss", chosen, data_node, start, args.seconds, 0.05)
+                        print(f"event    {chosen} <-> {data_node} (the training data) degrades at "
+                              f"{0.45 * args.seconds:.0f} s: latency x50, 5 % loss")
                 if worker.poll() is not None:
                     sim_task.cancel()
                     reports.cancel()
@@ -74,14 +95,14 @@ async def run_demo(settings: Settings, args) -> int:
                     return 1
             sent = sim_task.result()
             await reports
-        await _drain(out, windows, dead, watch, timeout_ms=2000)
+        await _drain(out, windows, dead, watch, moves, timeout_ms=2000)
         await asyncio.to_thread(_print_summaries, settings, topo, watch)
     finally:
         await out.stop()
         status = stop_process(worker)
     print()
     print(f"summary  samples sent {sent:,}; window results received {len(windows):,}; "
-          f"dead letters {len(dead)}; worker exit status {status}")
+          f"dead letters {len(dead)}; reschedules {len(moves)}; worker exit status {status}")
     if not windows:
         print(f"no window results arrived; see {logfile}")
         return 1
@@ -103,14 +124,14 @@ async def _wait_ready(settings: Settings, worker, timeout_s: float) -> bool:
     return False
 
 
-async def _report_compute(settings: Settings, topo: Topology, seconds: float) -> None:
+async def _report_compute(settings: Settings, topo: Topology, seconds: float, busy: frozenset[str]) -> None:
     """Every node reports its inventory at start and then every 10 s (its heartbeat)."""
     p = producer(settings)
     await p.start()
     try:
         deadline = time.time() + seconds
         while True:
-            for r in compute_reports(topo, time.time()):
+            for r in compute_reports(topo, time.time(), busy=busy):
                 await p.send(settings.topic(COMPUTE_NODES), json.dumps(r).encode(), key=r["node"].encode())
             await p.flush()
             if time.time() + 10 > deadline:
@@ -133,11 +154,18 @@ async def _send_bad_examples(settings: Settings) -> None:
         await p.stop()
 
 
-async def _drain(out, windows, dead, watch, timeout_ms: int = 500) -> None:
+async def _drain(out, windows, dead, watch, moves, timeout_ms: int = 500) -> None:
     batches = await out.getmany(timeout_ms=timeout_ms)
     for tp, msgs in batches.items():
         for m in msgs:
             doc = json.loads(m.value)
+            if tp.topic.endswith(SCHED_RESCHEDULES):
+                moves.append(doc)
+                print(f"resched  {doc['task_id']} {','.join(doc['from_nodes'])} -> {','.join(doc['to_nodes'])} "
+                      f"({doc['trigger']}): expected gain {doc['expected_gain_s']:.0f} s > migration cost "
+                      f"{doc['migration_cost_s']:.0f} s; composite {doc['before']['composite']:.1f} -> "
+                      f"{doc['after']['composite']:.1f}")
+                continue
             if tp.topic.endswith(PROBE_DEADLETTER):
                 dead.append(doc)
                 print(f"deadltr  {doc['reason']:<12} {doc['detail'][:80]}")
@@ -150,6 +178,49 @@ async def _drain(out, windows, dead, watch, timeout_ms: int = 500) -> None:
                       f"n={doc['count']:<5} lost={doc['lost']:<3} outl={doc['outliers']:<3} "
                       f"mean={_fmt(doc['mean'])} p50={_fmt(doc['p50'])} p95={_fmt(doc['p95'])} "
                       f"p99={_fmt(doc['p99'])}")
+
+
+DEMO_TASKS = [
+    {"id": "train-dp-1", "type": "training-data-parallel", "resources": {"cards": 2, "host_mem_gb": 64},
+     "checkpoint_gb": 20, "expected_duration_s": 4 * 3600, "priority": 70},
+    {"id": "infer-1", "type": "inference", "resources": {"cards": 1}, "expected_duration_s": 86400},
+    {"id": "prep-1", "type": "preprocessing", "resources": {"host_mem_gb": 32}},
+    {"id": "huge-1", "type": "training-model-parallel", "resources": {"cards": 64}},
+]
+
+
+def _post(settings: Settings, path: str, body: dict) -> dict:
+    req = urllib.request.Request(f"http://127.0.0.1:{settings.web_port}{path}", data=json.dumps(body).encode(),
+                                 method="POST", headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        return json.loads(r.read())
+
+
+def _submit_tasks(settings: Settings, topo: Topology, data_node: str) -> str | None:
+    """POST the demo's tasks; print each decision; return where the data-parallel job went."""
+    chosen = None
+    for spec in DEMO_TASKS:
+        task = dict(spec)
+        if task["type"] == "training-data-parallel":
+            task["data_source"] = {"node": data_node, "size_gb": 50}
+        if task["type"] == "inference":
+            task["model_repo"] = {"node": topo.nodes[0], "size_gb": 14}
+        try:
+            res = _post(settings, "/tasks", task)
+        except OSError as exc:
+            print(f"decision {task['id']}: POST /tasks failed: {exc}")
+            continue
+        d = res.get("decision") or {}
+        if res.get("status") == "placed":
+            cands = " | ".join(f"{c['node']} {c['composite']:.1f}" for c in d["candidates"][:3])
+            print(f"decision {task['id']} -> {','.join(res['nodes'])} (alpha {d['alpha']:.2f}, {d['network_profile']} "
+                  f"profile); best: {cands}; compute-only would pick {','.join(d['compute_only_nodes'])}")
+            if task["type"] == "training-data-parallel":
+                chosen = res["nodes"][0]
+        else:
+            counts = ", ".join(f"{k} x{v}" for k, v in (d.get("rejected_counts") or {}).items())
+            print(f"decision {task['id']} {d.get('status', res.get('status'))}: {counts}")
+    return chosen
 
 
 def _print_summaries(settings: Settings, topo: Topology, watch) -> None:

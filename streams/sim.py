@@ -178,8 +178,9 @@ class ProbeSimulator:
                 return sent
 
 
-def compute_reports(topo: Topology, now: float, seed: int = 3) -> list[dict]:
-    """One compute.nodes report per node: accelerators by region, a fresh benchmark on some."""
+def compute_reports(topo: Topology, now: float, seed: int = 3, busy: frozenset[str] = frozenset()) -> list[dict]:
+    """One compute.nodes report per node: accelerators by region, a fresh benchmark on some; the
+    ``busy`` nodes have no free card."""
     rng = np.random.default_rng(seed)
     out = []
     for i, node in enumerate(topo.nodes):
@@ -193,7 +194,7 @@ def compute_reports(topo: Topology, now: float, seed: int = 3) -> list[dict]:
             "availability": round(float(rng.uniform(0.97, 1.0)), 3),
             "idle_rate": round(float(rng.uniform(0.1, 0.9)), 3),
             "queue_delay_s": round(float(rng.uniform(0, 120)), 1),
-            "free": {"cards": int(rng.integers(0, cards + 1)), "mem_gb": mem_gb * cards, "host_mem_gb": 512},
+            "free": {"cards": 0 if node in busy else cards, "mem_gb": mem_gb * cards, "host_mem_gb": 512},
         }
         if i % 2 == 0:  # half the nodes have a measured benchmark: LLM training tokens/s per node
             per_card = {"h100": 9400, "a100": 2970, "l40s": 3450}[cls]
