@@ -85,6 +85,15 @@ def register(app: faust.App, counters: Counters, settings: Settings, net: NetSta
 
         return decorate
 
+    def paged(view: View, request: Request, items: list, render) -> Response:
+        """One page of ``items`` (rendered), or 400 for bad paging parameters."""
+        page = _paging(request, settings.page_limit_max)
+        if isinstance(page, dict):
+            return view.json(page, status=400)
+        offset, limit = page
+        return view.json({"items": [render(i) for i in items[offset:offset + limit]], "total": len(items),
+                          "offset": offset, "limit": limit})
+
     def network_index():
         recs = net.records()
         local = {r["src"]: r for r in recs if r["dst"] == ""}
@@ -119,15 +128,10 @@ def register(app: faust.App, counters: Counters, settings: Settings, net: NetSta
     class NetworkNodes(View):
         @state_route(net.table)
         async def get(self, request: Request) -> Response:
-            page = _paging(request, settings.page_limit_max)
-            if isinstance(page, dict):
-                return self.json(page, status=400)
-            offset, limit = page
             local, by_src = network_index()
-            names = sorted(set(local) | set(by_src))
             now = time.time()
-            items = [node_answer(n, local.get(n), by_src.get(n, []), local, now) for n in names[offset:offset + limit]]
-            return self.json({"items": items, "total": len(names), "offset": offset, "limit": limit})
+            return paged(self, request, sorted(set(local) | set(by_src)),
+                         lambda n: node_answer(n, local.get(n), by_src.get(n, []), local, now))
 
     @app.page("/network/paths/{src}/{dst}")
     class NetworkPath(View):
@@ -145,10 +149,6 @@ def register(app: faust.App, counters: Counters, settings: Settings, net: NetSta
     class NetworkPaths(View):
         @state_route(net.table)
         async def get(self, request: Request) -> Response:
-            page = _paging(request, settings.page_limit_max)
-            if isinstance(page, dict):
-                return self.json(page, status=400)
-            offset, limit = page
             src = request.query.get("src")
             if src is not None and (err := _check_ids(src=src)):
                 return self.json(err, status=400)
@@ -156,8 +156,7 @@ def register(app: faust.App, counters: Counters, settings: Settings, net: NetSta
             paths = sorted((p for ps in by_src.values() for p in ps if src is None or p["src"] == src),
                            key=lambda p: (p["src"], p["dst"]))
             now = time.time()
-            items = [path_answer(p, local, now) for p in paths[offset:offset + limit]]
-            return self.json({"items": items, "total": len(paths), "offset": offset, "limit": limit})
+            return paged(self, request, paths, lambda p: path_answer(p, local, now))
 
     def compute_view():
         return scored(inv.records(), conversion, bench_work, time.time(), settings.node_timeout_seconds)
@@ -177,13 +176,7 @@ def register(app: faust.App, counters: Counters, settings: Settings, net: NetSta
     class ComputeNodes(View):
         @state_route(inv.table)
         async def get(self, request: Request) -> Response:
-            page = _paging(request, settings.page_limit_max)
-            if isinstance(page, dict):
-                return self.json(page, status=400)
-            offset, limit = page
-            items = compute_view()
-            return self.json({"items": items[offset:offset + limit], "total": len(items),
-                              "offset": offset, "limit": limit})
+            return paged(self, request, compute_view(), lambda item: item)
 
     @app.page("/tasks/{task_id}")
     class TaskView(View):

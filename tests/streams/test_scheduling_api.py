@@ -10,7 +10,13 @@ import urllib.request
 
 import pytest
 
-from schemas.topics import COMPUTE_NODES, NETSTATE_WINDOWS, SCHED_DEADLETTER, SCHED_RESCHEDULES, SCHED_TASKS
+from schemas.topics import (
+    COMPUTE_NODES,
+    NETSTATE_WINDOWS,
+    SCHED_DEADLETTER,
+    SCHED_RESCHEDULES,
+    SCHED_TASKS,
+)
 from streams.children import stop_process
 from streams.kafka import consumer, ensure_topics, producer
 from streams.procs import start_worker
