@@ -80,6 +80,11 @@ def build_parser() -> argparse.ArgumentParser:
     bs.add_argument("--nodes", type=int, default=10_000)
     bs.add_argument("--endpoints", type=int, default=1000, help="distinct endpoints (data sources, repos, peers)")
     bs.add_argument("--json", action="store_true")
+    br = bsub.add_parser("reschedule", help="window result in -> reschedule event out, with running tasks")
+    br.add_argument("--nodes", type=int, default=1000)
+    br.add_argument("--peers", type=int, default=10, help="paths per node (x 4 metrics each)")
+    br.add_argument("--tasks", type=int, default=1000)
+    br.add_argument("--json", action="store_true")
 
     d = sub.add_parser("demo", help="broker + worker + simulated probes; print what flows")
     d.add_argument("--seconds", type=float, default=60.0, help="how long to run (default 60)")
@@ -288,8 +293,14 @@ def cmd_bench(args, settings: Settings) -> int:
     import tempfile
     from pathlib import Path
 
-    from streams.bench import bench_ingest, bench_scoring
+    from streams.bench import bench_ingest, bench_reschedule, bench_scoring
 
+    if args.bench == "reschedule":
+        for name in ("nodes", "peers", "tasks"):
+            if getattr(args, name) < 1:
+                raise UsageError(f"--{name} must be at least 1")
+        _print_result(bench_reschedule(args.nodes, min(args.peers, args.nodes - 1) or 1, args.tasks), args.json)
+        return 0
     if args.bench == "scoring":
         for name in ("jobs", "nodes", "endpoints"):
             if getattr(args, name) < 1:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import logging
 import time
@@ -135,18 +136,31 @@ def register(app: faust.App, topics, settings: Settings, counters: Counters, net
                 d = sched.decide(task)
                 await publish_decision(task, d)
 
-    @app.timer(interval=settings.rescore_interval_seconds)
-    async def rescore():
-        if TP(topics.tasks.get_topic_name(), 0) not in app.consumer.assignment():
-            return  # another worker owns the scheduler
-        async with lock:
-            restore()
-            if sched.version == state["scored_version"]:
-                return
-            for d in sched.retry_pending():
-                await publish_decision(sched.running[d.task_id].task, d)
-            for ev in sched.reschedule():
-                await publish_move(ev)
-            state["scored_version"] = sched.version
+    @app.task
+    async def rescorer():
+        """Rescore as soon as something changed, at most once per CNSCHED_RESCORE_INTERVAL_SECONDS."""
+        changed = asyncio.Event()
+        sched.on_touch = changed.set
+        last = 0.0
+        while True:
+            # also look now and then: node timeouts and starving tasks move with the clock
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(changed.wait(), timeout=settings.rescore_interval_seconds)
+            changed.clear()
+            wait = last + settings.rescore_interval_seconds - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            last = time.monotonic()
+            if TP(topics.tasks.get_topic_name(), 0) not in app.consumer.assignment():
+                continue  # another worker owns the scheduler
+            async with lock:
+                restore()
+                if sched.version == state["scored_version"] and not sched.pending:
+                    continue
+                for d in sched.retry_pending():
+                    await publish_decision(sched.running[d.task_id].task, d)
+                for ev in sched.reschedule():
+                    await publish_move(ev)
+                state["scored_version"] = sched.version
 
     return book

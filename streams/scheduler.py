@@ -20,6 +20,7 @@ from streams.inventory import DEFAULT_BENCHMARK_WORK, DEFAULT_MODEL_CONVERSION, 
 from streams.network import path_inputs
 
 KIND_INDEX = {k: i for i, k in enumerate(TASK_KINDS)}
+_EMPTY = np.zeros(0, np.int64)
 DEFAULT_LINK_GBPS = 10.0
 
 
@@ -72,12 +73,42 @@ class Scheduler:
     pending: dict[str, Pending] = field(default_factory=dict)
     version: int = 0
     first_seen: dict[str, float] = field(default_factory=dict)
+    allocation_version: int = 0
+    _cache: dict = field(default_factory=dict)
+
+    on_touch: object = None  # called after every change (the worker's rescoring loop waits on it)
 
     def touch(self) -> None:
         self.version += 1
+        if self.on_touch is not None:
+            self.on_touch()
+
+    def _cached(self, key, build):
+        """Derived state per version of its inputs: decisions in a burst share one build."""
+        hit = self._cache.get(key[0])
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        value = build()
+        self._cache[key[0]] = (key, value)
+        return value
 
     # ------------------------------------------------------------------------------ state
     def nodes(self, now: float) -> NodeView:
+        """The inventory as arrays (rebuilt when it changes, at most once a second for the
+        timeouts), with usable resources after our allocations (recomputed every call)."""
+        key = ("nodes", getattr(self.inv, "version", None), int(now))
+        base = self._nodes(now) if key[1] is None else self._cached(key, lambda: self._nodes(now))
+        allocated = np.zeros_like(base.capacity)
+        for run in self.running.values():
+            need = self._need(run.task)
+            for node in run.nodes:
+                i = base.index.get(node)
+                if i is not None:
+                    allocated[i] += need
+        usable = np.minimum(base.usable, base.capacity - allocated) - self.margin * base.capacity
+        return NodeView(**{**base.__dict__, "usable": usable})
+
+    def _nodes(self, now: float) -> NodeView:
         items = scored(self.inv.records(), self.conversion, self.benchmark_work, now, self.node_timeout_s)
         ids = [i["node"] for i in items]
         n = len(ids)
@@ -103,14 +134,7 @@ class Scheduler:
             queue[i] = r.get("queue_delay_s") or 0.0
             node_class[i] = classes.setdefault(item["class"], len(classes))
             joined[i] = self.first_seen.setdefault(ids[i], now)
-        allocated = np.zeros((n, 3), np.float32)
-        for run in self.running.values():
-            need = self._need(run.task)
-            for node in run.nodes:
-                if node in index:
-                    allocated[index[node]] += need
-        usable = np.minimum(free, capacity - allocated) - self.margin * capacity
-        return NodeView(ids, index, compute, capacity, usable,
+        return NodeView(ids, index, compute, capacity, free,  # usable: see nodes()
                         np.array([i["available"] for i in items], bool), node_class, list(classes),
                         capacity[:, 0] > 0, link, queue, joined)
 
@@ -121,44 +145,65 @@ class Scheduler:
 
     def network(self, endpoints: list[str], nodes: NodeView, profile: str):
         """quality[E, N] (NaN unknown), bandwidth[E, N], node_quality[N], p95[E, N], loss[E, N]."""
-        records = self.net.records()
-        local = {r["src"]: r for r in records if r["dst"] == ""}
-        paths = {(r["src"], r["dst"]): r for r in records if r["dst"]}
+        pt = self._path_table(nodes, profile)
         e, n = len(endpoints), len(nodes.ids)
         quality = np.full((e, n), np.nan, np.float32)
-        bandwidth = np.zeros((e, n), np.float32)
         p95 = np.full((e, n), np.nan)
         loss = np.full((e, n), np.nan)
-        weights = DEFAULT_MODEL.weights(profile)
-        eindex = {x: i for i, x in enumerate(endpoints)}
-        pairs, where = [], []
-        for (src, dst), rec in paths.items():  # O(paths)
-            # the path measured from the node to the endpoint; the reverse one when that is all we have
-            directions = [(src, dst)] if (dst, src) in paths else [(src, dst), (dst, src)]
-            for node, ep in directions:
-                a, b = eindex.get(ep), nodes.index.get(node)
-                if a is not None and b is not None:
-                    pairs.append(rec)
-                    where.append((a, b))
-        if pairs:
-            x = path_inputs(pairs, local)
-            u = dimension_utilities(x["p95_rtt_ms"], x["loss"], x["bw_util"], x["retrans"], x["jitter_ms"])
-            q = combine(u, weights)
-            rows, cols = np.array(where).T
-            quality[rows, cols], p95[rows, cols], loss[rows, cols] = q, x["p95_rtt_ms"], x["loss"]
-        util = np.array([_mean(local.get(node), "bw_util") for node in nodes.ids])
-        head = np.where(np.isnan(util), 1.0, 1.0 - util)
+        for a, ep in enumerate(endpoints):
+            cols, rows = pt["by_ep"].get(ep, (_EMPTY, _EMPTY))
+            quality[a, cols], p95[a, cols], loss[a, cols] = pt["q"][rows], pt["p95"][rows], pt["loss"][rows]
+            if ep in nodes.index:  # a node is perfectly connected to itself
+                quality[a, nodes.index[ep]] = 100.0
         ep_link = np.array([nodes.link_gbps[nodes.index[ep]] if ep in nodes.index else DEFAULT_LINK_GBPS
                             for ep in endpoints], np.float32)
-        bandwidth[:] = np.minimum(nodes.link_gbps[None, :], ep_link[:, None]) * np.maximum(head, 0.05)[None, :]
-        known = ~np.isnan(quality)
-        counts = known.sum(axis=0)
-        node_q = np.where(counts > 0, np.where(known, quality, 0).sum(axis=0) / np.maximum(counts, 1), np.nan)
-        node_q = node_q.astype(np.float32)
-        for ep, a in eindex.items():  # a node is perfectly connected to itself
-            if ep in nodes.index:
-                quality[a, nodes.index[ep]] = 100.0
-        return quality, bandwidth, node_q, p95, loss
+        bandwidth = (np.minimum(nodes.link_gbps[None, :], ep_link[:, None])
+                     * np.maximum(pt["headroom"], 0.05)[None, :]).astype(np.float32)
+        return quality, bandwidth, pt["node_q"], p95, loss
+
+    def _path_table(self, nodes: NodeView, profile: str) -> dict:
+        """Quality, p95 and loss of every known path for a profile, indexed by endpoint; built once
+        per version of the network view (O(paths)), then each decision reads only its endpoints."""
+        version = getattr(self.net, "version", None)
+        key = (("paths", profile), version, tuple(nodes.ids))
+        if version is None:
+            return self._build_path_table(nodes, profile)
+        return self._cached(key, lambda: self._build_path_table(nodes, profile))
+
+    def _build_path_table(self, nodes: NodeView, profile: str) -> dict:
+        records = self.net.records()
+        local = {r["src"]: r for r in records if r["dst"] == ""}
+        paths = [r for r in records if r["dst"]]
+        present = {(r["src"], r["dst"]) for r in paths}
+        n = len(nodes.ids)
+        if paths:
+            x = path_inputs(paths, local)
+            u = dimension_utilities(x["p95_rtt_ms"], x["loss"], x["bw_util"], x["retrans"], x["jitter_ms"])
+            q = combine(u, DEFAULT_MODEL.weights(profile)).astype(np.float32)
+            p95, loss = x["p95_rtt_ms"], x["loss"]
+        else:
+            q, p95, loss = np.zeros(0, np.float32), np.zeros(0), np.zeros(0)
+        by_ep: dict[str, tuple[list, list]] = {}
+        node_sum, node_cnt = np.zeros(n), np.zeros(n)
+        for row, r in enumerate(paths):
+            # the path measured from the node to the endpoint; the reverse one when that is all we have
+            for node, ep in ((r["src"], r["dst"]), (r["dst"], r["src"])):
+                col = nodes.index.get(node)
+                if col is None or ((node, ep) != (r["src"], r["dst"]) and (node, ep) in present):
+                    continue
+                cols, rows = by_ep.setdefault(ep, ([], []))
+                cols.append(col)
+                rows.append(row)
+                if not math.isnan(q[row]):
+                    node_sum[col] += q[row]
+                    node_cnt[col] += 1
+        util = np.array([_mean(local.get(node), "bw_util") for node in nodes.ids])
+        return {
+            "q": q, "p95": p95, "loss": loss,
+            "by_ep": {ep: (np.array(c, np.int64), np.array(rw, np.int64)) for ep, (c, rw) in by_ep.items()},
+            "node_q": np.where(node_cnt > 0, node_sum / np.maximum(node_cnt, 1), np.nan).astype(np.float32),
+            "headroom": np.where(np.isnan(util), 1.0, 1.0 - util),
+        }
 
     # --------------------------------------------------------------------------- decide
     def _inputs(self, tasks: list[Task], alphas: list[float], nodes: NodeView, endpoints: list[str],
@@ -228,6 +273,7 @@ class Scheduler:
             cols = [nodes.index[c] for c in chosen]
             base = np.nanmax(p95[:, cols]) if x.ep_ptr[-1] > 0 and np.isfinite(p95[:, cols]).any() else math.nan
             self.running[task.id] = Running(task, chosen, alpha, profile, now, float(base))
+            self.allocation_version += 1
             self.touch()
         else:
             self.pending.setdefault(task.id, Pending(task, task.submitted_at or now))
@@ -312,6 +358,7 @@ class Scheduler:
                 bt = int(best_node[t])
                 r.baseline_p95 = _task_max(p95, x, t, bt)
         if events:
+            self.allocation_version += 1
             self.touch()
         return events
 

@@ -26,26 +26,51 @@ from streams.metrics import Counters
 log = logging.getLogger(__name__)
 
 
-class NetState:
+class _ParsedView:
+    """A table of JSON records with a parsed copy kept in step with the writes made through it.
+
+    ``version`` grows with every write; readers (the scheduler) cache what they derive per version.
+    The parsed copy is rebuilt from the table when it may have changed underneath (recovery after a
+    rebalance: :meth:`invalidate`).
+    """
+
     def __init__(self, table) -> None:
         self.table = table
+        self.version = 0
         self.on_change = lambda: None  # the scheduler's version bump
+        self._parsed: dict[bytes, dict] | None = None
+
+    def _all(self) -> dict[bytes, dict]:
+        if self._parsed is None:
+            self._parsed = {k: json.loads(v) for k, v in list(self.table.items()) if v}
+        return self._parsed
+
+    def invalidate(self) -> None:
+        self._parsed = None
+        self.version += 1
+        self.on_change()
+
+    def put(self, key: bytes, record: dict) -> None:
+        self.table[key] = json.dumps(record).encode()
+        self._all()[key] = record
+        self.version += 1
+        self.on_change()
+
+    def get_key(self, key: bytes) -> dict | None:
+        return self._all().get(key)
 
     def records(self) -> list[dict]:
-        return [json.loads(v) for v in self.table.values() if v]
+        return list(self._all().values())
 
+
+class NetState(_ParsedView):
     def get(self, src: str, dst: str) -> dict | None:
-        raw = self.table.get(f"{src}|{dst}".encode())
-        return json.loads(raw) if raw else None
+        return self.get_key(f"{src}|{dst}".encode())
 
 
-class Inventory:
-    def __init__(self, table) -> None:
-        self.table = table
-        self.on_change = lambda: None
-
+class Inventory(_ParsedView):
     def records(self) -> list[dict]:
-        return sorted((json.loads(v) for v in self.table.values() if v), key=lambda r: r["node"])
+        return sorted(super().records(), key=lambda r: r["node"])
 
 
 def register(app: faust.App, topics, settings: Settings, counters: Counters) -> tuple[NetState, Inventory]:
@@ -70,10 +95,8 @@ def register(app: faust.App, topics, settings: Settings, counters: Counters) -> 
                             event.message.partition, event.message.offset)
                 continue
             key = f"{w['src']}|{w['dst']}".encode()
-            old = net_table.get(key)
-            net_table[key] = json.dumps(merge_window(json.loads(old) if old else None, w)).encode()
+            net.put(key, merge_window(net.get_key(key), w))
             counters.inc("window_results_total")
-            net.on_change()
 
     @app.agent(topics.compute_nodes, name="inventory")
     async def inventory_agent(stream):
@@ -96,8 +119,12 @@ def register(app: faust.App, topics, settings: Settings, counters: Counters) -> 
                 continue
             doc = report.model_dump(mode="json")
             doc["received_at"] = time.time()
-            inv_table[report.node.encode()] = json.dumps(doc).encode()
+            inv.put(report.node.encode(), doc)
             counters.inc("compute_reports_total")
-            inv.on_change()
+
+    @app.on_partitions_assigned.connect
+    async def on_assigned(app, assigned, **kwargs):
+        net.invalidate()  # recovered from the changelog: parse again on first use
+        inv.invalidate()
 
     return net, inv

@@ -26,3 +26,15 @@ def test_bench_ingest_reports_the_contract_keys(tmp_path):
         assert out[key] > 0, key
     assert out["ratio_end_to_end_vs_baseline"] == pytest.approx(
         out["end_to_end_samples_per_s"] / out["baseline_samples_per_s"])
+
+
+def test_bench_scoring_and_reschedule_report_their_keys():
+    from streams.bench import bench_reschedule, bench_scoring
+
+    s = bench_scoring(jobs=50, nodes=40, endpoints=8)
+    for key in ("jobs", "nodes", "numba_full_rescore_s", "numba_pairs_per_s", "numpy_pairs_per_s",
+                "python_pairs_per_s", "incremental_node_s", "incremental_path_s"):
+        assert s[key] > 0, key
+    r = bench_reschedule(nodes=40, peers=3, tasks=20, stores=4)
+    assert r["moved_t0"] and r["reschedule_events"] >= 1  # the task whose path degraded moved
+    assert r["running_tasks"] == 20 and r["window_to_reschedule_s"] > 0
