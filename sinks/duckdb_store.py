@@ -1,7 +1,9 @@
 """The DuckDB store: one writer process, batches in through Arrow, idempotent under redelivery.
 
-Window results are keyed by (src, dst, metric, window_start, window_end): a result delivered twice
-is stored once (INSERT OR IGNORE against the primary key).
+Every table has a natural primary key and rows go in with INSERT OR IGNORE, so a message delivered
+twice is stored once: window results by (src, dst, metric, window_start, window_end), decisions by
+(task_id, decided_at), their ranked candidates by (task_id, decided_at, rank), migrations by
+(task_id, moved_at). Schema changes are numbered migrations recorded in ``schema_version``.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import pyarrow as pa
 
 from schemas.windows import WINDOW_ARROW_SCHEMA
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _MIGRATIONS: dict[int, str] = {
     1: """
@@ -25,7 +27,45 @@ _MIGRATIONS: dict[int, str] = {
         PRIMARY KEY (src, dst, metric, window_start, window_end)
     );
     """,
+    2: """
+    CREATE TABLE decisions (
+        task_id VARCHAR NOT NULL, decided_at DOUBLE NOT NULL, status VARCHAR NOT NULL, nodes VARCHAR[],
+        alpha DOUBLE, network_profile VARCHAR, composite DOUBLE, compute_score DOUBLE, network_score DOUBLE,
+        compute_only_nodes VARCHAR[], state_version BIGINT, rejected_counts VARCHAR, doc VARCHAR,
+        PRIMARY KEY (task_id, decided_at)
+    );
+    CREATE TABLE decision_candidates (
+        task_id VARCHAR NOT NULL, decided_at DOUBLE NOT NULL, rank INTEGER NOT NULL, node VARCHAR NOT NULL,
+        compute_score DOUBLE, network_score DOUBLE, alpha DOUBLE, composite DOUBLE,
+        PRIMARY KEY (task_id, decided_at, rank)
+    );
+    CREATE TABLE reschedules (
+        task_id VARCHAR NOT NULL, moved_at DOUBLE NOT NULL, from_nodes VARCHAR[], to_nodes VARCHAR[],
+        trigger VARCHAR, expected_gain_s DOUBLE, migration_cost_s DOUBLE, before_composite DOUBLE,
+        after_composite DOUBLE, state_version BIGINT,
+        PRIMARY KEY (task_id, moved_at)
+    );
+    """,
 }
+
+_DECISIONS = pa.schema([
+    ("task_id", pa.string()), ("decided_at", pa.float64()), ("status", pa.string()),
+    ("nodes", pa.list_(pa.string())), ("alpha", pa.float64()), ("network_profile", pa.string()),
+    ("composite", pa.float64()), ("compute_score", pa.float64()), ("network_score", pa.float64()),
+    ("compute_only_nodes", pa.list_(pa.string())), ("state_version", pa.int64()),
+    ("rejected_counts", pa.string()), ("doc", pa.string()),
+])
+_CANDIDATES = pa.schema([
+    ("task_id", pa.string()), ("decided_at", pa.float64()), ("rank", pa.int32()), ("node", pa.string()),
+    ("compute_score", pa.float64()), ("network_score", pa.float64()), ("alpha", pa.float64()),
+    ("composite", pa.float64()),
+])
+_RESCHEDULES = pa.schema([
+    ("task_id", pa.string()), ("moved_at", pa.float64()), ("from_nodes", pa.list_(pa.string())),
+    ("to_nodes", pa.list_(pa.string())), ("trigger", pa.string()), ("expected_gain_s", pa.float64()),
+    ("migration_cost_s", pa.float64()), ("before_composite", pa.float64()), ("after_composite", pa.float64()),
+    ("state_version", pa.int64()),
+])
 
 
 class StoreError(RuntimeError):
@@ -57,12 +97,46 @@ class DuckStore:
 
     def write_windows(self, rows: list[dict]) -> int:
         """Insert window results (one Arrow batch); return how many were new."""
+        return self._insert("windows", rows, WINDOW_ARROW_SCHEMA)
+
+    def _insert(self, table: str, rows: list[dict], schema: pa.Schema) -> int:
         if not rows:
             return 0
-        batch = pa.Table.from_pylist(rows, schema=WINDOW_ARROW_SCHEMA)  # noqa: F841 - read by SQL
-        before = self.con.execute("SELECT count(*) FROM windows").fetchone()[0]
-        self.con.execute("INSERT OR IGNORE INTO windows SELECT * FROM batch")
-        return self.con.execute("SELECT count(*) FROM windows").fetchone()[0] - before
+        batch = pa.Table.from_pylist(rows, schema=schema)  # noqa: F841 - read by SQL
+        before = self.con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+        self.con.execute(f"INSERT OR IGNORE INTO {table} SELECT * FROM batch")
+        return self.con.execute(f"SELECT count(*) FROM {table}").fetchone()[0] - before
+
+    def write_decisions(self, docs: list[dict]) -> int:
+        """Decisions (sched.decisions messages) and their ranked candidates; return how many new."""
+        import json
+
+        rows, cands = [], []
+        for d in docs:
+            chosen = next((c for c in d.get("candidates", []) if c["node"] in d.get("nodes", [])), None)
+            rows.append({
+                "task_id": d["task_id"], "decided_at": d["decided_at"], "status": d["status"],
+                "nodes": d.get("nodes", []), "alpha": d.get("alpha"), "network_profile": d.get("network_profile"),
+                "composite": chosen and chosen["composite"], "compute_score": chosen and chosen["compute_score"],
+                "network_score": chosen and chosen["network_score"],
+                "compute_only_nodes": d.get("compute_only_nodes", []), "state_version": d.get("state_version"),
+                "rejected_counts": json.dumps(d.get("rejected_counts", {})), "doc": json.dumps(d),
+            })
+            for rank, c in enumerate(d.get("candidates", []), start=1):
+                cands.append({"task_id": d["task_id"], "decided_at": d["decided_at"], "rank": rank, **{
+                    k: c[k] for k in ("node", "compute_score", "network_score", "alpha", "composite")}})
+        new = self._insert("decisions", rows, _DECISIONS)
+        self._insert("decision_candidates", cands, _CANDIDATES)
+        return new
+
+    def write_reschedules(self, docs: list[dict]) -> int:
+        rows = [{
+            "task_id": d["task_id"], "moved_at": d["at"], "from_nodes": d["from_nodes"], "to_nodes": d["to_nodes"],
+            "trigger": d["trigger"], "expected_gain_s": d["expected_gain_s"], "migration_cost_s": d["migration_cost_s"],
+            "before_composite": d["before"]["composite"], "after_composite": d["after"]["composite"],
+            "state_version": d.get("state_version"),
+        } for d in docs]
+        return self._insert("reschedules", rows, _RESCHEDULES)
 
     def query(self, sql: str, params: list | None = None) -> list[tuple]:
         return self.con.execute(sql, params or []).fetchall()

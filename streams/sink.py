@@ -1,5 +1,6 @@
-"""`cnsched sink`: the single DuckDB writer. Consumes netstate.windows in batches, writes them
-through Arrow, commits offsets only after the write (at-least-once; the store is idempotent)."""
+"""`cnsched sink`: the single DuckDB writer. Consumes netstate.windows, sched.decisions and
+sched.reschedules in batches, writes each batch through Arrow, commits offsets only after the write
+(at-least-once; the store is idempotent)."""
 
 from __future__ import annotations
 
@@ -8,43 +9,59 @@ import json
 import logging
 import signal
 
-from schemas.topics import NETSTATE_WINDOWS
+import duckdb
+import pyarrow as pa
+
+from schemas.topics import NETSTATE_WINDOWS, SCHED_DECISIONS, SCHED_RESCHEDULES
 from sinks.duckdb_store import DuckStore
 from streams.config import Settings
 from streams.kafka import consumer
 
 log = logging.getLogger(__name__)
+_BAD_ROW = (KeyError, TypeError, ValueError, duckdb.Error, pa.ArrowException)
 
 
 class WindowSink:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.messages = 0  # read from Kafka, duplicates and bad ones included
-        self.stored = 0  # new rows in DuckDB
+        self.stored = 0  # new rows in DuckDB (window results, decisions, migrations)
         self.skipped = 0  # undecodable
         self.stop = asyncio.Event()
 
     async def run(self) -> int:
         store = DuckStore(self.settings.duckdb_path)
-        c = consumer(self.settings, NETSTATE_WINDOWS,
+        writers = {
+            self.settings.topic(NETSTATE_WINDOWS): store.write_windows,
+            self.settings.topic(SCHED_DECISIONS): store.write_decisions,
+            self.settings.topic(SCHED_RESCHEDULES): store.write_reschedules,
+        }
+        c = consumer(self.settings, NETSTATE_WINDOWS, SCHED_DECISIONS, SCHED_RESCHEDULES,
                      group_id=f"{self.settings.app_id}-duckdb-sink",
                      enable_auto_commit=False, max_poll_records=50_000)
         await c.start()
         try:
             while not self.stop.is_set():
                 batches = await c.getmany(timeout_ms=500, max_records=50_000)
-                rows = []
-                for msgs in batches.values():
+                rows: dict[str, list[dict]] = {}
+                for tp, msgs in batches.items():
                     for m in msgs:
                         try:
-                            rows.append(json.loads(m.value))
+                            rows.setdefault(tp.topic, []).append(json.loads(m.value))
                         except (ValueError, TypeError):
                             self.skipped += 1
-                            log.warning("skipping undecodable window result at %s:%d@%d",
-                                        m.topic, m.partition, m.offset)
+                            log.warning("skipping undecodable message at %s:%d@%d", m.topic, m.partition, m.offset)
                     self.messages += len(msgs)
-                if rows:
-                    self.stored += store.write_windows(rows)
+                for topic, docs in rows.items():
+                    try:
+                        self.stored += writers[topic](docs)
+                    except _BAD_ROW as exc:  # a message of the wrong shape: one at a time
+                        for doc in docs:
+                            try:
+                                self.stored += writers[topic]([doc])
+                            except _BAD_ROW:
+                                self.skipped += 1
+                                log.warning("skipping malformed message on %s: %s", topic, exc)
                 if batches:
                     await c.commit()
         finally:

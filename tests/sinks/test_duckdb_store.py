@@ -33,7 +33,7 @@ def test_reopen_keeps_data_and_does_not_migrate_twice(tmp_path):
     s.close()
     s = DuckStore(path)
     assert s.query("SELECT count(*) FROM windows") == [(1,)]
-    assert s.query("SELECT count(*), max(version) FROM schema_version") == [(1, SCHEMA_VERSION)]
+    assert s.query("SELECT count(*), max(version) FROM schema_version") == [(SCHEMA_VERSION, SCHEMA_VERSION)]
     s.close()
 
 
@@ -42,3 +42,46 @@ def test_corrupt_file_is_a_clear_error_with_recovery(tmp_path):
     path.write_bytes(b"this is not a database" * 100)
     with pytest.raises(StoreError, match="move it away; the sink rebuilds it from the topics"):
         DuckStore(path)
+
+
+def decision(task_id, at, nodes=("n1",)):
+    return {"task_id": task_id, "status": "placed" if nodes else "unschedulable", "nodes": list(nodes),
+            "alpha": 0.2, "network_profile": "bandwidth", "state_version": 3, "decided_at": at,
+            "candidates": [{"node": "n1", "compute_score": 80.0, "network_score": 90.0, "alpha": 0.2, "composite": 88.0},
+                           {"node": "n2", "compute_score": 100.0, "network_score": 40.0, "alpha": 0.2, "composite": 52.0}],
+            "rejected": {"n3": "insufficient_cards"}, "rejected_counts": {"insufficient_cards": 1},
+            "fallbacks": [], "compute_only_nodes": ["n2"]}
+
+
+def test_decisions_candidates_and_reschedules_are_stored_once(tmp_path):
+    store = DuckStore(tmp_path / "a.duckdb")
+    assert store.write_decisions([decision("t1", 10.0), decision("t2", 11.0, ())]) == 2
+    assert store.write_decisions([decision("t1", 10.0)]) == 0  # redelivered
+    assert store.query("SELECT task_id, composite, compute_only_nodes FROM decisions ORDER BY 1") == [
+        ("t1", 88.0, ["n2"]), ("t2", None, ["n2"])]
+    assert store.query("SELECT count(*) FROM decision_candidates") == [(4,)]
+    ev = {"task_id": "t1", "at": 50.0, "from_nodes": ["n1"], "to_nodes": ["n2"], "trigger": "degradation",
+          "expected_gain_s": 900.0, "migration_cost_s": 60.0, "before": {"composite": 30.0},
+          "after": {"composite": 70.0}, "state_version": 9}
+    assert store.write_reschedules([ev, ev]) == 1
+    assert store.query("SELECT trigger, after_composite - before_composite FROM reschedules") == [("degradation", 40.0)]
+    store.close()
+
+
+def test_a_version_1_file_is_migrated_and_keeps_its_rows(tmp_path):
+    import duckdb
+
+    path = tmp_path / "old.duckdb"
+    con = duckdb.connect(str(path))
+    con.execute("CREATE TABLE schema_version (version INTEGER NOT NULL); INSERT INTO schema_version VALUES (1)")
+    con.execute("""CREATE TABLE windows (src VARCHAR NOT NULL, dst VARCHAR NOT NULL, metric VARCHAR NOT NULL,
+        window_start DOUBLE NOT NULL, window_end DOUBLE NOT NULL, count BIGINT NOT NULL, kept BIGINT NOT NULL,
+        outliers BIGINT NOT NULL, lost BIGINT NOT NULL, mean DOUBLE, p50 DOUBLE, p95 DOUBLE, p99 DOUBLE,
+        min DOUBLE, max DOUBLE, PRIMARY KEY (src, dst, metric, window_start, window_end))""")
+    con.execute("INSERT INTO windows VALUES ('a','b','rtt_ms',0,10,1,1,0,0,1,1,1,1,1,1)")
+    con.close()
+    store = DuckStore(path)
+    assert store.query("SELECT max(version) FROM schema_version") == [(SCHEMA_VERSION,)]
+    assert store.query("SELECT count(*) FROM windows") == [(1,)]
+    assert store.query("SELECT count(*) FROM decisions") == [(0,)]
+    store.close()
