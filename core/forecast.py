@@ -41,17 +41,23 @@ def nanmedian_rows(x: np.ndarray) -> np.ndarray:
     return _nanmedian_last(np.ascontiguousarray(x, dtype=np.float64))
 
 
-def _daily_median(values: np.ndarray, day: int) -> np.ndarray:
-    s, t = values.shape
-    days = t // day
-    if days == 0:
-        return np.full((s, day), np.nan)
-    tail = values[:, t - days * day:]  # whole days, aligned to the end of the history
-    per_slot = tail.reshape(s, days, day).transpose(0, 2, 1).reshape(s * day, days)
-    prof = nanmedian_rows(per_slot).reshape(s, day)
-    # align: slot i of ``prof`` is absolute time index (t - days*day + i) mod day
-    shift = (t - days * day) % day
-    return np.roll(prof, shift, axis=1)
+@nb.njit(parallel=True, cache=True)
+def _median_over_days(y3):
+    """[S, days, day] -> [S, day]: per slot of the day, the median over the days (NaN ignored)."""
+    s, days, day = y3.shape
+    out = np.empty((s, day))
+    for k in nb.prange(s * day):
+        r = k // day
+        j = k % day
+        buf = np.empty(days)
+        m = 0
+        for d in range(days):
+            v = y3[r, d, j]
+            if v == v:
+                buf[m] = v
+                m += 1
+        out[r, j] = np.median(buf[:m]) if m else 0.0
+    return out
 
 
 class _quiet:
@@ -83,6 +89,7 @@ def _robust_line_kernel(y, iterations, c):
             w[i] = 1.0 if y[r, i] == y[r, i] else 0.0
         a = 0.0
         b = 0.0
+        scale = -1.0
         for _ in range(iterations):
             sw = sx = sy = sxx = sxy = 0.0
             for i in range(t):
@@ -97,15 +104,16 @@ def _robust_line_kernel(y, iterations, c):
             det = sw * sxx - sx * sx
             b = (sw * sxy - sx * sy) / det if det > 1e-12 else 0.0
             a = (sy - b * sx) / sw if sw > 0 else 0.0
-            m = 0
-            for i in range(t):
-                v = y[r, i]
-                if v == v:
-                    res[m] = abs(v - (a + b * i))
-                    m += 1
-            scale = 1.4826 * np.median(res[:m]) if m else 1.0
-            if not scale > 0:
-                scale = 1.0
+            if scale < 0:  # the robust scale of the first (least squares) fit's residuals
+                m = 0
+                for i in range(t):
+                    v = y[r, i]
+                    if v == v:
+                        res[m] = abs(v - (a + b * i))
+                        m += 1
+                scale = 1.4826 * np.median(res[:m]) if m else 1.0
+                if not scale > 0:
+                    scale = 1.0
             for i in range(t):
                 v = y[r, i]
                 if v == v:
@@ -124,22 +132,29 @@ def fit_forecast(history: np.ndarray, horizon: int, day: int, week_days: int = 7
     s, t = y.shape
     if t < 2 * day:
         raise ValueError(f"need at least two days of history ({2 * day} samples), got {t}")
-    idx = np.arange(t)
+    # index 0 of the history is slot 0 of day 0 (give histories that start at midnight for calendar
+    # days); a last partial day is padded with gaps so every day lines up
+    days = -(-t // day)
+    padded = np.full((s, days * day), np.nan)
+    padded[:, :t] = y
+    y3 = padded.reshape(s, days, day)
+    idx3 = np.arange(days * day, dtype=np.float64).reshape(days, day)
     # alternate: line on what the profile leaves, profile on what the line leaves (starting from the
     # raw series: over whole days a daily rhythm does not tilt a line)
     prof = np.zeros((s, day))
+    a = b = np.zeros(s)
     for _ in range(2):
-        a, b = _robust_line(y - prof[:, idx % day])
-        trend = a[:, None] + b[:, None] * idx
-        prof = _daily_median(y - trend, day)
-        prof = np.where(np.isnan(prof), 0.0, prof)
-    resid = y - trend - prof[:, idx % day]
-    dow = (idx // day) % week_days
+        a, b = _robust_line((y3 - prof[:, None, :]).reshape(s, days * day))
+        trend3 = a[:, None, None] + b[:, None, None] * idx3[None]
+        prof = _median_over_days(y3 - trend3)
+    resid3 = y3 - trend3 - prof[:, None, :]
+    # weekday offsets: day d of the history is weekday d mod week_days
     offsets = np.zeros((s, week_days))
-    for d in range(week_days):
-        sel = resid[:, dow == d]
+    first = np.arange(days) % week_days
+    for wd in range(week_days):
+        sel = resid3[:, first == wd, :]
         if sel.shape[1]:
-            offsets[:, d] = np.nan_to_num(nanmedian_rows(sel))
+            offsets[:, wd] = np.nan_to_num(nanmedian_rows(sel.reshape(s, -1)))
     future = t + np.arange(horizon)
     return (a[:, None] + b[:, None] * future + prof[:, future % day]
             + offsets[:, (future // day) % week_days])

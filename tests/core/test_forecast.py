@@ -69,3 +69,10 @@ def test_parallel_nanmedian_matches_numpy_on_nan_empty_and_constant_rows():
         expected = np.nanmedian(x, axis=1)
     np.testing.assert_array_equal(nanmedian_rows(x), expected)
     assert nanmedian_rows(np.zeros((0, 5))).shape == (0,)
+
+
+def test_a_history_ending_mid_day_continues_the_rhythm():
+    t = np.arange(int(3.5 * DAY) + 30)
+    wave = lambda i: 10 + 3 * np.sin(2 * np.pi * i / DAY)  # noqa: E731
+    f = fit_forecast(wave(t)[None], 120, DAY)
+    assert f[0] == pytest.approx(wave(t.size + np.arange(120)), abs=1e-3)
