@@ -72,17 +72,56 @@ class StoreError(RuntimeError):
     """The database file cannot be used; the message says why and how to recover."""
 
 
+class StoreBusy(StoreError):
+    """Another process holds the file right now (DuckDB: one writer, or readers, at a time)."""
+
+
+def _is_lock_error(exc: Exception) -> bool:
+    text = str(exc).lower()
+    return "lock" in text or "being used by another process" in text
+
+
 class DuckStore:
-    def __init__(self, path: str | Path) -> None:
+    """One connection to the file. ``read_only`` connections never migrate or write."""
+
+    def __init__(self, path: str | Path, read_only: bool = False) -> None:
         self.path = str(path)
+        self.read_only = read_only
+        if read_only and not Path(self.path).exists():
+            raise StoreError(f"no DuckDB file at {self.path}: start `cnsched sink` (it creates it)")
         try:
-            self.con = duckdb.connect(self.path)
+            self.con = duckdb.connect(self.path, read_only=read_only)
         except duckdb.Error as exc:
+            if _is_lock_error(exc):
+                raise StoreBusy(f"{self.path} is in use by another process: {exc}") from None
             raise StoreError(
                 f"cannot open DuckDB file {self.path}: {exc}. If it is corrupt, move it away; "
                 "the sink rebuilds it from the topics (a new consumer group reads from the start)"
             ) from None
-        self.migrate()
+        if not read_only:
+            self.migrate()
+
+    @classmethod
+    def open(cls, path: str | Path, read_only: bool = False, timeout_s: float = 10.0) -> DuckStore:
+        """Open, waiting up to ``timeout_s`` while another process holds the file."""
+        import time
+
+        deadline = time.monotonic() + timeout_s
+        delay = 0.01
+        while True:
+            try:
+                return cls(path, read_only)
+            except StoreBusy:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 0.2)
+
+    def __enter__(self) -> DuckStore:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     def migrate(self) -> int:
         self.con.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")

@@ -66,6 +66,11 @@ def build_parser() -> argparse.ArgumentParser:
                     help="default CNSCHED_ALLOWED_LATENESS_SECONDS")
     st.add_argument("--json", action="store_true", help="a JSON array of window results")
 
+    q = sub.add_parser("sql", help="run a query on the DuckDB file (also while the sink writes it)")
+    q.add_argument("query", help="SQL, e.g. \"SELECT count(*) FROM windows\"")
+    q.add_argument("--json", action="store_true", help="rows as a JSON array of objects")
+    q.add_argument("--timeout", type=float, default=10.0, help="seconds to wait while the sink writes")
+
     bench = sub.add_parser("bench", help="benchmarks: ours beside the baseline, with ratios")
     bsub = bench.add_subparsers(dest="bench", metavar="BENCH", parser_class=_Parser, required=True)
     bi = bsub.add_parser("ingest", help="end-to-end ingest vs a one-sample-per-message agent vs the kernel")
@@ -289,6 +294,41 @@ def cmd_stats(args, settings: Settings) -> int:
     return 0
 
 
+def cmd_sql(args, settings: Settings) -> int:
+    import datetime
+    import decimal
+    import json
+
+    import duckdb
+
+    from sinks.duckdb_store import DuckStore
+
+    store = DuckStore.open(settings.duckdb_path, read_only=True, timeout_s=args.timeout)
+    try:
+        try:
+            cur = store.con.execute(args.query)
+            cols = [d[0] for d in cur.description or []]
+            rows = cur.fetchall() if cols else []
+        except duckdb.Error as exc:
+            print(f"cnsched: sql: {exc}", file=sys.stderr)
+            return 1
+    finally:
+        store.close()
+
+    def plain(v):
+        if isinstance(v, (datetime.date, datetime.datetime, decimal.Decimal)):
+            return str(v)
+        return v
+
+    if args.json:
+        print(json.dumps([{c: plain(v) for c, v in zip(cols, r, strict=True)} for r in rows]))
+    else:
+        print("\t".join(cols))
+        for r in rows:
+            print("\t".join("" if v is None else str(v) for v in r))
+    return 0
+
+
 def cmd_bench(args, settings: Settings) -> int:
     import tempfile
     from pathlib import Path
@@ -369,6 +409,7 @@ _COMMANDS = {
     "sink": cmd_sink,
     "probe": cmd_probe,
     "stats": cmd_stats,
+    "sql": cmd_sql,
     "bench": cmd_bench,
     "demo": cmd_demo,
 }

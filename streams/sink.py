@@ -1,6 +1,9 @@
 """`cnsched sink`: the single DuckDB writer. Consumes netstate.windows, sched.decisions and
 sched.reschedules in batches, writes each batch through Arrow, commits offsets only after the write
-(at-least-once; the store is idempotent)."""
+(at-least-once; the store is idempotent).
+
+The file is open only while a batch is written, so `cnsched sql` (and any DuckDB client) can read it
+between batches while the pipeline runs; each side waits briefly while the other holds it."""
 
 from __future__ import annotations
 
@@ -30,11 +33,11 @@ class WindowSink:
         self.stop = asyncio.Event()
 
     async def run(self) -> int:
-        store = DuckStore(self.settings.duckdb_path)
-        writers = {
-            self.settings.topic(NETSTATE_WINDOWS): store.write_windows,
-            self.settings.topic(SCHED_DECISIONS): store.write_decisions,
-            self.settings.topic(SCHED_RESCHEDULES): store.write_reschedules,
+        DuckStore.open(self.settings.duckdb_path).close()  # create and migrate up front
+        names = {
+            self.settings.topic(NETSTATE_WINDOWS): "write_windows",
+            self.settings.topic(SCHED_DECISIONS): "write_decisions",
+            self.settings.topic(SCHED_RESCHEDULES): "write_reschedules",
         }
         c = consumer(self.settings, NETSTATE_WINDOWS, SCHED_DECISIONS, SCHED_RESCHEDULES,
                      group_id=f"{self.settings.app_id}-duckdb-sink",
@@ -52,24 +55,31 @@ class WindowSink:
                             self.skipped += 1
                             log.warning("skipping undecodable message at %s:%d@%d", m.topic, m.partition, m.offset)
                     self.messages += len(msgs)
-                for topic, docs in rows.items():
+                if rows:
+                    store = await asyncio.to_thread(DuckStore.open, self.settings.duckdb_path, False, 60.0)
                     try:
-                        self.stored += writers[topic](docs)
-                    except _BAD_ROW as exc:  # a message of the wrong shape: one at a time
-                        for doc in docs:
-                            try:
-                                self.stored += writers[topic]([doc])
-                            except _BAD_ROW:
-                                self.skipped += 1
-                                log.warning("skipping malformed message on %s: %s", topic, exc)
+                        for topic, docs in rows.items():
+                            self._write(store, names[topic], docs)
+                    finally:
+                        store.close()
                 if batches:
                     await c.commit()
         finally:
             await c.stop()
-            store.close()
-        log.info("sink stopped: %d messages read, %d new window results stored",
-                 self.messages, self.stored)
+        log.info("sink stopped: %d messages read, %d new rows stored", self.messages, self.stored)
         return 0
+
+    def _write(self, store: DuckStore, method: str, docs: list[dict]) -> None:
+        write = getattr(store, method)
+        try:
+            self.stored += write(docs)
+        except _BAD_ROW as exc:  # a message of the wrong shape: one at a time
+            for doc in docs:
+                try:
+                    self.stored += write([doc])
+                except _BAD_ROW:
+                    self.skipped += 1
+                    log.warning("skipping malformed message for %s: %s", method, exc)
 
 
 async def run_sink(settings: Settings) -> int:
