@@ -104,3 +104,18 @@ class RescheduleEvent(BaseModel):
     after: ScoreBreakdown
     state_version: int
     at: float
+
+
+class TaskEvent(BaseModel):
+    """A task's lifecycle on `sched.events`: started, finished (with duration and achieved
+    throughput), failed. Reported by whatever runs the task; the audit joins it to decisions."""
+
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
+
+    task_id: str = Field(pattern=ID_PATTERN)
+    event: Literal["started", "finished", "failed"]
+    at: float = Field(gt=0, description="epoch seconds")
+    nodes: list[str] = Field(default_factory=list)
+    duration_s: float | None = Field(default=None, ge=0)
+    throughput: float | None = Field(default=None, ge=0, description="achieved, in `unit`")
+    unit: str = "samples/s"

@@ -9,6 +9,7 @@ SCHED_DECISIONS = "sched.decisions"
 SCHED_RESCHEDULES = "sched.reschedules"
 COMPUTE_DEADLETTER = "compute.deadletter"
 SCHED_DEADLETTER = "sched.deadletter"
+SCHED_EVENTS = "sched.events"
 
 ALL_TOPICS: tuple[str, ...] = (
     PROBE_SAMPLES,
@@ -20,6 +21,7 @@ ALL_TOPICS: tuple[str, ...] = (
     SCHED_RESCHEDULES,
     COMPUTE_DEADLETTER,
     SCHED_DEADLETTER,
+    SCHED_EVENTS,
 )
 
 

@@ -3,7 +3,7 @@
 Every table has a natural primary key and rows go in with INSERT OR IGNORE, so a message delivered
 twice is stored once: window results by (src, dst, metric, window_start, window_end), decisions by
 (task_id, decided_at), their ranked candidates by (task_id, decided_at, rank), migrations by
-(task_id, moved_at). Schema changes are numbered migrations recorded in ``schema_version``.
+(task_id, moved_at), task lifecycle events by (task_id, event, event_at). Schema changes are numbered migrations recorded in ``schema_version``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from schemas.windows import WINDOW_ARROW_SCHEMA
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _MIGRATIONS: dict[int, str] = {
     1: """
@@ -46,6 +46,13 @@ _MIGRATIONS: dict[int, str] = {
         PRIMARY KEY (task_id, moved_at)
     );
     """,
+    3: """
+    CREATE TABLE task_events (
+        task_id VARCHAR NOT NULL, event VARCHAR NOT NULL, event_at DOUBLE NOT NULL, nodes VARCHAR[],
+        duration_s DOUBLE, throughput DOUBLE, unit VARCHAR,
+        PRIMARY KEY (task_id, event, event_at)
+    );
+    """,
 }
 
 _DECISIONS = pa.schema([
@@ -59,6 +66,10 @@ _CANDIDATES = pa.schema([
     ("task_id", pa.string()), ("decided_at", pa.float64()), ("rank", pa.int32()), ("node", pa.string()),
     ("compute_score", pa.float64()), ("network_score", pa.float64()), ("alpha", pa.float64()),
     ("composite", pa.float64()),
+])
+_TASK_EVENTS = pa.schema([
+    ("task_id", pa.string()), ("event", pa.string()), ("event_at", pa.float64()), ("nodes", pa.list_(pa.string())),
+    ("duration_s", pa.float64()), ("throughput", pa.float64()), ("unit", pa.string()),
 ])
 _RESCHEDULES = pa.schema([
     ("task_id", pa.string()), ("moved_at", pa.float64()), ("from_nodes", pa.list_(pa.string())),
@@ -176,6 +187,12 @@ class DuckStore:
             "state_version": d.get("state_version"),
         } for d in docs]
         return self._insert("reschedules", rows, _RESCHEDULES)
+
+    def write_task_events(self, docs: list[dict]) -> int:
+        rows = [{"task_id": d["task_id"], "event": d["event"], "event_at": d["at"], "nodes": d.get("nodes", []),
+                 "duration_s": d.get("duration_s"), "throughput": d.get("throughput"),
+                 "unit": d.get("unit", "samples/s")} for d in docs]
+        return self._insert("task_events", rows, _TASK_EVENTS)
 
     def query(self, sql: str, params: list | None = None) -> list[tuple]:
         return self.con.execute(sql, params or []).fetchall()

@@ -1,5 +1,5 @@
-"""`cnsched sink`: the single DuckDB writer. Consumes netstate.windows, sched.decisions and
-sched.reschedules in batches, writes each batch through Arrow, commits offsets only after the write
+"""`cnsched sink`: the single DuckDB writer. Consumes netstate.windows, sched.decisions,
+sched.reschedules and sched.events (task lifecycle) in batches, writes each batch through Arrow, commits offsets only after the write
 (at-least-once; the store is idempotent).
 
 The file is open only while a batch is written, so `cnsched sql` (and any DuckDB client) can read it
@@ -15,7 +15,7 @@ import signal
 import duckdb
 import pyarrow as pa
 
-from schemas.topics import NETSTATE_WINDOWS, SCHED_DECISIONS, SCHED_RESCHEDULES
+from schemas.topics import NETSTATE_WINDOWS, SCHED_DECISIONS, SCHED_EVENTS, SCHED_RESCHEDULES
 from sinks.duckdb_store import DuckStore
 from streams.config import Settings
 from streams.kafka import consumer
@@ -38,8 +38,9 @@ class WindowSink:
             self.settings.topic(NETSTATE_WINDOWS): "write_windows",
             self.settings.topic(SCHED_DECISIONS): "write_decisions",
             self.settings.topic(SCHED_RESCHEDULES): "write_reschedules",
+            self.settings.topic(SCHED_EVENTS): "write_task_events",
         }
-        c = consumer(self.settings, NETSTATE_WINDOWS, SCHED_DECISIONS, SCHED_RESCHEDULES,
+        c = consumer(self.settings, NETSTATE_WINDOWS, SCHED_DECISIONS, SCHED_RESCHEDULES, SCHED_EVENTS,
                      group_id=f"{self.settings.app_id}-duckdb-sink",
                      enable_auto_commit=False, max_poll_records=50_000)
         await c.start()

@@ -85,3 +85,18 @@ def test_a_version_1_file_is_migrated_and_keeps_its_rows(tmp_path):
     assert store.query("SELECT count(*) FROM windows") == [(1,)]
     assert store.query("SELECT count(*) FROM decisions") == [(0,)]
     store.close()
+
+
+def test_task_events_join_their_decision(tmp_path):
+    from schemas.sched import TaskEvent
+
+    store = DuckStore(tmp_path / "e.duckdb")
+    store.write_decisions([decision("t1", 10.0)])
+    done = TaskEvent(task_id="t1", event="finished", at=3610.0, nodes=["n1"], duration_s=3600.0,
+                     throughput=1250.0).model_dump()
+    started = TaskEvent(task_id="t1", event="started", at=10.0, nodes=["n1"]).model_dump()
+    assert store.write_task_events([started, done, done]) == 2
+    assert store.query("""SELECT d.alpha, d.composite, e.duration_s, e.throughput
+                          FROM decisions d JOIN task_events e USING (task_id) WHERE e.event = 'finished'""") == [
+        (0.2, 88.0, 3600.0, 1250.0)]
+    store.close()
