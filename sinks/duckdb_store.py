@@ -149,13 +149,39 @@ class DuckStore:
         """Insert window results (one Arrow batch); return how many were new."""
         return self._insert("windows", rows, WINDOW_ARROW_SCHEMA)
 
+    def write_windows_json(self, values: list[bytes]) -> tuple[int, int]:
+        """Insert window results straight from their JSON messages: parsed by Arrow in one pass (no
+        Python object per row). Returns (new rows, skipped messages); a batch with a malformed
+        message is parsed message by message so that only the bad ones are skipped."""
+        import io
+
+        import pyarrow.json as pj
+
+        options = pj.ParseOptions(explicit_schema=WINDOW_ARROW_SCHEMA, unexpected_field_behavior="ignore")
+        try:
+            table = pj.read_json(io.BytesIO(b"\n".join(v.replace(b"\n", b" ") for v in values)),
+                                 parse_options=options)
+            return self._insert_table("windows", table.select(WINDOW_ARROW_SCHEMA.names)), 0
+        except (pa.ArrowInvalid, pa.ArrowTypeError, duckdb.Error):
+            if len(values) == 1:
+                return 0, 1
+            stored = skipped = 0
+            for v in values:
+                n, bad = self.write_windows_json([v])
+                stored += n
+                skipped += bad
+            return stored, skipped
+
     def _insert(self, table: str, rows: list[dict], schema: pa.Schema) -> int:
         if not rows:
             return 0
-        batch = pa.Table.from_pylist(rows, schema=schema)  # noqa: F841 - read by SQL
-        before = self.con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
-        self.con.execute(f"INSERT OR IGNORE INTO {table} SELECT * FROM batch")
-        return self.con.execute(f"SELECT count(*) FROM {table}").fetchone()[0] - before
+        return self._insert_table(table, pa.Table.from_pylist(rows, schema=schema))
+
+    def _insert_table(self, table: str, batch: pa.Table) -> int:
+        if batch.num_rows == 0:
+            return 0
+        # DuckDB answers an INSERT with the number of rows it inserted (ignored duplicates excluded)
+        return int(self.con.execute(f"INSERT OR IGNORE INTO {table} SELECT * FROM batch").fetchone()[0])
 
     def write_decisions(self, docs: list[dict]) -> int:
         """Decisions (sched.decisions messages) and their ranked candidates; return how many new."""

@@ -316,3 +316,49 @@ def bench_reschedule(nodes: int = 1000, peers: int = 10, tasks: int = 1000, stor
         "window_to_reschedule_s": react_s, "reschedule_events": len(events),
         "moved_t0": any(e.task_id == "t0" for e in events),
     }
+
+
+# ---------------------------------------------------------------------------------------- sink
+
+
+async def bench_sink(settings: Settings, results: int = 500_000) -> dict:
+    """Window results through Kafka into DuckDB by the real sink: results stored per second, beside
+    the store alone (bulk JSON -> Arrow -> DuckDB, no Kafka) on the same messages."""
+    import json as _json
+    import tempfile
+
+    from schemas.topics import NETSTATE_WINDOWS
+    from sinks.duckdb_store import DuckStore
+    from streams.sink import WindowSink
+
+    run = uuid.uuid4().hex[:6]
+    workdir = Path(tempfile.mkdtemp(prefix="cnsched-bench-sink-"))
+    s = settings.model_copy(update={"topic_prefix": f"{settings.topic_prefix}benchsink{run}.",
+                                    "app_id": f"{settings.app_id}-benchsink{run}",
+                                    "duckdb_path": workdir / "sink.duckdb", "log_level": "WARNING"})
+    await ensure_topics(s, (NETSTATE_WINDOWS,))
+    msgs = [_json.dumps({"src": f"n{i % 1000}", "dst": f"n{(i * 7) % 1000}", "metric": "rtt_ms",
+                         "window_start": float(i // 1000 * 10), "window_end": float(i // 1000 * 10 + 10),
+                         "count": 100, "kept": 99, "outliers": 1, "lost": 0, "mean": 1.0, "p50": 1.0,
+                         "p95": 2.0, "p99": 3.0, "min": 0.5, "max": 3.0}).encode() for i in range(results)]
+    p = producer(s, linger_ms=20)
+    await p.start()
+    futs = [await p.send(s.topic(NETSTATE_WINDOWS), m, key=b"k") for m in msgs]
+    await asyncio.gather(*futs)
+    await p.stop()
+    sink = WindowSink(s)
+    t = time.perf_counter()
+    task = asyncio.create_task(sink.run())
+    while sink.stored < results and not task.done():
+        await asyncio.sleep(0.05)
+    elapsed = time.perf_counter() - t
+    sink.stop.set()
+    await task
+    store = DuckStore(workdir / "store-only.duckdb")
+    t = time.perf_counter()
+    for a in range(0, results, 50_000):
+        store.write_windows_json(msgs[a:a + 50_000])
+    store_s = time.perf_counter() - t
+    store.close()
+    return {"window_results": results, "stored": sink.stored, "sink_results_per_s": sink.stored / elapsed,
+            "sink_seconds": elapsed, "store_only_results_per_s": results / store_s}

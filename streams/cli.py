@@ -85,6 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
     bs.add_argument("--nodes", type=int, default=10_000)
     bs.add_argument("--endpoints", type=int, default=1000, help="distinct endpoints (data sources, repos, peers)")
     bs.add_argument("--json", action="store_true")
+    bk = bsub.add_parser("sink", help="window results through Kafka into DuckDB by the real sink")
+    bk.add_argument("--results", type=int, default=500_000)
+    bk.add_argument("--json", action="store_true")
     br = bsub.add_parser("reschedule", help="window result in -> reschedule event out, with running tasks")
     br.add_argument("--nodes", type=int, default=1000)
     br.add_argument("--peers", type=int, default=10, help="paths per node (x 4 metrics each)")
@@ -333,8 +336,17 @@ def cmd_bench(args, settings: Settings) -> int:
     import tempfile
     from pathlib import Path
 
-    from streams.bench import bench_ingest, bench_reschedule, bench_scoring
+    from streams.bench import bench_ingest, bench_reschedule, bench_scoring, bench_sink
 
+    if args.bench == "sink":
+        if args.results < 1:
+            raise UsageError("--results must be at least 1")
+        if settings.kafka_bootstrap:
+            _print_result(asyncio.run(bench_sink(settings, args.results)), args.json)
+        else:
+            with EmbeddedBroker() as bootstrap:
+                _print_result(asyncio.run(bench_sink(settings.with_bootstrap(bootstrap), args.results)), args.json)
+        return 0
     if args.bench == "reschedule":
         for name in ("nodes", "peers", "tasks"):
             if getattr(args, name) < 1:

@@ -100,3 +100,14 @@ def test_task_events_join_their_decision(tmp_path):
                           FROM decisions d JOIN task_events e USING (task_id) WHERE e.event = 'finished'""") == [
         (0.2, 88.0, 3600.0, 1250.0)]
     store.close()
+
+
+def test_bulk_json_windows_skip_only_the_bad_messages(tmp_path):
+    import json
+
+    store = DuckStore(tmp_path / "j.duckdb")
+    good = [json.dumps(result(s, p95=None)).encode() for s in (0, 10, 20)]
+    stored, skipped = store.write_windows_json(good + [b"not json", b'{"src": "a"}', good[0]])
+    assert (stored, skipped) == (3, 2)
+    assert store.query("SELECT count(*), count(p95) FROM windows") == [(3, 0)]  # null p95 kept as NULL
+    store.close()
