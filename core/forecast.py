@@ -19,47 +19,6 @@ import numba as nb
 import numpy as np
 
 
-@nb.njit(parallel=True, cache=True)
-def _nanmedian_last(x):
-    """Median over the last axis of a 2-D array, NaN ignored (NaN when a row has none)."""
-    rows, n = x.shape
-    out = np.empty(rows)
-    for r in nb.prange(rows):
-        buf = np.empty(n)
-        m = 0
-        for i in range(n):
-            v = x[r, i]
-            if v == v:
-                buf[m] = v
-                m += 1
-        out[r] = np.median(buf[:m]) if m else np.nan
-    return out
-
-
-def nanmedian_rows(x: np.ndarray) -> np.ndarray:
-    """np.nanmedian(x, axis=-1) for 2-D x, in parallel (numba); checked against numpy in the tests."""
-    return _nanmedian_last(np.ascontiguousarray(x, dtype=np.float64))
-
-
-@nb.njit(parallel=True, cache=True)
-def _median_over_days(y3):
-    """[S, days, day] -> [S, day]: per slot of the day, the median over the days (NaN ignored)."""
-    s, days, day = y3.shape
-    out = np.empty((s, day))
-    for k in nb.prange(s * day):
-        r = k // day
-        j = k % day
-        buf = np.empty(days)
-        m = 0
-        for d in range(days):
-            v = y3[r, d, j]
-            if v == v:
-                buf[m] = v
-                m += 1
-        out[r, j] = np.median(buf[:m]) if m else 0.0
-    return out
-
-
 class _quiet:
     def __enter__(self):
         import warnings
@@ -70,58 +29,6 @@ class _quiet:
 
     def __exit__(self, *exc):
         return self._w.__exit__(*exc)
-
-
-def _robust_line(y: np.ndarray, iterations: int = 4, c: float = 1.345) -> tuple[np.ndarray, np.ndarray]:
-    """Per-row intercept and slope of y ~ a + b t (t = 0..T-1), Huber IRLS, NaN ignored."""
-    return _robust_line_kernel(np.ascontiguousarray(y, dtype=np.float64), iterations, c)
-
-
-@nb.njit(parallel=True, cache=True)
-def _robust_line_kernel(y, iterations, c):
-    rows, t = y.shape
-    a_out = np.zeros(rows)
-    b_out = np.zeros(rows)
-    for r in nb.prange(rows):
-        w = np.empty(t)
-        res = np.empty(t)
-        for i in range(t):
-            w[i] = 1.0 if y[r, i] == y[r, i] else 0.0
-        a = 0.0
-        b = 0.0
-        scale = -1.0
-        for _ in range(iterations):
-            sw = sx = sy = sxx = sxy = 0.0
-            for i in range(t):
-                wi = w[i]
-                if wi > 0:
-                    v = y[r, i]
-                    sw += wi
-                    sx += wi * i
-                    sy += wi * v
-                    sxx += wi * i * i
-                    sxy += wi * i * v
-            det = sw * sxx - sx * sx
-            b = (sw * sxy - sx * sy) / det if det > 1e-12 else 0.0
-            a = (sy - b * sx) / sw if sw > 0 else 0.0
-            if scale < 0:  # the robust scale of the first (least squares) fit's residuals
-                m = 0
-                for i in range(t):
-                    v = y[r, i]
-                    if v == v:
-                        res[m] = abs(v - (a + b * i))
-                        m += 1
-                scale = 1.4826 * np.median(res[:m]) if m else 1.0
-                if not scale > 0:
-                    scale = 1.0
-            for i in range(t):
-                v = y[r, i]
-                if v == v:
-                    u = abs(v - (a + b * i)) / (c * scale)
-                    w[i] = 1.0 if u <= 1.0 else 1.0 / u
-        a_out[r] = a
-        b_out[r] = b
-    return a_out, b_out
 
 
 def fit_forecast(history: np.ndarray, horizon: int, day: int, week_days: int = 7) -> np.ndarray:
@@ -137,27 +44,92 @@ def fit_forecast(history: np.ndarray, horizon: int, day: int, week_days: int = 7
     days = -(-t // day)
     padded = np.full((s, days * day), np.nan)
     padded[:, :t] = y
-    y3 = padded.reshape(s, days, day)
-    idx3 = np.arange(days * day, dtype=np.float64).reshape(days, day)
-    # alternate: line on what the profile leaves, profile on what the line leaves (starting from the
-    # raw series: over whole days a daily rhythm does not tilt a line)
-    prof = np.zeros((s, day))
-    a = b = np.zeros(s)
-    for _ in range(2):
-        a, b = _robust_line((y3 - prof[:, None, :]).reshape(s, days * day))
-        trend3 = a[:, None, None] + b[:, None, None] * idx3[None]
-        prof = _median_over_days(y3 - trend3)
-    resid3 = y3 - trend3 - prof[:, None, :]
-    # weekday offsets: day d of the history is weekday d mod week_days
-    offsets = np.zeros((s, week_days))
-    first = np.arange(days) % week_days
-    for wd in range(week_days):
-        sel = resid3[:, first == wd, :]
-        if sel.shape[1]:
-            offsets[:, wd] = np.nan_to_num(nanmedian_rows(sel.reshape(s, -1)))
+    a, b, prof, offsets = _fit_rows(padded.reshape(s, days, day), week_days)
     future = t + np.arange(horizon)
     return (a[:, None] + b[:, None] * future + prof[:, future % day]
             + offsets[:, (future // day) % week_days])
+
+
+@nb.njit(parallel=True, cache=True)
+def _fit_rows(y3, week_days):
+    """Per series (in parallel): line and daily profile alternated twice, then weekday offsets."""
+    s, days, day = y3.shape
+    t = days * day
+    a_out = np.zeros(s)
+    b_out = np.zeros(s)
+    prof_out = np.zeros((s, day))
+    off_out = np.zeros((s, week_days))
+    for r in nb.prange(s):
+        yr = y3[r].ravel()
+        prof = np.zeros(day)
+        work = np.empty(t)
+        buf = np.empty(max(days, t))
+        a = 0.0
+        b = 0.0
+        for _ in range(2):
+            for i in range(t):
+                work[i] = yr[i] - prof[i % day]
+            a, b = _huber_line(work, buf)
+            for j in range(day):  # the profile: median over days of what the line leaves
+                m = 0
+                for d in range(days):
+                    v = yr[d * day + j]
+                    if v == v:
+                        buf[m] = v - (a + b * (d * day + j))
+                        m += 1
+                prof[j] = np.median(buf[:m]) if m else 0.0
+        for wd in range(week_days):  # weekday offsets: median of what is left on that weekday
+            m = 0
+            for d in range(wd, days, week_days):
+                for j in range(day):
+                    i = d * day + j
+                    v = yr[i]
+                    if v == v:
+                        buf[m] = v - (a + b * i) - prof[j]
+                        m += 1
+            off_out[r, wd] = np.median(buf[:m]) if m else 0.0
+        a_out[r] = a
+        b_out[r] = b
+        prof_out[r] = prof
+    return a_out, b_out, prof_out, off_out
+
+
+@nb.njit(cache=True)
+def _huber_line(y, buf, iterations=4, c=1.345):
+    """Intercept and slope of y ~ a + b i by Huber IRLS (scale from the least-squares fit), NaN ignored."""
+    t = y.shape[0]
+    a = 0.0
+    b = 0.0
+    scale = -1.0
+    for _ in range(iterations):
+        sw = sx = sy = sxx = sxy = 0.0
+        for i in range(t):
+            v = y[i]
+            if v == v:
+                if scale > 0:
+                    u = abs(v - (a + b * i)) / (c * scale)
+                    wi = 1.0 if u <= 1.0 else 1.0 / u
+                else:
+                    wi = 1.0
+                sw += wi
+                sx += wi * i
+                sy += wi * v
+                sxx += wi * i * i
+                sxy += wi * i * v
+        det = sw * sxx - sx * sx
+        b = (sw * sxy - sx * sy) / det if det > 1e-12 else 0.0
+        a = (sy - b * sx) / sw if sw > 0 else 0.0
+        if scale < 0:
+            m = 0
+            for i in range(t):
+                v = y[i]
+                if v == v:
+                    buf[m] = abs(v - (a + b * i))
+                    m += 1
+            scale = 1.4826 * np.median(buf[:m]) if m else 1.0
+            if not scale > 0:
+                scale = 1.0
+    return a, b
 
 
 def last_value(history: np.ndarray, horizon: int) -> np.ndarray:

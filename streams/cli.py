@@ -85,6 +85,10 @@ def build_parser() -> argparse.ArgumentParser:
     bs.add_argument("--nodes", type=int, default=10_000)
     bs.add_argument("--endpoints", type=int, default=1000, help="distinct endpoints (data sources, repos, peers)")
     bs.add_argument("--json", action="store_true")
+    bf = bsub.add_parser("forecast", help="forecast many 1-minute series (7 days of history) vs seasonal naive")
+    bf.add_argument("--series", type=int, default=10_000)
+    bf.add_argument("--days", type=int, default=7)
+    bf.add_argument("--json", action="store_true")
     bk = bsub.add_parser("sink", help="window results through Kafka into DuckDB by the real sink")
     bk.add_argument("--results", type=int, default=500_000)
     bk.add_argument("--json", action="store_true")
@@ -336,8 +340,19 @@ def cmd_bench(args, settings: Settings) -> int:
     import tempfile
     from pathlib import Path
 
-    from streams.bench import bench_ingest, bench_reschedule, bench_scoring, bench_sink
+    from streams.bench import (
+        bench_forecast,
+        bench_ingest,
+        bench_reschedule,
+        bench_scoring,
+        bench_sink,
+    )
 
+    if args.bench == "forecast":
+        if args.series < 1 or args.days < 2:
+            raise UsageError("--series must be at least 1 and --days at least 2")
+        _print_result(bench_forecast(args.series, args.days), args.json)
+        return 0
     if args.bench == "sink":
         if args.results < 1:
             raise UsageError("--results must be at least 1")

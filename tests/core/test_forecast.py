@@ -54,25 +54,54 @@ def test_baselines_worked_example():
     assert mae(np.array([[1.0, 3.0]]), np.array([[2.0, 1.0]])).tolist() == [1.5]
 
 
-def test_parallel_nanmedian_matches_numpy_on_nan_empty_and_constant_rows():
-    import warnings
-
-    from core.forecast import nanmedian_rows
-
-    rng = np.random.default_rng(3)
-    x = rng.normal(0, 1, (50, 37))
-    x[rng.random(x.shape) < 0.2] = np.nan
-    x[3] = np.nan  # a row with nothing
-    x[4] = 2.5  # constant
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        expected = np.nanmedian(x, axis=1)
-    np.testing.assert_array_equal(nanmedian_rows(x), expected)
-    assert nanmedian_rows(np.zeros((0, 5))).shape == (0,)
-
-
 def test_a_history_ending_mid_day_continues_the_rhythm():
     t = np.arange(int(3.5 * DAY) + 30)
     wave = lambda i: 10 + 3 * np.sin(2 * np.pi * i / DAY)  # noqa: E731
     f = fit_forecast(wave(t)[None], 120, DAY)
     assert f[0] == pytest.approx(wave(t.size + np.arange(120)), abs=1e-3)
+
+
+def reference_forecast(y, horizon, day, week_days=7):
+    """The same model, one series at a time in plain numpy (the kernel's reference)."""
+    import warnings
+
+    t = y.size
+    days = -(-t // day)
+    yp = np.full(days * day, np.nan)
+    yp[:t] = y
+    i = np.arange(days * day)
+    ok = ~np.isnan(yp)
+
+    def huber_line(v):
+        okv = ~np.isnan(v)
+        x, z = i[okv].astype(float), v[okv]
+        w = np.ones_like(z)
+        scale = None
+        for _ in range(4):
+            b, a = np.polyfit(x, z, 1, w=np.sqrt(w))
+            if scale is None:
+                scale = 1.4826 * np.median(np.abs(z - (a + b * x))) or 1.0
+            u = np.abs(z - (a + b * x)) / (1.345 * scale)
+            w = np.where(u <= 1, 1.0, 1.0 / u)
+        return a, b
+
+    prof = np.zeros(day)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for _ in range(2):
+            a, b = huber_line(yp - prof[i % day])
+            prof = np.nan_to_num(np.nanmedian((yp - (a + b * i)).reshape(days, day), axis=0))
+        resid = (yp - (a + b * i) - prof[i % day]).reshape(days, day)
+        off = np.array([np.nan_to_num(np.nanmedian(resid[wd::week_days])) if resid[wd::week_days].size else 0.0
+                        for wd in range(week_days)])
+    assert ok.any()
+    f = t + np.arange(horizon)
+    return a + b * f + prof[f % day] + off[(f // day) % week_days]
+
+
+def test_kernel_matches_the_reference_on_gaps_outliers_and_a_partial_day():
+    hist, _ = synthetic(series=6, days=3, seed=4)
+    hist = hist[:, : 3 * DAY - 200]  # ends mid-day
+    got = fit_forecast(hist, 90, DAY)
+    for r in range(hist.shape[0]):
+        np.testing.assert_allclose(got[r], reference_forecast(hist[r], 90, DAY), rtol=1e-6, atol=1e-6)
