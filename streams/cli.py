@@ -71,6 +71,14 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--json", action="store_true", help="rows as a JSON array of objects")
     q.add_argument("--timeout", type=float, default=10.0, help="seconds to wait while the sink writes")
 
+    bt = sub.add_parser("backtest", help="forecast stored path history and score it against what followed")
+    bt.add_argument("--metric", default="rtt_ms")
+    bt.add_argument("--stat", default="p95", help="mean, p50, p95, p99, min or max")
+    bt.add_argument("--step-seconds", type=int, default=60)
+    bt.add_argument("--horizon-minutes", type=float, default=60.0)
+    bt.add_argument("--day-seconds", type=int, default=86400, help="length of the daily rhythm")
+    bt.add_argument("--json", action="store_true")
+
     bench = sub.add_parser("bench", help="benchmarks: ours beside the baseline, with ratios")
     bsub = bench.add_subparsers(dest="bench", metavar="BENCH", parser_class=_Parser, required=True)
     bi = bsub.add_parser("ingest", help="end-to-end ingest vs a one-sample-per-message agent vs the kernel")
@@ -336,6 +344,30 @@ def cmd_sql(args, settings: Settings) -> int:
     return 0
 
 
+def cmd_backtest(args, settings: Settings) -> int:
+    from sinks.duckdb_store import DuckStore
+    from streams.backtest import HistoryError, backtest, load_series
+
+    if args.step_seconds < 1 or args.horizon_minutes <= 0 or args.day_seconds < args.step_seconds:
+        raise UsageError("--step-seconds >= 1, --horizon-minutes > 0 and --day-seconds >= --step-seconds")
+    store = DuckStore.open(settings.duckdb_path, read_only=True)
+    try:
+        try:
+            paths, values, _ = load_series(store.con, args.metric, args.stat, args.step_seconds)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    finally:
+        store.close()
+    horizon = max(1, int(round(args.horizon_minutes * 60 / args.step_seconds)))
+    try:
+        result = backtest(values, horizon, args.day_seconds // args.step_seconds)
+    except HistoryError as exc:
+        print(f"cnsched: backtest: {len(paths)} series of {args.metric} {args.stat}: {exc}", file=sys.stderr)
+        return 1
+    _print_result({"metric": args.metric, "stat": args.stat, **result}, args.json)
+    return 0
+
+
 def cmd_bench(args, settings: Settings) -> int:
     import tempfile
     from pathlib import Path
@@ -437,6 +469,7 @@ _COMMANDS = {
     "probe": cmd_probe,
     "stats": cmd_stats,
     "sql": cmd_sql,
+    "backtest": cmd_backtest,
     "bench": cmd_bench,
     "demo": cmd_demo,
 }

@@ -1,0 +1,60 @@
+"""`cnsched backtest`: forecasts from stored history, scored against what happened next.
+
+Each path's series (a statistic of one metric, e.g. p95 of rtt_ms) is read from the DuckDB `windows`
+table, averaged into steps of ``step_s`` seconds on one time grid, and split: the last
+``horizon`` steps are the truth, everything before is the history the forecast sees. Reports MAE and
+MASE (scaled by the in-sample seasonal-naive error) of the forecast and of the two baselines
+(seasonal naive, last value).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from core.forecast import fit_forecast, last_value, mae, mase, seasonal_naive
+
+STATS = ("mean", "p50", "p95", "p99", "min", "max")
+
+
+class HistoryError(ValueError):
+    """Not enough history; the message says how much is needed."""
+
+
+def load_series(con, metric: str, stat: str, step_s: int) -> tuple[list[tuple[str, str]], np.ndarray, float]:
+    """(paths, values[S, T] with NaN gaps, time of the first step) from the windows table."""
+    if stat not in STATS:
+        raise ValueError(f"stat must be one of {', '.join(STATS)}")
+    rows = con.execute(
+        f"""SELECT src, dst, floor(window_start / ?) AS step, avg({stat}) AS v
+            FROM windows WHERE metric = ? AND dst <> '' AND {stat} IS NOT NULL
+            GROUP BY ALL ORDER BY src, dst, step""",
+        [step_s, metric],
+    ).fetchall()
+    if not rows:
+        return [], np.zeros((0, 0)), 0.0
+    first = min(r[2] for r in rows)
+    last = max(r[2] for r in rows)
+    paths = sorted({(r[0], r[1]) for r in rows})
+    index = {p: i for i, p in enumerate(paths)}
+    values = np.full((len(paths), int(last - first) + 1), np.nan)
+    for src, dst, step, v in rows:
+        values[index[(src, dst)], int(step - first)] = v
+    return paths, values, float(first * step_s)
+
+
+def backtest(values: np.ndarray, horizon: int, day: int) -> dict:
+    s, t = values.shape
+    need = 2 * day + horizon
+    if t < need:
+        raise HistoryError(f"needs at least {need} steps of history (two days and the horizon), has {t}")
+    history, truth = values[:, : t - horizon], values[:, t - horizon:]
+    forecasts = {
+        "forecast": fit_forecast(history, horizon, day),
+        "seasonal_naive": seasonal_naive(history, horizon, day),
+        "last_value": last_value(history, horizon),
+    }
+    out = {"series": s, "history_steps": t - horizon, "horizon_steps": horizon}
+    for name, f in forecasts.items():
+        out[f"{name}_mae"] = float(np.nanmean(mae(f, truth)))
+        out[f"{name}_mase"] = float(np.nanmean(mase(f, truth, history, day)))
+    return out
