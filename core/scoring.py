@@ -29,7 +29,6 @@ import numpy as np
 FEASIBLE, UNAVAILABLE, CLASS_NOT_ALLOWED, NO_CARDS, NO_ACCEL_MEM, NO_HOST_MEM = range(6)
 REASONS = ("feasible", "unavailable", "accelerator_class_not_allowed", "insufficient_cards",
            "insufficient_accelerator_memory", "insufficient_host_memory")
-RESOURCES = ("cards", "accel_mem_gb", "host_mem_gb")
 
 
 @dataclass

@@ -98,13 +98,6 @@ def keys_reference(values: np.ndarray, mapping: Mapping) -> np.ndarray:
     return np.where(values > 0, k, -k)
 
 
-def representatives(keys: np.ndarray, mapping: Mapping) -> np.ndarray:
-    j = np.abs(keys).astype(np.float64) - 1
-    v = mapping.min_value * 2.0 * mapping.gamma**j / (mapping.gamma + 1.0)
-    v = np.where(keys < 0, -v, v)
-    return np.where(keys == 0, 0.0, v)
-
-
 # ---------------------------------------------------------------------- the per-message kernel
 
 

@@ -151,10 +151,6 @@ def encode_arrow(
     return sink.getvalue()
 
 
-def encode_json(samples: list[dict]) -> bytes:
-    return json.dumps(samples if len(samples) != 1 else samples[0]).encode()
-
-
 # --------------------------------------------------------------------------------------- decode
 
 

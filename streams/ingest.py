@@ -22,8 +22,6 @@ State and crash safety (at-least-once delivery, exact results):
 from __future__ import annotations
 
 import asyncio
-import base64
-import json
 import logging
 import time
 from collections import defaultdict
@@ -35,13 +33,13 @@ from schemas.probe import (
     REASON_UNDECODABLE,
     DecodeError,
     ProbeBatch,
-    RowError,
     decode_samples,
     empty_batch,
     validate_batch,
 )
 from schemas.windows import encode_window, window_key
 from streams.config import Settings
+from streams.deadletter import dead_letter, raw_value
 from streams.kafka import INGEST_TABLE, table_name
 from streams.metrics import Counters
 from streams.windowing import PaneKey, PartitionWindows, decode_mark, encode_mark
@@ -65,29 +63,6 @@ def parse_pane_table_key(key: bytes) -> tuple[int, PaneKey]:
 
 def mark_table_key(partition: int) -> bytes:
     return f"M|{partition}".encode()
-
-
-def dead_letter(
-    payload: bytes,
-    topic: str,
-    partition: int,
-    offset: int,
-    reason: str,
-    detail: str,
-    rows: list[RowError] | None = None,
-    rows_rejected: int | None = None,
-    rows_total: int | None = None,
-) -> bytes:
-    doc = {
-        "reason": reason,
-        "detail": detail,
-        "source": {"topic": topic, "partition": partition, "offset": offset},
-        "rows_total": rows_total,
-        "rows_rejected": rows_rejected,
-        "rows": [r.as_dict() for r in (rows or [])[:MAX_LISTED]],
-        "original_b64": base64.b64encode(payload).decode(),
-    }
-    return json.dumps(doc, separators=(",", ":")).encode()
 
 
 def new_windows(settings: Settings) -> PartitionWindows:
@@ -162,7 +137,7 @@ class Ingest:
     async def _checked(self, event) -> ProbeBatch:
         """The message's valid rows; what is invalid goes to the dead-letter topic."""
         msg = event.message
-        payload = event.value if isinstance(event.value, bytes) else bytes(event.value or b"")
+        payload = raw_value(event)
         c = self.counters
         c.inc("messages_total")
         try:
@@ -171,7 +146,7 @@ class Ingest:
             c.inc("samples_rejected_total", reason=REASON_UNDECODABLE)
             await self.topics.deadletter.send(
                 key=msg.key,
-                value=dead_letter(payload, msg.topic, msg.partition, msg.offset, REASON_UNDECODABLE, str(exc)),
+                value=dead_letter(payload, msg, REASON_UNDECODABLE, str(exc)),
             )
             return empty_batch()
         check = validate_batch(batch, time.time(), self.settings.max_clock_skew_seconds)
@@ -181,9 +156,10 @@ class Ingest:
             await self.topics.deadletter.send(
                 key=msg.key,
                 value=dead_letter(
-                    payload, msg.topic, msg.partition, msg.offset, ",".join(sorted(check.rejected)),
-                    f"{check.rejected_total} of {len(batch)} rows rejected", check.listed,
-                    check.rejected_total, len(batch),
+                    payload, msg, ",".join(sorted(check.rejected)),
+                    f"{check.rejected_total} of {len(batch)} rows rejected",
+                    rows_total=len(batch), rows_rejected=check.rejected_total,
+                    rows=[r.as_dict() for r in check.listed[:MAX_LISTED]],
                 ),
             )
         c.inc("samples_accepted_total", len(check.good))

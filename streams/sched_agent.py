@@ -9,7 +9,6 @@ re-evaluated for migration. Task records (the task, its status, placement and hi
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import json
 import logging
@@ -22,16 +21,13 @@ from pydantic import ValidationError
 from core.reschedule import ReschedulePolicy
 from schemas.sched import Decision, RescheduleEvent, Task
 from streams.config import Settings
+from streams.deadletter import dead_letter, field_errors, raw_value
 from streams.inventory import DEFAULT_BENCHMARK_WORK, DEFAULT_MODEL_CONVERSION
 from streams.kafka import TASKS_TABLE, table_name
 from streams.metrics import Counters
 from streams.scheduler import Pending, Running, Scheduler
 
 log = logging.getLogger(__name__)
-
-
-def field_errors(exc: ValidationError) -> list[dict]:
-    return [{"field": ".".join(str(x) for x in e["loc"]) or "body", "reason": e["msg"]} for e in exc.errors()]
 
 
 class TaskBook:
@@ -116,16 +112,15 @@ def register(app: faust.App, topics, settings: Settings, counters: Counters, net
     async def scheduler_agent(stream):
         async for event in stream.events():
             msg = event.message
-            raw = event.value if isinstance(event.value, bytes) else bytes(event.value or b"")
+            raw = raw_value(event)
             counters.inc("tasks_total")
             try:
                 task = Task.model_validate_json(raw)
             except ValidationError as exc:
                 counters.inc("tasks_rejected_total")
-                await topics.sched_deadletter.send(key=msg.key, value=json.dumps({
-                    "reason": "schema", "errors": field_errors(exc)[:100],
-                    "source": {"topic": msg.topic, "partition": msg.partition, "offset": msg.offset},
-                    "original_b64": base64.b64encode(raw).decode()}).encode())
+                errors = field_errors(exc)
+                await topics.sched_deadletter.send(key=msg.key, value=dead_letter(
+                    raw, msg, "schema", f"{len(errors)} invalid field(s)", errors=errors[:100]))
                 continue
             async with lock:
                 restore()

@@ -9,7 +9,6 @@ Both topics have one partition, so one worker owns each whole view; HTTP reads a
 
 from __future__ import annotations
 
-import base64
 import json
 import logging
 import time
@@ -20,6 +19,7 @@ from pydantic import ValidationError
 from schemas.compute import ComputeReport
 from schemas.windows import WindowResult
 from streams.config import Settings
+from streams.deadletter import dead_letter, field_errors, raw_value
 from streams.kafka import COMPUTE_TABLE, NETSTATE_TABLE, table_name
 from streams.metrics import Counters
 
@@ -102,20 +102,15 @@ def register(app: faust.App, topics, settings: Settings, counters: Counters) -> 
     async def inventory_agent(stream):
         async for event in stream.events():
             msg = event.message
-            raw = event.value if isinstance(event.value, bytes) else bytes(event.value or b"")
+            raw = raw_value(event)
             try:
                 report = ComputeReport.model_validate_json(raw)
             except ValidationError as exc:
-                errors = [{"field": ".".join(str(x) for x in e["loc"]), "reason": e["msg"]} for e in exc.errors()]
+                errors = field_errors(exc)
                 reason = "undecodable" if any(e["type"] == "json_invalid" for e in exc.errors()) else "schema"
                 counters.inc("compute_reports_rejected_total", reason=reason)
-                await topics.compute_deadletter.send(key=msg.key, value=json.dumps({
-                    "reason": reason,
-                    "detail": f"{len(errors)} invalid field(s)",
-                    "errors": errors[:100],
-                    "source": {"topic": msg.topic, "partition": msg.partition, "offset": msg.offset},
-                    "original_b64": base64.b64encode(raw).decode(),
-                }).encode())
+                await topics.compute_deadletter.send(key=msg.key, value=dead_letter(
+                    raw, msg, reason, f"{len(errors)} invalid field(s)", errors=errors[:100]))
                 continue
             doc = report.model_dump(mode="json")
             doc["received_at"] = time.time()

@@ -19,10 +19,11 @@ from pydantic import ValidationError
 from schemas.compute import NODE_ID_PATTERN
 from schemas.sched import Task
 from streams.config import Settings
+from streams.deadletter import field_errors
 from streams.inventory import DEFAULT_BENCHMARK_WORK, DEFAULT_MODEL_CONVERSION, scored
 from streams.metrics import Counters
 from streams.network import node_answer, path_answer
-from streams.sched_agent import TaskBook, field_errors
+from streams.sched_agent import TaskBook
 from streams.state_tables import Inventory, NetState
 
 _ID = re.compile(NODE_ID_PATTERN)

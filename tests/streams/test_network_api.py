@@ -6,8 +6,6 @@ import asyncio
 import base64
 import json
 import time
-import urllib.error
-import urllib.request
 
 import pytest
 
@@ -16,20 +14,9 @@ from streams.broker import free_port
 from streams.children import stop_process
 from streams.kafka import consumer, ensure_topics, producer
 from streams.procs import start_worker
+from tests.http import get
 
 pytestmark = pytest.mark.integration
-
-
-def get(port: int, path: str) -> tuple[int, dict]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        body = e.read()
-        try:
-            return e.code, json.loads(body)
-        except ValueError:
-            return e.code, {"raw": body.decode(errors="replace")}
 
 
 async def wait_for(port: int, path: str, status: int = 200, timeout_s: float = 60) -> dict:

@@ -5,8 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-import urllib.error
-import urllib.request
 
 import pytest
 
@@ -20,23 +18,9 @@ from schemas.topics import (
 from streams.children import stop_process
 from streams.kafka import consumer, ensure_topics, producer
 from streams.procs import start_worker
+from tests.http import call
 
 pytestmark = pytest.mark.integration
-
-
-def call(port: int, method: str, path: str, body: dict | None = None) -> tuple[int, dict]:
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method,
-                                 headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=30) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        raw = e.read()
-        try:
-            return e.code, json.loads(raw)
-        except ValueError:
-            return e.code, {"raw": raw.decode(errors="replace")}
 
 
 def rtt_window(src, dst, end, p50, p95, lost=0):

@@ -1,0 +1,33 @@
+"""Dead letters: what every *.deadletter topic carries for a message we could not use.
+
+``{"reason", "detail", "source": {"topic", "partition", "offset"}, ...extra, "original_b64"}`` — the
+reason, the place the message came from and its original bytes, so nothing is lost.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+
+from pydantic import ValidationError
+
+
+def raw_value(event) -> bytes:
+    """The event's value as the bytes that came off the wire."""
+    return event.value if isinstance(event.value, bytes) else bytes(event.value or b"")
+
+
+def field_errors(exc: ValidationError) -> list[dict]:
+    """pydantic's errors as ``[{"field", "reason"}]`` (the shape of 422 answers and dead letters)."""
+    return [{"field": ".".join(str(x) for x in e["loc"]) or "body", "reason": e["msg"]} for e in exc.errors()]
+
+
+def dead_letter(payload: bytes, msg, reason: str, detail: str = "", **extra) -> bytes:
+    doc = {
+        "reason": reason,
+        "detail": detail,
+        "source": {"topic": msg.topic, "partition": msg.partition, "offset": msg.offset},
+        **extra,
+        "original_b64": base64.b64encode(payload).decode(),
+    }
+    return json.dumps(doc, separators=(",", ":")).encode()
