@@ -5,7 +5,9 @@ Per task and evaluation (one per window of fresh state):
   the task depends on degrading lowers its current composite; so do a better node joining, or the
   network improving elsewhere);
 - *degraded* (names the trigger): a path the task depends on has p95 RTT >= ``degrade_factor`` x its
-  baseline (the p95 when the task was placed) or loss > ``loss_limit``;
+  baseline (the p95 when the task was placed) or loss > ``loss_limit``; *forecast* when only the
+  forecast p95 is degraded (preventive rescheduling, where the caller scores paths at the worse of
+  measured and forecast p95);
 - a streak counts consecutive evaluations with a better node; the task acts only once the streak
   reaches its patience: sensitive tasks (small alpha) after
   ``patience_sensitive`` evaluations, stable ones (alpha >= ``stable_alpha``, e.g. inference
@@ -24,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-DEGRADATION, IMPROVEMENT, NODE_JOINED = "degradation", "improvement", "node_joined"
+DEGRADATION, IMPROVEMENT, NODE_JOINED, FORECAST = "degradation", "improvement", "node_joined", "forecast"
 
 
 @dataclass(frozen=True)
@@ -100,6 +102,7 @@ def evaluate(
     cost_s: np.ndarray,
     resting: np.ndarray,  # in cool-down
     policy: ReschedulePolicy = DEFAULT_POLICY,
+    forecast: np.ndarray | None = None,  # degraded only in the forecast (preventive rescheduling)
 ) -> Evaluation:
     current = np.asarray(current, dtype=np.float64)
     best = np.asarray(best, dtype=np.float64)
@@ -109,6 +112,9 @@ def evaluate(
     cost = np.asarray(cost_s, dtype=np.float64)
     move = (better & (new_streak >= policy.patience(alpha)) & ~np.asarray(resting, bool)
             & (gain > cost * (1.0 + policy.margin)))
+    fc = np.zeros(current.shape, bool) if forecast is None else np.asarray(forecast, bool)
     trigger = np.where(~move, "", np.where(np.asarray(is_degraded, bool), DEGRADATION,
-                                           np.where(np.asarray(target_joined, bool), NODE_JOINED, IMPROVEMENT)))
+                                           np.where(fc, FORECAST,
+                                                    np.where(np.asarray(target_joined, bool), NODE_JOINED,
+                                                             IMPROVEMENT))))
     return Evaluation(move, trigger.astype(object), np.where(move, 0, new_streak), gain, cost)

@@ -83,8 +83,15 @@ class Decision(BaseModel):
     rejected_counts: dict[str, int] = Field(default_factory=dict)
     fallbacks: list[Fallback] = Field(default_factory=list)
     compute_only_nodes: list[str] = Field(default_factory=list, description="the choice with alpha = 1")
+    compute_only_composite: float | None = Field(
+        default=None, description="the composite (at the task's alpha) of the first compute-only node")
+    compute_only_network_score: float | None = None
     state_version: int
     decided_at: float
+    task_type: str | None = None
+    submitted_at: float | None = None
+    cards: int = Field(default=0, description="accelerators per worker")
+    peers: int = 1
 
 
 class ScoreBreakdown(BaseModel):

@@ -3,7 +3,7 @@
 Every table has a natural primary key and rows go in with INSERT OR IGNORE, so a message delivered
 twice is stored once: window results by (src, dst, metric, window_start, window_end), decisions by
 (task_id, decided_at), their ranked candidates by (task_id, decided_at, rank), migrations by
-(task_id, moved_at), task lifecycle events by (task_id, event, event_at). Schema changes are numbered migrations recorded in ``schema_version``.
+(task_id, moved_at), task lifecycle events by (task_id, event, event_at), compute reports by (node, ts). Schema changes are numbered migrations recorded in ``schema_version``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from schemas.windows import WINDOW_ARROW_SCHEMA
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 _MIGRATIONS: dict[int, str] = {
     1: """
@@ -53,6 +53,19 @@ _MIGRATIONS: dict[int, str] = {
         PRIMARY KEY (task_id, event, event_at)
     );
     """,
+    4: """
+    ALTER TABLE decisions ADD COLUMN task_type VARCHAR;
+    ALTER TABLE decisions ADD COLUMN submitted_at DOUBLE;
+    ALTER TABLE decisions ADD COLUMN cards INTEGER;
+    ALTER TABLE decisions ADD COLUMN peers INTEGER;
+    ALTER TABLE decisions ADD COLUMN compute_only_composite DOUBLE;
+    ALTER TABLE decisions ADD COLUMN compute_only_network_score DOUBLE;
+    CREATE TABLE compute_reports (
+        node VARCHAR NOT NULL, ts DOUBLE NOT NULL, status VARCHAR, region VARCHAR, accel_class VARCHAR,
+        cards INTEGER, free_cards INTEGER, availability DOUBLE, queue_delay_s DOUBLE, doc VARCHAR,
+        PRIMARY KEY (node, ts)
+    );
+    """,
 }
 
 _DECISIONS = pa.schema([
@@ -61,6 +74,14 @@ _DECISIONS = pa.schema([
     ("composite", pa.float64()), ("compute_score", pa.float64()), ("network_score", pa.float64()),
     ("compute_only_nodes", pa.list_(pa.string())), ("state_version", pa.int64()),
     ("rejected_counts", pa.string()), ("doc", pa.string()),
+    # migration 4 (appended columns)
+    ("task_type", pa.string()), ("submitted_at", pa.float64()), ("cards", pa.int32()), ("peers", pa.int32()),
+    ("compute_only_composite", pa.float64()), ("compute_only_network_score", pa.float64()),
+])
+_COMPUTE = pa.schema([
+    ("node", pa.string()), ("ts", pa.float64()), ("status", pa.string()), ("region", pa.string()),
+    ("accel_class", pa.string()), ("cards", pa.int32()), ("free_cards", pa.int32()),
+    ("availability", pa.float64()), ("queue_delay_s", pa.float64()), ("doc", pa.string()),
 ])
 _CANDIDATES = pa.schema([
     ("task_id", pa.string()), ("decided_at", pa.float64()), ("rank", pa.int32()), ("node", pa.string()),
@@ -197,6 +218,8 @@ class DuckStore:
                 "network_score": chosen and chosen["network_score"],
                 "compute_only_nodes": d.get("compute_only_nodes", []), "state_version": d.get("state_version"),
                 "rejected_counts": json.dumps(d.get("rejected_counts", {})), "doc": json.dumps(d),
+                **{k: d.get(k) for k in ("task_type", "submitted_at", "cards", "peers", "compute_only_composite",
+                                         "compute_only_network_score")},
             })
             for rank, c in enumerate(d.get("candidates", []), start=1):
                 cands.append({"task_id": d["task_id"], "decided_at": d["decided_at"], "rank": rank, **{
@@ -213,6 +236,17 @@ class DuckStore:
             "state_version": d.get("state_version"),
         } for d in docs]
         return self._insert("reschedules", rows, _RESCHEDULES)
+
+    def write_compute_reports(self, docs: list[dict]) -> int:
+        """compute.nodes reports (the inventory over time: cards, free cards, availability)."""
+        import json
+
+        rows = [{"node": d["node"], "ts": d["ts"], "status": d.get("status", "up"), "region": d.get("region", ""),
+                 "accel_class": d.get("accel_class") or d.get("accel_model") or "",
+                 "cards": d.get("cards", 0), "free_cards": (d.get("free") or {}).get("cards"),
+                 "availability": d.get("availability"), "queue_delay_s": d.get("queue_delay_s"),
+                 "doc": json.dumps(d)} for d in docs]
+        return self._insert("compute_reports", rows, _COMPUTE)
 
     def write_task_events(self, docs: list[dict]) -> int:
         rows = [{"task_id": d["task_id"], "event": d["event"], "event_at": d["at"], "nodes": d.get("nodes", []),

@@ -65,6 +65,15 @@ class Settings(BaseSettings):
     rescore_interval_seconds: float = Field(default=0.5, gt=0, le=3600, description="at most one rescoring per")
     decision_timeout_seconds: float = Field(default=10.0, gt=0, le=300, description="POST /tasks waits this long")
     migration_cooldown_seconds: float = Field(default=600.0, ge=0, description="a moved task rests this long")
+    forecast_step_seconds: float = Field(default=60.0, gt=0, le=86_400, description="resolution of forecasts")
+    preventive_reschedule: bool = Field(
+        default=False, description="score paths at the worse of measured and forecast p95 rtt (early trigger)")
+    preventive_horizon_seconds: float = Field(default=1800.0, gt=0, le=7 * 86_400)
+    history_refresh_seconds: float = Field(
+        default=300.0, gt=0, description="how often forecasts and learned alphas are refreshed from DuckDB")
+    alpha_min_tasks: int = Field(
+        default=50, ge=3, description="finished tasks of a type before its learned alpha becomes the default")
+    learn_alpha: bool = Field(default=True, description="use learned alphas as type defaults (enough history)")
     fetch_max_wait_ms: int = Field(
         default=100, ge=1, le=10_000, description="longest a fetch waits for data at the broker"
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import time
@@ -19,9 +20,11 @@ from faust.types import TP
 from pydantic import ValidationError
 
 from core.reschedule import ReschedulePolicy
+from core.sensitivity import DEFAULT_TYPES
 from schemas.sched import Decision, RescheduleEvent, Task
 from streams.config import Settings
 from streams.deadletter import dead_letter, field_errors, raw_value
+from streams.history import StoreError, load_learned_alphas, worst_forecasts
 from streams.inventory import DEFAULT_BENCHMARK_WORK, DEFAULT_MODEL_CONVERSION
 from streams.kafka import TASKS_TABLE, table_name
 from streams.metrics import Counters
@@ -158,4 +161,39 @@ def register(app: faust.App, topics, settings: Settings, counters: Counters, net
                     await publish_move(ev)
                 state["scored_version"] = sched.version
 
+    @app.task
+    async def history_refresh():
+        """Learned alphas and (preventive mode) forecasts from the DuckDB history, now and then."""
+        if not (settings.learn_alpha or settings.preventive_reschedule):
+            return
+        await asyncio.sleep(min(5.0, settings.history_refresh_seconds))
+        while True:
+            if TP(topics.tasks.get_topic_name(), 0) in app.consumer.assignment():
+                try:
+                    await refresh_history(sched, settings)
+                except StoreError as exc:  # no sink yet, or the file is busy: scheduling goes on
+                    log.info("history not refreshed: %s", exc)
+            await asyncio.sleep(settings.history_refresh_seconds)
+
     return book
+
+
+async def refresh_history(sched: Scheduler, settings: Settings) -> None:
+    """Apply learned alphas (types with at least CNSCHED_ALPHA_MIN_TASKS finished tasks) and, in
+    preventive mode, the worst forecast p95 rtt of every path over CNSCHED_PREVENTIVE_HORIZON_SECONDS."""
+    if settings.learn_alpha:
+        rows = await asyncio.to_thread(load_learned_alphas, settings.duckdb_path,
+                                       {t: d.alpha for t, d in DEFAULT_TYPES.items()}, settings.alpha_min_tasks)
+        learned = {r["task_type"]: r["learned_alpha"] for r in rows if r["in_use"] and r["task_type"] in DEFAULT_TYPES}
+        types = {t: dataclasses.replace(d, alpha=learned[t]) if t in learned else d for t, d in DEFAULT_TYPES.items()}
+        if types != sched.types:
+            log.info("type alphas now %s", {t: d.alpha for t, d in types.items()})
+            sched.types = types
+    if settings.preventive_reschedule:
+        step = settings.forecast_step_seconds
+        worst = await asyncio.to_thread(worst_forecasts, settings.duckdb_path, "rtt_ms", "p95", step,
+                                        max(1, round(settings.preventive_horizon_seconds / step)))
+        sched.forecast_p95 = worst
+        sched.forecast_version += 1
+        sched.touch()
+        log.info("preventive rescheduling: forecasts for %d paths", len(worst))

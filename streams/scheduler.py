@@ -74,6 +74,9 @@ class Scheduler:
     version: int = 0
     first_seen: dict[str, float] = field(default_factory=dict)
     allocation_version: int = 0
+    types: dict = field(default_factory=lambda: dict(DEFAULT_TYPES))  # type defaults, learned alphas included
+    forecast_p95: dict = field(default_factory=dict)  # (src, dst) -> forecast worst p95 rtt (preventive mode)
+    forecast_version: int = 0
     _cache: dict = field(default_factory=dict)
 
     on_touch: object = None  # called after every change (the worker's rescoring loop waits on it)
@@ -144,28 +147,37 @@ class Scheduler:
         return np.array([r.cards, r.accel_mem_gb, r.host_mem_gb], np.float32)
 
     def network(self, endpoints: list[str], nodes: NodeView, profile: str):
-        """quality[E, N] (NaN unknown), bandwidth[E, N], node_quality[N], p95[E, N], loss[E, N]."""
+        """quality[E, N] (NaN unknown), bandwidth[E, N], node_quality[N], p95[E, N], loss[E, N].
+
+        p95 is as measured; quality uses the worse of measured and forecast p95 when preventive
+        rescheduling has forecasts (``forecast_p95``)."""
         pt = self._path_table(nodes, profile)
-        e, n = len(endpoints), len(nodes.ids)
-        quality = np.full((e, n), np.nan, np.float32)
-        p95 = np.full((e, n), np.nan)
-        loss = np.full((e, n), np.nan)
+        quality = self._gather(pt, "q", endpoints, nodes, np.float32)
         for a, ep in enumerate(endpoints):
-            cols, rows = pt["by_ep"].get(ep, (_EMPTY, _EMPTY))
-            quality[a, cols], p95[a, cols], loss[a, cols] = pt["q"][rows], pt["p95"][rows], pt["loss"][rows]
             if ep in nodes.index:  # a node is perfectly connected to itself
                 quality[a, nodes.index[ep]] = 100.0
+        p95 = self._gather(pt, "p95", endpoints, nodes)
+        loss = self._gather(pt, "loss", endpoints, nodes)
         ep_link = np.array([nodes.link_gbps[nodes.index[ep]] if ep in nodes.index else DEFAULT_LINK_GBPS
                             for ep in endpoints], np.float32)
         bandwidth = (np.minimum(nodes.link_gbps[None, :], ep_link[:, None])
                      * np.maximum(pt["headroom"], 0.05)[None, :]).astype(np.float32)
         return quality, bandwidth, pt["node_q"], p95, loss
 
+    @staticmethod
+    def _gather(pt: dict, name: str, endpoints: list[str], nodes: NodeView, dtype=np.float64) -> np.ndarray:
+        """[E, N] of one per-path column of the path table (NaN where no path is known)."""
+        out = np.full((len(endpoints), len(nodes.ids)), np.nan, dtype)
+        for a, ep in enumerate(endpoints):
+            cols, rows = pt["by_ep"].get(ep, (_EMPTY, _EMPTY))
+            out[a, cols] = pt[name][rows]
+        return out
+
     def _path_table(self, nodes: NodeView, profile: str) -> dict:
         """Quality, p95 and loss of every known path for a profile, indexed by endpoint; built once
         per version of the network view (O(paths)), then each decision reads only its endpoints."""
         version = getattr(self.net, "version", None)
-        key = (("paths", profile), version, tuple(nodes.ids))
+        key = (("paths", profile), (version, self.forecast_version), tuple(nodes.ids))
         if version is None:
             return self._build_path_table(nodes, profile)
         return self._cached(key, lambda: self._build_path_table(nodes, profile))
@@ -178,11 +190,15 @@ class Scheduler:
         n = len(nodes.ids)
         if paths:
             x = path_inputs(paths, local)
-            u = dimension_utilities(x["p95_rtt_ms"], x["loss"], x["bw_util"], x["retrans"], x["jitter_ms"])
-            q = combine(u, DEFAULT_MODEL.weights(profile)).astype(np.float32)
             p95, loss = x["p95_rtt_ms"], x["loss"]
+            # preventive mode: a path forecast to be slower is scored as if it already were
+            fc = np.array([self.forecast_p95.get((r["src"], r["dst"]), np.nan) for r in paths]) \
+                if self.forecast_p95 else np.full(len(paths), np.nan)
+            p95_eff = np.fmax(p95, fc)
+            u = dimension_utilities(p95_eff, x["loss"], x["bw_util"], x["retrans"], x["jitter_ms"])
+            q = combine(u, DEFAULT_MODEL.weights(profile)).astype(np.float32)
         else:
-            q, p95, loss = np.zeros(0, np.float32), np.zeros(0), np.zeros(0)
+            q, p95, p95_eff, loss = np.zeros(0, np.float32), np.zeros(0), np.zeros(0), np.zeros(0)
         by_ep: dict[str, tuple[list, list]] = {}
         node_sum, node_cnt = np.zeros(n), np.zeros(n)
         for row, r in enumerate(paths):
@@ -199,7 +215,7 @@ class Scheduler:
                     node_cnt[col] += 1
         util = np.array([_mean(local.get(node), "bw_util") for node in nodes.ids])
         return {
-            "q": q, "p95": p95, "loss": loss,
+            "q": q, "p95": p95, "p95_eff": p95_eff, "loss": loss,
             "by_ep": {ep: (np.array(c, np.int64), np.array(rw, np.int64)) for ep, (c, rw) in by_ep.items()},
             "node_q": np.where(node_cnt > 0, node_sum / np.maximum(node_cnt, 1), np.nan).astype(np.float32),
             "headroom": np.where(np.isnan(util), 1.0, 1.0 - util),
@@ -225,11 +241,11 @@ class Scheduler:
         return ScoringInputs(
             compute=nodes.compute, usable=nodes.usable, available=nodes.available, node_class=nodes.node_class,
             has_accel=nodes.has_accel, node_quality=node_q, quality=quality, bandwidth_gbps=bandwidth,
-            kind=np.array([KIND_INDEX[DEFAULT_TYPES[t.type].kind] for t in tasks], np.int64),
+            kind=np.array([KIND_INDEX[self.types[t.type].kind] for t in tasks], np.int64),
             alpha=np.array(alphas, np.float32), need=need, class_mask=np.array(masks, np.int64),
             ep_ptr=ptr, ep_idx=np.array([i for x in ep_lists for i in x], np.int64),
             data_ep=np.array(data_ep, np.int64), data_gb=np.array(data_gb, np.float32),
-            accel_penalty=np.array([20.0 if DEFAULT_TYPES[t.type].prefers_plain_nodes and t.resources.cards == 0
+            accel_penalty=np.array([20.0 if self.types[t.type].prefers_plain_nodes and t.resources.cards == 0
                                     else 0.0 for t in tasks], np.float32),
         )
 
@@ -239,8 +255,8 @@ class Scheduler:
 
     def decide(self, task: Task, now: float | None = None, reserve=None) -> Decision:
         now = time.time() if now is None else now
-        alpha = task_alpha(task.type, task.alpha, task.strategy)
-        profile = task.network_profile or DEFAULT_TYPES[task.type].profile
+        alpha = task_alpha(task.type, task.alpha, task.strategy, self.types)
+        profile = task.network_profile or self.types[task.type].profile
         nodes = self.nodes(now)
         endpoints = self._endpoints(nodes, [task])
         quality, bandwidth, node_q, p95, _loss = self.network(endpoints, nodes, profile)
@@ -250,6 +266,7 @@ class Scheduler:
         net_row = ((row - alpha * compute_row) / (1 - alpha)) if alpha < 1 else np.full(row.shape, np.nan)
         x1 = self._inputs([task], [1.0], nodes, endpoints, quality, bandwidth, node_q)
         compute_only = rank(score_all(x1)[0])[: task.peers] if nodes.ids else []
+        co = int(compute_only[0]) if len(compute_only) else -1
         reasons = filter_reasons(x, 0) if nodes.ids else np.zeros(0, np.int8)
         need = self._need(task)
         usable = nodes.usable.copy()
@@ -282,7 +299,10 @@ class Scheduler:
             network_profile=profile, candidates=cands, rejected=rejected, rejected_counts=counts,
             fallbacks=[Fallback(node=nodes.ids[n] if n >= 0 else "", reason=r) for n, r in p.fallbacks],
             compute_only_nodes=[nodes.ids[i] for i in compute_only], state_version=self.version,
-            decided_at=now,
+            compute_only_composite=_finite(row[co]) if co >= 0 else None,
+            compute_only_network_score=_finite(net_row[co]) if co >= 0 and alpha < 1 else None,
+            decided_at=now, task_type=task.type, submitted_at=task.submitted_at, cards=task.resources.cards,
+            peers=task.peers,
         )
 
     def retry_pending(self, now: float | None = None) -> list[Decision]:
@@ -331,13 +351,19 @@ class Scheduler:
             loss_now = np.array([_task_max(loss, x, t, cur[t]) for t in t_idx])
             base = np.array([r.baseline_p95 for r in group])
             deg = degraded(p95_now, base, loss_now, self.policy)
+            forecast_only = np.zeros(len(group), bool)
+            if self.forecast_p95:
+                p95_eff = self._gather(self._path_table(nodes, profile), "p95_eff", endpoints, nodes)
+                p95_fc = np.array([_task_max(p95_eff, x, t, cur[t]) for t in t_idx])
+                forecast_only = degraded(p95_fc, base, loss_now, self.policy) & ~deg
             path_bw = np.array([bandwidth[best_node[t], cur[t]] if best_node[t] < len(endpoints) else 0.0 for t in t_idx])
             cost = migration_cost_s(np.array([r.task.checkpoint_gb for r in group]), path_bw,
                                     nodes.queue_s[best_node], self.policy)
             remaining = np.array([max(r.task.expected_duration_s - (now - r.placed_at), 0.0) for r in group])
             joined = nodes.joined_at[best_node] > np.array([r.placed_at for r in group])
             ev = evaluate(current, best, deg, joined, np.array(alphas), np.array([r.streak for r in group]),
-                          remaining, cost, np.array([now < r.cooldown_until for r in group]), self.policy)
+                          remaining, cost, np.array([now < r.cooldown_until for r in group]), self.policy,
+                          forecast=forecast_only)
             for t, r in enumerate(group):
                 r.streak = int(ev.streak[t])
                 if not ev.move[t]:
@@ -361,6 +387,11 @@ class Scheduler:
             self.allocation_version += 1
             self.touch()
         return events
+
+
+def _finite(v) -> float | None:
+    v = float(v)
+    return round(v, 4) if math.isfinite(v) else None
 
 
 def _mean(rec: dict | None, metric: str) -> float:

@@ -1,4 +1,4 @@
-"""`cnsched sink`: the single DuckDB writer. Consumes netstate.windows, sched.decisions,
+"""`cnsched sink`: the single DuckDB writer. Consumes netstate.windows, compute.nodes, sched.decisions,
 sched.reschedules and sched.events (task lifecycle) in batches, writes each batch through Arrow, commits offsets only after the write
 (at-least-once; the store is idempotent).
 
@@ -15,7 +15,13 @@ import signal
 import duckdb
 import pyarrow as pa
 
-from schemas.topics import NETSTATE_WINDOWS, SCHED_DECISIONS, SCHED_EVENTS, SCHED_RESCHEDULES
+from schemas.topics import (
+    COMPUTE_NODES,
+    NETSTATE_WINDOWS,
+    SCHED_DECISIONS,
+    SCHED_EVENTS,
+    SCHED_RESCHEDULES,
+)
 from sinks.duckdb_store import DuckStore
 from streams.config import Settings
 from streams.kafka import consumer
@@ -39,8 +45,9 @@ class WindowSink:
             self.settings.topic(SCHED_DECISIONS): "write_decisions",
             self.settings.topic(SCHED_RESCHEDULES): "write_reschedules",
             self.settings.topic(SCHED_EVENTS): "write_task_events",
+            self.settings.topic(COMPUTE_NODES): "write_compute_reports",
         }
-        c = consumer(self.settings, NETSTATE_WINDOWS, SCHED_DECISIONS, SCHED_RESCHEDULES, SCHED_EVENTS,
+        c = consumer(self.settings, NETSTATE_WINDOWS, SCHED_DECISIONS, SCHED_RESCHEDULES, SCHED_EVENTS, COMPUTE_NODES,
                      group_id=f"{self.settings.app_id}-duckdb-sink",
                      enable_auto_commit=False, max_poll_records=200_000,
                      max_partition_fetch_bytes=32 << 20, fetch_max_bytes=64 << 20)

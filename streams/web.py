@@ -18,8 +18,10 @@ from pydantic import ValidationError
 
 from schemas.compute import NODE_ID_PATTERN
 from schemas.sched import Task
+from schemas.units import parse_duration
 from streams.config import Settings
 from streams.deadletter import field_errors
+from streams.history import STATS, NotEnoughHistory, StoreError, forecast_path
 from streams.inventory import DEFAULT_BENCHMARK_WORK, DEFAULT_MODEL_CONVERSION, scored
 from streams.metrics import Counters
 from streams.network import node_answer, path_answer
@@ -178,6 +180,53 @@ def register(app: faust.App, counters: Counters, settings: Settings, net: NetSta
         @state_route(inv.table)
         async def get(self, request: Request) -> Response:
             return paged(self, request, compute_view(), lambda item: item)
+
+    @app.page("/forecast/paths/{src}/{dst}")
+    class ForecastPath(View):
+        async def get(self, request: Request, src: str, dst: str) -> Response:
+            """The path's metric for the next ``horizon`` at ``step`` resolution, from its history in
+            DuckDB: 409 with how much history is needed when there is too little."""
+            if err := _check_ids(src=src, dst=dst):
+                return self.json(err, status=400)
+            q = forecast_query(request)
+            if "error" in q:
+                return self.json(q, status=400)
+            try:
+                out = await asyncio.to_thread(forecast_path, settings.duckdb_path, src, dst, q["metric"], q["stat"],
+                                              q["step_s"], q["horizon_steps"])
+            except NotEnoughHistory as exc:
+                return self.json({"error": "not enough history", "detail": str(exc), "needed_steps": exc.needed_steps,
+                                  "have_steps": exc.have_steps, "step_s": exc.step_s,
+                                  "needed_seconds": exc.needed_steps * exc.step_s}, status=409)
+            except StoreError as exc:
+                return self.json({"error": "history unavailable", "detail": str(exc)}, status=503)
+            return self.json({"src": src, "dst": dst, "metric": q["metric"], "stat": q["stat"], "step_s": q["step_s"],
+                              "horizon_s": q["horizon_steps"] * q["step_s"], **out})
+
+    def forecast_query(request: Request) -> dict:
+        fields, out = [], {}
+        metric = request.query.get("metric", "rtt_ms")
+        if not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", metric):
+            fields.append({"field": "metric", "value": metric, "reason": "must be a metric name"})
+        stat = request.query.get("stat", "mean")
+        if stat not in STATS:
+            fields.append({"field": "stat", "value": stat, "reason": f"must be one of {', '.join(STATS)}"})
+        for name, default in (("step", f"{settings.forecast_step_seconds:g}s"), ("horizon", "60m")):
+            raw = request.query.get(name, default)
+            try:
+                out[name] = parse_duration(raw)
+            except ValueError as exc:
+                fields.append({"field": name, "value": raw, "reason": str(exc)})
+        if not fields:
+            steps = out["horizon"] / out["step"]
+            if out["step"] < 1 or out["step"] > 86_400:
+                fields.append({"field": "step", "value": request.query.get("step"), "reason": "must be 1 s to 1 d"})
+            elif steps < 1 or steps > 10_080 or abs(steps - round(steps)) > 1e-9:
+                fields.append({"field": "horizon", "value": request.query.get("horizon", "60m"),
+                               "reason": "must be a whole number (1 to 10080) of steps"})
+        if fields:
+            return {"error": "invalid request", "fields": fields}
+        return {"metric": metric, "stat": stat, "step_s": out["step"], "horizon_steps": int(round(steps))}
 
     @app.page("/tasks/{task_id}")
     class TaskView(View):

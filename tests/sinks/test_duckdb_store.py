@@ -111,3 +111,20 @@ def test_bulk_json_windows_skip_only_the_bad_messages(tmp_path):
     assert (stored, skipped) == (3, 2)
     assert store.query("SELECT count(*), count(p95) FROM windows") == [(3, 0)]  # null p95 kept as NULL
     store.close()
+
+
+def test_compute_reports_and_decision_columns_are_stored_once(tmp_path):
+    store = DuckStore(tmp_path / "w.duckdb")
+    rep = {"node": "n1", "ts": 100.0, "region": "eu", "accel_class": "h100", "cards": 8, "free": {"cards": 3},
+           "availability": 0.99, "queue_delay_s": 5.0}
+    assert store.write_compute_reports([rep, rep, {**rep, "ts": 110.0}]) == 2
+    assert store.query("SELECT ts, cards, free_cards FROM compute_reports ORDER BY ts") == [(100.0, 8, 3), (110.0, 8, 3)]
+    d = {"task_id": "t1", "decided_at": 5.0, "status": "placed", "nodes": ["n1"], "alpha": 0.2,
+         "network_profile": "balanced", "candidates": [{"node": "n1", "compute_score": 80, "network_score": 90,
+                                                         "alpha": 0.2, "composite": 88}],
+         "compute_only_nodes": ["n2"], "compute_only_composite": 60.0, "compute_only_network_score": 55.0,
+         "state_version": 3, "task_type": "fine-tune", "submitted_at": 1.0, "cards": 2, "peers": 1}
+    assert store.write_decisions([d, d]) == 1
+    assert store.query("SELECT task_type, submitted_at, cards, compute_only_composite, composite FROM decisions") == [
+        ("fine-tune", 1.0, 2, 60.0, 88.0)]
+    store.close()
