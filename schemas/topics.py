@@ -25,6 +25,7 @@ ALL_TOPICS: tuple[str, ...] = (
 )
 
 
-# The state agent needs one consistent view of the network, the compute inventory and the tasks:
-# these compact, low-rate topics have a single partition, owned by one worker at a time.
-STATE_TOPICS: frozenset[str] = frozenset({NETSTATE_WINDOWS, COMPUTE_NODES, SCHED_TASKS})
+# The state agent needs one consistent view of the network, the compute inventory and the tasks
+# (their lifecycle events release what they hold): these compact, low-rate topics have a single
+# partition, owned by one worker at a time.
+STATE_TOPICS: frozenset[str] = frozenset({NETSTATE_WINDOWS, COMPUTE_NODES, SCHED_TASKS, SCHED_EVENTS})

@@ -25,6 +25,7 @@ class Topics:
     reschedules: TopicT
     compute_deadletter: TopicT
     sched_deadletter: TopicT
+    events: TopicT
 
 
 def faust_credentials(settings: Settings):
@@ -114,6 +115,7 @@ def create_app(
         reschedules=topic(T.SCHED_RESCHEDULES),
         compute_deadletter=topic(T.COMPUTE_DEADLETTER),
         sched_deadletter=topic(T.SCHED_DEADLETTER),
+        events=topic(T.SCHED_EVENTS),
     )
     counters = Counters()
 

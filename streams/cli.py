@@ -79,6 +79,16 @@ def build_parser() -> argparse.ArgumentParser:
     bt.add_argument("--day-seconds", type=int, default=86400, help="length of the daily rhythm")
     bt.add_argument("--json", action="store_true")
 
+    rp = sub.add_parser("report", help="reports from the DuckDB audit (benefit, learned alphas)")
+    rsub = rp.add_subparsers(dest="report", metavar="REPORT", parser_class=_Parser, required=True)
+    rb = rsub.add_parser("benefit", help="outcomes by type, network-aware vs compute-only, utilisation")
+    rb.add_argument("--show-sql", action="store_true", help="print the SQL behind each table")
+    rb.add_argument("--json", action="store_true")
+    ra = rsub.add_parser("alpha", help="the alpha learned per task type from finished tasks")
+    ra.add_argument("--min-tasks", type=int, default=None, help="default CNSCHED_ALPHA_MIN_TASKS")
+    ra.add_argument("--show-sql", action="store_true", help="print the SQL that reads the finished tasks")
+    ra.add_argument("--json", action="store_true")
+
     bench = sub.add_parser("bench", help="benchmarks: ours beside the baseline, with ratios")
     bsub = bench.add_subparsers(dest="bench", metavar="BENCH", parser_class=_Parser, required=True)
     bi = bsub.add_parser("ingest", help="end-to-end ingest vs a one-sample-per-message agent vs the kernel")
@@ -368,6 +378,39 @@ def cmd_backtest(args, settings: Settings) -> int:
     return 0
 
 
+def cmd_report(args, settings: Settings) -> int:
+    import json
+
+    from core.sensitivity import DEFAULT_TYPES
+    from sinks.duckdb_store import DuckStore
+    from streams import report
+    from streams.history import FINISHED_SQL, learned_alphas
+
+    with DuckStore.open(settings.duckdb_path, read_only=True) as store:
+        if args.report == "benefit":
+            sections = report.run(store.con)
+            if args.json:
+                print(json.dumps([{"title": s["title"], "sql": s["sql"] if args.show_sql else None,
+                                   "rows": [dict(zip(s["columns"], r, strict=True)) for r in s["rows"]]}
+                                  for s in sections]))
+            else:
+                print(report.render(sections, args.show_sql), end="")
+            return 0
+        min_tasks = settings.alpha_min_tasks if args.min_tasks is None else args.min_tasks
+        if min_tasks < 3:
+            raise UsageError("--min-tasks must be at least 3")
+        rows = learned_alphas(store.con, {t: d.alpha for t, d in DEFAULT_TYPES.items()}, min_tasks)
+    if args.json:
+        print(json.dumps(rows))
+        return 0
+    if args.show_sql:
+        print(FINISHED_SQL.strip())
+        print()
+    cols = ["task_type", "tasks", "default_alpha", "learned_alpha", "spearman", "in_use"]
+    print(report.table(cols, [tuple(r[c] for c in cols) for r in rows]))
+    return 0
+
+
 def cmd_bench(args, settings: Settings) -> int:
     import tempfile
     from pathlib import Path
@@ -470,6 +513,7 @@ _COMMANDS = {
     "stats": cmd_stats,
     "sql": cmd_sql,
     "backtest": cmd_backtest,
+    "report": cmd_report,
     "bench": cmd_bench,
     "demo": cmd_demo,
 }

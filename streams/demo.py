@@ -1,6 +1,10 @@
-"""`cnsched demo`: a worker, simulated probes and compute reports for a multi-region cluster, and a
-live view of what comes out: window statistics, dead letters, then node, path and compute summaries
-read from the worker's HTTP API."""
+"""`cnsched demo`: a worker, the DuckDB sink, simulated probes, compute reports, tasks and a simulated
+task runner for a multi-region cluster, and a live view of what comes out: window statistics, dead
+letters, decisions and migrations; then node, path and compute summaries and a forecast read from
+the worker's HTTP API, and the benefit report and learned alphas read from DuckDB.
+
+DuckDB starts with three simulated days of 1-minute history for the watched paths (so that forecasts
+have history on a fresh machine); everything else in it comes through the topics during the run."""
 
 from __future__ import annotations
 
@@ -15,14 +19,23 @@ from schemas.topics import (
     NETSTATE_WINDOWS,
     PROBE_DEADLETTER,
     PROBE_SAMPLES,
+    SCHED_DECISIONS,
+    SCHED_EVENTS,
     SCHED_RESCHEDULES,
+    SCHED_TASKS,
 )
+from sinks.duckdb_store import DuckStore
 from streams.children import stop_process
 from streams.config import Settings
 from streams.kafka import consumer, ensure_topics, producer
-from streams.procs import start_worker
+from streams.procs import start_command, start_worker
 from streams.producer import ProbeProducer
-from streams.sim import ProbeSimulator, Topology, compute_reports
+from streams.sim import ProbeSimulator, TaskRunner, Topology, compute_reports, history_windows
+
+# the alphas the simulated runner uses (what the learner should find); type defaults differ
+TRUE_ALPHA = {"training-data-parallel": 0.35, "fine-tune": 0.6, "batch-analytics": 0.8, "inference": 0.7,
+              "preprocessing": 0.5, "data-intensive": 0.25}
+WORKLOAD_TYPES = ("fine-tune", "batch-analytics", "data-intensive", "preprocessing", "inference")
 
 
 def _fmt(v) -> str:
@@ -39,24 +52,37 @@ def _get(settings: Settings, path: str) -> dict:
 
 
 async def run_demo(settings: Settings, args) -> int:
+    # a fresh database per run (the reports describe this run), shared by the sink and the worker
+    db = Path(settings.data_dir) / "demo.duckdb"
+    db.parent.mkdir(parents=True, exist_ok=True)
+    for stale in (db, db.with_name(db.name + ".wal")):
+        stale.unlink(missing_ok=True)
+    settings = settings.model_copy(update={"duckdb_path": db})
     await ensure_topics(settings)
     logfile = Path(settings.data_dir) / "demo-worker.log"
     print(f"broker   {settings.kafka_bootstrap}")
     print(f"worker   starting (log: {logfile})")
     worker = start_worker(settings, logfile)
     t = time.monotonic()
+    topo = Topology.build(args.nodes_per_region)
+    watch = [(topo.nodes[0], topo.nodes[1]), (topo.nodes[0], topo.nodes[args.nodes_per_region])]
+    rows = await asyncio.to_thread(_backfill, settings, topo, watch)
+    print(f"duckdb   {settings.duckdb_path}: {rows:,} simulated past window results (3 days, 1 per minute) "
+          f"for {len(watch)} paths, so forecasts have history")
+    sink_log = Path(settings.data_dir) / "demo-sink.log"
+    sink = start_command(settings, sink_log, "sink")
+    print(f"sink     started (log: {sink_log})")
     if not await _wait_ready(settings, worker, timeout_s=120):
         stop_process(worker)
+        stop_process(sink)
         print(f"worker did not become ready; see {logfile}")
         return 1
     print(f"worker   ready in {time.monotonic() - t:.1f} s")
-    topo = Topology.build(args.nodes_per_region)
     sim = ProbeSimulator(topo, rate_hz=args.rate, day_s=args.day_seconds)
-    watch = [(topo.nodes[0], topo.nodes[1]), (topo.nodes[0], topo.nodes[args.nodes_per_region])]
     # a reroute on the watched inter-region path, 40 % into the demo, for the rest of it
     sim.inject("reroute", *watch[1], time.time() + 0.4 * args.seconds, args.seconds, 2.0)
     data_node = topo.nodes[args.nodes_per_region]  # the first us node holds the training data; it is busy
-    out = consumer(settings, NETSTATE_WINDOWS, PROBE_DEADLETTER, SCHED_RESCHEDULES, group_id=None,
+    out = consumer(settings, NETSTATE_WINDOWS, PROBE_DEADLETTER, SCHED_RESCHEDULES, SCHED_DECISIONS, group_id=None,
                    auto_offset_reset="latest")
     await out.start()
     windows: list[dict] = []
@@ -64,6 +90,9 @@ async def run_demo(settings: Settings, args) -> int:
     moves: list[dict] = []
     sent = 0
     t_start = time.monotonic()
+    runner = TaskRunner(TRUE_ALPHA, time_scale=0.01)
+    work = Workload(settings, topo, runner)
+    await work.start()
     try:
         await out.getmany(timeout_ms=500)  # join: position at the end before we produce
         print(f"probes   {len(topo.nodes)} nodes in {len(set(topo.region.values()))} regions, "
@@ -77,8 +106,9 @@ async def run_demo(settings: Settings, args) -> int:
             sim_task = asyncio.create_task(sim.run(probes, args.seconds))
             submit_at = time.monotonic() + max(0.25 * args.seconds, settings.window_seconds + settings.allowed_lateness_seconds + 1)
             submitted = False
+            workload = asyncio.create_task(work.submit(0.2 * args.seconds, 0.75 * args.seconds))
             while not sim_task.done():
-                await _drain(out, windows, dead, watch, moves)
+                await _drain(out, windows, dead, watch, moves, work)
                 if not submitted and time.monotonic() >= submit_at:
                     submitted = True
                     chosen = await asyncio.to_thread(_submit_tasks, settings, topo, data_node)
@@ -91,18 +121,27 @@ async def run_demo(settings: Settings, args) -> int:
                 if worker.poll() is not None:
                     sim_task.cancel()
                     reports.cancel()
+                    workload.cancel()
                     print(f"worker exited with status {worker.returncode}; see {logfile}")
                     return 1
             sent = sim_task.result()
             await reports
-        await _drain(out, windows, dead, watch, moves, timeout_ms=2000)
+            await workload
+        await _drain(out, windows, dead, watch, moves, work, timeout_ms=2000)
+        await work.finish_due()
         await asyncio.to_thread(_print_summaries, settings, topo, watch)
+        await asyncio.to_thread(_print_forecast, settings, watch[1])
+        await asyncio.sleep(2.0)  # the sink's next batch: the last events
     finally:
         await out.stop()
+        await work.stop()
         status = stop_process(worker)
+        sink_status = stop_process(sink)
+    await asyncio.to_thread(_print_reports, settings)
     print()
     print(f"summary  samples sent {sent:,}; window results received {len(windows):,}; "
-          f"dead letters {len(dead)}; reschedules {len(moves)}; worker exit status {status}")
+          f"dead letters {len(dead)}; tasks submitted {work.submitted}, started {work.started}, finished "
+          f"{work.finished}; reschedules {len(moves)}; worker exit status {status}, sink {sink_status}")
     if not windows:
         print(f"no window results arrived; see {logfile}")
         return 1
@@ -154,11 +193,14 @@ async def _send_bad_examples(settings: Settings) -> None:
         await p.stop()
 
 
-async def _drain(out, windows, dead, watch, moves, timeout_ms: int = 500) -> None:
+async def _drain(out, windows, dead, watch, moves, work, timeout_ms: int = 500) -> None:
     batches = await out.getmany(timeout_ms=timeout_ms)
     for tp, msgs in batches.items():
         for m in msgs:
             doc = json.loads(m.value)
+            if tp.topic.endswith(SCHED_DECISIONS):
+                await work.decided(doc)
+                continue
             if tp.topic.endswith(SCHED_RESCHEDULES):
                 moves.append(doc)
                 print(f"resched  {doc['task_id']} {','.join(doc['from_nodes'])} -> {','.join(doc['to_nodes'])} "
@@ -247,3 +289,94 @@ def _print_summaries(settings: Settings, topo: Topology, watch) -> None:
                   f"training {item['compute_score']['training']:6.1f}  inference {item['compute_score']['inference']:6.1f}")
     except OSError as exc:
         print(f"summaries unavailable: {exc}")
+
+
+def _backfill(settings: Settings, topo: Topology, pairs) -> int:
+    with DuckStore.open(settings.duckdb_path) as store:
+        return store.write_windows(history_windows(topo, pairs, time.time(), days=3))
+
+
+class Workload:
+    """Small tasks sent to sched.tasks through the demo, and a simulated runner that reports their
+    lifecycle (started, finished with duration and throughput) on sched.events."""
+
+    def __init__(self, settings: Settings, topo: Topology, runner: TaskRunner) -> None:
+        self.settings, self.topo, self.runner = settings, topo, runner
+        self.p = producer(settings)
+        self.expected: dict[str, float] = {}
+        self.submitted = self.started = self.finished = 0
+
+    async def start(self) -> None:
+        await self.p.start()
+
+    async def stop(self) -> None:
+        await self.p.stop()
+
+    async def submit(self, begin_s: float, end_s: float, every_s: float = 0.5) -> None:
+        """One task every ``every_s`` between ``begin_s`` and ``end_s`` into the run; each finishes
+        events that are due on the way."""
+        t0 = time.monotonic()
+        await asyncio.sleep(begin_s)
+        k = 0
+        while time.monotonic() - t0 < end_s:
+            kind = WORKLOAD_TYPES[k % len(WORKLOAD_TYPES)]
+            data = self.topo.nodes[(k * 7) % len(self.topo.nodes)]
+            task = {"id": f"w{k:04d}", "type": kind, "resources": {"cards": 1, "host_mem_gb": 8},
+                    "data_source": {"node": data, "size_gb": 5}, "expected_duration_s": 300 + 100 * (k % 10),
+                    "submitted_at": time.time()}
+            self.expected[task["id"]] = task["expected_duration_s"]
+            await self.p.send(self.settings.topic(SCHED_TASKS), json.dumps(task).encode(), key=task["id"].encode())
+            self.submitted += 1
+            k += 1
+            await self.finish_due()
+            await asyncio.sleep(every_s)
+
+    async def decided(self, d: dict) -> None:
+        started = self.runner.placed(d, self.expected.get(d["task_id"], 3600.0), time.time())
+        if started is not None:
+            self.started += 1
+            await self._event(started)
+
+    async def finish_due(self) -> None:
+        for e in self.runner.due(time.time()):
+            self.finished += 1
+            await self._event(e)
+
+    async def _event(self, e: dict) -> None:
+        await self.p.send(self.settings.topic(SCHED_EVENTS), json.dumps(e).encode(), key=e["task_id"].encode())
+
+
+def _print_forecast(settings: Settings, path) -> None:
+    src, dst = path
+    try:
+        f = _get(settings, f"/forecast/paths/{src}/{dst}?metric=rtt_ms&stat=p95&horizon=60m")
+    except OSError as exc:
+        print(f"forecast unavailable: {exc}")
+        return
+    pts = f["points"]
+    vals = [p["value"] for p in pts]
+    print(f"GET /forecast/paths/{src}/{dst}?metric=rtt_ms&stat=p95&horizon=60m  (from {f['history_steps']:,} "
+          f"steps of {f['step_s']:g} s history)")
+    print("  " + "  ".join(f"{time.strftime('%H:%M', time.localtime(p['t']))} {p['value']:.1f}" for p in pts[::10])
+          + f"   (min {min(vals):.1f}, max {max(vals):.1f} ms)")
+
+
+def _print_reports(settings: Settings) -> None:
+    from core.sensitivity import DEFAULT_TYPES
+    from streams import report
+    from streams.history import learned_alphas
+
+    try:
+        with DuckStore.open(settings.duckdb_path, read_only=True, timeout_s=10) as store:
+            sections = report.run(store.con)
+            alphas = learned_alphas(store.con, {t: d.alpha for t, d in DEFAULT_TYPES.items()},
+                                    settings.alpha_min_tasks)
+    except Exception as exc:  # the demo still ends with its summary
+        print(f"reports unavailable: {exc}")
+        return
+    print("\ncnsched report benefit  (from DuckDB)")
+    print(report.render(sections), end="")
+    print("cnsched report alpha  (learned from finished tasks; the runner's true alphas: "
+          + ", ".join(f"{k} {v}" for k, v in TRUE_ALPHA.items() if k in {r['task_type'] for r in alphas}) + ")")
+    cols = ["task_type", "tasks", "default_alpha", "learned_alpha", "spearman", "in_use"]
+    print(report.table(cols, [tuple(r[c] for c in cols) for r in alphas]))

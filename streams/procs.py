@@ -1,4 +1,4 @@
-"""Child processes (workers) that die with their parent and stop in order."""
+"""Child processes (workers, the sink) that die with their parent and stop in order."""
 
 from __future__ import annotations
 
@@ -27,11 +27,16 @@ def settings_env(settings: Settings) -> dict[str, str]:
 
 
 def start_worker(settings: Settings, logfile: Path, *extra_args: str) -> subprocess.Popen:
+    return start_command(settings, logfile, "worker", *extra_args)
+
+
+def start_command(settings: Settings, logfile: Path, *args: str) -> subprocess.Popen:
+    """``cnsched <args>`` as a child that dies with us, its output appended to ``logfile``."""
     logfile.parent.mkdir(parents=True, exist_ok=True)
     out = open(logfile, "ab")  # noqa: SIM115 - owned by the child
     try:
         return subprocess.Popen(
-            [sys.executable, "-m", "streams.cli", "worker", *extra_args],
+            [sys.executable, "-m", "streams.cli", *args],
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,

@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from core.reschedule import ReschedulePolicy
 from core.sensitivity import DEFAULT_TYPES
-from schemas.sched import Decision, RescheduleEvent, Task
+from schemas.sched import Decision, RescheduleEvent, Task, TaskEvent
 from streams.config import Settings
 from streams.deadletter import dead_letter, field_errors, raw_value
 from streams.history import StoreError, load_learned_alphas, worst_forecasts
@@ -59,6 +59,7 @@ def register(app: faust.App, topics, settings: Settings, counters: Counters, net
     counters.describe("tasks_rejected_total", "tasks sent to sched.deadletter")
     counters.describe("decisions_total", "decisions sent to sched.decisions, by status")
     counters.describe("reschedules_total", "migrations sent to sched.reschedules, by trigger")
+    counters.describe("task_events_total", "task lifecycle events applied from sched.events, by event")
     table = app.Table(table_name(settings, TASKS_TABLE), key_type=bytes, value_type=bytes, partitions=1)
     book = TaskBook(table)
     sched = Scheduler(
@@ -129,10 +130,41 @@ def register(app: faust.App, topics, settings: Settings, counters: Counters, net
                 restore()
                 if task.submitted_at is None:
                     task = task.model_copy(update={"submitted_at": time.time()})
-                if task.id in sched.running:
-                    continue  # a redelivered task: decided already
+                done = (book.get(task.id) or {}).get("status") in ("finished", "failed")
+                if task.id in sched.running or done:
+                    continue  # a redelivered task: decided (or even run) already
                 d = sched.decide(task)
                 await publish_decision(task, d)
+
+    @app.agent(topics.events, name="task-events")
+    async def lifecycle_agent(stream):
+        """A finished or failed task releases its nodes; every event joins the task's history."""
+        async for event in stream.events():
+            msg = event.message
+            raw = raw_value(event)
+            try:
+                ev = TaskEvent.model_validate_json(raw)
+            except ValidationError as exc:
+                counters.inc("tasks_rejected_total")
+                errors = field_errors(exc)
+                await topics.sched_deadletter.send(key=msg.key, value=dead_letter(
+                    raw, msg, "schema", f"task event: {len(errors)} invalid field(s)", errors=errors[:100]))
+                continue
+            async with lock:
+                restore()
+                rec = book.get(ev.task_id)
+                if rec is None or rec["status"] in ("finished", "failed"):
+                    continue  # not ours, or redelivered after the end
+                counters.inc("task_events_total", event=ev.event)
+                status = rec["status"]
+                if ev.event in ("finished", "failed"):
+                    status = ev.event
+                    if sched.running.pop(ev.task_id, None) is not None:
+                        sched.allocation_version += 1
+                        sched.touch()
+                    sched.pending.pop(ev.task_id, None)
+                task = Task.model_validate(rec["task"])
+                await book.put(record_of(task, status, rec["nodes"], {"event": ev.model_dump(mode="json")}))
 
     @app.task
     async def rescorer():

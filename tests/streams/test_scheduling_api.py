@@ -12,6 +12,7 @@ from schemas.topics import (
     COMPUTE_NODES,
     NETSTATE_WINDOWS,
     SCHED_DEADLETTER,
+    SCHED_EVENTS,
     SCHED_RESCHEDULES,
     SCHED_TASKS,
 )
@@ -110,5 +111,40 @@ async def test_decisions_and_a_migration_when_the_path_degrades(make_settings, t
         assert status == 200 and rec["nodes"] == ["A"] and rec["status"] == "placed"
         assert [next(iter(h)) for h in rec["history"]] == ["decision", "reschedule"]
         assert (await asyncio.to_thread(call, port, "GET", "/tasks/nope"))[0] == 404
+
+        # lifecycle: a finished task releases its cards, and a queued task takes them
+        six = {"type": "fine-tune", "resources": {"cards": 6}}
+        status, body = await asyncio.to_thread(call, port, "POST", "/tasks", {"id": "t5", **six})
+        assert status == 200 and body["nodes"] == ["B"]
+        status, body = await asyncio.to_thread(call, port, "POST", "/tasks", {"id": "t6", **six})
+        assert status == 200 and body["status"] == "queued"  # A has 3 cards left, B 2
+        p = producer(settings)
+        await p.start()
+        await p.send_and_wait(settings.topic(SCHED_EVENTS), b'{"task_id": "t5", "event": "exploded"}', key=b"t5")
+        for ev in ({"task_id": "t5", "event": "started", "at": now + 1, "nodes": ["B"]},
+                   {"task_id": "t5", "event": "finished", "at": now + 2, "nodes": ["B"], "duration_s": 1.0,
+                    "throughput": 10.0}):
+            await p.send_and_wait(settings.topic(SCHED_EVENTS), json.dumps(ev).encode(), key=b"t5")
+        await p.stop()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            _, rec6 = await asyncio.to_thread(call, port, "GET", "/tasks/t6")
+            if rec6["status"] == "placed":
+                break
+            await asyncio.sleep(0.3)
+        assert rec6["status"] == "placed" and rec6["nodes"] == ["B"]
+        _, rec5 = await asyncio.to_thread(call, port, "GET", "/tasks/t5")
+        assert rec5["status"] == "finished" and rec5["running"] is None
+        assert [h["event"]["event"] for h in rec5["history"] if "event" in h] == ["started", "finished"]
+        out = consumer(settings, SCHED_DEADLETTER, group_id=None)
+        await out.start()
+        dead = []
+        deadline = time.monotonic() + 20
+        while not any(d["detail"].startswith("task event") for d in dead) and time.monotonic() < deadline:
+            for msgs in (await out.getmany(timeout_ms=500)).values():
+                dead += [json.loads(m.value) for m in msgs]
+        await out.stop()
+        assert any(d["detail"].startswith("task event") and d["source"]["topic"] == settings.topic(SCHED_EVENTS)
+                   for d in dead)
     finally:
         stop_process(worker)
