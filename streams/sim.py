@@ -254,7 +254,7 @@ class TaskRunner:
         chosen = next((c for c in decision["candidates"] if c["node"] in decision["nodes"]), decision["candidates"][0])
         a = self.true_alpha.get(decision.get("task_type") or "", decision["alpha"])
         quality = a * chosen["compute_score"] + (1 - a) * chosen["network_score"]
-        throughput = max(self.base_rate * quality / 100 * float(self.rng.lognormal(0, 0.05)), 1e-3)
+        throughput = max(self.base_rate * quality / 100 * float(self.rng.lognormal(0, 0.01)), 1e-3)
         run_s = expected_duration_s * self.base_rate * 0.8 / throughput  # work sized for 80 % quality
         done = {"task_id": decision["task_id"], "event": "finished", "nodes": decision["nodes"],
                 "duration_s": round(run_s, 3), "throughput": round(throughput, 3), "unit": "samples/s"}

@@ -11,6 +11,7 @@ import asyncio
 import json
 import logging
 import signal
+import time
 
 import duckdb
 import pyarrow as pa
@@ -36,6 +37,7 @@ class WindowSink:
         self.messages = 0  # read from Kafka, duplicates and bad ones included
         self.stored = 0  # new rows in DuckDB (window results, decisions, migrations)
         self.skipped = 0  # undecodable
+        self.first_batch_at: float | None = None  # perf_counter of the first non-empty batch
         self.stop = asyncio.Event()
 
     async def run(self) -> int:
@@ -52,9 +54,12 @@ class WindowSink:
                      enable_auto_commit=False, max_poll_records=200_000,
                      max_partition_fetch_bytes=32 << 20, fetch_max_bytes=64 << 20)
         await c.start()
+        writing: asyncio.Task | None = None
         try:
             while not self.stop.is_set():
                 batches = await c.getmany(timeout_ms=500, max_records=200_000)
+                if batches and self.first_batch_at is None:
+                    self.first_batch_at = time.perf_counter()
                 rows: dict[str, list[dict]] = {}
                 raw_windows: list[bytes] = []
                 for tp, msgs in batches.items():
@@ -69,23 +74,37 @@ class WindowSink:
                         except (ValueError, TypeError):
                             self.skipped += 1
                             log.warning("skipping undecodable message at %s:%d@%d", m.topic, m.partition, m.offset)
-                if rows or raw_windows:
-                    store = await asyncio.to_thread(DuckStore.open, self.settings.duckdb_path, False, 60.0)
-                    try:
-                        if raw_windows:
-                            stored, skipped = store.write_windows_json(raw_windows)
-                            self.stored += stored
-                            self.skipped += skipped
-                        for topic, docs in rows.items():
-                            self._write(store, names[topic], docs)
-                    finally:
-                        store.close()
+                if writing is not None:
+                    await writing  # one write at a time, in order; its offsets are committed by now
+                    writing = None
                 if batches:
-                    await c.commit()
+                    # the write runs in a thread while the next batch is fetched; offsets are
+                    # committed only after it (at-least-once; the store is idempotent)
+                    offsets = {tp: msgs[-1].offset + 1 for tp, msgs in batches.items() if msgs}
+                    writing = asyncio.create_task(self._write_and_commit(c, rows, raw_windows, names, offsets))
+            if writing is not None:
+                await writing
         finally:
             await c.stop()
         log.info("sink stopped: %d messages read, %d new rows stored", self.messages, self.stored)
         return 0
+
+    async def _write_and_commit(self, c, rows, raw_windows, names, offsets) -> None:
+        if rows or raw_windows:
+            await asyncio.to_thread(self._write_batch, rows, raw_windows, names)
+        await c.commit(offsets)
+
+    def _write_batch(self, rows: dict[str, list[dict]], raw_windows: list[bytes], names: dict[str, str]) -> None:
+        store = DuckStore.open(self.settings.duckdb_path, False, 60.0)
+        try:
+            if raw_windows:
+                stored, skipped = store.write_windows_json(raw_windows)
+                self.stored += stored
+                self.skipped += skipped
+            for topic, docs in rows.items():
+                self._write(store, names[topic], docs)
+        finally:
+            store.close()
 
     def _write(self, store: DuckStore, method: str, docs: list[dict]) -> None:
         write = getattr(store, method)

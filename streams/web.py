@@ -217,11 +217,12 @@ def register(app: faust.App, counters: Counters, settings: Settings, net: NetSta
                 out[name] = parse_duration(raw)
             except ValueError as exc:
                 fields.append({"field": name, "value": raw, "reason": str(exc)})
-        if not fields:
+        if "step" in out and not 1 <= out["step"] <= 86_400:
+            fields.append({"field": "step", "value": request.query.get("step"), "reason": "must be 1 s to 1 d"})
+            out.pop("step")
+        if "step" in out and "horizon" in out:
             steps = out["horizon"] / out["step"]
-            if out["step"] < 1 or out["step"] > 86_400:
-                fields.append({"field": "step", "value": request.query.get("step"), "reason": "must be 1 s to 1 d"})
-            elif steps < 1 or steps > 10_080 or abs(steps - round(steps)) > 1e-9:
+            if steps < 1 or steps > 10_080 or abs(steps - round(steps)) > 1e-9:
                 fields.append({"field": "horizon", "value": request.query.get("horizon", "60m"),
                                "reason": "must be a whole number (1 to 10080) of steps"})
         if fields:

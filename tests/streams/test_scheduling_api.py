@@ -16,10 +16,12 @@ from schemas.topics import (
     SCHED_RESCHEDULES,
     SCHED_TASKS,
 )
+from sinks.duckdb_store import DuckStore
 from streams.children import stop_process
 from streams.kafka import consumer, ensure_topics, producer
 from streams.procs import start_worker
 from tests.http import call
+from tests.streams.test_history import windows
 
 pytestmark = pytest.mark.integration
 
@@ -40,6 +42,8 @@ def report(node, cards, fp16, now):
 async def test_decisions_and_a_migration_when_the_path_degrades(make_settings, tmp_path):
     settings = make_settings(rescore_interval_seconds=0.3)
     await ensure_topics(settings)
+    with DuckStore(settings.duckdb_path) as store:  # history for the forecast endpoint
+        store.write_windows(windows("A", "store", 3) + windows("B", "store", 1))
     worker = start_worker(settings, tmp_path / "w.log")
     port = settings.web_port
     now = time.time()
@@ -111,6 +115,16 @@ async def test_decisions_and_a_migration_when_the_path_degrades(make_settings, t
         assert status == 200 and rec["nodes"] == ["A"] and rec["status"] == "placed"
         assert [next(iter(h)) for h in rec["history"]] == ["decision", "reschedule"]
         assert (await asyncio.to_thread(call, port, "GET", "/tasks/nope"))[0] == 404
+
+        # forecasts from the DuckDB history: 200 with the horizon's points, 409 with too little
+        status, f = await asyncio.to_thread(call, port, "GET", "/forecast/paths/A/store?metric=rtt_ms&horizon=30m")
+        assert status == 200, f
+        assert len(f["points"]) == 30 and f["step_s"] == 60 and f["history_steps"] == 3 * 1440
+        assert all(0.4 < p["value"] < 1.6 for p in f["points"])  # the series swings 0.5 .. 1.5
+        status, f = await asyncio.to_thread(call, port, "GET", "/forecast/paths/B/store?horizon=1h")
+        assert status == 409 and (f["needed_steps"], f["have_steps"]) == (2880, 1440)
+        status, f = await asyncio.to_thread(call, port, "GET", "/forecast/paths/A/store?horizon=90s&stat=p42")
+        assert status == 400 and {x["field"] for x in f["fields"]} == {"horizon", "stat"}
 
         # lifecycle: a finished task releases its cards, and a queued task takes them
         six = {"type": "fine-tune", "resources": {"cards": 6}}
