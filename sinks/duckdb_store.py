@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from schemas.windows import WINDOW_ARROW_SCHEMA
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 _MIGRATIONS: dict[int, str] = {
     1: """
@@ -65,6 +65,28 @@ _MIGRATIONS: dict[int, str] = {
         cards INTEGER, free_cards INTEGER, availability DOUBLE, queue_delay_s DOUBLE, doc VARCHAR,
         PRIMARY KEY (node, ts)
     );
+    """,
+    5: """
+    CREATE VIEW task_audit AS
+    WITH first AS (
+        SELECT task_id, min(decided_at) FILTER (WHERE status = 'placed') AS placed_at,
+               min(decided_at) AS first_decided_at, count(*) AS decisions
+        FROM decisions GROUP BY task_id),
+    ev AS (
+        SELECT task_id, min(event_at) FILTER (WHERE event = 'started') AS started_at,
+               max(event_at) FILTER (WHERE event IN ('finished', 'failed')) AS ended_at,
+               arg_max(event, event_at) AS last_event, max(duration_s) AS duration_s,
+               max(throughput) AS throughput
+        FROM task_events GROUP BY task_id),
+    moves AS (SELECT task_id, count(*) AS migrations FROM reschedules GROUP BY task_id)
+    SELECT d.task_id, d.task_type, d.submitted_at, f.placed_at, d.nodes, d.alpha, d.network_profile,
+           d.compute_score, d.network_score, d.composite, d.compute_only_nodes, d.compute_only_composite,
+           d.state_version, f.decisions, coalesce(m.migrations, 0) AS migrations,
+           ev.started_at, ev.ended_at, ev.last_event, ev.duration_s, ev.throughput
+    FROM first f
+    JOIN decisions d ON d.task_id = f.task_id AND d.decided_at = coalesce(f.placed_at, f.first_decided_at)
+    LEFT JOIN ev ON ev.task_id = f.task_id
+    LEFT JOIN moves m ON m.task_id = f.task_id;
     """,
 }
 

@@ -128,3 +128,21 @@ def test_compute_reports_and_decision_columns_are_stored_once(tmp_path):
     assert store.query("SELECT task_type, submitted_at, cards, compute_only_composite, composite FROM decisions") == [
         ("fine-tune", 1.0, 2, 60.0, 88.0)]
     store.close()
+
+
+def test_task_audit_view_joins_inputs_and_outcome(tmp_path):
+    store = DuckStore(tmp_path / "w.duckdb")
+    base = {"alpha": 0.2, "network_profile": "bandwidth", "candidates": [
+        {"node": "n1", "compute_score": 70, "network_score": 90, "alpha": 0.2, "composite": 86}], "state_version": 1,
+        "task_type": "fine-tune", "submitted_at": 1.0, "compute_only_nodes": ["n2"]}
+    store.write_decisions([{"task_id": "t", "decided_at": 2.0, "status": "unschedulable", "nodes": [], **base},
+                           {"task_id": "t", "decided_at": 5.0, "status": "placed", "nodes": ["n1"], **base}])
+    store.write_reschedules([{"task_id": "t", "at": 9.0, "from_nodes": ["n1"], "to_nodes": ["n3"],
+                              "trigger": "degradation", "expected_gain_s": 9, "migration_cost_s": 1,
+                              "before": {"composite": 40}, "after": {"composite": 80}}])
+    store.write_task_events([{"task_id": "t", "event": "started", "at": 6.0},
+                             {"task_id": "t", "event": "finished", "at": 60.0, "duration_s": 54.0, "throughput": 7.0}])
+    got = store.query("SELECT task_id, placed_at, nodes, composite, decisions, migrations, started_at, ended_at, "
+                      "last_event, throughput FROM task_audit")
+    assert got == [("t", 5.0, ["n1"], 86.0, 2, 1, 6.0, 60.0, "finished", 7.0)]
+    store.close()
