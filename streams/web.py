@@ -181,27 +181,39 @@ def register(app: faust.App, counters: Counters, settings: Settings, net: NetSta
         async def get(self, request: Request) -> Response:
             return paged(self, request, compute_view(), lambda item: item)
 
+    async def forecast_answer(view: View, request: Request, src: str, dst: str) -> Response:
+        """The series' statistic for the next ``horizon`` at ``step`` resolution, from its history in
+        DuckDB: 409 with how much history is needed when there is too little."""
+        q = forecast_query(request)
+        if "error" in q:
+            return view.json(q, status=400)
+        try:
+            out = await asyncio.to_thread(forecast_path, settings.duckdb_path, src, dst, q["metric"], q["stat"],
+                                          q["step_s"], q["horizon_steps"])
+        except NotEnoughHistory as exc:
+            return view.json({"error": "not enough history", "detail": str(exc), "needed_steps": exc.needed_steps,
+                              "have_steps": exc.have_steps, "step_s": exc.step_s,
+                              "needed_seconds": exc.needed_steps * exc.step_s}, status=409)
+        except StoreError as exc:
+            return view.json({"error": "history unavailable", "detail": str(exc)}, status=503)
+        where = {"src": src, "dst": dst} if dst else {"node": src}
+        return view.json({**where, "metric": q["metric"], "stat": q["stat"], "step_s": q["step_s"],
+                          "horizon_s": q["horizon_steps"] * q["step_s"], **out})
+
     @app.page("/forecast/paths/{src}/{dst}")
     class ForecastPath(View):
         async def get(self, request: Request, src: str, dst: str) -> Response:
-            """The path's metric for the next ``horizon`` at ``step`` resolution, from its history in
-            DuckDB: 409 with how much history is needed when there is too little."""
             if err := _check_ids(src=src, dst=dst):
                 return self.json(err, status=400)
-            q = forecast_query(request)
-            if "error" in q:
-                return self.json(q, status=400)
-            try:
-                out = await asyncio.to_thread(forecast_path, settings.duckdb_path, src, dst, q["metric"], q["stat"],
-                                              q["step_s"], q["horizon_steps"])
-            except NotEnoughHistory as exc:
-                return self.json({"error": "not enough history", "detail": str(exc), "needed_steps": exc.needed_steps,
-                                  "have_steps": exc.have_steps, "step_s": exc.step_s,
-                                  "needed_seconds": exc.needed_steps * exc.step_s}, status=409)
-            except StoreError as exc:
-                return self.json({"error": "history unavailable", "detail": str(exc)}, status=503)
-            return self.json({"src": src, "dst": dst, "metric": q["metric"], "stat": q["stat"], "step_s": q["step_s"],
-                              "horizon_s": q["horizon_steps"] * q["step_s"], **out})
+            return await forecast_answer(self, request, src, dst)
+
+    @app.page("/forecast/nodes/{node}")
+    class ForecastNode(View):
+        async def get(self, request: Request, node: str) -> Response:
+            """A node-local metric (bw_util, retrans_rate, power_mw, ...): the series with dst ''."""
+            if err := _check_ids(node=node):
+                return self.json(err, status=400)
+            return await forecast_answer(self, request, node, "")
 
     def forecast_query(request: Request) -> dict:
         fields, out = [], {}

@@ -43,7 +43,7 @@ async def test_decisions_and_a_migration_when_the_path_degrades(make_settings, t
     settings = make_settings(rescore_interval_seconds=0.3)
     await ensure_topics(settings)
     with DuckStore(settings.duckdb_path) as store:  # history for the forecast endpoint
-        store.write_windows(windows("A", "store", 3) + windows("B", "store", 1))
+        store.write_windows(windows("A", "store", 3) + windows("B", "store", 1) + windows("A", "", 3))
     worker = start_worker(settings, tmp_path / "w.log")
     port = settings.web_port
     now = time.time()
@@ -121,6 +121,8 @@ async def test_decisions_and_a_migration_when_the_path_degrades(make_settings, t
         assert status == 200, f
         assert len(f["points"]) == 30 and f["step_s"] == 60 and f["history_steps"] == 3 * 1440
         assert all(0.4 < p["value"] < 1.6 for p in f["points"])  # the series swings 0.5 .. 1.5
+        status, fn = await asyncio.to_thread(call, port, "GET", "/forecast/nodes/A?metric=rtt_ms&horizon=2h&step=2m")
+        assert status == 200 and fn["node"] == "A" and len(fn["points"]) == 60 and fn["step_s"] == 120
         status, f = await asyncio.to_thread(call, port, "GET", "/forecast/paths/B/store?horizon=1h")
         assert status == 409 and (f["needed_steps"], f["have_steps"]) == (2880, 1440)
         status, f = await asyncio.to_thread(call, port, "GET", "/forecast/paths/A/store?horizon=90s&stat=p42")
