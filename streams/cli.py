@@ -79,6 +79,19 @@ def build_parser() -> argparse.ArgumentParser:
     bt.add_argument("--day-seconds", type=int, default=86400, help="length of the daily rhythm")
     bt.add_argument("--json", action="store_true")
 
+    bat = sub.add_parser("battery", help="size a battery that smooths a power series (MW)")
+    bat.add_argument("values", nargs="*", metavar="VALUE",
+                     help="power in MW, one per interval; or one CSV file; or - to read CSV from stdin")
+    bat.add_argument("--interval", default="1min", help="time between samples, e.g. 1min, 15s, 100ms (default 1min)")
+    bat.add_argument("--window", required=True, help="smoothing window: samples (15) or a duration (15min)")
+    bat.add_argument("--margin", type=float, default=1.2, help="safety margin (default 1.2)")
+    bat.add_argument("--ramp-limit", type=float, default=None, help="grid ramp limit, MW/min")
+    bat.add_argument("--dod", type=float, default=0.9, help="depth of discharge (default 0.9)")
+    bat.add_argument("--trailing", action="store_true", help="trailing moving average instead of block means")
+    bat.add_argument("--column", default=None, help="CSV column with the power (default power_mw, else the last)")
+    bat.add_argument("--json", action="store_true", help="the figures and both curves as JSON")
+    bat.add_argument("--plot", metavar="FILE.png", default=None, help="draw load, target and compensation")
+
     rp = sub.add_parser("report", help="reports from the DuckDB audit (benefit, learned alphas)")
     rsub = rp.add_subparsers(dest="report", metavar="REPORT", parser_class=_Parser, required=True)
     rb = rsub.add_parser("benefit", help="outcomes by type, network-aware vs compute-only, utilisation")
@@ -378,6 +391,44 @@ def cmd_backtest(args, settings: Settings) -> int:
     return 0
 
 
+def cmd_battery(args, settings: Settings) -> int:
+    import json
+    from pathlib import Path
+
+    from core.battery import BatteryInputError, size_battery
+    from streams import power
+
+    try:
+        if len(args.values) == 1 and (args.values[0] == "-" or Path(args.values[0]).is_file()):
+            text = sys.stdin.read() if args.values[0] == "-" else Path(args.values[0]).read_text()
+            load = power.read_csv(text, args.column)
+        elif not args.values:
+            raise BatteryInputError("give power values, a CSV file, or - to read CSV from stdin")
+        else:
+            load = power.parse_values(args.values)
+        interval = power.interval_seconds(args.interval)
+        window = power.window_samples(args.window, interval)
+        sizing = size_battery(load, interval, window, args.margin, args.ramp_limit, args.dod, args.trailing)
+    except (BatteryInputError, OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"battery: {exc}") from None
+    if args.plot:
+        try:
+            power.plot(sizing, load, args.plot)
+        except OSError as exc:
+            raise UsageError(f"battery: --plot {args.plot}: {exc.strerror or exc}") from None
+    if args.json:
+        print(json.dumps(power.as_json(sizing, {
+            "samples": int(load.size), "interval_s": interval, "window_samples": window, "margin": args.margin,
+            "dod": args.dod, "ramp_limit_mw_per_min": args.ramp_limit,
+            "target": "trailing" if args.trailing else "block"})))
+    else:
+        print(power.as_table(sizing, load.size, interval, window, args.margin, args.dod, args.ramp_limit,
+                             args.trailing), end="")
+        if args.plot:
+            print(f"{'plot':<24}{args.plot}")
+    return 0
+
+
 def cmd_report(args, settings: Settings) -> int:
     import json
 
@@ -514,6 +565,7 @@ _COMMANDS = {
     "sql": cmd_sql,
     "backtest": cmd_backtest,
     "report": cmd_report,
+    "battery": cmd_battery,
     "bench": cmd_bench,
     "demo": cmd_demo,
 }
