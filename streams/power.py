@@ -135,6 +135,29 @@ def plot(s: Sizing, load: np.ndarray, path) -> None:
         f.write(data)
 
 
+def size_site(db_path, site: str, q: dict) -> dict | None:
+    """Sizing of a site's stored series (None: no series; {"error": ...}: too short)."""
+    from core.battery import size_battery
+    from sinks.duckdb_store import DuckStore
+
+    with DuckStore.open(db_path, read_only=True, timeout_s=5.0) as store:
+        latest = store.con.execute("SELECT max(window_start) FROM windows WHERE src = ? AND dst = '' "
+                                   "AND metric = 'power_mw'", [site]).fetchone()[0]
+        if latest is None:
+            return None
+        since = latest - q["period"] + q["interval"]
+        values, start, gaps = site_series(store.con, site, q["interval"], since)
+    if values.size < q["window"]:
+        return {"error": "not enough history", "detail": f"{values.size} interval(s) of power_mw in the period, "
+                f"fewer than one window of {q['window']}", "have_samples": int(values.size),
+                "needed_samples": q["window"]}
+    s = size_battery(values, q["interval"], q["window"], q["margin"], q["ramp_limit"], q["dod"], q["trailing"])
+    return as_json(s, {"site": site, "from": start, "to": start + values.size * q["interval"],
+                       "samples": int(values.size), "gaps_filled": gaps, "interval_s": q["interval"],
+                       "window_samples": q["window"], "margin": q["margin"], "dod": q["dod"],
+                       "ramp_limit_mw_per_min": q["ramp_limit"], "target": "trailing" if q["trailing"] else "block"})
+
+
 SITE_SERIES_SQL = """
 SELECT floor(window_start / ?) AS step, avg(mean) AS mw FROM windows
 WHERE src = ? AND dst = '' AND metric = 'power_mw' AND mean IS NOT NULL AND window_start >= ?

@@ -16,6 +16,7 @@ import faust
 from faust.web import Request, Response, View
 from pydantic import ValidationError
 
+from core.battery import BatteryInputError
 from schemas.compute import NODE_ID_PATTERN
 from schemas.sched import Task
 from schemas.units import parse_duration
@@ -25,6 +26,7 @@ from streams.history import STATS, NotEnoughHistory, StoreError, forecast_path
 from streams.inventory import DEFAULT_BENCHMARK_WORK, DEFAULT_MODEL_CONVERSION, scored
 from streams.metrics import Counters
 from streams.network import node_answer, path_answer
+from streams.power import size_site, window_samples
 from streams.sched_agent import TaskBook
 from streams.state_tables import Inventory, NetState
 
@@ -240,6 +242,61 @@ def register(app: faust.App, counters: Counters, settings: Settings, net: NetSta
         if fields:
             return {"error": "invalid request", "fields": fields}
         return {"metric": metric, "stat": stat, "step_s": out["step"], "horizon_steps": int(round(steps))}
+
+    @app.page("/power/{site}/smoothing")
+    class PowerSmoothing(View):
+        async def get(self, request: Request, site: str) -> Response:
+            """Battery sizing from the site's stored power_mw windows (DuckDB) over ``period``."""
+            if err := _check_ids(site=site):
+                return self.json(err, status=400)
+            q = smoothing_query(request)
+            if "error" in q:
+                return self.json(q, status=400)
+            try:
+                out = await asyncio.to_thread(size_site, settings.duckdb_path, site, q)
+            except StoreError as exc:
+                return self.json({"error": "history unavailable", "detail": str(exc)}, status=503)
+            if out is None:
+                return self.json({"error": "no power_mw history for this site", "site": site}, status=404)
+            if "error" in out:
+                return self.json(out, status=409)
+            return self.json(out)
+
+    def smoothing_query(request: Request) -> dict:
+        fields, out = [], {}
+        for name, default in (("interval", "1min"), ("period", "1d")):
+            raw = request.query.get(name, default)
+            try:
+                out[name] = parse_duration(raw)
+            except ValueError as exc:
+                fields.append({"field": name, "value": raw, "reason": str(exc)})
+        raw_window = request.query.get("window", "15min")
+        if "interval" in out:
+            try:
+                out["window"] = window_samples(raw_window, out["interval"])
+            except BatteryInputError as exc:
+                fields.append({"field": "window", "value": raw_window, "reason": str(exc)})
+        for name, default, ok, reason in (("margin", "1.2", lambda v: v > 0, "must be > 0"),
+                                          ("dod", "0.9", lambda v: 0 < v <= 1, "must be in (0, 1]"),
+                                          ("ramp_limit", None, lambda v: v > 0, "must be > 0 MW/min")):
+            raw = request.query.get(name, default)
+            if raw is None:
+                out[name] = None
+                continue
+            try:
+                v = float(raw)
+            except ValueError:
+                v = float("nan")
+            if not (v == v and abs(v) != float("inf") and ok(v)):
+                fields.append({"field": name, "value": raw, "reason": reason})
+            out[name] = v
+        trailing = request.query.get("trailing", "false").lower()
+        if trailing not in ("true", "false", "1", "0"):
+            fields.append({"field": "trailing", "value": trailing, "reason": "must be true or false"})
+        out["trailing"] = trailing in ("true", "1")
+        if fields:
+            return {"error": "invalid request", "fields": fields}
+        return out
 
     @app.page("/tasks/{task_id}")
     class TaskView(View):

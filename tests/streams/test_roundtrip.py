@@ -58,7 +58,11 @@ async def test_samples_flow_through_kafka_and_faust_to_window_results(make_setti
                                                           ["rtt_ms"] * n, rtt[sl]), key=b"n01")
             # a JSON array with one bad row, a garbage message, and a sample that closes both windows
             mixed = [{"ts": t0 + 25, "src": "n01", "dst": "", "metric": "bw_util", "value": 0.25},
-                     {"ts": t0 + 25, "src": "n01", "dst": "", "metric": "bw_util", "value": 7}]
+                     {"ts": t0 + 25, "src": "n01", "dst": "", "metric": "bw_util", "value": 7},
+                     # facility power of site dc1 flows through the same windows (negative: rejected)
+                     {"ts": t0 + 21, "src": "dc1", "dst": "", "metric": "power_mw", "value": 42.0},
+                     {"ts": t0 + 22, "src": "dc1", "dst": "", "metric": "power_mw", "value": 44.0},
+                     {"ts": t0 + 23, "src": "dc1", "dst": "", "metric": "power_mw", "value": -3.0}]
             await p.send_and_wait(topic, json.dumps(mixed).encode(), key=b"n01")
             await p.send_and_wait(topic, b"\xffgarbage", key=b"n01")
             closer = {"ts": t0 + 40, "src": "n01", "dst": "n02", "metric": "rtt_ms", "value": 1.0}
@@ -67,7 +71,7 @@ async def test_samples_flow_through_kafka_and_faust_to_window_results(make_setti
             await p.stop()
 
         def enough(got):
-            return len(got[NETSTATE_WINDOWS]) >= 3 and len(got[PROBE_DEADLETTER]) >= 2
+            return len(got[NETSTATE_WINDOWS]) >= 4 and len(got[PROBE_DEADLETTER]) >= 2
 
         got = await collect(settings, (NETSTATE_WINDOWS, PROBE_DEADLETTER), enough, 60, worker)
     finally:
@@ -94,14 +98,16 @@ async def test_samples_flow_through_kafka_and_faust_to_window_results(make_setti
     assert windows[("rtt_ms", t0)]["outliers"] > 0  # the 50x spikes are gone
     bw = windows[("bw_util", t0 + 20)]
     assert (bw["count"], bw["mean"], bw["dst"]) == (1, 0.25, "")
+    power = windows[("power_mw", t0 + 20)]
+    assert (power["src"], power["count"], power["mean"], power["max"]) == ("dc1", 2, 43.0, 44.0)
 
     dead = {d["reason"]: d for d in got[PROBE_DEADLETTER]}
     assert base64.b64decode(dead["undecodable"]["original_b64"]) == b"\xffgarbage"
     assert dead["undecodable"]["source"]["topic"] == settings.topic(PROBE_SAMPLES)
     partial = dead["out_of_range"]
-    assert (partial["rows_total"], partial["rows_rejected"]) == (2, 1)
-    assert partial["rows"] == [{"row": 1, "reason": "out_of_range",
-                                "detail": "bw_util must be in [0, 1], got 7.0"}]
+    assert (partial["rows_total"], partial["rows_rejected"]) == (5, 2)
+    assert partial["rows"][0] == {"row": 1, "reason": "out_of_range", "detail": "bw_util must be in [0, 1], got 7.0"}
+    assert partial["rows"][1]["row"] == 4 and "power_mw" in partial["rows"][1]["detail"]
     assert json.loads(base64.b64decode(partial["original_b64"])) == mixed
 
 

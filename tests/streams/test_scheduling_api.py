@@ -44,6 +44,10 @@ async def test_decisions_and_a_migration_when_the_path_degrades(make_settings, t
     await ensure_topics(settings)
     with DuckStore(settings.duckdb_path) as store:  # history for the forecast endpoint
         store.write_windows(windows("A", "store", 3) + windows("B", "store", 1) + windows("A", "", 3))
+        # site dc1's facility power, one window per minute: 10, 20, (no window), 10 MW
+        store.write_windows([{**w, "metric": "power_mw", "src": "dc1", "dst": "", "mean": mw}
+                             for w, mw in zip(windows("x", "", 1)[:4], (10.0, 20.0, None, 10.0), strict=True)
+                             if mw is not None])
     worker = start_worker(settings, tmp_path / "w.log")
     port = settings.web_port
     now = time.time()
@@ -121,6 +125,17 @@ async def test_decisions_and_a_migration_when_the_path_degrades(make_settings, t
         assert status == 200, f
         assert len(f["points"]) == 30 and f["step_s"] == 60 and f["history_steps"] == 3 * 1440
         assert all(0.4 < p["value"] < 1.6 for p in f["points"])  # the series swings 0.5 .. 1.5
+        # battery sizing from the stored power: the gap at minute 3 is interpolated (15 MW), so the
+        # load is 10, 20, 15, 10: blocks of 2 -> targets 15, 12.5; compensation -5, 5, 2.5, -2.5
+        status, b = await asyncio.to_thread(call, port, "GET", "/power/dc1/smoothing?window=2min&interval=1min")
+        assert status == 200, b
+        assert (b["samples"], b["gaps_filled"]) == (4, 1) and b["compensation_mw"] == [-5, 5, 2.5, -2.5]
+        assert b["power_capacity_mw"] == pytest.approx(6) and b["smoothing_rate_pct"] == pytest.approx(75)
+        assert (await asyncio.to_thread(call, port, "GET", "/power/nowhere/smoothing"))[0] == 404
+        status, b = await asyncio.to_thread(call, port, "GET", "/power/dc1/smoothing?window=10")
+        assert status == 409 and b["have_samples"] == 4
+        status, b = await asyncio.to_thread(call, port, "GET", "/power/dc1/smoothing?window=2&dod=2&trailing=maybe")
+        assert status == 400 and {f["field"] for f in b["fields"]} == {"dod", "trailing"}
         status, fn = await asyncio.to_thread(call, port, "GET", "/forecast/nodes/A?metric=rtt_ms&horizon=2h&step=2m")
         assert status == 200 and fn["node"] == "A" and len(fn["points"]) == 60 and fn["step_s"] == 120
         status, f = await asyncio.to_thread(call, port, "GET", "/forecast/paths/B/store?horizon=1h")
