@@ -71,6 +71,9 @@ class ComputeReport(BaseModel):
     availability: float | None = Field(default=None, ge=0, le=1)
     idle_rate: float | None = Field(default=None, ge=0, le=1)
     queue_delay_s: float | None = NonNeg
+    power_kw: float | None = Field(default=None, ge=0, description="the node's power draw at full load")
+    energy_price_per_mwh: float | None = Field(default=None, ge=0, description="what its energy costs now")
+    carbon_g_per_kwh: float | None = Field(default=None, ge=0, description="carbon intensity of its energy now")
     free: Free = Field(default_factory=Free)
 
     @property

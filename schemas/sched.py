@@ -57,6 +57,9 @@ class Task(BaseModel):
     submitted_at: float | None = Field(default=None, gt=0)
     expected_duration_s: float = Field(default=3600.0, gt=0)
     checkpoint_gb: float = Field(default=0.0, ge=0, description="state moved on a migration")
+    cost_sensitivity: float = Field(
+        default=0.0, ge=0, le=1,
+        description="weight of the energy score (cheaper, greener nodes); 0: scores as without energy")
 
 
 class Candidate(BaseModel):
@@ -65,6 +68,7 @@ class Candidate(BaseModel):
     network_score: float
     alpha: float
     composite: float
+    energy_score: float | None = Field(default=None, description="set when the task has a cost sensitivity")
 
 
 class Fallback(BaseModel):
@@ -92,6 +96,7 @@ class Decision(BaseModel):
     submitted_at: float | None = None
     cards: int = Field(default=0, description="accelerators per worker")
     peers: int = 1
+    cost_sensitivity: float = 0.0
 
 
 class ScoreBreakdown(BaseModel):

@@ -65,6 +65,8 @@ class Settings(BaseSettings):
     rescore_interval_seconds: float = Field(default=0.5, gt=0, le=3600, description="at most one rescoring per")
     decision_timeout_seconds: float = Field(default=10.0, gt=0, le=300, description="POST /tasks waits this long")
     migration_cooldown_seconds: float = Field(default=600.0, ge=0, description="a moved task rests this long")
+    energy_carbon_weight: float = Field(
+        default=0.5, ge=0, le=1, description="share of carbon (vs cost) in the energy score")
     forecast_step_seconds: float = Field(default=60.0, gt=0, le=86_400, description="resolution of forecasts")
     preventive_reschedule: bool = Field(
         default=False, description="score paths at the worse of measured and forecast p95 rtt (early trigger)")

@@ -68,6 +68,7 @@ def register(app: faust.App, topics, settings: Settings, counters: Counters, net
         policy=ReschedulePolicy(cooldown_s=settings.migration_cooldown_seconds),
         conversion=settings.model_conversion or DEFAULT_MODEL_CONVERSION,
         benchmark_work=settings.benchmark_work or DEFAULT_BENCHMARK_WORK,
+        energy_carbon_weight=settings.energy_carbon_weight,
     )
     state = {"restored": False, "scored_version": -1}
     lock = asyncio.Lock()

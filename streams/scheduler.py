@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from core.energy import blend, energy_scores
 from core.placement import place, queue_order, rank
 from core.quality import DEFAULT_MODEL, combine, dimension_utilities
 from core.reschedule import ReschedulePolicy, degraded, evaluate, migration_cost_s
@@ -57,6 +58,7 @@ class NodeView:
     link_gbps: np.ndarray
     queue_s: np.ndarray
     joined_at: np.ndarray
+    energy: np.ndarray  # [N] energy score 0-100 (core.energy; 50 where unknown)
 
 
 @dataclass
@@ -77,6 +79,7 @@ class Scheduler:
     types: dict = field(default_factory=lambda: dict(DEFAULT_TYPES))  # type defaults, learned alphas included
     forecast_p95: dict = field(default_factory=dict)  # (src, dst) -> forecast worst p95 rtt (preventive mode)
     forecast_version: int = 0
+    energy_carbon_weight: float = 0.5
     _cache: dict = field(default_factory=dict)
 
     on_touch: object = None  # called after every change (the worker's rescoring loop waits on it)
@@ -137,9 +140,14 @@ class Scheduler:
             queue[i] = r.get("queue_delay_s") or 0.0
             node_class[i] = classes.setdefault(item["class"], len(classes))
             joined[i] = self.first_seen.setdefault(ids[i], now)
+        def figure(key):
+            return np.array([np.nan if i["report"].get(key) is None else float(i["report"][key]) for i in items])
+
+        energy = energy_scores(figure("energy_price_per_mwh"), figure("carbon_g_per_kwh"), figure("power_kw"),
+                               self.energy_carbon_weight)
         return NodeView(ids, index, compute, capacity, free,  # usable: see nodes()
                         np.array([i["available"] for i in items], bool), node_class, list(classes),
-                        capacity[:, 0] > 0, link, queue, joined)
+                        capacity[:, 0] > 0, link, queue, joined, energy)
 
     @staticmethod
     def _need(task: Task) -> np.ndarray:
@@ -261,9 +269,11 @@ class Scheduler:
         endpoints = self._endpoints(nodes, [task])
         quality, bandwidth, node_q, p95, _loss = self.network(endpoints, nodes, profile)
         x = self._inputs([task], [alpha], nodes, endpoints, quality, bandwidth, node_q)
-        row = score_all(x)[0] if nodes.ids else np.zeros(0, np.float32)
+        raw = score_all(x)[0] if nodes.ids else np.zeros(0, np.float32)
+        w = task.cost_sensitivity
+        row = blend(raw[None, :], [w], nodes.energy)[0] if w > 0 and nodes.ids else raw
         compute_row = nodes.compute[:, x.kind[0]] if nodes.ids else np.zeros(0)
-        net_row = ((row - alpha * compute_row) / (1 - alpha)) if alpha < 1 else np.full(row.shape, np.nan)
+        net_row = ((raw - alpha * compute_row) / (1 - alpha)) if alpha < 1 else np.full(raw.shape, np.nan)
         x1 = self._inputs([task], [1.0], nodes, endpoints, quality, bandwidth, node_q)
         compute_only = rank(score_all(x1)[0])[: task.peers] if nodes.ids else []
         co = int(compute_only[0]) if len(compute_only) else -1
@@ -273,13 +283,15 @@ class Scheduler:
 
         def peer_scores(first: int) -> np.ndarray:
             q = np.where(np.isnan(quality[first]), x.unknown_quality, quality[first])
-            return alpha * compute_row + (1 - alpha) * q
+            peer = alpha * compute_row + (1 - alpha) * q
+            return blend(peer[None, :], [w], nodes.energy)[0] if w > 0 else peer
 
         p = place(row, need, usable, gang=task.peers, reserve=reserve, peer_scores=peer_scores)
         ranked = rank(row)[:10]
         cands = [Candidate(node=nodes.ids[i], compute_score=round(float(compute_row[i]), 4),
                            network_score=round(float(net_row[i]), 4) if alpha < 1 else 0.0,
-                           alpha=alpha, composite=round(float(row[i]), 4)) for i in ranked]
+                           alpha=alpha, composite=round(float(row[i]), 4),
+                           energy_score=round(float(nodes.energy[i]), 4) if w > 0 else None) for i in ranked]
         rejected = {nodes.ids[i]: REASONS[r] for i, r in enumerate(reasons) if r != 0}
         counts: dict[str, int] = {}
         for r in rejected.values():
@@ -302,7 +314,7 @@ class Scheduler:
             compute_only_composite=_finite(row[co]) if co >= 0 else None,
             compute_only_network_score=_finite(net_row[co]) if co >= 0 and alpha < 1 else None,
             decided_at=now, task_type=task.type, submitted_at=task.submitted_at, cards=task.resources.cards,
-            peers=task.peers,
+            peers=task.peers, cost_sensitivity=w,
         )
 
     def retry_pending(self, now: float | None = None) -> list[Decision]:
@@ -339,8 +351,10 @@ class Scheduler:
             alphas = [r.alpha for r in group]
             x = self._inputs(tasks, alphas, nodes, endpoints, quality, bandwidth, node_q)
             x_now = self._inputs(tasks, alphas, nodes, endpoints, quality, bandwidth, node_q, zero_need=True)
-            s = score_all(x)
-            s_now = score_all(x_now)
+            w = np.array([r.task.cost_sensitivity for r in group])
+            s_raw, s_now_raw = score_all(x), score_all(x_now)  # before energy (their network scores)
+            s = blend(s_raw, w, nodes.energy)
+            s_now = blend(s_now_raw, w, nodes.energy)
             cur = np.array([nodes.index[r.nodes[0]] for r in group])
             t_idx = np.arange(len(group))
             current = s_now[t_idx, cur].astype(np.float64)
@@ -370,9 +384,11 @@ class Scheduler:
                     continue
                 target = nodes.ids[int(best_node[t])]
                 before = ScoreBreakdown(compute_score=float(x.compute[cur[t], x.kind[t]]),
-                                        network_score=_net(current[t], x, t, cur[t]), composite=float(current[t]))
+                                        network_score=_net(float(s_now_raw[t, cur[t]]), x, t, cur[t]),
+                                        composite=float(current[t]))
                 after = ScoreBreakdown(compute_score=float(x.compute[best_node[t], x.kind[t]]),
-                                       network_score=_net(best[t], x, t, best_node[t]), composite=float(best[t]))
+                                       network_score=_net(float(s_raw[t, best_node[t]]), x, t, best_node[t]),
+                                       composite=float(best[t]))
                 events.append(RescheduleEvent(
                     task_id=r.task.id, from_nodes=list(r.nodes), to_nodes=[target], trigger=str(ev.trigger[t]),
                     expected_gain_s=round(float(ev.gain_s[t]), 3), migration_cost_s=round(float(ev.cost_s[t]), 3),

@@ -1,0 +1,28 @@
+import numpy as np
+
+from core.energy import blend, energy_scores
+
+nan = float("nan")
+
+
+def test_energy_score_worked_example():
+    # hourly cost: 50 x 1000 / 1000 = 50, 100, 150 x 500 / 1000 = 75 $/h -> scores 100, 0, 50
+    # hourly carbon: 400 x 1000, 100 x 1000, unknown -> scores 0, 100, (unknown)
+    e = energy_scores([50, 100, 150], [400, 100, nan], [1000, 1000, 500], carbon_weight=0.25)
+    assert e.tolist() == [0.75 * 100 + 0.25 * 0, 0.75 * 0 + 0.25 * 100, 50.0]  # the third: cost alone
+
+
+def test_unknown_and_equal_figures():
+    assert energy_scores([nan, nan], [nan, nan], [100, 100]).tolist() == [50.0, 50.0]  # neutral
+    assert energy_scores([80, 80], [nan, nan], [100, 100]).tolist() == [100.0, 100.0]  # all equal
+    assert energy_scores([80, 40], [nan, nan], [nan, 100]).tolist() == [50.0, 100.0]  # no power: unknown
+    assert energy_scores([], [], []).size == 0
+
+
+def test_blend_leaves_tasks_that_do_not_ask_exactly_as_they_were():
+    s = np.array([[70.123, -np.inf, 33.3], [70.123, -np.inf, 33.3]], np.float32)
+    out = blend(s, np.array([0.0, 0.5]), np.array([100.0, 100.0, 0.0]))
+    assert out.dtype == np.float32
+    assert (out[0] == s[0]).all()  # bit for bit
+    assert out[1, 1] == -np.inf  # infeasible stays infeasible
+    assert np.allclose(out[1], [0.5 * 70.123 + 50, -np.inf, 0.5 * 33.3])
