@@ -120,6 +120,10 @@ def build_parser() -> argparse.ArgumentParser:
     bf.add_argument("--series", type=int, default=10_000)
     bf.add_argument("--days", type=int, default=7)
     bf.add_argument("--json", action="store_true")
+    bb = bsub.add_parser("battery", help="battery sizing of a year of 1-minute power vs a per-sample reference")
+    bb.add_argument("--samples", type=int, default=525_600)
+    bb.add_argument("--window", type=int, default=15)
+    bb.add_argument("--json", action="store_true")
     bk = bsub.add_parser("sink", help="window results through Kafka into DuckDB by the real sink")
     bk.add_argument("--results", type=int, default=500_000)
     bk.add_argument("--json", action="store_true")
@@ -467,6 +471,7 @@ def cmd_bench(args, settings: Settings) -> int:
     from pathlib import Path
 
     from streams.bench import (
+        bench_battery,
         bench_forecast,
         bench_ingest,
         bench_reschedule,
@@ -474,6 +479,11 @@ def cmd_bench(args, settings: Settings) -> int:
         bench_sink,
     )
 
+    if args.bench == "battery":
+        if args.window < 1 or args.samples < args.window:
+            raise UsageError("--window must be at least 1 and --samples at least --window")
+        _print_result(bench_battery(args.samples, args.window), args.json)
+        return 0
     if args.bench == "forecast":
         if args.series < 1 or args.days < 2:
             raise UsageError("--series must be at least 1 and --days at least 2")

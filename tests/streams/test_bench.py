@@ -38,3 +38,12 @@ def test_bench_scoring_and_reschedule_report_their_keys():
     r = bench_reschedule(nodes=40, peers=3, tasks=20, stores=4)
     assert r["moved_t0"] and r["reschedule_events"] >= 1  # the task whose path degraded moved
     assert r["running_tasks"] == 20 and r["window_to_reschedule_s"] > 0
+
+
+def test_bench_battery_runs_both_targets_beside_the_reference():
+    from streams.bench import bench_battery
+
+    out = bench_battery(samples=2000, window=15)
+    for kind in ("block", "trailing"):
+        assert out[f"{kind}_seconds"] > 0 and out[f"{kind}_reference_seconds"] > 0
+        assert out[f"{kind}_ratio"] == pytest.approx(out[f"{kind}_reference_seconds"] / out[f"{kind}_seconds"])
