@@ -30,7 +30,14 @@ from streams.config import Settings
 from streams.kafka import consumer, ensure_topics, producer
 from streams.procs import start_command, start_worker
 from streams.producer import ProbeProducer
-from streams.sim import ProbeSimulator, TaskRunner, Topology, compute_reports, history_windows
+from streams.sim import (
+    ProbeSimulator,
+    TaskRunner,
+    Topology,
+    compute_reports,
+    history_windows,
+    site_power_windows,
+)
 
 # the alphas the simulated runner uses (what the learner should find); type defaults differ
 TRUE_ALPHA = {"training-data-parallel": 0.35, "fine-tune": 0.6, "batch-analytics": 0.8, "inference": 0.7,
@@ -67,8 +74,8 @@ async def run_demo(settings: Settings, args) -> int:
     topo = Topology.build(args.nodes_per_region)
     watch = [(topo.nodes[0], topo.nodes[1]), (topo.nodes[0], topo.nodes[args.nodes_per_region])]
     rows = await asyncio.to_thread(_backfill, settings, topo, watch)
-    print(f"duckdb   {settings.duckdb_path}: {rows:,} simulated past window results (3 days, 1 per minute) "
-          f"for {len(watch)} paths, so forecasts have history")
+    print(f"duckdb   {settings.duckdb_path}: {rows:,} simulated past window results (1 per minute: 3 days of "
+          f"rtt for {len(watch)} paths, 1 day of {POWER_SITE} facility power), so forecasts have history")
     sink_log = Path(settings.data_dir) / "demo-sink.log"
     sink = start_command(settings, sink_log, "sink")
     print(f"sink     started (log: {sink_log})")
@@ -131,6 +138,7 @@ async def run_demo(settings: Settings, args) -> int:
         await work.finish_due()
         await asyncio.to_thread(_print_summaries, settings, topo, watch)
         await asyncio.to_thread(_print_forecast, settings, watch[1])
+        await asyncio.to_thread(_print_power, settings)
         await asyncio.sleep(2.0)  # the sink's next batch: the last events
     finally:
         await out.stop()
@@ -292,8 +300,13 @@ def _print_summaries(settings: Settings, topo: Topology, watch) -> None:
 
 
 def _backfill(settings: Settings, topo: Topology, pairs) -> int:
+    now = time.time()
     with DuckStore.open(settings.duckdb_path) as store:
-        return store.write_windows(history_windows(topo, pairs, time.time(), days=3))
+        return store.write_windows(history_windows(topo, pairs, now, days=3)
+                                   + site_power_windows(POWER_SITE, now, days=1))
+
+
+POWER_SITE = "eu-dc1"
 
 
 class Workload:
@@ -305,6 +318,7 @@ class Workload:
         self.p = producer(settings)
         self.expected: dict[str, float] = {}
         self.submitted = self.started = self.finished = 0
+        self.shown_energy = False
 
     async def start(self) -> None:
         await self.p.start()
@@ -324,6 +338,8 @@ class Workload:
             task = {"id": f"w{k:04d}", "type": kind, "resources": {"cards": 1, "host_mem_gb": 8},
                     "data_source": {"node": data, "size_gb": 5}, "expected_duration_s": 300 + 100 * (k % 10),
                     "submitted_at": time.time()}
+            if kind == "batch-analytics":  # batch work asks for cheaper, greener power
+                task["cost_sensitivity"] = 0.3
             self.expected[task["id"]] = task["expected_duration_s"]
             await self.p.send(self.settings.topic(SCHED_TASKS), json.dumps(task).encode(), key=task["id"].encode())
             self.submitted += 1
@@ -332,6 +348,12 @@ class Workload:
             await asyncio.sleep(every_s)
 
     async def decided(self, d: dict) -> None:
+        if d.get("cost_sensitivity") and d.get("status") == "placed" and not self.shown_energy:
+            self.shown_energy = True
+            c = next(c for c in d["candidates"] if c["node"] in d["nodes"])
+            print(f"decision {d['task_id']} ({d['task_type']}, cost sensitivity {d['cost_sensitivity']:g}) -> "
+                  f"{','.join(d['nodes'])}: energy score {c['energy_score']:.0f}, composite {c['composite']:.1f}; "
+                  f"compute-only would pick {','.join(d['compute_only_nodes'])}")
         started = self.runner.placed(d, self.expected.get(d["task_id"], 3600.0), time.time())
         if started is not None:
             self.started += 1
@@ -359,6 +381,22 @@ def _print_forecast(settings: Settings, path) -> None:
           f"steps of {f['step_s']:g} s history)")
     print("  " + "  ".join(f"{time.strftime('%H:%M', time.localtime(p['t']))} {p['value']:.1f}" for p in pts[::10])
           + f"   (min {min(vals):.1f}, max {max(vals):.1f} ms)")
+
+
+def _print_power(settings: Settings) -> None:
+    path = f"/power/{POWER_SITE}/smoothing?window=15min&interval=1min&period=1d&ramp_limit=2"
+    try:
+        b = _get(settings, path)
+    except OSError as exc:
+        print(f"power smoothing unavailable: {exc}")
+        return
+    print(f"GET {path}")
+    print(f"  {b['samples']:,} minutes: battery {b['power_capacity_mw']:.1f} MW / {b['recommended_energy_kwh']:,.0f} kWh "
+          f"(largest discharge {b['discharge_energy_kwh']:,.0f} kWh, charge {b['charge_energy_kwh']:,.0f} kWh, "
+          f"SOC swing {b['soc_swing_kwh']:,.0f} kWh); max ramp {b['original_max_ramp_mw_per_min']:.1f} -> "
+          f"{b['smoothed_max_ramp_mw_per_min']:.1f} MW/min ({b['smoothing_rate_pct']:.0f} % smoother)"
+          + ("" if b["ramp_limit_met"] else f"; the 15-min block target itself ramps "
+             f"{b['target_max_ramp_mw_per_min']:.1f} MW/min"))
 
 
 def _print_reports(settings: Settings) -> None:

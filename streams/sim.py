@@ -33,6 +33,13 @@ ACCELERATORS = {  # per region: model, class, cards, per-card peaks (vendor-stat
 }
 
 
+ENERGY = {  # per region: energy price ($/MWh) and carbon intensity (gCO2/kWh)
+    "eu": {"energy_price_per_mwh": 95.0, "carbon_g_per_kwh": 250.0},
+    "us": {"energy_price_per_mwh": 60.0, "carbon_g_per_kwh": 380.0},
+    "asia": {"energy_price_per_mwh": 70.0, "carbon_g_per_kwh": 520.0},
+}
+
+
 @dataclass
 class Topology:
     nodes: list[str]
@@ -195,6 +202,9 @@ def compute_reports(topo: Topology, now: float, seed: int = 3, busy: frozenset[s
             "idle_rate": round(float(rng.uniform(0.1, 0.9)), 3),
             "queue_delay_s": round(float(rng.uniform(0, 120)), 1),
             "free": {"cards": 0 if node in busy else cards, "mem_gb": mem_gb * cards, "host_mem_gb": 512},
+            # energy: draw at full load, and the region's price and carbon intensity now
+            "power_kw": round(cards * {"h100": 1.2, "a100": 0.8, "l40s": 0.6}[cls] + 1.5, 2),
+            **ENERGY[region],
         }
         if i % 2 == 0:  # half the nodes have a measured benchmark: LLM training tokens/s per node
             per_card = {"h100": 9400, "a100": 2970, "l40s": 3450}[cls]
@@ -266,3 +276,22 @@ class TaskRunner:
         ready = [(t, e) for t, e in self.finishing if t <= now]
         self.finishing = [(t, e) for t, e in self.finishing if t > now]
         return [{**e, "at": t} for t, e in ready]
+
+
+def site_power_windows(site: str, end: float, days: float, step_s: float = 60.0, seed: int = 13) -> list[dict]:
+    """Past `power_mw` window results of a site (one per ``step_s``): a 40 MW base with a daily rhythm,
+    training jobs that start and stop in 8-20 MW steps, and checkpoint dips of a few minutes."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(math.floor((end - days * 86400) / step_s) * step_s, end - step_s, step_s)
+    mw = 40 + 6 * np.sin(2 * np.pi * (t % 86400) / 86400)
+    jobs = np.zeros(t.size)
+    k = 0
+    while k < t.size:  # jobs: on for 30-180 minutes, off for 10-60
+        on = int(rng.integers(30, 180))
+        jobs[k:k + on] = rng.uniform(8, 20)
+        k += on + int(rng.integers(10, 60))
+    dips = rng.random(t.size) < 0.02  # checkpoints: the job's draw halves for a sample
+    mw = mw + np.where(dips, 0.5, 1.0) * jobs + rng.normal(0, 0.3, t.size)
+    return [{"src": site, "dst": "", "metric": "power_mw", "window_start": float(a), "window_end": float(a + step_s),
+             "count": 60, "kept": 60, "outliers": 0, "lost": 0, "mean": float(m), "p50": float(m), "p95": float(m),
+             "p99": float(m), "min": float(m), "max": float(m)} for a, m in zip(t, mw, strict=True)]
