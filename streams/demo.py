@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-import urllib.request
 from pathlib import Path
 
 from schemas.topics import (
@@ -26,6 +25,7 @@ from schemas.topics import (
 )
 from sinks.duckdb_store import DuckStore
 from streams.children import stop_process
+from streams.client import base_url, call
 from streams.config import Settings
 from streams.kafka import consumer, ensure_topics, producer
 from streams.procs import start_command, start_worker
@@ -54,8 +54,14 @@ def _r(v, digits: int):
 
 
 def _get(settings: Settings, path: str) -> dict:
-    with urllib.request.urlopen(f"http://127.0.0.1:{settings.web_port}{path}", timeout=5) as r:
-        return json.loads(r.read())
+    return _ok(call(base_url(settings.web_host, settings.web_port), "GET", path, timeout=5))
+
+
+def _ok(answer: tuple[int, dict]) -> dict:
+    status, body = answer
+    if status >= 400:
+        raise OSError(f"HTTP {status}: {body}")
+    return body
 
 
 async def run_demo(settings: Settings, args) -> int:
@@ -240,10 +246,7 @@ DEMO_TASKS = [
 
 
 def _post(settings: Settings, path: str, body: dict) -> dict:
-    req = urllib.request.Request(f"http://127.0.0.1:{settings.web_port}{path}", data=json.dumps(body).encode(),
-                                 method="POST", headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=30) as r:
-        return json.loads(r.read())
+    return _ok(call(base_url(settings.web_host, settings.web_port), "POST", path, body))
 
 
 def _submit_tasks(settings: Settings, topo: Topology, data_node: str) -> str | None:

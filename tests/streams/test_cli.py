@@ -24,7 +24,7 @@ def run(*args, env=None, timeout=60):
 def test_help_lists_the_commands():
     r = run("--help")
     assert r.returncode == 0
-    for cmd in ("broker", "worker", "topics", "demo"):
+    for cmd in ("broker", "worker", "topics", "demo", "submit", "query", "battery", "report", "sink", "sql"):
         assert cmd in r.stdout
 
 
@@ -35,6 +35,23 @@ def test_bad_usage_is_one_clear_line_and_exit_2():
     assert "invalid float value: 'soon'" in r.stderr
     r = run("launch")
     assert r.returncode == 2 and "invalid choice: 'launch'" in r.stderr
+
+
+def test_submit_and_query_say_what_is_wrong(tmp_path):
+    bad = tmp_path / "t.json"
+    bad.write_text("{not json")
+    r = run("submit", str(bad))
+    assert r.returncode == 2 and "is not JSON" in r.stderr and r.stderr.count("\n") == 1
+    r = run("submit", str(tmp_path / "missing.json"))
+    assert r.returncode == 2 and "No such file" in r.stderr
+    free = socket.socket()
+    free.bind(("127.0.0.1", 0))
+    port = free.getsockname()[1]
+    free.close()  # nothing listens there
+    r = run("query", "node", "n1", "--url", f"http://127.0.0.1:{port}")
+    assert r.returncode == 1 and r.stderr.startswith(f"cnsched: query: cannot reach the worker at http://127.0.0.1:{port}")
+    r = run("query", "galaxy", "x")
+    assert r.returncode == 2 and "invalid choice: 'galaxy'" in r.stderr
 
 
 def test_invalid_configuration_lists_every_field():

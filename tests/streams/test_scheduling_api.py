@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -24,6 +27,13 @@ from tests.http import call
 from tests.streams.test_history import windows
 
 pytestmark = pytest.mark.integration
+
+
+def cli(settings, *args, stdin=None):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CNSCHED_")}
+    env["CNSCHED_WEB_PORT"] = str(settings.web_port)
+    return subprocess.run([sys.executable, "-m", "streams.cli", *args], input=stdin, capture_output=True, text=True,
+                          env=env, timeout=120)
 
 
 def rtt_window(src, dst, end, p50, p95, lost=0):
@@ -136,6 +146,13 @@ async def test_decisions_and_a_migration_when_the_path_degrades(make_settings, t
         assert status == 409 and b["have_samples"] == 4
         status, b = await asyncio.to_thread(call, port, "GET", "/power/dc1/smoothing?window=2&dod=2&trailing=maybe")
         assert status == 400 and {f["field"] for f in b["fields"]} == {"dod", "trailing"}
+        # the same through the CLI
+        q = await asyncio.to_thread(cli, settings, "query", "forecast", "A", "store", "--horizon", "10m", "--json")
+        assert q.returncode == 0 and len(json.loads(q.stdout)["points"]) == 10
+        q = await asyncio.to_thread(cli, settings, "query", "node", "nope")
+        assert q.returncode == 1 and q.stderr.strip() == "cnsched: query: HTTP 404: unknown node"
+        q = await asyncio.to_thread(cli, settings, "query", "power", "dc1", "--window", "2min", "--dod", "7")
+        assert q.returncode == 1 and "dod: must be in (0, 1]" in q.stderr
         status, fn = await asyncio.to_thread(call, port, "GET", "/forecast/nodes/A?metric=rtt_ms&horizon=2h&step=2m")
         assert status == 200 and fn["node"] == "A" and len(fn["points"]) == 60 and fn["step_s"] == 120
         status, f = await asyncio.to_thread(call, port, "GET", "/forecast/paths/B/store?horizon=1h")
@@ -145,8 +162,11 @@ async def test_decisions_and_a_migration_when_the_path_degrades(make_settings, t
 
         # lifecycle: a finished task releases its cards, and a queued task takes them
         six = {"type": "fine-tune", "resources": {"cards": 6}}
-        status, body = await asyncio.to_thread(call, port, "POST", "/tasks", {"id": "t5", **six})
-        assert status == 200 and body["nodes"] == ["B"]
+        sub = await asyncio.to_thread(cli, settings, "submit", "-", stdin=json.dumps([{"id": "t5", **six},
+                                                                                    {"id": "bad", "type": "x"}]))
+        assert sub.returncode == 1, sub.stderr  # one task rejected
+        lines = sub.stdout.splitlines()
+        assert lines[0].startswith("t5 placed on B (alpha 0.50") and lines[1].startswith("bad rejected: type:")
         status, body = await asyncio.to_thread(call, port, "POST", "/tasks", {"id": "t6", **six})
         assert status == 200 and body["status"] == "queued"  # A has 3 cards left, B 2
         p = producer(settings)
