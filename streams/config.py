@@ -42,6 +42,9 @@ class Settings(BaseSettings):
     allowed_lateness_seconds: float = Field(default=2.0, ge=0, le=3_600)
     max_clock_skew_seconds: float = Field(default=86_400.0, gt=0)
     hampel_k: float = Field(default=3.0, gt=0, description="outliers: |x - median| > k * 1.4826 * MAD")
+    idle_close_seconds: float = Field(
+        default=30.0, ge=0, description="a partition without messages this long: its event time follows the "
+        "wall clock, so its windows close; 0: never")
     take_max_messages: int = Field(default=200, ge=1, le=100_000, description="messages per ingest step")
     take_within_seconds: float = Field(default=0.05, gt=0, le=10, description="longest wait to fill a step")
     flush_interval_seconds: float = Field(

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections import defaultdict
 
@@ -86,6 +87,8 @@ class Ingest:
         self.lock = asyncio.Lock()
         self.last_flush = time.monotonic()
         self.started_at: float | None = None
+        # per partition: (monotonic time of its last message, its event time then)
+        self.last_arrival: dict[int, tuple[float, float]] = {}
 
     # -------------------------------------------------------------------------- state
     def partition_state(self, partition: int) -> PartitionWindows:
@@ -129,10 +132,33 @@ class Ingest:
             late = state.add_many(batches, offsets)
             if late:
                 c.inc("samples_late_total", late, reason=LATE_WINDOW_CLOSED)
-            for result in state.close_ready():
-                await self.topics.windows.send(key=window_key(result), value=encode_window(result))
-                c.inc("windows_emitted_total")
+            self.last_arrival[partition] = (time.monotonic(), state.mark.max_ts)
+            await self._emit(state.close_ready())
         c.set("ingest_last_event_unixtime", time.time())
+
+    async def _emit(self, results: list[dict]) -> None:
+        for result in results:
+            await self.topics.windows.send(key=window_key(result), value=encode_window(result))
+            self.counters.inc("windows_emitted_total")
+
+    async def close_idle(self) -> None:
+        """A partition that got no message for CNSCHED_IDLE_CLOSE_SECONDS: its event time moves on
+        with the wall clock from its last sample, so the windows it holds open close (a sample that
+        arrives later for a closed window is late, as it would have been anyway)."""
+        idle = self.settings.idle_close_seconds
+        if idle <= 0:
+            return
+        now = time.monotonic()
+        for partition, state in self.windows.items():
+            arrived, max_ts = self.last_arrival.get(partition, (now, state.mark.max_ts))
+            self.last_arrival.setdefault(partition, (arrived, max_ts))
+            if now - arrived < idle or not state.panes or not math.isfinite(max_ts):
+                continue
+            state.advance(max_ts + (now - arrived))
+            results = state.close_ready()
+            if results:
+                self.counters.inc("idle_closes_total")
+                await self._emit(results)
 
     async def _checked(self, event) -> ProbeBatch:
         """The message's valid rows; what is invalid goes to the dead-letter topic."""
@@ -205,6 +231,7 @@ def register(app: faust.App, topics, settings: Settings, counters: Counters, sam
     counters.describe("samples_rejected_total", "probe samples sent to the dead-letter topic, by reason")
     counters.describe("samples_late_total", "samples later than the allowed lateness, dropped, by reason")
     counters.describe("windows_emitted_total", "window results sent to netstate.windows")
+    counters.describe("idle_closes_total", "times an idle partition's event time followed the wall clock")
     counters.describe("ingest_first_event_unixtime", "when this worker began its first ingest step")
     counters.describe("ingest_last_event_unixtime", "when this worker ended its latest ingest step")
     table = app.Table(
@@ -229,6 +256,7 @@ def register(app: faust.App, topics, settings: Settings, counters: Counters, sam
     @app.timer(interval=interval)
     async def ingest_flush():
         async with ingest.lock:
+            await ingest.close_idle()
             await ingest.flush()
 
     @app.on_partitions_revoked.connect

@@ -189,6 +189,11 @@ class PartitionWindows:
                 self._consolidate([p])
 
     # ---------------------------------------------------------------------------- close
+    def advance(self, event_time: float) -> None:
+        """Move event time forward without samples (an idle partition: see Ingest.close_idle)."""
+        if event_time > self.mark.max_ts:
+            self.mark.max_ts = float(event_time)
+
     def close_ready(self) -> list[dict]:
         """Results of every window whose end is at or below the watermark, oldest first."""
         return self._close(self.watermark)

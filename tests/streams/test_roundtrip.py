@@ -111,6 +111,30 @@ async def test_samples_flow_through_kafka_and_faust_to_window_results(make_setti
     assert json.loads(base64.b64decode(partial["original_b64"])) == mixed
 
 
+async def test_an_idle_partition_closes_its_windows_by_the_wall_clock(make_settings, tmp_path):
+    settings = make_settings(window_seconds=10, window_step_seconds=10, allowed_lateness_seconds=1,
+                             idle_close_seconds=2)
+    await ensure_topics(settings)
+    worker = start_worker(settings, tmp_path / "worker.log")
+    try:
+        now = time.time()
+        t0 = np.floor(now / 10) * 10  # the window open now; its end is up to 10 s away
+        ts = np.linspace(t0, now, 50)
+        p = producer(settings)
+        await p.start()
+        try:
+            await p.send_and_wait(settings.topic(PROBE_SAMPLES), encode_arrow(
+                ts, ["n01"] * 50, ["n02"] * 50, ["rtt_ms"] * 50, np.full(50, 2.0)), key=b"n01")
+        finally:
+            await p.stop()
+        # nothing else is sent: only the idle rule can close the window
+        got = await collect(settings, (NETSTATE_WINDOWS,), lambda g: len(g[NETSTATE_WINDOWS]) >= 1, 40, worker)
+    finally:
+        stop_process(worker)
+    (w,) = got[NETSTATE_WINDOWS]
+    assert (w["window_start"], w["count"], w["mean"]) == (t0, 50, 2.0)
+
+
 async def test_worker_serves_metrics_with_per_reason_counters(make_settings, tmp_path):
     import urllib.request
 

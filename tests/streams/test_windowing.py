@@ -36,6 +36,20 @@ def test_windows_close_by_event_time_and_late_samples_are_counted():
     assert w.late_samples == 1
 
 
+def test_advancing_event_time_closes_the_windows_of_an_idle_partition():
+    w = PartitionWindows(size_s=10, step_s=10, lateness_s=2)
+    w.add(batch([100.0, 104.0], [1.0, 3.0]))
+    assert w.close_ready() == []  # no sample since: without help the window would stay open
+    w.advance(111.0)
+    assert w.close_ready() == []  # watermark 109
+    w.advance(105.0)  # never backwards
+    assert w.mark.max_ts == 111.0
+    w.advance(112.0)
+    (res,) = w.close_ready()
+    assert (res["window_start"], res["count"], res["mean"]) == (100.0, 2, 2.0)
+    assert w.add(batch([108.0], [5.0])) == 1  # a sample for the closed window is late
+
+
 def test_hopping_windows_merge_panes():
     # size 10, step 5 -> panes of 5 s; a sample at 107 is in windows [100,110) and [105,115)
     w = PartitionWindows(size_s=10, step_s=5, lateness_s=0)
