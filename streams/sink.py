@@ -29,6 +29,7 @@ from streams.kafka import consumer
 
 log = logging.getLogger(__name__)
 _BAD_ROW = (KeyError, TypeError, ValueError, duckdb.Error, pa.ArrowException)
+_MAX_BATCH = 400_000  # window results held while a write runs (~100 MB)
 
 
 class WindowSink:
@@ -55,15 +56,22 @@ class WindowSink:
                      max_partition_fetch_bytes=32 << 20, fetch_max_bytes=64 << 20)
         await c.start()
         writing: asyncio.Task | None = None
+        # what was read since the last write started: while a write runs, reading goes on and
+        # accumulates, so batches grow when the store is the slower side (fewer opens and commits)
+        rows: dict[str, list[dict]] = {}
+        raw_windows: list[bytes] = []
+        offsets: dict = {}
         try:
             while not self.stop.is_set():
-                batches = await c.getmany(timeout_ms=500, max_records=200_000)
+                busy = writing is not None and not writing.done()
+                batches = await c.getmany(timeout_ms=50 if busy else 500, max_records=200_000)
                 if batches and self.first_batch_at is None:
                     self.first_batch_at = time.perf_counter()
-                rows: dict[str, list[dict]] = {}
-                raw_windows: list[bytes] = []
                 for tp, msgs in batches.items():
+                    if not msgs:
+                        continue
                     self.messages += len(msgs)
+                    offsets[tp] = msgs[-1].offset + 1
                     if tp.topic == windows_topic:  # the high-rate topic: parsed by Arrow in bulk
                         raw_windows += [m.value for m in msgs if m.value]
                         self.skipped += sum(1 for m in msgs if not m.value)
@@ -74,14 +82,16 @@ class WindowSink:
                         except (ValueError, TypeError):
                             self.skipped += 1
                             log.warning("skipping undecodable message at %s:%d@%d", m.topic, m.partition, m.offset)
+                if writing is not None and not writing.done() and len(raw_windows) < _MAX_BATCH:
+                    continue
                 if writing is not None:
                     await writing  # one write at a time, in order; its offsets are committed by now
                     writing = None
-                if batches:
-                    # the write runs in a thread while the next batch is fetched; offsets are
+                if offsets:
+                    # the write runs in a thread while the next messages are fetched; offsets are
                     # committed only after it (at-least-once; the store is idempotent)
-                    offsets = {tp: msgs[-1].offset + 1 for tp, msgs in batches.items() if msgs}
                     writing = asyncio.create_task(self._write_and_commit(c, rows, raw_windows, names, offsets))
+                    rows, raw_windows, offsets = {}, [], {}
             if writing is not None:
                 await writing
         finally:
