@@ -31,3 +31,18 @@ def dead_letter(payload: bytes, msg, reason: str, detail: str = "", **extra) -> 
         "original_b64": base64.b64encode(payload).decode(),
     }
     return json.dumps(doc, separators=(",", ":")).encode()
+
+
+async def validated(model, event, deadletter_topic, what: str = ""):
+    """``(the message as `model`, None)``, or ``(None, reason)`` after sending it to the dead-letter
+    topic with every invalid field (reason `undecodable` for broken JSON, else `schema`)."""
+    raw = raw_value(event)
+    try:
+        return model.model_validate_json(raw), None
+    except ValidationError as exc:
+        errors = field_errors(exc)
+        reason = "undecodable" if any(e["type"] == "json_invalid" for e in exc.errors()) else "schema"
+        msg = event.message
+        await deadletter_topic.send(key=msg.key, value=dead_letter(
+            raw, msg, reason, f"{what}{len(errors)} invalid field(s)", errors=errors[:100]))
+        return None, reason

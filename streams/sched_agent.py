@@ -17,13 +17,12 @@ import time
 
 import faust
 from faust.types import TP
-from pydantic import ValidationError
 
 from core.reschedule import ReschedulePolicy
 from core.sensitivity import DEFAULT_TYPES
 from schemas.sched import Decision, RescheduleEvent, Task, TaskEvent
 from streams.config import Settings
-from streams.deadletter import dead_letter, field_errors, raw_value
+from streams.deadletter import validated
 from streams.history import StoreError, load_learned_alphas, worst_forecasts
 from streams.inventory import DEFAULT_BENCHMARK_WORK, DEFAULT_MODEL_CONVERSION
 from streams.kafka import TASKS_TABLE, table_name
@@ -116,16 +115,10 @@ def register(app: faust.App, topics, settings: Settings, counters: Counters, net
     @app.agent(topics.tasks, name="scheduler")
     async def scheduler_agent(stream):
         async for event in stream.events():
-            msg = event.message
-            raw = raw_value(event)
             counters.inc("tasks_total")
-            try:
-                task = Task.model_validate_json(raw)
-            except ValidationError as exc:
+            task, _ = await validated(Task, event, topics.sched_deadletter)
+            if task is None:
                 counters.inc("tasks_rejected_total")
-                errors = field_errors(exc)
-                await topics.sched_deadletter.send(key=msg.key, value=dead_letter(
-                    raw, msg, "schema", f"{len(errors)} invalid field(s)", errors=errors[:100]))
                 continue
             async with lock:
                 restore()
@@ -141,15 +134,9 @@ def register(app: faust.App, topics, settings: Settings, counters: Counters, net
     async def lifecycle_agent(stream):
         """A finished or failed task releases its nodes; every event joins the task's history."""
         async for event in stream.events():
-            msg = event.message
-            raw = raw_value(event)
-            try:
-                ev = TaskEvent.model_validate_json(raw)
-            except ValidationError as exc:
+            ev, _ = await validated(TaskEvent, event, topics.sched_deadletter, "task event: ")
+            if ev is None:
                 counters.inc("tasks_rejected_total")
-                errors = field_errors(exc)
-                await topics.sched_deadletter.send(key=msg.key, value=dead_letter(
-                    raw, msg, "schema", f"task event: {len(errors)} invalid field(s)", errors=errors[:100]))
                 continue
             async with lock:
                 restore()

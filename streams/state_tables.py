@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from schemas.compute import ComputeReport
 from schemas.windows import WindowResult
 from streams.config import Settings
-from streams.deadletter import dead_letter, field_errors, raw_value
+from streams.deadletter import validated
 from streams.kafka import COMPUTE_TABLE, NETSTATE_TABLE, table_name
 from streams.metrics import Counters
 
@@ -101,16 +101,9 @@ def register(app: faust.App, topics, settings: Settings, counters: Counters) -> 
     @app.agent(topics.compute_nodes, name="inventory")
     async def inventory_agent(stream):
         async for event in stream.events():
-            msg = event.message
-            raw = raw_value(event)
-            try:
-                report = ComputeReport.model_validate_json(raw)
-            except ValidationError as exc:
-                errors = field_errors(exc)
-                reason = "undecodable" if any(e["type"] == "json_invalid" for e in exc.errors()) else "schema"
+            report, reason = await validated(ComputeReport, event, topics.compute_deadletter)
+            if report is None:
                 counters.inc("compute_reports_rejected_total", reason=reason)
-                await topics.compute_deadletter.send(key=msg.key, value=dead_letter(
-                    raw, msg, reason, f"{len(errors)} invalid field(s)", errors=errors[:100]))
                 continue
             doc = report.model_dump(mode="json")
             doc["received_at"] = time.time()
