@@ -76,14 +76,15 @@ def forecast_path(path, src: str, dst: str, metric: str, stat: str, step_s: floa
     return forecast_series(values, start, step_s, horizon_steps)
 
 
-def worst_forecasts(path, metric: str, stat: str, step_s: float, horizon_steps: int,
+def worst_forecasts(path, metric: str, stat: str, step_s: float, horizon_steps: int, days: float = 7.0,
                     timeout_s: float = 5.0) -> dict[tuple[str, str], float]:
     """(src, dst) -> the highest forecast value over the horizon, for every path with two days of
-    history (preventive rescheduling reads p95 rtt_ms); one vectorised fit for all of them."""
+    history in the last ``days`` (preventive rescheduling reads p95 rtt_ms); one vectorised fit for
+    all of them."""
     from streams.backtest import load_series
 
     with DuckStore.open(path, read_only=True, timeout_s=timeout_s) as store:
-        paths, values, first = load_series(store.con, metric, stat, int(step_s))
+        paths, values, first = load_series(store.con, metric, stat, int(step_s), days)
     if not paths:
         return {}
     per_day = int(round(DAY_S / step_s))

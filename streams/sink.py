@@ -94,6 +94,8 @@ class WindowSink:
                     rows, raw_windows, offsets = {}, [], {}
             if writing is not None:
                 await writing
+            if offsets:  # what was read after the last write started
+                await self._write_and_commit(c, rows, raw_windows, names, offsets)
         finally:
             await c.stop()
         log.info("sink stopped: %d messages read, %d new rows stored", self.messages, self.stored)

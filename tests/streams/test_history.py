@@ -65,6 +65,19 @@ def test_worst_forecast_per_path_with_enough_history(db):
     t = T0 + 3 * DAY + 7200 + 60 * np.arange(30)
     want = 1.5 * (1.0 + 0.5 * np.sin(2 * np.pi * ((t % DAY) / DAY - 0.5)))
     assert worst[("a", "b")] == pytest.approx(want.max(), abs=0.02)
+    assert worst_forecasts(db, "rtt_ms", "p95", 60.0, 30, days=1.5) == {}  # only 1.5 days read: too little
+
+
+def test_load_series_matrix(db):
+    from streams.backtest import load_series
+
+    with DuckStore(db, read_only=True) as s:
+        paths, values, first = load_series(s.con, "rtt_ms", "mean", 600)  # 10-minute steps
+    assert paths == [("a", "b"), ("a", "c"), ("b", "c")] and first == T0 + 7200
+    assert values.shape == (3, 3 * 144)
+    assert np.isnan(values[1, 144:]).all() and np.isfinite(values[1, :144]).all()  # a -> c: one day
+    assert values[2, 0] == pytest.approx(10 + 0.5 * np.mean(np.sin(2 * np.pi * ((T0 + 7200 + 60 * np.arange(10))
+                                                                                   % DAY / DAY - 0.5))))
 
 
 def test_alpha_learning_recovers_a_planted_alpha_from_stored_outcomes(tmp_path):
