@@ -86,3 +86,16 @@ def test_cli_prints_tables_and_the_sql_behind_them(audit, tmp_path):
     assert missing.returncode == 1 and missing.stderr.startswith("cnsched: duckdb: no DuckDB file")
     bad = cli(audit, "alpha", "--min-tasks", "1")
     assert bad.returncode == 2 and "--min-tasks" in bad.stderr
+
+
+def test_sql_exports_parquet_from_the_read_only_connection(audit, tmp_path):
+    import pyarrow.parquet as pq
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CNSCHED_")}
+    env["CNSCHED_DUCKDB_PATH"] = str(audit)
+    out = tmp_path / "audit.parquet"
+    r = subprocess.run([sys.executable, "-m", "streams.cli", "sql",
+                        f"COPY (SELECT task_id, migrations FROM task_audit ORDER BY task_id) TO '{out}' (FORMAT parquet)"],
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert pq.read_table(out).to_pydict() == {"task_id": ["t1", "t2", "t3"], "migrations": [0, 0, 0]}
