@@ -16,6 +16,9 @@ import pyarrow as pa
 from schemas.windows import WINDOW_ARROW_SCHEMA
 
 SCHEMA_VERSION = 5
+# files are written in the storage format of DuckDB 1.4, so any DuckDB client from 1.4 on (the
+# `duckdb` CLI included) can read them, whatever newer library version the sink runs
+STORAGE_COMPATIBILITY = "v1.4.0"
 
 _MIGRATIONS: dict[int, str] = {
     1: """
@@ -144,7 +147,8 @@ class DuckStore:
         if read_only and not Path(self.path).exists():
             raise StoreError(f"no DuckDB file at {self.path}: start `cnsched sink` (it creates it)")
         try:
-            self.con = duckdb.connect(self.path, read_only=read_only)
+            config = {} if read_only else {"storage_compatibility_version": STORAGE_COMPATIBILITY}
+            self.con = duckdb.connect(self.path, read_only=read_only, config=config)
         except duckdb.Error as exc:
             if _is_lock_error(exc):
                 raise StoreBusy(f"{self.path} is in use by another process: {exc}") from None

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -58,3 +59,10 @@ async def test_queries_while_the_sink_writes(make_settings):
     assert r.returncode == 0 and r.stdout.splitlines() == ["n\tworst", "1000\t2.0"]
     bad = await asyncio.to_thread(sql, settings, "SELECT nope FROM windows")
     assert bad.returncode == 1 and bad.stderr.startswith("cnsched: sql: Binder Error")
+    # the plain DuckDB CLI (duckdb-cli from PyPI, an older release than the library) reads the file too
+    cli = Path(sys.executable).parent / "duckdb"
+    r = subprocess.run([str(cli), "-readonly", "-csv", str(settings.duckdb_path), "-c",
+                        "SELECT count(*) AS n, max(p95) AS worst FROM windows"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == ["n,worst", "1000,2.0"]
