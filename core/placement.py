@@ -99,3 +99,12 @@ def place(
             chosen.append(n)
     result.nodes = chosen
     return result
+
+
+def gang_value(scores: np.ndarray, peer: np.ndarray, members: list[int]) -> float:
+    """What a gang placement is worth, as ``place`` builds it: the first member's composite and
+    each other member's peer score (``peer``: ``peer_scores(first)``), averaged."""
+    if not members:
+        return float("-inf")
+    first, rest = members[0], members[1:]
+    return float((scores[first] + sum(float(peer[m]) for m in rest)) / len(members))

@@ -4,6 +4,7 @@ RescheduleEvents. Owned by the worker that holds the single-partition state topi
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass, field
@@ -11,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from core.energy import blend, energy_scores
-from core.placement import place, queue_order, rank
+from core.placement import gang_value, place, queue_order, rank
 from core.quality import DEFAULT_MODEL, combine, dimension_utilities
 from core.reschedule import ReschedulePolicy, degraded, evaluate, migration_cost_s
 from core.scoring import REASONS, ScoringInputs, filter_reasons, score_all
@@ -300,7 +301,8 @@ class Scheduler:
         if chosen:
             self.pending.pop(task.id, None)
             cols = [nodes.index[c] for c in chosen]
-            base = np.nanmax(p95[:, cols]) if x.ep_ptr[-1] > 0 and np.isfinite(p95[:, cols]).any() else math.nan
+            # the task's own paths (its endpoints) at placement: what later p95s are compared with
+            base = max([_task_max(p95, x, 0, c) for c in cols], default=math.nan, key=_nan_low)
             self.running[task.id] = Running(task, chosen, alpha, profile, now, float(base))
             self.allocation_version += 1
             self.touch()
@@ -335,14 +337,12 @@ class Scheduler:
     # ------------------------------------------------------------------------ reschedule
     def reschedule(self, now: float | None = None) -> list[RescheduleEvent]:
         now = time.time() if now is None else now
-        runs = [r for r in self.running.values() if len(r.nodes) == 1]
-        if not runs:
+        if not self.running:
             return []
         nodes = self.nodes(now)
-        runs = [r for r in runs if r.nodes[0] in nodes.index]
-        if not runs:
-            return []
-        events = []
+        runs = [r for r in self.running.values() if len(r.nodes) == 1 and r.nodes[0] in nodes.index]
+        gangs = [r for r in self.running.values() if len(r.nodes) > 1 and all(n in nodes.index for n in r.nodes)]
+        events = [ev for r in gangs if (ev := self._reschedule_gang(r, nodes, now)) is not None]
         for profile in sorted({r.profile for r in runs}):
             group = [r for r in runs if r.profile == profile]
             tasks = [r.task for r in group]
@@ -403,6 +403,76 @@ class Scheduler:
             self.allocation_version += 1
             self.touch()
         return events
+
+    def _reschedule_gang(self, r: Running, nodes: NodeView, now: float) -> RescheduleEvent | None:
+        """A gang is worth what its placement is worth (core.placement.gang_value); the alternative
+        is the gang placement made now with the gang's own resources given back. It moves (the
+        members that change) under the same rules as a single task: gain in points, patience,
+        expected gain against the slowest member's migration cost, cool-down."""
+        task, alpha, w = r.task, r.alpha, r.task.cost_sensitivity
+        endpoints = self._endpoints(nodes, [task])
+        quality, bandwidth, node_q, p95, loss = self.network(endpoints, nodes, r.profile)
+        members = [nodes.index[n] for n in r.nodes]
+        need = self._need(task)
+        usable = nodes.usable.copy()
+        usable[members] += need  # its own allocation is free for its own alternative
+        x = dataclasses.replace(self._inputs([task], [alpha], nodes, endpoints, quality, bandwidth, node_q),
+                                usable=usable)
+        scores = blend(score_all(x)[0][None, :], [w], nodes.energy)[0]
+        compute_row = nodes.compute[:, x.kind[0]].astype(np.float64)
+
+        def peer(first: int) -> np.ndarray:
+            q = np.where(np.isnan(quality[first]), x.unknown_quality, quality[first])
+            ps = alpha * compute_row + (1 - alpha) * q
+            return blend(ps[None, :], [w], nodes.energy)[0] if w > 0 else ps
+
+        current = gang_value(scores, peer(members[0]), members)
+        alt = place(scores.copy(), need, usable.copy(), gang=len(members), peer_scores=peer)
+        if not alt.placed or set(alt.nodes) == set(members):
+            r.streak = 0
+            return None
+        best = gang_value(scores, peer(alt.nodes[0]), alt.nodes)
+        leaving = [m for m in members if m not in alt.nodes]
+        arriving = [m for m in alt.nodes if m not in members]
+        # degraded: the task's endpoint paths against their baseline, or loss on any of its paths
+        # (endpoints and members to their first)
+        p95_now = max([_task_max(p95, x, 0, m) for m in members], default=math.nan, key=_nan_low)
+        loss_paths = [_task_max(loss, x, 0, m) for m in members] + [loss[members[0], m] for m in members[1:]]
+        loss_now = max(loss_paths, default=math.nan, key=_nan_low)
+        deg = degraded(np.array([p95_now]), np.array([r.baseline_p95]), np.array([loss_now]), self.policy)
+        cost = migration_cost_s(np.full(len(leaving), task.checkpoint_gb),
+                                np.array([bandwidth[a, b] for a, b in zip(leaving, arriving, strict=True)]),
+                                nodes.queue_s[arriving], self.policy)
+        remaining = max(task.expected_duration_s - (now - r.placed_at), 0.0)
+        joined = bool((nodes.joined_at[arriving] > r.placed_at).any())
+        ev = evaluate(np.array([current]), np.array([best]), deg, np.array([joined]), np.array([alpha]),
+                      np.array([r.streak]), np.array([remaining]), np.array([float(cost.max())]),
+                      np.array([now < r.cooldown_until]), self.policy)
+        r.streak = int(ev.streak[0])
+        if not ev.move[0]:
+            return None
+
+        def breakdown(value: float, ms: list[int]) -> ScoreBreakdown:
+            c = float(compute_row[ms].mean())
+            net = 0.0 if alpha >= 1 else round((value - alpha * c) / (1 - alpha), 4)
+            return ScoreBreakdown(compute_score=round(c, 4), network_score=net, composite=round(value, 4))
+
+        event = RescheduleEvent(
+            task_id=task.id, from_nodes=list(r.nodes), to_nodes=[nodes.ids[m] for m in alt.nodes],
+            trigger=str(ev.trigger[0]), expected_gain_s=round(float(ev.gain_s[0]), 3),
+            migration_cost_s=round(float(ev.cost_s[0]), 3), before=breakdown(current, members),
+            after=breakdown(best, alt.nodes), state_version=self.version, at=now)
+        r.nodes = [nodes.ids[m] for m in alt.nodes]
+        r.placed_at = now
+        r.cooldown_until = now + self.policy.cooldown_s
+        r.moves += 1
+        r.baseline_p95 = max([_task_max(p95, x, 0, m) for m in alt.nodes], default=math.nan, key=_nan_low)
+        return event
+
+
+def _nan_low(v: float) -> float:
+    """Sort key: NaN below every number (so max() of values with NaNs is the largest number)."""
+    return -math.inf if math.isnan(v) else v
 
 
 def _finite(v) -> float | None:
