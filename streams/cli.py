@@ -1,4 +1,6 @@
-"""The `cnsched` command."""
+"""The `cnsched` command: the parser, dispatch and the infrastructure commands (broker, topics, worker,
+sink, probe, stats, bench, demo); the DuckDB/power commands live in `cli_data`, the API client
+commands in `cli_api`."""
 
 from __future__ import annotations
 
@@ -12,25 +14,18 @@ import time
 
 from schemas.topics import PROBE_SAMPLES
 from sinks.duckdb_store import StoreError
+from streams import cli_api, cli_data
 from streams.broker import BrokerError, EmbeddedBroker
+from streams.cli_common import Parser, UsageError, print_result
 from streams.config import ConfigError, Settings, load_settings
 from streams.logs import setup_logging
 
 log = logging.getLogger("cnsched")
 
 
-class UsageError(Exception):
-    """Wrong use of the command line: one line, exit 2."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one clear line, not a usage dump
-        raise UsageError(f"{message} (see '{self.prog} --help')")
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="cnsched", description="Compute-network joint scheduler for AI workloads.")
-    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    p = Parser(prog="cnsched", description="Compute-network joint scheduler for AI workloads.")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
 
     b = sub.add_parser("broker", help="run the embedded Kafka-protocol broker (Tansu, memory storage)")
     b.add_argument("--port", type=int, default=None, help="listen port (default: a free one)")
@@ -66,73 +61,11 @@ def build_parser() -> argparse.ArgumentParser:
                     help="default CNSCHED_ALLOWED_LATENESS_SECONDS")
     st.add_argument("--json", action="store_true", help="a JSON array of window results")
 
-    q = sub.add_parser("sql", help="run a query on the DuckDB file (also while the sink writes it)")
-    q.add_argument("query", help="SQL, e.g. \"SELECT count(*) FROM windows\"")
-    q.add_argument("--json", action="store_true", help="rows as a JSON array of objects")
-    q.add_argument("--timeout", type=float, default=10.0, help="seconds to wait while the sink writes")
-
-    bt = sub.add_parser("backtest", help="forecast stored path history and score it against what followed")
-    bt.add_argument("--metric", default="rtt_ms")
-    bt.add_argument("--stat", default="p95", help="mean, p50, p95, p99, min or max")
-    bt.add_argument("--step-seconds", type=int, default=60)
-    bt.add_argument("--horizon-minutes", type=float, default=60.0)
-    bt.add_argument("--day-seconds", type=int, default=86400, help="length of the daily rhythm")
-    bt.add_argument("--json", action="store_true")
-
-    sb = sub.add_parser("submit", help="submit tasks to a worker (POST /tasks) and print the decisions")
-    sb.add_argument("file", help="a task as JSON: an object, an array of them, or JSON lines; - for stdin")
-    sb.add_argument("--url", default=None, help="the worker's API (default http://CNSCHED_WEB_HOST:CNSCHED_WEB_PORT)")
-    sb.add_argument("--json", action="store_true", help="the API's answers as a JSON array")
-
-    qy = sub.add_parser("query", help="ask a worker's API: node, path, compute, task, forecast, power")
-    qsub = qy.add_subparsers(dest="what", metavar="WHAT", parser_class=_Parser, required=True)
-    for name, ids, helptext in (("node", ["node"], "network summary of a node"),
-                                ("path", ["src", "dst"], "window statistics and quality of a path"),
-                                ("compute", ["node"], "compute report and scores of a node"),
-                                ("task", ["task_id"], "a task's status, nodes and history"),
-                                ("forecast", ["src", "dst"], "forecast of a path's (or, with dst -, a node's) metric"),
-                                ("power", ["site"], "battery sizing from a site's stored power")):
-        qp = qsub.add_parser(name, help=helptext)
-        for i in ids:
-            qp.add_argument(i)
-        if name == "forecast":
-            qp.add_argument("--metric", default="rtt_ms")
-            qp.add_argument("--stat", default="mean")
-            qp.add_argument("--horizon", default="60m")
-            qp.add_argument("--step", default=None)
-        if name == "power":
-            for opt, default in (("--window", "15min"), ("--interval", "1min"), ("--period", "1d"),
-                                 ("--margin", None), ("--dod", None), ("--ramp-limit", None)):
-                qp.add_argument(opt, default=default)
-            qp.add_argument("--trailing", action="store_true")
-        qp.add_argument("--url", default=None, help="the worker's API (default from CNSCHED_WEB_HOST/PORT)")
-        qp.add_argument("--json", action="store_true", help="compact JSON (default: indented)")
-
-    bat = sub.add_parser("battery", help="size a battery that smooths a power series (MW)")
-    bat.add_argument("values", nargs="*", metavar="VALUE",
-                     help="power in MW, one per interval; or one CSV file; or - to read CSV from stdin")
-    bat.add_argument("--interval", default="1min", help="time between samples, e.g. 1min, 15s, 100ms (default 1min)")
-    bat.add_argument("--window", required=True, help="smoothing window: samples (15) or a duration (15min)")
-    bat.add_argument("--margin", type=float, default=1.2, help="safety margin (default 1.2)")
-    bat.add_argument("--ramp-limit", type=float, default=None, help="grid ramp limit, MW/min")
-    bat.add_argument("--dod", type=float, default=0.9, help="depth of discharge (default 0.9)")
-    bat.add_argument("--trailing", action="store_true", help="trailing moving average instead of block means")
-    bat.add_argument("--column", default=None, help="CSV column with the power (default power_mw, else the last)")
-    bat.add_argument("--json", action="store_true", help="the figures and both curves as JSON")
-    bat.add_argument("--plot", metavar="FILE.png", default=None, help="draw load, target and compensation")
-
-    rp = sub.add_parser("report", help="reports from the DuckDB audit (benefit, learned alphas)")
-    rsub = rp.add_subparsers(dest="report", metavar="REPORT", parser_class=_Parser, required=True)
-    rb = rsub.add_parser("benefit", help="outcomes by type, network-aware vs compute-only, utilisation")
-    rb.add_argument("--show-sql", action="store_true", help="print the SQL behind each table")
-    rb.add_argument("--json", action="store_true")
-    ra = rsub.add_parser("alpha", help="the alpha learned per task type from finished tasks")
-    ra.add_argument("--min-tasks", type=int, default=None, help="default CNSCHED_ALPHA_MIN_TASKS")
-    ra.add_argument("--show-sql", action="store_true", help="print the SQL that reads the finished tasks")
-    ra.add_argument("--json", action="store_true")
+    cli_data.add_parsers(sub)
+    cli_api.add_parsers(sub)
 
     bench = sub.add_parser("bench", help="benchmarks: ours beside the baseline, with ratios")
-    bsub = bench.add_subparsers(dest="bench", metavar="BENCH", parser_class=_Parser, required=True)
+    bsub = bench.add_subparsers(dest="bench", metavar="BENCH", parser_class=Parser, required=True)
     bi = bsub.add_parser("ingest", help="end-to-end ingest vs a one-sample-per-message agent vs the kernel")
     bi.add_argument("--samples", type=int, default=5_000_000)
     bi.add_argument("--batch", type=int, default=1000, help="samples per Arrow message")
@@ -365,237 +298,6 @@ def cmd_stats(args, settings: Settings) -> int:
     return 0
 
 
-def cmd_sql(args, settings: Settings) -> int:
-    import datetime
-    import decimal
-    import json
-
-    import duckdb
-
-    from sinks.duckdb_store import DuckStore
-
-    store = DuckStore.open(settings.duckdb_path, read_only=True, timeout_s=args.timeout)
-    try:
-        try:
-            cur = store.con.execute(args.query)
-            cols = [d[0] for d in cur.description or []]
-            rows = cur.fetchall() if cols else []
-        except duckdb.Error as exc:
-            print(f"cnsched: sql: {exc}", file=sys.stderr)
-            return 1
-    finally:
-        store.close()
-
-    def plain(v):
-        if isinstance(v, (datetime.date, datetime.datetime, decimal.Decimal)):
-            return str(v)
-        return v
-
-    if args.json:
-        print(json.dumps([{c: plain(v) for c, v in zip(cols, r, strict=True)} for r in rows]))
-    else:
-        print("\t".join(cols))
-        for r in rows:
-            print("\t".join("" if v is None else str(v) for v in r))
-    return 0
-
-
-def cmd_backtest(args, settings: Settings) -> int:
-    from sinks.duckdb_store import DuckStore
-    from streams.backtest import HistoryError, backtest, load_series
-
-    if args.step_seconds < 1 or args.horizon_minutes <= 0 or args.day_seconds < args.step_seconds:
-        raise UsageError("--step-seconds >= 1, --horizon-minutes > 0 and --day-seconds >= --step-seconds")
-    store = DuckStore.open(settings.duckdb_path, read_only=True)
-    try:
-        try:
-            paths, values, _ = load_series(store.con, args.metric, args.stat, args.step_seconds)
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
-    finally:
-        store.close()
-    horizon = max(1, int(round(args.horizon_minutes * 60 / args.step_seconds)))
-    try:
-        result = backtest(values, horizon, args.day_seconds // args.step_seconds)
-    except HistoryError as exc:
-        print(f"cnsched: backtest: {len(paths)} series of {args.metric} {args.stat}: {exc}", file=sys.stderr)
-        return 1
-    _print_result({"metric": args.metric, "stat": args.stat, **result}, args.json)
-    return 0
-
-
-def _api(args, settings: Settings) -> str:
-    from streams.client import base_url
-
-    return args.url or base_url(settings.web_host, settings.web_port)
-
-
-def cmd_submit(args, settings: Settings) -> int:
-    import json
-    from pathlib import Path
-
-    from streams.client import call
-
-    try:
-        text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text()
-    except OSError as exc:
-        raise UsageError(f"submit: {args.file}: {exc.strerror or exc}") from None
-    try:
-        doc = json.loads(text)
-        tasks = doc if isinstance(doc, list) else [doc]
-    except ValueError:
-        try:
-            tasks = [json.loads(line) for line in text.splitlines() if line.strip()]
-        except ValueError as exc:
-            raise UsageError(f"submit: {args.file} is not JSON (an object, an array or JSON lines): {exc}") from None
-    if not tasks:
-        raise UsageError(f"submit: no task in {args.file}")
-    url = _api(args, settings)
-    answers, rejected = [], 0
-    for task in tasks:
-        try:
-            status, body = call(url, "POST", "/tasks", task if isinstance(task, dict) else {"task": task})
-        except OSError as exc:
-            print(f"cnsched: submit: cannot reach the worker at {url}: {exc}", file=sys.stderr)
-            return 1
-        answers.append({"http_status": status, **body})
-        tid = task.get("id", "?") if isinstance(task, dict) else "?"
-        if status == 422:
-            rejected += 1
-            fields = "; ".join(f"{f.get('field')}: {f.get('reason')}" for f in body.get("fields", []))
-            line = f"{tid} rejected: {fields}"
-        elif body.get("status") == "placed":
-            d = body.get("decision") or {}
-            top = next((c for c in d.get("candidates", []) if c["node"] in body["nodes"]), {})
-            line = (f"{tid} placed on {','.join(body['nodes'])} (alpha {d.get('alpha', 0):.2f}, composite "
-                    f"{top.get('composite', float('nan')):.1f}; compute-only: {','.join(d.get('compute_only_nodes', []))})")
-        else:
-            d = body.get("decision") or {}
-            counts = ", ".join(f"{k} x{v}" for k, v in (d.get("rejected_counts") or {}).items())
-            line = f"{tid} {body.get('status', status)}" + (f": {counts}" if counts else "")
-        if not args.json:
-            print(line)
-    if args.json:
-        print(json.dumps(answers))
-    return 1 if rejected else 0
-
-
-def cmd_query(args, settings: Settings) -> int:
-    import json
-    import urllib.parse
-
-    from streams.client import call
-
-    if args.what == "node":
-        path = f"/network/nodes/{args.node}"
-    elif args.what == "path":
-        path = f"/network/paths/{args.src}/{args.dst}"
-    elif args.what == "compute":
-        path = f"/compute/nodes/{args.node}"
-    elif args.what == "task":
-        path = f"/tasks/{args.task_id}"
-    elif args.what == "forecast":
-        params = {"metric": args.metric, "stat": args.stat, "horizon": args.horizon}
-        if args.step:
-            params["step"] = args.step
-        where = f"nodes/{args.src}" if args.dst == "-" else f"paths/{args.src}/{args.dst}"
-        path = f"/forecast/{where}?{urllib.parse.urlencode(params)}"
-    else:
-        params = {k: v for k, v in (("window", args.window), ("interval", args.interval), ("period", args.period),
-                                    ("margin", args.margin), ("dod", args.dod), ("ramp_limit", args.ramp_limit))
-                  if v is not None}
-        if args.trailing:
-            params["trailing"] = "true"
-        path = f"/power/{args.site}/smoothing?{urllib.parse.urlencode(params)}"
-    url = _api(args, settings)
-    try:
-        status, body = call(url, "GET", path)
-    except OSError as exc:
-        print(f"cnsched: query: cannot reach the worker at {url}: {exc}", file=sys.stderr)
-        return 1
-    if status >= 400:
-        msg = str(body.get("error") or "error")
-        if body.get("fields"):
-            msg += ": " + "; ".join(f"{f.get('field')}: {f.get('reason')}" for f in body["fields"])
-        elif body.get("detail"):
-            msg += ": " + str(body["detail"])
-        print(f"cnsched: query: HTTP {status}: {msg}", file=sys.stderr)
-        return 1
-    print(json.dumps(body) if args.json else json.dumps(body, indent=2))
-    return 0
-
-
-def cmd_battery(args, settings: Settings) -> int:
-    import json
-    from pathlib import Path
-
-    from core.battery import BatteryInputError, size_battery
-    from streams import power
-
-    try:
-        if len(args.values) == 1 and (args.values[0] == "-" or Path(args.values[0]).is_file()):
-            text = sys.stdin.read() if args.values[0] == "-" else Path(args.values[0]).read_text()
-            load = power.read_csv(text, args.column)
-        elif not args.values:
-            raise BatteryInputError("give power values, a CSV file, or - to read CSV from stdin")
-        else:
-            load = power.parse_values(args.values)
-        interval = power.interval_seconds(args.interval)
-        window = power.window_samples(args.window, interval)
-        sizing = size_battery(load, interval, window, args.margin, args.ramp_limit, args.dod, args.trailing)
-    except (BatteryInputError, OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"battery: {exc}") from None
-    if args.plot:
-        try:
-            power.plot(sizing, load, args.plot)
-        except OSError as exc:
-            raise UsageError(f"battery: --plot {args.plot}: {exc.strerror or exc}") from None
-    if args.json:
-        print(json.dumps(power.as_json(sizing, {
-            "samples": int(load.size), "interval_s": interval, "window_samples": window, "margin": args.margin,
-            "dod": args.dod, "ramp_limit_mw_per_min": args.ramp_limit,
-            "target": "trailing" if args.trailing else "block"})))
-    else:
-        print(power.as_table(sizing, load.size, interval, window, args.margin, args.dod, args.ramp_limit,
-                             args.trailing), end="")
-        if args.plot:
-            print(f"{'plot':<24}{args.plot}")
-    return 0
-
-
-def cmd_report(args, settings: Settings) -> int:
-    import json
-
-    from core.sensitivity import DEFAULT_TYPES
-    from sinks.duckdb_store import DuckStore
-    from streams import report
-    from streams.history import FINISHED_SQL, learned_alphas
-
-    with DuckStore.open(settings.duckdb_path, read_only=True) as store:
-        if args.report == "benefit":
-            sections = report.run(store.con)
-            if args.json:
-                print(json.dumps([{"title": s["title"], "sql": s["sql"] if args.show_sql else None,
-                                   "rows": [dict(zip(s["columns"], r, strict=True)) for r in s["rows"]]}
-                                  for s in sections]))
-            else:
-                print(report.render(sections, args.show_sql), end="")
-            return 0
-        min_tasks = settings.alpha_min_tasks if args.min_tasks is None else args.min_tasks
-        if min_tasks < 3:
-            raise UsageError("--min-tasks must be at least 3")
-        rows = learned_alphas(store.con, {t: d.alpha for t, d in DEFAULT_TYPES.items()}, min_tasks)
-    if args.json:
-        print(json.dumps(rows))
-        return 0
-    if args.show_sql:
-        print(FINISHED_SQL.strip())
-        print()
-    cols = ["task_type", "tasks", "default_alpha", "learned_alpha", "spearman", "in_use"]
-    print(report.table(cols, [tuple(r[c] for c in cols) for r in rows]))
-    return 0
-
-
 def cmd_bench(args, settings: Settings) -> int:
     import tempfile
     from pathlib import Path
@@ -612,33 +314,33 @@ def cmd_bench(args, settings: Settings) -> int:
     if args.bench == "battery":
         if args.window < 1 or args.samples < args.window:
             raise UsageError("--window must be at least 1 and --samples at least --window")
-        _print_result(bench_battery(args.samples, args.window), args.json)
+        print_result(bench_battery(args.samples, args.window), args.json)
         return 0
     if args.bench == "forecast":
         if args.series < 1 or args.days < 2:
             raise UsageError("--series must be at least 1 and --days at least 2")
-        _print_result(bench_forecast(args.series, args.days), args.json)
+        print_result(bench_forecast(args.series, args.days), args.json)
         return 0
     if args.bench == "sink":
         if args.results < 1:
             raise UsageError("--results must be at least 1")
         if settings.kafka_bootstrap:
-            _print_result(asyncio.run(bench_sink(settings, args.results)), args.json)
+            print_result(asyncio.run(bench_sink(settings, args.results)), args.json)
         else:
             with EmbeddedBroker() as bootstrap:
-                _print_result(asyncio.run(bench_sink(settings.with_bootstrap(bootstrap), args.results)), args.json)
+                print_result(asyncio.run(bench_sink(settings.with_bootstrap(bootstrap), args.results)), args.json)
         return 0
     if args.bench == "reschedule":
         for name in ("nodes", "peers", "tasks"):
             if getattr(args, name) < 1:
                 raise UsageError(f"--{name} must be at least 1")
-        _print_result(bench_reschedule(args.nodes, min(args.peers, args.nodes - 1) or 1, args.tasks), args.json)
+        print_result(bench_reschedule(args.nodes, min(args.peers, args.nodes - 1) or 1, args.tasks), args.json)
         return 0
     if args.bench == "scoring":
         for name in ("jobs", "nodes", "endpoints"):
             if getattr(args, name) < 1:
                 raise UsageError(f"--{name} must be at least 1")
-        _print_result(bench_scoring(args.jobs, args.nodes, args.endpoints), args.json)
+        print_result(bench_scoring(args.jobs, args.nodes, args.endpoints), args.json)
         return 0
     for name in ("samples", "batch", "sources", "peers", "baseline_samples"):
         if getattr(args, name) < 1:
@@ -654,21 +356,8 @@ def cmd_bench(args, settings: Settings) -> int:
     else:
         with EmbeddedBroker() as bootstrap:
             result = asyncio.run(run(settings.with_bootstrap(bootstrap)))
-    _print_result(result, args.json)
+    print_result(result, args.json)
     return 0
-
-
-def _print_result(result: dict, as_json: bool) -> None:
-    import json
-
-    if as_json:
-        print(json.dumps(result, indent=2))
-        return
-    for k, v in result.items():
-        if isinstance(v, float):
-            print(f"{k:36} {v:,.6f}" if v < 1 else f"{k:36} {v:,.2f}")
-        else:
-            print(f"{k:36} {v}")
 
 
 def cmd_demo(args, settings: Settings) -> int:
@@ -702,12 +391,12 @@ _COMMANDS = {
     "sink": cmd_sink,
     "probe": cmd_probe,
     "stats": cmd_stats,
-    "sql": cmd_sql,
-    "backtest": cmd_backtest,
-    "report": cmd_report,
-    "battery": cmd_battery,
-    "submit": cmd_submit,
-    "query": cmd_query,
+    "sql": cli_data.cmd_sql,
+    "backtest": cli_data.cmd_backtest,
+    "report": cli_data.cmd_report,
+    "battery": cli_data.cmd_battery,
+    "submit": cli_api.cmd_submit,
+    "query": cli_api.cmd_query,
     "bench": cmd_bench,
     "demo": cmd_demo,
 }

@@ -1,0 +1,28 @@
+"""What every `cnsched` command module shares: usage errors (one line, exit 2), the parser class that
+raises them, and the key/value printout of results."""
+
+from __future__ import annotations
+
+import argparse
+
+
+class UsageError(Exception):
+    """Wrong use of the command line: one line, exit 2."""
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one clear line, not a usage dump
+        raise UsageError(f"{message} (see '{self.prog} --help')")
+
+
+def print_result(result: dict, as_json: bool) -> None:
+    import json
+
+    if as_json:
+        print(json.dumps(result, indent=2))
+        return
+    for k, v in result.items():
+        if isinstance(v, float):
+            print(f"{k:36} {v:,.6f}" if v < 1 else f"{k:36} {v:,.2f}")
+        else:
+            print(f"{k:36} {v}")
