@@ -59,6 +59,10 @@ def register(app: faust.App, topics, settings: Settings, counters: Counters, net
     counters.describe("decisions_total", "decisions sent to sched.decisions, by status")
     counters.describe("reschedules_total", "migrations sent to sched.reschedules, by trigger")
     counters.describe("task_events_total", "task lifecycle events applied from sched.events, by event")
+    counters.describe("type_alpha", "the alpha each task type is scored with (learned or default)")
+    counters.describe("type_finished_tasks", "finished tasks of each type in the DuckDB history")
+    counters.describe("forecast_paths", "paths with a forecast (preventive rescheduling)")
+    counters.describe("history_refreshed_unixtime", "when forecasts and learned alphas were last read")
     table = app.Table(table_name(settings, TASKS_TABLE), key_type=bytes, value_type=bytes, partitions=1)
     book = TaskBook(table)
     sched = Scheduler(
@@ -190,7 +194,7 @@ def register(app: faust.App, topics, settings: Settings, counters: Counters, net
         while True:
             if TP(topics.tasks.get_topic_name(), 0) in app.consumer.assignment():
                 try:
-                    await refresh_history(sched, settings)
+                    await refresh_history(sched, settings, counters)
                 except StoreError as exc:  # no sink yet, or the file is busy: scheduling goes on
                     log.info("history not refreshed: %s", exc)
             await asyncio.sleep(settings.history_refresh_seconds)
@@ -198,9 +202,10 @@ def register(app: faust.App, topics, settings: Settings, counters: Counters, net
     return book
 
 
-async def refresh_history(sched: Scheduler, settings: Settings) -> None:
+async def refresh_history(sched: Scheduler, settings: Settings, counters: Counters | None = None) -> None:
     """Apply learned alphas (types with at least CNSCHED_ALPHA_MIN_TASKS finished tasks) and, in
     preventive mode, the worst forecast p95 rtt of every path over CNSCHED_PREVENTIVE_HORIZON_SECONDS."""
+    counters = counters or Counters()
     if settings.learn_alpha:
         rows = await asyncio.to_thread(load_learned_alphas, settings.duckdb_path,
                                        {t: d.alpha for t, d in DEFAULT_TYPES.items()}, settings.alpha_min_tasks)
@@ -209,6 +214,10 @@ async def refresh_history(sched: Scheduler, settings: Settings) -> None:
         if types != sched.types:
             log.info("type alphas now %s", {t: d.alpha for t, d in types.items()})
             sched.types = types
+        finished = {r["task_type"]: r["tasks"] for r in rows}
+        for t, d in types.items():
+            counters.set("type_alpha", d.alpha, type=t, source="learned" if t in learned else "default")
+            counters.set("type_finished_tasks", finished.get(t, 0), type=t)
     if settings.preventive_reschedule:
         step = settings.forecast_step_seconds
         worst = await asyncio.to_thread(worst_forecasts, settings.duckdb_path, "rtt_ms", "p95", step,
@@ -216,4 +225,6 @@ async def refresh_history(sched: Scheduler, settings: Settings) -> None:
         sched.forecast_p95 = worst
         sched.forecast_version += 1
         sched.touch()
+        counters.set("forecast_paths", len(worst))
         log.info("preventive rescheduling: forecasts for %d paths", len(worst))
+    counters.set("history_refreshed_unixtime", time.time())

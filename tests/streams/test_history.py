@@ -80,19 +80,23 @@ def test_load_series_matrix(db):
                                                                                    % DAY / DAY - 0.5))))
 
 
-def test_alpha_learning_recovers_a_planted_alpha_from_stored_outcomes(tmp_path):
-    rng = np.random.default_rng(7)
-    n = 200
+def finished_tasks(n, alpha, task_type="fine-tune", seed=7):
+    """Decisions and finished events of ``n`` tasks whose throughput follows ``alpha`` exactly."""
+    rng = np.random.default_rng(seed)
     c, net = rng.uniform(20, 100, n), rng.uniform(20, 100, n)
-    achieved = 100 * (0.35 * c + 0.65 * net)  # planted: alpha 0.35
-    decisions, events = [], []
-    for i in range(n):
-        decisions.append({"task_id": f"t{i}", "decided_at": 10.0 + i, "status": "placed", "nodes": ["n"],
-                          "alpha": 0.5, "network_profile": "balanced", "task_type": "fine-tune",
-                          "candidates": [{"node": "n", "compute_score": c[i], "network_score": net[i], "alpha": 0.5,
-                                          "composite": 0.5 * c[i] + 0.5 * net[i]}], "state_version": 1})
-        events.append({"task_id": f"t{i}", "event": "finished", "at": 1000.0 + i, "throughput": achieved[i],
-                       "duration_s": 60.0})
+    achieved = 100 * (alpha * c + (1 - alpha) * net)
+    decisions = [{"task_id": f"t{i}", "decided_at": 10.0 + i, "status": "placed", "nodes": ["n"], "alpha": 0.5,
+                  "network_profile": "balanced", "task_type": task_type,
+                  "candidates": [{"node": "n", "compute_score": c[i], "network_score": net[i], "alpha": 0.5,
+                                  "composite": 0.5 * c[i] + 0.5 * net[i]}], "state_version": 1} for i in range(n)]
+    events = [{"task_id": f"t{i}", "event": "finished", "at": 1000.0 + i, "throughput": achieved[i],
+               "duration_s": 60.0} for i in range(n)]
+    return decisions, events
+
+
+def test_alpha_learning_recovers_a_planted_alpha_from_stored_outcomes(tmp_path):
+    n = 200
+    decisions, events = finished_tasks(n, 0.35)  # planted: alpha 0.35
     # a few tasks of another type: reported, but too few to be used
     for i in range(5):
         decisions.append({"task_id": f"s{i}", "decided_at": 5.0, "status": "placed", "nodes": ["n"], "alpha": 0.8,
@@ -107,3 +111,31 @@ def test_alpha_learning_recovers_a_planted_alpha_from_stored_outcomes(tmp_path):
     assert rows["fine-tune"]["learned_alpha"] == pytest.approx(0.35, abs=0.02)
     assert rows["fine-tune"]["tasks"] == n and rows["fine-tune"]["in_use"]
     assert rows["inference"]["tasks"] == 5 and not rows["inference"]["in_use"]
+
+
+async def test_the_worker_refresh_applies_learned_alphas_and_forecasts(db):
+    from core.sensitivity import DEFAULT_TYPES
+    from streams.config import Settings
+    from streams.metrics import Counters
+    from streams.sched_agent import refresh_history
+    from streams.scheduler import Scheduler
+
+    decisions, events = finished_tasks(60, 0.35)
+    with DuckStore(db) as s:
+        s.write_decisions(decisions)
+        s.write_task_events(events)
+    sched = Scheduler(net=None, inv=None)
+    counters = Counters()
+    settings = Settings(duckdb_path=db, preventive_reschedule=True, alpha_min_tasks=50, forecast_step_seconds=60)
+    await refresh_history(sched, settings, counters)
+    assert sched.types["fine-tune"].alpha == pytest.approx(0.35, abs=0.02)
+    assert sched.types["inference"] == DEFAULT_TYPES["inference"]  # no history: the default
+    assert set(sched.forecast_p95) == {("a", "b"), ("b", "c")} and sched.forecast_version == 1
+    text = counters.exposition()
+    assert 'cnsched_type_alpha{source="learned",type="fine-tune"} 0.35' in text
+    assert "cnsched_forecast_paths 2.0" in text
+    # with too few tasks the default stays
+    sched2 = Scheduler(net=None, inv=None)
+    await refresh_history(sched2, settings.model_copy(update={"alpha_min_tasks": 100,
+                                                              "preventive_reschedule": False}))
+    assert sched2.types["fine-tune"] == DEFAULT_TYPES["fine-tune"] and sched2.forecast_p95 == {}
