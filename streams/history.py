@@ -18,9 +18,9 @@ import numpy as np
 from core.alpha import learn_alpha
 from core.forecast import fit_forecast
 from sinks.duckdb_store import DuckStore, StoreError
+from streams.backtest import STATS, load_series
 
 DAY_S = 86_400
-STATS = ("mean", "p50", "p95", "p99", "min", "max")
 
 
 class NotEnoughHistory(ValueError):
@@ -81,8 +81,6 @@ def worst_forecasts(path, metric: str, stat: str, step_s: float, horizon_steps: 
     """(src, dst) -> the highest forecast value over the horizon, for every path with two days of
     history in the last ``days`` (preventive rescheduling reads p95 rtt_ms); one vectorised fit for
     all of them."""
-    from streams.backtest import load_series
-
     with DuckStore.open(path, read_only=True, timeout_s=timeout_s) as store:
         paths, values, first = load_series(store.con, metric, stat, int(step_s), days)
     if not paths:
@@ -140,5 +138,5 @@ def load_learned_alphas(path, defaults: dict[str, float], min_tasks: int, timeou
         return learned_alphas(store.con, defaults, min_tasks)
 
 
-__all__ = ["NotEnoughHistory", "StoreError", "forecast_path", "worst_forecasts", "learned_alphas",
+__all__ = ["STATS", "NotEnoughHistory", "StoreError", "forecast_path", "worst_forecasts", "learned_alphas",
            "load_learned_alphas", "path_series", "forecast_series"]

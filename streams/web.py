@@ -231,8 +231,10 @@ def register(app: faust.App, counters: Counters, settings: Settings, net: NetSta
                 out[name] = parse_duration(raw)
             except ValueError as exc:
                 fields.append({"field": name, "value": raw, "reason": str(exc)})
-        if "step" in out and not 1 <= out["step"] <= 86_400:
-            fields.append({"field": "step", "value": request.query.get("step"), "reason": "must be 1 s to 1 d"})
+        if "step" in out and not (1 <= out["step"] <= 86_400 and abs(86_400 / out["step"] - round(86_400 / out["step"]))
+                                  < 1e-9):
+            fields.append({"field": "step", "value": request.query.get("step"),
+                           "reason": "must be 1 s to 1 d and divide a day (e.g. 60s, 5min, 1h)"})
             out.pop("step")
         if "step" in out and "horizon" in out:
             steps = out["horizon"] / out["step"]

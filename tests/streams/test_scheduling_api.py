@@ -159,6 +159,8 @@ async def test_decisions_and_a_migration_when_the_path_degrades(make_settings, t
         assert status == 409 and (f["needed_steps"], f["have_steps"]) == (2880, 1440)
         status, f = await asyncio.to_thread(call, port, "GET", "/forecast/paths/A/store?horizon=90s&stat=p42")
         assert status == 400 and {x["field"] for x in f["fields"]} == {"horizon", "stat"}
+        status, f = await asyncio.to_thread(call, port, "GET", "/forecast/paths/A/store?step=7s")
+        assert status == 400 and f["fields"][0]["field"] == "step" and "divide a day" in f["fields"][0]["reason"]
 
         # lifecycle: a finished task releases its cards, and a queued task takes them
         six = {"type": "fine-tune", "resources": {"cards": 6}}
