@@ -100,6 +100,9 @@ class Settings(BaseSettings):
             problems.append(
                 f"{env_name('window_step_seconds')} must not exceed {env_name('window_seconds')}"
             )
+        per_day = 86_400 / self.forecast_step_seconds
+        if abs(per_day - round(per_day)) > 1e-9:
+            problems.append(f"{env_name('forecast_step_seconds')} must divide a day (e.g. 60, 300, 3600)")
         if self.heartbeat_interval_seconds * 3 > self.session_timeout_seconds:
             problems.append(
                 f"{env_name('heartbeat_interval_seconds')} must be at most a third of "
