@@ -121,3 +121,81 @@ def node_answer(node: str, local: dict | None, out_paths: list[dict], nodes: dic
         "window_end": _num(end),
         "age_s": _num(now - end),
     }
+
+
+class PathColumns:
+    """The netstate records as columns, kept in step with every write (O(1) per window result), so
+    the scheduler's path table is numpy over arrays instead of Python over dicts.
+
+    One row per record (paths and node-local records, ``dst`` empty); names are interned to codes.
+    Columns: rtt p95/p50, probes lost and counted, and the means of loss_rate, bw_util and
+    retrans_rate (NaN where the record has no such metric)."""
+
+    FIELDS = (("p95", "rtt_ms", "p95"), ("p50", "rtt_ms", "p50"), ("lost", "rtt_ms", "lost"),
+              ("count", "rtt_ms", "count"), ("loss_rate", "loss_rate", "mean"), ("bw_util", "bw_util", "mean"),
+              ("retrans", "retrans_rate", "mean"))
+
+    def __init__(self, records: list[dict] | None = None) -> None:
+        self.codes: dict[str, int] = {}
+        self.names: list[str] = []
+        self.rows: dict[tuple[int, int], int] = {}
+        self.n = 0
+        self._cap = 0
+        self.src = np.zeros(0, np.int64)
+        self.dst = np.zeros(0, np.int64)
+        self.cols = {f: np.zeros(0) for f, _, _ in self.FIELDS}
+        self.empty = self.code("")
+        for r in records or []:
+            self.set(r)
+
+    def code(self, name: str) -> int:
+        c = self.codes.get(name)
+        if c is None:
+            c = self.codes[name] = len(self.names)
+            self.names.append(name)
+        return c
+
+    def _grow(self) -> None:
+        cap = max(64, 2 * self._cap)
+        self.src = np.resize(self.src, cap)
+        self.dst = np.resize(self.dst, cap)
+        self.cols = {f: np.resize(v, cap) for f, v in self.cols.items()}
+        self._cap = cap
+
+    def set(self, rec: dict) -> None:
+        s, d = self.code(rec["src"]), self.code(rec["dst"])
+        row = self.rows.get((s, d))
+        if row is None:
+            if self.n == self._cap:
+                self._grow()
+            row = self.rows[(s, d)] = self.n
+            self.n += 1
+            self.src[row], self.dst[row] = s, d
+        for field, metric, stat in self.FIELDS:
+            self.cols[field][row] = _stat(rec, metric, stat)
+
+    def path_inputs(self) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """(rows of the paths, their quality inputs): what :func:`path_inputs` computes from the
+        records, vectorised."""
+        n = self.n
+        src, dst = self.src[:n], self.dst[:n]
+        c = {f: v[:n] for f, v in self.cols.items()}
+        local = np.full(len(self.names), -1, np.int64)
+        is_local = dst == self.empty
+        local[src[is_local]] = np.flatnonzero(is_local)
+        rows = np.flatnonzero(~is_local)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            count = c["count"][rows]
+            probe_loss = np.where(count > 0, c["lost"][rows] / count, np.nan)
+        out = {"p95_rtt_ms": c["p95"][rows].copy(), "jitter_ms": c["p95"][rows] - c["p50"][rows],
+               "loss": np.fmax(probe_loss, c["loss_rate"][rows])}
+        ends = (local[src[rows]], local[dst[rows]])
+        for col, field in (("bw_util", "bw_util"), ("retrans", "retrans")):
+            v = c[field][rows].copy()
+            at_ends = [np.where(e >= 0, c[field][np.maximum(e, 0)], np.nan) for e in ends]
+            out[col] = np.where(np.isnan(v), np.fmax(*at_ends), v)
+        return rows, out
+
+    def local_value(self, node: str, field: str) -> float:
+        row = self.rows.get((self.codes.get(node, -1), self.empty))
+        return math.nan if row is None else float(self.cols[field][row])

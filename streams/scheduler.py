@@ -19,7 +19,6 @@ from core.scoring import REASONS, ScoringInputs, filter_reasons, score_all
 from core.sensitivity import DEFAULT_TYPES, task_alpha
 from schemas.sched import Candidate, Decision, Fallback, RescheduleEvent, ScoreBreakdown, Task
 from streams.inventory import DEFAULT_BENCHMARK_WORK, DEFAULT_MODEL_CONVERSION, TASK_KINDS, scored
-from streams.network import path_inputs
 
 KIND_INDEX = {k: i for i, k in enumerate(TASK_KINDS)}
 _EMPTY = np.zeros(0, np.int64)
@@ -192,40 +191,46 @@ class Scheduler:
         return self._cached(key, lambda: self._build_path_table(nodes, profile))
 
     def _build_path_table(self, nodes: NodeView, profile: str) -> dict:
-        records = self.net.records()
-        local = {r["src"]: r for r in records if r["dst"] == ""}
-        paths = [r for r in records if r["dst"]]
-        present = {(r["src"], r["dst"]) for r in paths}
+        cols = self.net.columns()
+        rows, x = cols.path_inputs()
+        src, dst = cols.src[rows], cols.dst[rows]
         n = len(nodes.ids)
-        if paths:
-            x = path_inputs(paths, local)
-            p95, loss = x["p95_rtt_ms"], x["loss"]
+        p95, loss = x["p95_rtt_ms"], x["loss"]
+        p95_eff = p95
+        if self.forecast_p95 and rows.size:
             # preventive mode: a path forecast to be slower is scored as if it already were
-            fc = np.array([self.forecast_p95.get((r["src"], r["dst"]), np.nan) for r in paths]) \
-                if self.forecast_p95 else np.full(len(paths), np.nan)
+            fc = np.array([self.forecast_p95.get((cols.names[a], cols.names[b]), np.nan)
+                           for a, b in zip(src, dst, strict=True)])
             p95_eff = np.fmax(p95, fc)
-            u = dimension_utilities(p95_eff, x["loss"], x["bw_util"], x["retrans"], x["jitter_ms"])
-            q = combine(u, DEFAULT_MODEL.weights(profile)).astype(np.float32)
-        else:
-            q, p95, p95_eff, loss = np.zeros(0, np.float32), np.zeros(0), np.zeros(0), np.zeros(0)
-        by_ep: dict[str, tuple[list, list]] = {}
-        node_sum, node_cnt = np.zeros(n), np.zeros(n)
-        for row, r in enumerate(paths):
-            # the path measured from the node to the endpoint; the reverse one when that is all we have
-            for node, ep in ((r["src"], r["dst"]), (r["dst"], r["src"])):
-                col = nodes.index.get(node)
-                if col is None or ((node, ep) != (r["src"], r["dst"]) and (node, ep) in present):
-                    continue
-                cols, rows = by_ep.setdefault(ep, ([], []))
-                cols.append(col)
-                rows.append(row)
-                if not math.isnan(q[row]):
-                    node_sum[col] += q[row]
-                    node_cnt[col] += 1
-        util = np.array([_mean(local.get(node), "bw_util") for node in nodes.ids])
+        u = dimension_utilities(p95_eff, x["loss"], x["bw_util"], x["retrans"], x["jitter_ms"])
+        q = combine(u, DEFAULT_MODEL.weights(profile)).astype(np.float32) if rows.size else np.zeros(0, np.float32)
+        # each path serves the node at its source towards the endpoint at its destination, and the
+        # reverse direction when that one is not measured itself
+        pos = np.full(len(cols.names), -1, np.int64)
+        for i, node in enumerate(nodes.ids):
+            code = cols.codes.get(node)
+            if code is not None:
+                pos[code] = i
+        k = len(cols.names)
+        pairs = src * k + dst
+        reverse_measured = np.isin(dst * k + src, pairs)
+        idx = np.arange(rows.size)
+        fwd = pos[src] >= 0
+        rev = (pos[dst] >= 0) & ~reverse_measured
+        ent_row = np.concatenate([idx[fwd], idx[rev]])
+        ent_col = np.concatenate([pos[src][fwd], pos[dst][rev]])
+        ent_ep = np.concatenate([dst[fwd], src[rev]])
+        order = np.argsort(ent_ep, kind="stable")
+        ent_row, ent_col, ent_ep = ent_row[order], ent_col[order], ent_ep[order]
+        cuts = np.flatnonzero(np.r_[True, ent_ep[1:] != ent_ep[:-1]]) if ent_ep.size else np.zeros(0, np.int64)
+        by_ep = {cols.names[int(ent_ep[a])]: (ent_col[a:b], ent_row[a:b])
+                 for a, b in zip(cuts, np.r_[cuts[1:], ent_ep.size], strict=True)}
+        known = ~np.isnan(q[ent_row])
+        node_sum = np.bincount(ent_col[known], weights=q[ent_row][known], minlength=n)
+        node_cnt = np.bincount(ent_col[known], minlength=n)
+        util = np.array([cols.local_value(node, "bw_util") for node in nodes.ids])
         return {
-            "q": q, "p95": p95, "p95_eff": p95_eff, "loss": loss,
-            "by_ep": {ep: (np.array(c, np.int64), np.array(rw, np.int64)) for ep, (c, rw) in by_ep.items()},
+            "q": q, "p95": p95, "p95_eff": p95_eff, "loss": loss, "by_ep": by_ep,
             "node_q": np.where(node_cnt > 0, node_sum / np.maximum(node_cnt, 1), np.nan).astype(np.float32),
             "headroom": np.where(np.isnan(util), 1.0, 1.0 - util),
         }
@@ -478,11 +483,6 @@ def _nan_low(v: float) -> float:
 def _finite(v) -> float | None:
     v = float(v)
     return round(v, 4) if math.isfinite(v) else None
-
-
-def _mean(rec: dict | None, metric: str) -> float:
-    m = (rec or {}).get("metrics", {}).get(metric)
-    return math.nan if not m or m.get("mean") is None else float(m["mean"])
 
 
 def _task_max(arr: np.ndarray, x: ScoringInputs, t: int, node: int) -> float:

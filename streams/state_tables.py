@@ -22,6 +22,7 @@ from streams.config import Settings
 from streams.deadletter import validated
 from streams.kafka import COMPUTE_TABLE, NETSTATE_TABLE, table_name
 from streams.metrics import Counters
+from streams.network import PathColumns
 
 log = logging.getLogger(__name__)
 
@@ -64,8 +65,27 @@ class _ParsedView:
 
 
 class NetState(_ParsedView):
+    def __init__(self, table) -> None:
+        super().__init__(table)
+        self._columns: PathColumns | None = None
+
     def get(self, src: str, dst: str) -> dict | None:
         return self.get_key(f"{src}|{dst}".encode())
+
+    def columns(self) -> PathColumns:
+        """The records as columns (built once, then updated by every put)."""
+        if self._columns is None:
+            self._columns = PathColumns(self.records())
+        return self._columns
+
+    def put(self, key: bytes, record: dict) -> None:
+        if self._columns is not None:
+            self._columns.set(record)
+        super().put(key, record)
+
+    def invalidate(self) -> None:
+        self._columns = None
+        super().invalidate()
 
 
 class Inventory(_ParsedView):
