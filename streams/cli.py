@@ -370,6 +370,10 @@ def cmd_demo(args, settings: Settings) -> int:
     if args.nodes_per_region < 2 or args.day_seconds <= 0:
         raise UsageError("--nodes-per-region must be at least 2 and --day-seconds positive")
     if settings.kafka_bootstrap:
+        # a cluster that outlives the demo remembers its tasks: this run's task ids are its own
+        import uuid
+
+        args.id_suffix = f"-{uuid.uuid4().hex[:4]}"
         return asyncio.run(run_demo(settings, args))
     with EmbeddedBroker() as bootstrap:
         log.info("embedded broker at %s", bootstrap)

@@ -104,7 +104,7 @@ async def run_demo(settings: Settings, args) -> int:
     sent = 0
     t_start = time.monotonic()
     runner = TaskRunner(TRUE_ALPHA, time_scale=0.01)
-    work = Workload(settings, topo, runner)
+    work = Workload(settings, topo, runner, getattr(args, "id_suffix", ""))
     await work.start()
     try:
         await out.getmany(timeout_ms=500)  # join: position at the end before we produce
@@ -124,7 +124,8 @@ async def run_demo(settings: Settings, args) -> int:
                 await _drain(out, windows, dead, watch, moves, work)
                 if not submitted and time.monotonic() >= submit_at:
                     submitted = True
-                    chosen = await asyncio.to_thread(_submit_tasks, settings, topo, data_node)
+                    chosen = await asyncio.to_thread(_submit_tasks, settings, topo, data_node,
+                                                     getattr(args, "id_suffix", ""))
                     if chosen:
                         start = time.time() + max(0.0, 0.45 * args.seconds - (time.monotonic() - t_start))
                         sim.inject("reroute", chosen, data_node, start, args.seconds, 50.0)
@@ -249,11 +250,11 @@ def _post(settings: Settings, path: str, body: dict) -> dict:
     return _ok(call(base_url(settings.web_host, settings.web_port), "POST", path, body))
 
 
-def _submit_tasks(settings: Settings, topo: Topology, data_node: str) -> str | None:
+def _submit_tasks(settings: Settings, topo: Topology, data_node: str, suffix: str = "") -> str | None:
     """POST the demo's tasks; print each decision; return where the data-parallel job went."""
     chosen = None
     for spec in DEMO_TASKS:
-        task = dict(spec)
+        task = {**spec, "id": spec["id"] + suffix}
         if task["type"] == "training-data-parallel":
             task["data_source"] = {"node": data_node, "size_gb": 50}
         if task["type"] == "inference":
@@ -316,8 +317,8 @@ class Workload:
     """Small tasks sent to sched.tasks through the demo, and a simulated runner that reports their
     lifecycle (started, finished with duration and throughput) on sched.events."""
 
-    def __init__(self, settings: Settings, topo: Topology, runner: TaskRunner) -> None:
-        self.settings, self.topo, self.runner = settings, topo, runner
+    def __init__(self, settings: Settings, topo: Topology, runner: TaskRunner, suffix: str = "") -> None:
+        self.settings, self.topo, self.runner, self.suffix = settings, topo, runner, suffix
         self.p = producer(settings)
         self.expected: dict[str, float] = {}
         self.submitted = self.started = self.finished = 0
@@ -338,7 +339,7 @@ class Workload:
         while time.monotonic() - t0 < end_s:
             kind = WORKLOAD_TYPES[k % len(WORKLOAD_TYPES)]
             data = self.topo.nodes[(k * 7) % len(self.topo.nodes)]
-            task = {"id": f"w{k:04d}", "type": kind, "resources": {"cards": 1, "host_mem_gb": 8},
+            task = {"id": f"w{k:04d}{self.suffix}", "type": kind, "resources": {"cards": 1, "host_mem_gb": 8},
                     "data_source": {"node": data, "size_gb": 5}, "expected_duration_s": 300 + 100 * (k % 10),
                     "submitted_at": time.time()}
             if kind == "batch-analytics":  # batch work asks for cheaper, greener power
