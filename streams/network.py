@@ -33,33 +33,11 @@ def _stat(rec: dict | None, metric: str, field: str) -> float:
     return math.nan if v is None else float(v)
 
 
-def _probe_loss(rec: dict) -> float:
-    m = rec["metrics"].get("rtt_ms")
-    if not m or not m.get("count"):
-        return math.nan
-    return m["lost"] / m["count"]
-
-
 def path_inputs(paths: list[dict], nodes: dict[str, dict]) -> dict[str, np.ndarray]:
-    """Quality inputs per path: p95 RTT, loss, bandwidth utilisation, retransmissions, jitter.
-
-    Loss is the worse of the active-probe loss (lost / count of rtt_ms) and a reported loss_rate;
-    utilisation and retransmissions come from the path if reported there, else from the busier
-    endpoint's NIC (node-local bw_util / retrans_rate).
-    """
-    n = len(paths)
-    out = {k: np.full(n, np.nan) for k in ("p95_rtt_ms", "loss", "bw_util", "retrans", "jitter_ms")}
-    for i, p in enumerate(paths):
-        p95, p50 = _stat(p, "rtt_ms", "p95"), _stat(p, "rtt_ms", "p50")
-        out["p95_rtt_ms"][i] = p95
-        out["jitter_ms"][i] = p95 - p50
-        out["loss"][i] = np.fmax(_probe_loss(p), _stat(p, "loss_rate", "mean"))
-        ends = (nodes.get(p["src"]), nodes.get(p["dst"]))
-        for col, metric in (("bw_util", "bw_util"), ("retrans", "retrans_rate")):
-            v = _stat(p, metric, "mean")
-            if math.isnan(v):
-                v = np.fmax(_stat(ends[0], metric, "mean"), _stat(ends[1], metric, "mean"))
-            out[col][i] = v
+    """Quality inputs per path: p95 RTT, loss, bandwidth utilisation, retransmissions, jitter
+    (``nodes``: node id -> its node-local record). See :meth:`PathColumns.path_inputs`."""
+    local = [{"src": n, "dst": "", "metrics": (r or {}).get("metrics", {})} for n, r in nodes.items()]
+    _, out = PathColumns(local + list(paths)).path_inputs()
     return out
 
 
@@ -175,8 +153,11 @@ class PathColumns:
             self.cols[field][row] = _stat(rec, metric, stat)
 
     def path_inputs(self) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        """(rows of the paths, their quality inputs): what :func:`path_inputs` computes from the
-        records, vectorised."""
+        """(rows of the paths, their quality inputs), vectorised.
+
+        Loss is the worse of the active-probe loss (lost / count of rtt_ms) and a reported loss_rate;
+        utilisation and retransmissions come from the path if reported there, else from the busier
+        endpoint's NIC (node-local bw_util / retrans_rate)."""
         n = self.n
         src, dst = self.src[:n], self.dst[:n]
         c = {f: v[:n] for f, v in self.cols.items()}

@@ -1,5 +1,4 @@
-"""The scheduler's path table from columns (numpy) against the record-by-record reference it
-replaced, on random network views: missing metrics, reverse-only paths, node-local records,
+"""The scheduler's path table from columns (numpy) against a plain record-by-record reference, on random network views: missing metrics, reverse-only paths, node-local records,
 endpoints that are not nodes, updates after the columns were built."""
 
 import math
@@ -8,9 +7,32 @@ import numpy as np
 import pytest
 
 from core.quality import DEFAULT_MODEL, combine, dimension_utilities
-from streams.network import path_inputs
 from streams.scheduler import Scheduler
 from streams.state_tables import NetState
+
+
+def _stat(rec, metric, field):
+    m = (rec or {}).get("metrics", {}).get(metric)
+    v = None if m is None else m.get(field)
+    return math.nan if v is None else float(v)
+
+
+def path_inputs(paths, nodes):
+    """Plain reference: one path at a time from its record (what the columns must reproduce)."""
+    n = len(paths)
+    out = {k: np.full(n, np.nan) for k in ("p95_rtt_ms", "loss", "bw_util", "retrans", "jitter_ms")}
+    for i, p in enumerate(paths):
+        p95, p50 = _stat(p, "rtt_ms", "p95"), _stat(p, "rtt_ms", "p50")
+        out["p95_rtt_ms"][i], out["jitter_ms"][i] = p95, p95 - p50
+        m = p["metrics"].get("rtt_ms")
+        probe = m["lost"] / m["count"] if m and m.get("count") else math.nan
+        out["loss"][i] = np.fmax(probe, _stat(p, "loss_rate", "mean"))
+        for col, metric in (("bw_util", "bw_util"), ("retrans", "retrans_rate")):
+            v = _stat(p, metric, "mean")
+            if math.isnan(v):
+                v = np.fmax(_stat(nodes.get(p["src"]), metric, "mean"), _stat(nodes.get(p["dst"]), metric, "mean"))
+            out[col][i] = v
+    return out
 
 
 def reference_table(records, node_ids, profile):
