@@ -20,21 +20,31 @@ class HistoryError(ValueError):
     """Not enough history; the message says how much is needed."""
 
 
-def load_series(con, metric: str, stat: str, step_s: int, days: float | None = None
+def load_series(con, metric: str, stat: str, step_s: float, days: float | None = None, *, src: str | None = None,
+                dst: str | None = None, since: float | None = None
                 ) -> tuple[list[tuple[str, str]], np.ndarray, float]:
-    """(paths, values[S, T] with NaN gaps, time of the first step) from the windows table; with
-    ``days``, only the last ``days`` before the newest window of the metric. Columns come out of
-    DuckDB as arrays and land in the matrix by fancy indexing (no Python loop over rows)."""
+    """(series as (src, dst), values[S, T] with NaN gaps, time of the first step) from the windows
+    table: the statistic averaged per step of ``step_s`` seconds. Paths only unless ``dst`` is given
+    ('' for node-local series); ``src`` picks one source; ``since`` a start time; ``days`` the last
+    days before the newest window of the metric. Columns come out of DuckDB as arrays and land in the
+    matrix by fancy indexing (no Python loop over rows)."""
     if stat not in STATS:
         raise ValueError(f"stat must be one of {', '.join(STATS)}")
-    since = "" if days is None else \
-        f"AND window_start >= (SELECT max(window_start) FROM windows WHERE metric = $metric) - {float(days) * 86400}"
+    params: dict = {"step": step_s, "metric": metric}
+    where = [f"metric = $metric AND {stat} IS NOT NULL", "dst <> ''" if dst is None else "dst = $dst"]
+    for name, value, clause in (("src", src, "src = $src"), ("dst", dst, None), ("since", since, "window_start >= $since"),
+                                ("days", days, "window_start >= (SELECT max(window_start) FROM windows "
+                                               "WHERE metric = $metric) - $days * 86400")):
+        if value is not None:
+            params[name] = value
+            if clause:
+                where.append(clause)
     cols = con.execute(
         f"""SELECT dense_rank() OVER (ORDER BY src, dst) - 1 AS path, src, dst,
                    floor(window_start / $step)::BIGINT AS step, avg({stat}) AS v
-            FROM windows WHERE metric = $metric AND dst <> '' AND {stat} IS NOT NULL {since}
+            FROM windows WHERE {' AND '.join(where)}
             GROUP BY src, dst, step ORDER BY path, step""",
-        {"step": step_s, "metric": metric},
+        params,
     ).fetchnumpy()
     if len(cols["path"]) == 0:
         return [], np.zeros((0, 0)), 0.0

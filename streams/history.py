@@ -32,28 +32,22 @@ class NotEnoughHistory(ValueError):
                          f"days) of history, has {have_steps}")
 
 
-def _grid(rows: list[tuple], step_s: float) -> tuple[np.ndarray, float]:
-    """rows of (step index, value) -> values from the midnight before the first step, and its time."""
-    first, last = rows[0][0], rows[-1][0]
-    per_day = int(round(DAY_S / step_s))
-    start = math.floor(first * step_s / DAY_S) * per_day  # step index of that midnight
-    values = np.full(int(last - start) + 1, np.nan)
-    for step, v in rows:
-        values[int(step - start)] = v
-    return values, start * step_s
+def midnight_aligned(values: np.ndarray, first: float, step_s: float) -> tuple[np.ndarray, float]:
+    """Series [S, T] starting at ``first`` padded with gaps back to the UTC midnight before it, and
+    that midnight (the forecast's daily profile and weekdays then line up with the calendar)."""
+    lead = int(round(first / step_s)) % int(round(DAY_S / step_s))
+    padded = np.concatenate([np.full((values.shape[0], lead), np.nan), values], axis=1)
+    return padded, first - lead * step_s
 
 
 def path_series(con, src: str, dst: str, metric: str, stat: str, step_s: float) -> tuple[np.ndarray, float]:
-    """One path's statistic, averaged per step on the midnight-aligned grid, and the grid's start."""
-    if stat not in STATS:
-        raise ValueError(f"stat must be one of {', '.join(STATS)}")
-    rows = con.execute(
-        f"""SELECT floor(window_start / ?) AS step, avg({stat}) FROM windows
-            WHERE src = ? AND dst = ? AND metric = ? AND {stat} IS NOT NULL GROUP BY step ORDER BY step""",
-        [step_s, src, dst, metric]).fetchall()
-    if not rows:
+    """One path's (or, with dst '', one node's) statistic per step on the midnight-aligned grid, and
+    the grid's start."""
+    paths, values, first = load_series(con, metric, stat, step_s, src=src, dst=dst)
+    if not paths:
         return np.zeros(0), 0.0
-    return _grid(rows, step_s)
+    values, start = midnight_aligned(values, first, step_s)
+    return values[0], start
 
 
 def forecast_series(values: np.ndarray, start: float, step_s: float, horizon_steps: int) -> dict:
@@ -82,12 +76,11 @@ def worst_forecasts(path, metric: str, stat: str, step_s: float, horizon_steps: 
     history in the last ``days`` (preventive rescheduling reads p95 rtt_ms); one vectorised fit for
     all of them."""
     with DuckStore.open(path, read_only=True, timeout_s=timeout_s) as store:
-        paths, values, first = load_series(store.con, metric, stat, int(step_s), days)
+        paths, values, first = load_series(store.con, metric, stat, step_s, days)
     if not paths:
         return {}
     per_day = int(round(DAY_S / step_s))
-    lead = int(round(first / step_s)) % per_day  # pad to the midnight before the first step
-    values = np.concatenate([np.full((len(paths), lead), np.nan), values], axis=1)
+    values, _ = midnight_aligned(values, first, step_s)
     finite = np.isfinite(values)
     first_i = np.argmax(finite, axis=1)
     last_i = values.shape[1] - 1 - np.argmax(finite[:, ::-1], axis=1)

@@ -158,25 +158,17 @@ def size_site(db_path, site: str, q: dict) -> dict | None:
                        "ramp_limit_mw_per_min": q["ramp_limit"], "target": "trailing" if q["trailing"] else "block"})
 
 
-SITE_SERIES_SQL = """
-SELECT floor(window_start / ?) AS step, avg(mean) AS mw FROM windows
-WHERE src = ? AND dst = '' AND metric = 'power_mw' AND mean IS NOT NULL AND window_start >= ?
-GROUP BY step ORDER BY step
-"""
-
-
 def site_series(con, site: str, interval_s: float, since: float) -> tuple[np.ndarray, float, int]:
     """A site's stored power (mean of `power_mw` windows) per interval since ``since``: values, the
     start time, and how many empty intervals were filled by linear interpolation."""
-    rows = con.execute(SITE_SERIES_SQL, [interval_s, site, since]).fetchall()
-    if not rows:
+    from streams.backtest import load_series
+
+    found, values, first = load_series(con, "power_mw", "mean", interval_s, src=site, dst="", since=since)
+    if not found:
         return np.zeros(0), since, 0
-    first, last = int(rows[0][0]), int(rows[-1][0])
-    values = np.full(last - first + 1, np.nan)
-    for step, v in rows:
-        values[int(step) - first] = v
+    values = values[0]
     gaps = np.isnan(values)
     if gaps.any():
         x = np.arange(values.size)
         values[gaps] = np.interp(x[gaps], x[~gaps], values[~gaps])
-    return values, first * interval_s, int(gaps.sum())
+    return values, first, int(gaps.sum())
