@@ -147,7 +147,6 @@ def cmd_battery(args, settings: Settings) -> int:
 def cmd_report(args, settings: Settings) -> int:
     import json
 
-    from core.sensitivity import DEFAULT_TYPES
     from sinks.duckdb_store import DuckStore
     from streams import report
     from streams.history import FINISHED_SQL, learned_alphas
@@ -165,13 +164,12 @@ def cmd_report(args, settings: Settings) -> int:
         min_tasks = settings.alpha_min_tasks if args.min_tasks is None else args.min_tasks
         if min_tasks < 3:
             raise UsageError("--min-tasks must be at least 3")
-        rows = learned_alphas(store.con, {t: d.alpha for t, d in DEFAULT_TYPES.items()}, min_tasks)
+        rows = learned_alphas(store.con, min_tasks=min_tasks)
     if args.json:
         print(json.dumps(rows))
         return 0
     if args.show_sql:
         print(FINISHED_SQL.strip())
         print()
-    cols = ["task_type", "tasks", "default_alpha", "learned_alpha", "spearman", "in_use"]
-    print(report.table(cols, [tuple(r[c] for c in cols) for r in rows]))
+    print(report.alpha_table(rows))
     return 0

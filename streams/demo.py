@@ -404,15 +404,13 @@ def _print_power(settings: Settings) -> None:
 
 
 def _print_reports(settings: Settings) -> None:
-    from core.sensitivity import DEFAULT_TYPES
     from streams import report
     from streams.history import learned_alphas
 
     try:
         with DuckStore.open(settings.duckdb_path, read_only=True, timeout_s=10) as store:
             sections = report.run(store.con)
-            alphas = learned_alphas(store.con, {t: d.alpha for t, d in DEFAULT_TYPES.items()},
-                                    settings.alpha_min_tasks)
+            alphas = learned_alphas(store.con, min_tasks=settings.alpha_min_tasks)
     except Exception as exc:  # the demo still ends with its summary
         print(f"reports unavailable: {exc}")
         return
@@ -420,5 +418,4 @@ def _print_reports(settings: Settings) -> None:
     print(report.render(sections), end="")
     print("cnsched report alpha  (learned from finished tasks; the runner's true alphas: "
           + ", ".join(f"{k} {v}" for k, v in TRUE_ALPHA.items() if k in {r['task_type'] for r in alphas}) + ")")
-    cols = ["task_type", "tasks", "default_alpha", "learned_alpha", "spearman", "in_use"]
-    print(report.table(cols, [tuple(r[c] for c in cols) for r in alphas]))
+    print(report.alpha_table(alphas))

@@ -17,10 +17,12 @@ import numpy as np
 
 from core.alpha import learn_alpha
 from core.forecast import fit_forecast
+from core.sensitivity import DEFAULT_TYPES
 from sinks.duckdb_store import DuckStore, StoreError
 from streams.backtest import STATS, load_series
 
 DAY_S = 86_400
+TYPE_ALPHAS = {t: d.alpha for t, d in DEFAULT_TYPES.items()}  # the built-in defaults a learned alpha replaces
 
 
 class NotEnoughHistory(ValueError):
@@ -108,9 +110,11 @@ ORDER BY p.task_type, p.task_id
 """
 
 
-def learned_alphas(con, defaults: dict[str, float], min_tasks: int) -> list[dict]:
+def learned_alphas(con, defaults: dict[str, float] | None = None, min_tasks: int = 50) -> list[dict]:
     """Per task type with finished tasks: the learned alpha, its rank correlation, how many tasks,
-    and whether there are enough (``min_tasks``) to use it as the type's default."""
+    and whether there are enough (``min_tasks``) to use it as the type's default (``defaults``:
+    alphas before learning, the built-in ones unless given)."""
+    defaults = TYPE_ALPHAS if defaults is None else defaults
     rows = con.execute(FINISHED_SQL).fetchall()
     by_type: dict[str, list[tuple]] = {}
     for r in rows:
@@ -126,9 +130,9 @@ def learned_alphas(con, defaults: dict[str, float], min_tasks: int) -> list[dict
     return out
 
 
-def load_learned_alphas(path, defaults: dict[str, float], min_tasks: int, timeout_s: float = 5.0) -> list[dict]:
+def load_learned_alphas(path, min_tasks: int, timeout_s: float = 5.0) -> list[dict]:
     with DuckStore.open(path, read_only=True, timeout_s=timeout_s) as store:
-        return learned_alphas(store.con, defaults, min_tasks)
+        return learned_alphas(store.con, min_tasks=min_tasks)
 
 
 __all__ = ["STATS", "NotEnoughHistory", "StoreError", "forecast_path", "worst_forecasts", "learned_alphas",

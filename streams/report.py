@@ -82,6 +82,14 @@ BENEFIT = (
 )
 
 
+ALPHA_COLUMNS = ("task_type", "tasks", "default_alpha", "learned_alpha", "spearman", "in_use")
+
+
+def alpha_table(rows: list[dict]) -> str:
+    """`cnsched report alpha` as text (rows of streams.history.learned_alphas)."""
+    return table(list(ALPHA_COLUMNS), [tuple(r[c] for c in ALPHA_COLUMNS) for r in rows])
+
+
 def run(con, sections=BENEFIT) -> list[dict]:
     """[{title, sql, columns, rows}] for each section."""
     out = []

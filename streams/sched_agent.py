@@ -207,8 +207,7 @@ async def refresh_history(sched: Scheduler, settings: Settings, counters: Counte
     preventive mode, the worst forecast p95 rtt of every path over CNSCHED_PREVENTIVE_HORIZON_SECONDS."""
     counters = counters or Counters()
     if settings.learn_alpha:
-        rows = await asyncio.to_thread(load_learned_alphas, settings.duckdb_path,
-                                       {t: d.alpha for t, d in DEFAULT_TYPES.items()}, settings.alpha_min_tasks)
+        rows = await asyncio.to_thread(load_learned_alphas, settings.duckdb_path, settings.alpha_min_tasks)
         learned = {r["task_type"]: r["learned_alpha"] for r in rows if r["in_use"] and r["task_type"] in DEFAULT_TYPES}
         types = {t: dataclasses.replace(d, alpha=learned[t]) if t in learned else d for t, d in DEFAULT_TYPES.items()}
         if types != sched.types:

@@ -307,7 +307,7 @@ class Scheduler:
             self.pending.pop(task.id, None)
             cols = [nodes.index[c] for c in chosen]
             # the task's own paths (its endpoints) at placement: what later p95s are compared with
-            base = max([_task_max(p95, x, 0, c) for c in cols], default=math.nan, key=_nan_low)
+            base = _worst([_task_max(p95, x, 0, c) for c in cols])
             self.running[task.id] = Running(task, chosen, alpha, profile, now, float(base))
             self.allocation_version += 1
             self.touch()
@@ -441,9 +441,9 @@ class Scheduler:
         arriving = [m for m in alt.nodes if m not in members]
         # degraded: the task's endpoint paths against their baseline, or loss on any of its paths
         # (endpoints and members to their first)
-        p95_now = max([_task_max(p95, x, 0, m) for m in members], default=math.nan, key=_nan_low)
+        p95_now = _worst([_task_max(p95, x, 0, m) for m in members])
         loss_paths = [_task_max(loss, x, 0, m) for m in members] + [loss[members[0], m] for m in members[1:]]
-        loss_now = max(loss_paths, default=math.nan, key=_nan_low)
+        loss_now = _worst(loss_paths)
         deg = degraded(np.array([p95_now]), np.array([r.baseline_p95]), np.array([loss_now]), self.policy)
         cost = migration_cost_s(np.full(len(leaving), task.checkpoint_gb),
                                 np.array([bandwidth[a, b] for a, b in zip(leaving, arriving, strict=True)]),
@@ -471,13 +471,14 @@ class Scheduler:
         r.placed_at = now
         r.cooldown_until = now + self.policy.cooldown_s
         r.moves += 1
-        r.baseline_p95 = max([_task_max(p95, x, 0, m) for m in alt.nodes], default=math.nan, key=_nan_low)
+        r.baseline_p95 = _worst([_task_max(p95, x, 0, m) for m in alt.nodes])
         return event
 
 
-def _nan_low(v: float) -> float:
-    """Sort key: NaN below every number (so max() of values with NaNs is the largest number)."""
-    return -math.inf if math.isnan(v) else v
+def _worst(values) -> float:
+    """The largest of the known values (NaN when none is known)."""
+    v = np.asarray(values, dtype=np.float64)
+    return float(np.nanmax(v)) if (~np.isnan(v)).any() else math.nan
 
 
 def _finite(v) -> float | None:
@@ -486,9 +487,8 @@ def _finite(v) -> float | None:
 
 
 def _task_max(arr: np.ndarray, x: ScoringInputs, t: int, node: int) -> float:
-    eps = x.ep_idx[x.ep_ptr[t]:x.ep_ptr[t + 1]]
-    vals = arr[eps, node] if eps.size else np.array([np.nan])
-    return float(np.nanmax(vals)) if np.isfinite(vals).any() else math.nan
+    """The worst known value of the task's endpoint paths at ``node``."""
+    return _worst(arr[x.ep_idx[x.ep_ptr[t]:x.ep_ptr[t + 1]], node])
 
 
 def _net(composite: float, x: ScoringInputs, t: int, node: int) -> float:

@@ -20,6 +20,7 @@ from core.battery import BatteryInputError
 from schemas.compute import NODE_ID_PATTERN
 from schemas.sched import Task
 from schemas.units import parse_duration
+from streams.client import base_url
 from streams.config import Settings
 from streams.deadletter import field_errors
 from streams.history import STATS, NotEnoughHistory, StoreError, forecast_path
@@ -340,8 +341,7 @@ def register(app: faust.App, counters: Counters, settings: Settings, net: NetSta
 
     async def _task_record(task_id: str) -> dict | None:
         """The task's record from whichever worker owns the tasks table."""
-        host = "127.0.0.1" if settings.web_host in ("0.0.0.0", "::") else settings.web_host
-        url = f"http://{host}:{settings.web_port}/tasks/{task_id}"
+        url = f"{base_url(settings.web_host, settings.web_port)}/tasks/{task_id}"
         try:
             async with app.http_client.get(url) as resp:
                 return await resp.json() if resp.status == 200 else None
