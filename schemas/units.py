@@ -11,6 +11,12 @@ _UNITS = {"ms": 1e-3, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0,
 _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([a-z]*)\s*$")
 
 
+def divides_day(seconds: float) -> bool:
+    """True when a whole number of ``seconds`` steps makes a day (so daily rhythms line up)."""
+    per_day = 86_400 / seconds
+    return per_day >= 1 and abs(per_day - round(per_day)) < 1e-9
+
+
 def parse_duration(text: str) -> float:
     """Seconds in ``text``; ValueError (saying what is accepted) when malformed, zero or negative."""
     m = _DURATION.match(str(text).lower())

@@ -10,6 +10,8 @@ from typing import Any, Literal
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from schemas.units import divides_day
+
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
@@ -100,8 +102,7 @@ class Settings(BaseSettings):
             problems.append(
                 f"{env_name('window_step_seconds')} must not exceed {env_name('window_seconds')}"
             )
-        per_day = 86_400 / self.forecast_step_seconds
-        if abs(per_day - round(per_day)) > 1e-9:
+        if not divides_day(self.forecast_step_seconds):
             problems.append(f"{env_name('forecast_step_seconds')} must divide a day (e.g. 60, 300, 3600)")
         if self.heartbeat_interval_seconds * 3 > self.session_timeout_seconds:
             problems.append(

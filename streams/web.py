@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from core.battery import BatteryInputError
 from schemas.compute import NODE_ID_PATTERN
 from schemas.sched import Task
-from schemas.units import parse_duration
+from schemas.units import divides_day, parse_duration
 from streams.client import base_url
 from streams.config import Settings
 from streams.deadletter import field_errors
@@ -218,22 +218,27 @@ def register(app: faust.App, counters: Counters, settings: Settings, net: NetSta
                 return self.json(err, status=400)
             return await forecast_answer(self, request, node, "")
 
+    def durations(request: Request, fields: list, **defaults: str) -> dict:
+        """The named duration parameters in seconds; a malformed one adds a field error instead."""
+        out = {}
+        for name, default in defaults.items():
+            raw = request.query.get(name, default)
+            try:
+                out[name] = parse_duration(raw)
+            except ValueError as exc:
+                fields.append({"field": name, "value": raw, "reason": str(exc)})
+        return out
+
     def forecast_query(request: Request) -> dict:
-        fields, out = [], {}
+        fields: list = []
         metric = request.query.get("metric", "rtt_ms")
         if not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", metric):
             fields.append({"field": "metric", "value": metric, "reason": "must be a metric name"})
         stat = request.query.get("stat", "mean")
         if stat not in STATS:
             fields.append({"field": "stat", "value": stat, "reason": f"must be one of {', '.join(STATS)}"})
-        for name, default in (("step", f"{settings.forecast_step_seconds:g}s"), ("horizon", "60m")):
-            raw = request.query.get(name, default)
-            try:
-                out[name] = parse_duration(raw)
-            except ValueError as exc:
-                fields.append({"field": name, "value": raw, "reason": str(exc)})
-        if "step" in out and not (1 <= out["step"] <= 86_400 and abs(86_400 / out["step"] - round(86_400 / out["step"]))
-                                  < 1e-9):
+        out = durations(request, fields, step=f"{settings.forecast_step_seconds:g}s", horizon="60m")
+        if "step" in out and not (out["step"] >= 1 and divides_day(out["step"])):
             fields.append({"field": "step", "value": request.query.get("step"),
                            "reason": "must be 1 s to 1 d and divide a day (e.g. 60s, 5min, 1h)"})
             out.pop("step")
@@ -266,13 +271,8 @@ def register(app: faust.App, counters: Counters, settings: Settings, net: NetSta
             return self.json(out)
 
     def smoothing_query(request: Request) -> dict:
-        fields, out = [], {}
-        for name, default in (("interval", "1min"), ("period", "1d")):
-            raw = request.query.get(name, default)
-            try:
-                out[name] = parse_duration(raw)
-            except ValueError as exc:
-                fields.append({"field": name, "value": raw, "reason": str(exc)})
+        fields: list = []
+        out = durations(request, fields, interval="1min", period="1d")
         raw_window = request.query.get("window", "15min")
         if "interval" in out:
             try:
