@@ -46,10 +46,6 @@ def queue_order(priority: np.ndarray, waited_s: np.ndarray, max_wait_s: float) -
     return np.lexsort((idx, -waited, -np.where(starving, 0.0, priority), -np.where(starving, waited, -1.0), ~starving))
 
 
-def _fits(usable: np.ndarray, need: np.ndarray) -> np.ndarray:
-    return np.all(usable >= need, axis=1)
-
-
 def place(
     scores: np.ndarray,
     need: np.ndarray,
