@@ -1,31 +1,22 @@
 """Energy-aware scoring in the scheduler: cheaper, greener nodes win for tasks that ask, and tasks that
 don't get exactly the scores they had before."""
 
-import json
 import time
 
 import pytest
 
 from schemas.sched import Task
-from streams.scheduler import Scheduler
-from streams.state_tables import Inventory, NetState
+from tests.scheduling import gpu_node, make_scheduler, win
 
 
 def scheduler(now, energy: bool):
-    inv, net = {}, {}
     # n0 computes 5 % faster; n1 is cheap and green; n2 reports nothing about energy
     figures = {"n0": (120.0, 450.0), "n1": (40.0, 50.0), "n2": (None, None)}
-    for i, (node, (price, carbon)) in enumerate(figures.items()):
-        rec = {"node": node, "ts": now, "received_at": now, "cards": 8, "accel_class": "gpu",
-               "peak_tflops": {"fp16": 1000 if i == 0 else 950, "int8": 2000, "fp32": 100}, "mem_gb": 80,
-               "host_mem_gb": 1024, "inter_bw_gbps": 400, "availability": 1.0, "idle_rate": 0.5, "queue_delay_s": 0}
-        if energy:
-            rec.update(power_kw=10.0, energy_price_per_mwh=price, carbon_g_per_kwh=carbon)
-        inv[node.encode()] = json.dumps(rec).encode()
-        net[f"{node}|store".encode()] = json.dumps({"src": node, "dst": "store", "metrics": {"rtt_ms": {
-            "window_start": now - 10, "window_end": now, "count": 100, "kept": 100, "outliers": 0, "lost": 0,
-            "mean": 0.5, "p50": 0.5, "p95": 0.6, "p99": 0.7, "min": 0.4, "max": 0.7}}}).encode()
-    return Scheduler(NetState(net), Inventory(inv))
+    reports = [gpu_node(node, now, 1000 if i == 0 else 950,
+                        **({"power_kw": 10.0, "energy_price_per_mwh": price, "carbon_g_per_kwh": carbon}
+                           if energy else {}))
+               for i, (node, (price, carbon)) in enumerate(figures.items())]
+    return make_scheduler(reports, {(n, "store"): {"rtt_ms": win(now, 0.6)} for n in figures})
 
 
 def task(**kw):

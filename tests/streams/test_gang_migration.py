@@ -1,33 +1,20 @@
 """Gangs move too: when the path between two members of a data-parallel gang degrades, the gang is
 re-placed (only the members that change move), under the same gain, cost and patience rules."""
 
-import json
 import time
 
 from core.placement import gang_value
 from schemas.sched import Task
-from streams.scheduler import Scheduler
-from streams.state_tables import Inventory, NetState
-
-
-def win(end, p95, lost=0):
-    return {"window_start": end - 10, "window_end": end, "count": 100, "kept": 100 - lost, "outliers": 0,
-            "lost": lost, "mean": p95 * 0.9, "p50": p95 * 0.9, "p95": p95, "p99": p95, "min": p95 * 0.8, "max": p95}
+from tests.scheduling import gpu_node, make_scheduler, win
 
 
 def scheduler(now):
-    inv, net = {}, {}
     nodes = ["n0", "n1", "n2", "n3"]
-    for n in nodes:
-        inv[n.encode()] = json.dumps({
-            "node": n, "ts": now, "received_at": now, "cards": 8, "accel_class": "gpu",
-            "peak_tflops": {"fp16": 1000, "int8": 2000, "fp32": 100}, "mem_gb": 80, "host_mem_gb": 1024,
-            "inter_bw_gbps": 400, "availability": 1.0, "idle_rate": 0.5, "queue_delay_s": 0}).encode()
-        net[f"{n}|store".encode()] = json.dumps({"src": n, "dst": "store", "metrics": {"rtt_ms": win(now, 0.5)}}).encode()
+    paths = {(n, "store"): {"rtt_ms": win(now, 0.5)} for n in nodes}
     for a, b, p95 in (("n0", "n1", 0.5), ("n2", "n3", 0.5), ("n0", "n2", 5.0), ("n0", "n3", 5.0),
                       ("n1", "n2", 5.0), ("n1", "n3", 5.0)):
-        net[f"{a}|{b}".encode()] = json.dumps({"src": a, "dst": b, "metrics": {"rtt_ms": win(now, p95)}}).encode()
-    return Scheduler(NetState(net), Inventory(inv))
+        paths[(a, b)] = {"rtt_ms": win(now, p95)}
+    return make_scheduler([gpu_node(n, now) for n in nodes], paths)
 
 
 def test_gang_value_worked_example():

@@ -2,30 +2,17 @@
 rescheduling) that move a task before its path degrades."""
 
 import dataclasses
-import json
 import time
 
 from core.sensitivity import DEFAULT_TYPES
 from schemas.sched import Task
-from streams.scheduler import Scheduler
-from streams.state_tables import Inventory, NetState
-
-
-def win(end, p95):
-    return {"window_start": end - 10, "window_end": end, "count": 100, "kept": 100, "outliers": 0, "lost": 0,
-            "mean": p95 * 0.9, "p50": p95 * 0.9, "p95": p95, "p99": p95, "min": p95 * 0.8, "max": p95}
+from tests.scheduling import gpu_node, make_scheduler, win
 
 
 def scheduler(now):
-    inv, net = {}, {}
-    for i, tflops in enumerate((1000, 900)):  # n0 computes a little faster
-        inv[f"n{i}".encode()] = json.dumps({
-            "node": f"n{i}", "ts": now, "received_at": now, "cards": 8, "accel_class": "gpu",
-            "peak_tflops": {"fp16": tflops, "int8": 2 * tflops, "fp32": 100}, "mem_gb": 80, "host_mem_gb": 1024,
-            "inter_bw_gbps": 400, "availability": 1.0, "idle_rate": 0.5, "queue_delay_s": 0}).encode()
-        net[f"n{i}|store".encode()] = json.dumps({"src": f"n{i}", "dst": "store",
-                                                  "metrics": {"rtt_ms": win(now, 0.5)}}).encode()
-    return Scheduler(NetState(net), Inventory(inv))
+    # n0 computes a little faster; both reach the store in 0.5 ms
+    return make_scheduler([gpu_node("n0", now, 1000), gpu_node("n1", now, 900)],
+                          {(n, "store"): {"rtt_ms": win(now, 0.5)} for n in ("n0", "n1")})
 
 
 def task(**kw):
