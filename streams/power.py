@@ -135,8 +135,17 @@ def plot(s: Sizing, load: np.ndarray, path) -> None:
         f.write(data)
 
 
+class TooFewSamples(BatteryInputError):
+    """The stored series is shorter than one window."""
+
+    def __init__(self, have: int, needed: int) -> None:
+        self.have, self.needed = have, needed
+        super().__init__(f"{have} interval(s) of power_mw in the period, fewer than one window of {needed}")
+
+
 def size_site(db_path, site: str, q: dict) -> dict | None:
-    """Sizing of a site's stored series (None: no series; {"error": ...}: too short)."""
+    """Sizing of a site's stored series (the --json keys and the series' extent); None when the site
+    has no power_mw history; TooFewSamples when it has less than one window."""
     from core.battery import size_battery
     from sinks.duckdb_store import DuckStore
 
@@ -148,9 +157,7 @@ def size_site(db_path, site: str, q: dict) -> dict | None:
         since = latest - q["period"] + q["interval"]
         values, start, gaps = site_series(store.con, site, q["interval"], since)
     if values.size < q["window"]:
-        return {"error": "not enough history", "detail": f"{values.size} interval(s) of power_mw in the period, "
-                f"fewer than one window of {q['window']}", "have_samples": int(values.size),
-                "needed_samples": q["window"]}
+        raise TooFewSamples(int(values.size), q["window"])
     s = size_battery(values, q["interval"], q["window"], q["margin"], q["ramp_limit"], q["dod"], q["trailing"])
     return as_json(s, {"site": site, "from": start, "to": start + values.size * q["interval"],
                        "samples": int(values.size), "gaps_filled": gaps, "interval_s": q["interval"],

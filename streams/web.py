@@ -27,7 +27,7 @@ from streams.history import STATS, NotEnoughHistory, StoreError, forecast_path
 from streams.inventory import DEFAULT_BENCHMARK_WORK, DEFAULT_MODEL_CONVERSION, scored
 from streams.metrics import Counters
 from streams.network import node_answer, path_answer
-from streams.power import size_site, window_samples
+from streams.power import TooFewSamples, size_site, window_samples
 from streams.sched_agent import TaskBook
 from streams.state_tables import Inventory, NetState
 
@@ -262,12 +262,13 @@ def register(app: faust.App, counters: Counters, settings: Settings, net: NetSta
                 return self.json(q, status=400)
             try:
                 out = await asyncio.to_thread(size_site, settings.duckdb_path, site, q)
+            except TooFewSamples as exc:
+                return self.json({"error": "not enough history", "detail": str(exc), "have_samples": exc.have,
+                                  "needed_samples": exc.needed}, status=409)
             except StoreError as exc:
                 return self.json({"error": "history unavailable", "detail": str(exc)}, status=503)
             if out is None:
                 return self.json({"error": "no power_mw history for this site", "site": site}, status=404)
-            if "error" in out:
-                return self.json(out, status=409)
             return self.json(out)
 
     def smoothing_query(request: Request) -> dict:
