@@ -93,10 +93,12 @@ def register(app: faust.App, topics, settings: Settings, counters: Counters, net
         state["restored"] = True
         log.info("scheduler restored %d running and %d queued tasks", len(sched.running), len(sched.pending))
 
-    def record_of(task: Task, status: str, nodes: list[str], entry: dict) -> dict:
-        rec = book.get(task.id) or {"task": task.model_dump(mode="json"), "history": []}
+    def record_of(task_id: str, status: str, nodes: list[str], entry: dict, rec: dict | None = None,
+                  task: Task | None = None) -> dict:
+        """The task's record with a new status and history entry (``rec``: the record already read)."""
+        rec = rec or book.get(task_id) or {"task": task.model_dump(mode="json"), "history": []}
         rec.update(status=status, nodes=nodes)
-        run = sched.running.get(task.id)
+        run = sched.running.get(task_id)
         rec["running"] = None if run is None else {
             "alpha": run.alpha, "profile": run.profile, "placed_at": run.placed_at,
             "baseline_p95": None if run.baseline_p95 != run.baseline_p95 else run.baseline_p95,
@@ -106,13 +108,13 @@ def register(app: faust.App, topics, settings: Settings, counters: Counters, net
 
     async def publish_decision(task: Task, d: Decision) -> None:
         status = "placed" if d.status == "placed" else "queued"
-        await book.put(record_of(task, status, d.nodes, {"decision": d.model_dump(mode="json")}))
+        await book.put(record_of(task.id, status, d.nodes, {"decision": d.model_dump(mode="json")}, task=task))
         await topics.decisions.send(key=task.id.encode(), value=d.model_dump_json().encode())
         counters.inc("decisions_total", status=d.status)
 
     async def publish_move(ev: RescheduleEvent) -> None:
-        task = sched.running[ev.task_id].task
-        await book.put(record_of(task, "placed", ev.to_nodes, {"reschedule": ev.model_dump(mode="json")}))
+        await book.put(record_of(ev.task_id, "placed", ev.to_nodes, {"reschedule": ev.model_dump(mode="json")},
+                                 task=sched.running[ev.task_id].task))
         await topics.reschedules.send(key=ev.task_id.encode(), value=ev.model_dump_json().encode())
         counters.inc("reschedules_total", trigger=ev.trigger)
 
@@ -155,8 +157,7 @@ def register(app: faust.App, topics, settings: Settings, counters: Counters, net
                         sched.allocation_version += 1
                         sched.touch()
                     sched.pending.pop(ev.task_id, None)
-                task = Task.model_validate(rec["task"])
-                await book.put(record_of(task, status, rec["nodes"], {"event": ev.model_dump(mode="json")}))
+                await book.put(record_of(ev.task_id, status, rec["nodes"], {"event": ev.model_dump(mode="json")}, rec))
 
     @app.task
     async def rescorer():
