@@ -119,7 +119,9 @@ def create_app(
     )
     counters = Counters()
 
-    from streams import ingest, sched_agent, state_tables, web
+    from streams.web import views as web
+    from streams.worker import ingest, state_tables
+    from streams.worker.scheduling import agent as sched_agent
 
     ingest.register(app, topics, settings, counters, sample_partitions or settings.partitions)
     net, inv = state_tables.register(app, topics, settings, counters)

@@ -8,8 +8,8 @@ import uuid
 
 import pytest
 
-from streams.broker import EmbeddedBroker
 from streams.config import Settings
+from streams.runtime.broker import EmbeddedBroker
 
 
 @pytest.fixture(scope="session")
@@ -45,6 +45,6 @@ def make_settings(kafka_bootstrap, tmp_path, monkeypatch):
 
 
 def _free_port() -> int:
-    from streams.broker import free_port
+    from streams.runtime.broker import free_port
 
     return free_port()

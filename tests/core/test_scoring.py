@@ -13,7 +13,7 @@ from core.scoring import (
     score_reference,
 )
 from core.sensitivity import task_alpha
-from streams.synthetic import synthetic_inputs
+from streams.dev.synthetic import synthetic_inputs
 
 
 def assert_same(a, r):

@@ -1,0 +1,5 @@
+import sys
+
+from streams.cli.main import main
+
+sys.exit(main())

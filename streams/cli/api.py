@@ -1,0 +1,141 @@
+"""`cnsched submit` and `cnsched query`: the worker's HTTP API from the command line."""
+
+from __future__ import annotations
+
+import sys
+
+from streams.cli.common import Parser, UsageError
+from streams.config import Settings
+
+
+def add_parsers(sub) -> None:
+    sb = sub.add_parser("submit", help="submit tasks to a worker (POST /tasks) and print the decisions")
+    sb.add_argument("file", help="a task as JSON: an object, an array of them, or JSON lines; - for stdin")
+    sb.add_argument("--url", default=None, help="the worker's API (default http://CNSCHED_WEB_HOST:CNSCHED_WEB_PORT)")
+    sb.add_argument("--json", action="store_true", help="the API's answers as a JSON array")
+
+    qy = sub.add_parser("query", help="ask a worker's API: node, path, compute, task, forecast, power")
+    qsub = qy.add_subparsers(dest="what", metavar="WHAT", parser_class=Parser, required=True)
+    for name, ids, helptext in (("node", ["node"], "network summary of a node"),
+                                ("path", ["src", "dst"], "window statistics and quality of a path"),
+                                ("compute", ["node"], "compute report and scores of a node"),
+                                ("task", ["task_id"], "a task's status, nodes and history"),
+                                ("forecast", ["src", "dst"], "forecast of a path's (or, with dst -, a node's) metric"),
+                                ("power", ["site"], "battery sizing from a site's stored power")):
+        qp = qsub.add_parser(name, help=helptext)
+        for i in ids:
+            qp.add_argument(i)
+        if name == "forecast":
+            qp.add_argument("--metric", default="rtt_ms")
+            qp.add_argument("--stat", default="mean")
+            qp.add_argument("--horizon", default="60m")
+            qp.add_argument("--step", default=None)
+        if name == "power":
+            for opt, default in (("--window", "15min"), ("--interval", "1min"), ("--period", "1d"),
+                                 ("--margin", None), ("--dod", None), ("--ramp-limit", None)):
+                qp.add_argument(opt, default=default)
+            qp.add_argument("--trailing", action="store_true")
+        qp.add_argument("--url", default=None, help="the worker's API (default from CNSCHED_WEB_HOST/PORT)")
+        qp.add_argument("--json", action="store_true", help="compact JSON (default: indented)")
+
+
+
+def _api(args, settings: Settings) -> str:
+    from streams.client import base_url
+
+    return args.url or base_url(settings.web_host, settings.web_port)
+
+
+def cmd_submit(args, settings: Settings) -> int:
+    import json
+    from pathlib import Path
+
+    from streams.client import call
+
+    try:
+        text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text()
+    except OSError as exc:
+        raise UsageError(f"submit: {args.file}: {exc.strerror or exc}") from None
+    try:
+        doc = json.loads(text)
+        tasks = doc if isinstance(doc, list) else [doc]
+    except ValueError:
+        try:
+            tasks = [json.loads(line) for line in text.splitlines() if line.strip()]
+        except ValueError as exc:
+            raise UsageError(f"submit: {args.file} is not JSON (an object, an array or JSON lines): {exc}") from None
+    if not tasks:
+        raise UsageError(f"submit: no task in {args.file}")
+    url = _api(args, settings)
+    answers, rejected = [], 0
+    for task in tasks:
+        try:
+            status, body = call(url, "POST", "/tasks", task if isinstance(task, dict) else {"task": task})
+        except OSError as exc:
+            print(f"cnsched: submit: cannot reach the worker at {url}: {exc}", file=sys.stderr)
+            return 1
+        answers.append({"http_status": status, **body})
+        tid = task.get("id", "?") if isinstance(task, dict) else "?"
+        if status == 422:
+            rejected += 1
+            fields = "; ".join(f"{f.get('field')}: {f.get('reason')}" for f in body.get("fields", []))
+            line = f"{tid} rejected: {fields}"
+        elif body.get("status") == "placed":
+            d = body.get("decision") or {}
+            top = next((c for c in d.get("candidates", []) if c["node"] in body["nodes"]), {})
+            line = (f"{tid} placed on {','.join(body['nodes'])} (alpha {d.get('alpha', 0):.2f}, composite "
+                    f"{top.get('composite', float('nan')):.1f}; compute-only: {','.join(d.get('compute_only_nodes', []))})")
+        else:
+            d = body.get("decision") or {}
+            counts = ", ".join(f"{k} x{v}" for k, v in (d.get("rejected_counts") or {}).items())
+            line = f"{tid} {body.get('status', status)}" + (f": {counts}" if counts else "")
+        if not args.json:
+            print(line)
+    if args.json:
+        print(json.dumps(answers))
+    return 1 if rejected else 0
+
+
+def cmd_query(args, settings: Settings) -> int:
+    import json
+    import urllib.parse
+
+    from streams.client import call
+
+    if args.what == "node":
+        path = f"/network/nodes/{args.node}"
+    elif args.what == "path":
+        path = f"/network/paths/{args.src}/{args.dst}"
+    elif args.what == "compute":
+        path = f"/compute/nodes/{args.node}"
+    elif args.what == "task":
+        path = f"/tasks/{args.task_id}"
+    elif args.what == "forecast":
+        params = {"metric": args.metric, "stat": args.stat, "horizon": args.horizon}
+        if args.step:
+            params["step"] = args.step
+        where = f"nodes/{args.src}" if args.dst == "-" else f"paths/{args.src}/{args.dst}"
+        path = f"/forecast/{where}?{urllib.parse.urlencode(params)}"
+    else:
+        params = {k: v for k, v in (("window", args.window), ("interval", args.interval), ("period", args.period),
+                                    ("margin", args.margin), ("dod", args.dod), ("ramp_limit", args.ramp_limit))
+                  if v is not None}
+        if args.trailing:
+            params["trailing"] = "true"
+        path = f"/power/{args.site}/smoothing?{urllib.parse.urlencode(params)}"
+    url = _api(args, settings)
+    try:
+        status, body = call(url, "GET", path)
+    except OSError as exc:
+        print(f"cnsched: query: cannot reach the worker at {url}: {exc}", file=sys.stderr)
+        return 1
+    if status >= 400:
+        msg = str(body.get("error") or "error")
+        if body.get("fields"):
+            msg += ": " + "; ".join(f"{f.get('field')}: {f.get('reason')}" for f in body["fields"])
+        elif body.get("detail"):
+            msg += ": " + str(body["detail"])
+        print(f"cnsched: query: HTTP {status}: {msg}", file=sys.stderr)
+        return 1
+    print(json.dumps(body) if args.json else json.dumps(body, indent=2))
+    return 0

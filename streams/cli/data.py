@@ -1,0 +1,175 @@
+"""`cnsched` commands over the DuckDB history and power series: sql, backtest, report, battery."""
+
+from __future__ import annotations
+
+import sys
+
+from streams.cli.common import Parser, UsageError, print_result
+from streams.config import Settings
+
+
+def add_parsers(sub) -> None:
+    q = sub.add_parser("sql", help="run a query on the DuckDB file (also while the sink writes it)")
+    q.add_argument("query", help="SQL, e.g. \"SELECT count(*) FROM windows\"")
+    q.add_argument("--json", action="store_true", help="rows as a JSON array of objects")
+    q.add_argument("--timeout", type=float, default=10.0, help="seconds to wait while the sink writes")
+
+    bt = sub.add_parser("backtest", help="forecast stored path history and score it against what followed")
+    bt.add_argument("--metric", default="rtt_ms")
+    bt.add_argument("--stat", default="p95", help="mean, p50, p95, p99, min or max")
+    bt.add_argument("--step-seconds", type=int, default=60)
+    bt.add_argument("--horizon-minutes", type=float, default=60.0)
+    bt.add_argument("--day-seconds", type=int, default=86400, help="length of the daily rhythm")
+    bt.add_argument("--json", action="store_true")
+
+    bat = sub.add_parser("battery", help="size a battery that smooths a power series (MW)")
+    bat.add_argument("values", nargs="*", metavar="VALUE",
+                     help="power in MW, one per interval; or one CSV file; or - to read CSV from stdin")
+    bat.add_argument("--interval", default="1min", help="time between samples, e.g. 1min, 15s, 100ms (default 1min)")
+    bat.add_argument("--window", required=True, help="smoothing window: samples (15) or a duration (15min)")
+    bat.add_argument("--margin", type=float, default=1.2, help="safety margin (default 1.2)")
+    bat.add_argument("--ramp-limit", type=float, default=None, help="grid ramp limit, MW/min")
+    bat.add_argument("--dod", type=float, default=0.9, help="depth of discharge (default 0.9)")
+    bat.add_argument("--trailing", action="store_true", help="trailing moving average instead of block means")
+    bat.add_argument("--column", default=None, help="CSV column with the power (default power_mw, else the last)")
+    bat.add_argument("--json", action="store_true", help="the figures and both curves as JSON")
+    bat.add_argument("--plot", metavar="FILE.png", default=None, help="draw load, target and compensation")
+
+    rp = sub.add_parser("report", help="reports from the DuckDB audit (benefit, learned alphas)")
+    rsub = rp.add_subparsers(dest="report", metavar="REPORT", parser_class=Parser, required=True)
+    rb = rsub.add_parser("benefit", help="outcomes by type, network-aware vs compute-only, utilisation")
+    rb.add_argument("--show-sql", action="store_true", help="print the SQL behind each table")
+    rb.add_argument("--json", action="store_true")
+    ra = rsub.add_parser("alpha", help="the alpha learned per task type from finished tasks")
+    ra.add_argument("--min-tasks", type=int, default=None, help="default CNSCHED_ALPHA_MIN_TASKS")
+    ra.add_argument("--show-sql", action="store_true", help="print the SQL that reads the finished tasks")
+    ra.add_argument("--json", action="store_true")
+
+
+
+def cmd_sql(args, settings: Settings) -> int:
+    import datetime
+    import decimal
+    import json
+
+    import duckdb
+
+    from sinks.duckdb_store import DuckStore
+
+    store = DuckStore.open(settings.duckdb_path, read_only=True, timeout_s=args.timeout)
+    try:
+        try:
+            cur = store.con.execute(args.query)
+            cols = [d[0] for d in cur.description or []]
+            rows = cur.fetchall() if cols else []
+        except duckdb.Error as exc:
+            print(f"cnsched: sql: {exc}", file=sys.stderr)
+            return 1
+    finally:
+        store.close()
+
+    def plain(v):
+        if isinstance(v, (datetime.date, datetime.datetime, decimal.Decimal)):
+            return str(v)
+        return v
+
+    if args.json:
+        print(json.dumps([{c: plain(v) for c, v in zip(cols, r, strict=True)} for r in rows]))
+    else:
+        print("\t".join(cols))
+        for r in rows:
+            print("\t".join("" if v is None else str(v) for v in r))
+    return 0
+
+
+def cmd_backtest(args, settings: Settings) -> int:
+    from sinks.duckdb_store import DuckStore
+    from streams.analytics.backtest import HistoryError, backtest, load_series
+
+    if args.step_seconds < 1 or args.horizon_minutes <= 0 or args.day_seconds < args.step_seconds:
+        raise UsageError("--step-seconds >= 1, --horizon-minutes > 0 and --day-seconds >= --step-seconds")
+    store = DuckStore.open(settings.duckdb_path, read_only=True)
+    try:
+        try:
+            paths, values, _ = load_series(store.con, args.metric, args.stat, args.step_seconds)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    finally:
+        store.close()
+    horizon = max(1, int(round(args.horizon_minutes * 60 / args.step_seconds)))
+    try:
+        result = backtest(values, horizon, args.day_seconds // args.step_seconds)
+    except HistoryError as exc:
+        print(f"cnsched: backtest: {len(paths)} series of {args.metric} {args.stat}: {exc}", file=sys.stderr)
+        return 1
+    print_result({"metric": args.metric, "stat": args.stat, **result}, args.json)
+    return 0
+
+
+def cmd_battery(args, settings: Settings) -> int:
+    import json
+    from pathlib import Path
+
+    from core.battery import BatteryInputError, size_battery
+    from streams.analytics import power
+
+    try:
+        if len(args.values) == 1 and (args.values[0] == "-" or Path(args.values[0]).is_file()):
+            text = sys.stdin.read() if args.values[0] == "-" else Path(args.values[0]).read_text()
+            load = power.read_csv(text, args.column)
+        elif not args.values:
+            raise BatteryInputError("give power values, a CSV file, or - to read CSV from stdin")
+        else:
+            load = power.parse_values(args.values)
+        interval = power.interval_seconds(args.interval)
+        window = power.window_samples(args.window, interval)
+        sizing = size_battery(load, interval, window, args.margin, args.ramp_limit, args.dod, args.trailing)
+    except (BatteryInputError, OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"battery: {exc}") from None
+    if args.plot:
+        try:
+            power.plot(sizing, load, args.plot)
+        except OSError as exc:
+            raise UsageError(f"battery: --plot {args.plot}: {exc.strerror or exc}") from None
+    if args.json:
+        print(json.dumps(power.as_json(sizing, {
+            "samples": int(load.size), "interval_s": interval, "window_samples": window, "margin": args.margin,
+            "dod": args.dod, "ramp_limit_mw_per_min": args.ramp_limit,
+            "target": "trailing" if args.trailing else "block"})))
+    else:
+        print(power.as_table(sizing, load.size, interval, window, args.margin, args.dod, args.ramp_limit,
+                             args.trailing), end="")
+        if args.plot:
+            print(f"{'plot':<24}{args.plot}")
+    return 0
+
+
+def cmd_report(args, settings: Settings) -> int:
+    import json
+
+    from sinks.duckdb_store import DuckStore
+    from streams.analytics import report
+    from streams.analytics.history import FINISHED_SQL, learned_alphas
+
+    with DuckStore.open(settings.duckdb_path, read_only=True) as store:
+        if args.report == "benefit":
+            sections = report.run(store.con)
+            if args.json:
+                print(json.dumps([{"title": s["title"], "sql": s["sql"] if args.show_sql else None,
+                                   "rows": [dict(zip(s["columns"], r, strict=True)) for r in s["rows"]]}
+                                  for s in sections]))
+            else:
+                print(report.render(sections, args.show_sql), end="")
+            return 0
+        min_tasks = settings.alpha_min_tasks if args.min_tasks is None else args.min_tasks
+        if min_tasks < 3:
+            raise UsageError("--min-tasks must be at least 3")
+        rows = learned_alphas(store.con, min_tasks=min_tasks)
+    if args.json:
+        print(json.dumps(rows))
+        return 0
+    if args.show_sql:
+        print(FINISHED_SQL.strip())
+        print()
+    print(report.alpha_table(rows))
+    return 0

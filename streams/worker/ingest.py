@@ -1,0 +1,266 @@
+"""Ingest agent: probe.samples -> decode + validate -> sketch panes -> window results.
+
+Per message: decode (JSON or Arrow), validate every row at once, one sketch-kernel call for all the
+message's (series, pane) groups, then close every window the event-time watermark has passed and send
+its results to netstate.windows. Bad input never stops the agent: an undecodable message, or the bad
+rows of a batch, go to probe.deadletter with the reason, the source topic/partition/offset and the
+original bytes.
+
+State and crash safety (at-least-once delivery, exact results):
+- panes and a per-partition mark (applied offset, max event time, windows closed so far) live in a
+  Faust table (raw bytes, changelog-backed), key ``P|<partition>|<src>\\x1f<dst>\\x1f<metric>\\x1f<pane>``
+  and ``M|<partition>``; the table is written with an explicit partition, coalesced: every
+  ``flush_interval_s`` the changed panes are written once each, not once per message;
+- events are acked (so their offsets may be committed) only after the flush that persisted them;
+- a flush first waits for the window results sent so far, then writes the mark, then the panes;
+- every pane carries the offset of the last message applied to it, so after a crash the replayed
+  messages are applied to the panes that lack them and to no other; windows at or before the
+  restored mark are not emitted again. A window result may be sent twice (same content) after a
+  crash between sending and the next flush: consumers key on (src, dst, metric, window_start).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from collections import defaultdict
+
+import faust
+
+from schemas.probe import (
+    MAX_LISTED,
+    REASON_UNDECODABLE,
+    DecodeError,
+    ProbeBatch,
+    decode_samples,
+    empty_batch,
+    validate_batch,
+)
+from schemas.windows import encode_window, window_key
+from streams.config import Settings
+from streams.kafka import INGEST_TABLE, table_name
+from streams.metrics import Counters
+from streams.worker.deadletter import dead_letter, raw_value
+from streams.worker.windowing import PaneKey, PartitionWindows, decode_mark, encode_mark
+
+log = logging.getLogger(__name__)
+
+_SEP = "\x1f"
+LATE_WINDOW_CLOSED = "window_closed"
+
+
+def pane_table_key(partition: int, k: PaneKey) -> bytes:
+    src, dst, metric, pane = k
+    return f"P|{partition}|{src}{_SEP}{dst}{_SEP}{metric}{_SEP}{pane}".encode()
+
+
+def parse_pane_table_key(key: bytes) -> tuple[int, PaneKey]:
+    _, partition, rest = key.decode().split("|", 2)
+    src, dst, metric, pane = rest.split(_SEP)
+    return int(partition), (src, dst, metric, int(pane))
+
+
+def mark_table_key(partition: int) -> bytes:
+    return f"M|{partition}".encode()
+
+
+def new_windows(settings: Settings) -> PartitionWindows:
+    return PartitionWindows(
+        settings.window_seconds, settings.window_step_seconds, settings.allowed_lateness_seconds,
+        settings.hampel_k,
+    )
+
+
+class Ingest:
+    """The ingest agent's state and steps, one PartitionWindows per source partition."""
+
+    def __init__(self, app: faust.App, topics, settings: Settings, counters: Counters, table) -> None:
+        self.app = app
+        self.topics = topics
+        self.settings = settings
+        self.counters = counters
+        self.table = table
+        self.windows: dict[int, PartitionWindows] = {}
+        self.pending: dict[int, list] = defaultdict(list)  # unacked events per partition
+        self.lock = asyncio.Lock()
+        self.last_flush = time.monotonic()
+        self.started_at: float | None = None
+        # per partition: (monotonic time of its last message, its event time then)
+        self.last_arrival: dict[int, tuple[float, float]] = {}
+
+    # -------------------------------------------------------------------------- state
+    def partition_state(self, partition: int) -> PartitionWindows:
+        state = self.windows.get(partition)
+        if state is None:
+            state = self.windows[partition] = new_windows(self.settings)
+            self._restore(partition, state)
+        return state
+
+    def _restore(self, partition: int, state: PartitionWindows) -> None:
+        data = self.table.data
+        raw_mark = data.get(mark_table_key(partition))
+        if raw_mark is None:
+            return
+        prefix = f"P|{partition}|".encode()
+        panes = {}
+        for k, v in list(data.items()):
+            if isinstance(k, bytes) and k.startswith(prefix) and v:
+                panes[parse_pane_table_key(k)[1]] = v
+        state.restore(decode_mark(raw_mark), panes)
+        log.info("partition %d: restored %d panes, windows closed up to %s",
+                 partition, len(panes), state.mark.closed_before)
+
+    # ------------------------------------------------------------------------ process
+    async def process(self, events: list) -> None:
+        """Decode and validate each message, then window each partition's good rows together."""
+        if self.started_at is None:
+            self.started_at = time.time()
+            self.counters.set("ingest_first_event_unixtime", self.started_at)
+        by_partition: dict[int, tuple[list, list]] = {}
+        for event in events:
+            batch = await self._checked(event)
+            msg = event.message
+            batches, offsets = by_partition.setdefault(msg.partition, ([], []))
+            batches.append(batch)
+            offsets.append(msg.offset)
+            self.pending[msg.partition].append(event)
+        c = self.counters
+        for partition, (batches, offsets) in by_partition.items():
+            state = self.partition_state(partition)
+            late = state.add_many(batches, offsets)
+            if late:
+                c.inc("samples_late_total", late, reason=LATE_WINDOW_CLOSED)
+            self.last_arrival[partition] = (time.monotonic(), state.mark.max_ts)
+            await self._emit(state.close_ready())
+        c.set("ingest_last_event_unixtime", time.time())
+
+    async def _emit(self, results: list[dict]) -> None:
+        for result in results:
+            await self.topics.windows.send(key=window_key(result), value=encode_window(result))
+            self.counters.inc("windows_emitted_total")
+
+    async def close_idle(self) -> None:
+        """A partition that got no message for CNSCHED_IDLE_CLOSE_SECONDS: its event time moves on
+        with the wall clock from its last sample, so the windows it holds open close (a sample that
+        arrives later for a closed window is late, as it would have been anyway)."""
+        idle = self.settings.idle_close_seconds
+        if idle <= 0:
+            return
+        now = time.monotonic()
+        for partition, state in self.windows.items():
+            arrived, max_ts = self.last_arrival.get(partition, (now, state.mark.max_ts))
+            self.last_arrival.setdefault(partition, (arrived, max_ts))
+            if now - arrived < idle or not state.panes or not math.isfinite(max_ts):
+                continue
+            state.advance(max_ts + (now - arrived))
+            results = state.close_ready()
+            if results:
+                self.counters.inc("idle_closes_total")
+                await self._emit(results)
+
+    async def _checked(self, event) -> ProbeBatch:
+        """The message's valid rows; what is invalid goes to the dead-letter topic."""
+        msg = event.message
+        payload = raw_value(event)
+        c = self.counters
+        c.inc("messages_total")
+        try:
+            batch = decode_samples(payload)
+        except DecodeError as exc:
+            c.inc("samples_rejected_total", reason=REASON_UNDECODABLE)
+            await self.topics.deadletter.send(
+                key=msg.key,
+                value=dead_letter(payload, msg, REASON_UNDECODABLE, str(exc)),
+            )
+            return empty_batch()
+        check = validate_batch(batch, time.time(), self.settings.max_clock_skew_seconds)
+        if check.rejected:
+            for reason, n in check.rejected.items():
+                c.inc("samples_rejected_total", n, reason=reason)
+            await self.topics.deadletter.send(
+                key=msg.key,
+                value=dead_letter(
+                    payload, msg, ",".join(sorted(check.rejected)),
+                    f"{check.rejected_total} of {len(batch)} rows rejected",
+                    rows_total=len(batch), rows_rejected=check.rejected_total,
+                    rows=[r.as_dict() for r in check.listed[:MAX_LISTED]],
+                ),
+            )
+        c.inc("samples_accepted_total", len(check.good))
+        return check.good
+
+    # -------------------------------------------------------------------------- flush
+    async def flush(self) -> None:
+        """Persist what changed, then ack the events it covers (see the module docstring)."""
+        if not any(self.pending.values()) and not any(s.dirty or s.dropped for s in self.windows.values()):
+            return
+        await self.app.producer.flush()  # window results sent so far are delivered
+        data = self.table.data
+        changelog = self.table.changelog_topic
+        for partition, state in self.windows.items():
+            mark, changed, dropped = state.take_changes()
+            writes = [(mark_table_key(partition), encode_mark(mark))]  # the mark first
+            writes += [(pane_table_key(partition, k), v) for k, v in changed.items()]
+            writes += [(pane_table_key(partition, k), None) for k in dropped]
+            for key, value in writes:
+                if value is None:
+                    data.pop(key, None)
+                else:
+                    data[key] = value
+                # straight to the producer (not Faust's one-by-one send_soon buffer), in order
+                await changelog.send(key=key, value=value, partition=partition)
+        for events in self.pending.values():
+            for ev in events:
+                ev.ack()
+            events.clear()
+        self.last_flush = time.monotonic()
+
+    async def revoke(self, partitions: set[int]) -> None:
+        async with self.lock:
+            await self.flush()
+            for p in partitions:
+                self.windows.pop(p, None)
+                self.pending.pop(p, None)
+
+
+def register(app: faust.App, topics, settings: Settings, counters: Counters, sample_partitions: int) -> Ingest:
+    counters.describe("messages_total", "probe.samples messages read")
+    counters.describe("samples_accepted_total", "probe samples that passed validation")
+    counters.describe("samples_rejected_total", "probe samples sent to the dead-letter topic, by reason")
+    counters.describe("samples_late_total", "samples later than the allowed lateness, dropped, by reason")
+    counters.describe("windows_emitted_total", "window results sent to netstate.windows")
+    counters.describe("idle_closes_total", "times an idle partition's event time followed the wall clock")
+    counters.describe("ingest_first_event_unixtime", "when this worker began its first ingest step")
+    counters.describe("ingest_last_event_unixtime", "when this worker ended its latest ingest step")
+    table = app.Table(
+        table_name(settings, INGEST_TABLE),
+        key_type=bytes,  # bytes -> raw key and value codecs, also for the changelog
+        value_type=bytes,
+        partitions=sample_partitions,
+    )
+    ingest = Ingest(app, topics, settings, counters, table)
+    interval = settings.flush_interval_seconds
+
+    @app.agent(topics.samples, name="ingest")
+    async def ingest_agent(stream):
+        # events come in groups (up to take_max or take_within_s): one kernel call per group and
+        # partition; acks are ours (noack), after the flush that persisted the events' effects
+        async for events in stream.noack_take(settings.take_max_messages, settings.take_within_seconds):
+            async with ingest.lock:
+                await ingest.process(events)
+                if time.monotonic() - ingest.last_flush >= interval:
+                    await ingest.flush()
+
+    @app.timer(interval=interval)
+    async def ingest_flush():
+        async with ingest.lock:
+            await ingest.close_idle()
+            await ingest.flush()
+
+    @app.on_partitions_revoked.connect
+    async def on_revoked(app, revoked, **kwargs):
+        await ingest.revoke({tp.partition for tp in revoked if tp.topic == topics.samples.get_topic_name()})
+
+    return ingest

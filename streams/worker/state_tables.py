@@ -1,0 +1,138 @@
+"""The network and compute views, kept in Faust tables on the single-partition state topics.
+
+- `netstate`: one record per path (key ``src|dst``) and per node (``node|``, node-local metrics),
+  updated from netstate.windows; the newest window of each metric wins.
+- `compute`: the latest report per node from compute.nodes, with the time it was received; a node
+  silent past CNSCHED_NODE_TIMEOUT_SECONDS, or reporting status leaving/down, is unavailable.
+Both topics have one partition, so one worker owns each whole view; HTTP reads are routed to it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+
+import faust
+from pydantic import ValidationError
+
+from schemas.compute import ComputeReport
+from schemas.windows import WindowResult
+from streams.adapters.network import PathColumns
+from streams.config import Settings
+from streams.kafka import COMPUTE_TABLE, NETSTATE_TABLE, table_name
+from streams.metrics import Counters
+from streams.worker.deadletter import validated
+
+log = logging.getLogger(__name__)
+
+
+class _ParsedView:
+    """A table of JSON records with a parsed copy kept in step with the writes made through it.
+
+    ``version`` grows with every write; readers (the scheduler) cache what they derive per version.
+    The parsed copy is rebuilt from the table when it may have changed underneath (recovery after a
+    rebalance: :meth:`invalidate`).
+    """
+
+    def __init__(self, table) -> None:
+        self.table = table
+        self.version = 0
+        self.on_change = lambda: None  # the scheduler's version bump
+        self._parsed: dict[bytes, dict] | None = None
+
+    def _all(self) -> dict[bytes, dict]:
+        if self._parsed is None:
+            self._parsed = {k: json.loads(v) for k, v in list(self.table.items()) if v}
+        return self._parsed
+
+    def invalidate(self) -> None:
+        self._parsed = None
+        self.version += 1
+        self.on_change()
+
+    def put(self, key: bytes, record: dict) -> None:
+        self.table[key] = json.dumps(record).encode()
+        self._all()[key] = record
+        self.version += 1
+        self.on_change()
+
+    def get_key(self, key: bytes) -> dict | None:
+        return self._all().get(key)
+
+    def records(self) -> list[dict]:
+        return list(self._all().values())
+
+
+class NetState(_ParsedView):
+    def __init__(self, table) -> None:
+        super().__init__(table)
+        self._columns: PathColumns | None = None
+
+    def get(self, src: str, dst: str) -> dict | None:
+        return self.get_key(f"{src}|{dst}".encode())
+
+    def columns(self) -> PathColumns:
+        """The records as columns (built once, then updated by every put)."""
+        if self._columns is None:
+            self._columns = PathColumns(self.records())
+        return self._columns
+
+    def put(self, key: bytes, record: dict) -> None:
+        if self._columns is not None:
+            self._columns.set(record)
+        super().put(key, record)
+
+    def invalidate(self) -> None:
+        self._columns = None
+        super().invalidate()
+
+
+class Inventory(_ParsedView):
+    def records(self) -> list[dict]:
+        return sorted(super().records(), key=lambda r: r["node"])
+
+
+def register(app: faust.App, topics, settings: Settings, counters: Counters) -> tuple[NetState, Inventory]:
+    from streams.adapters.network import merge_window
+
+    counters.describe("window_results_total", "netstate.windows messages applied to the network view")
+    counters.describe("window_results_rejected_total", "netstate.windows messages that were not window results")
+    counters.describe("compute_reports_total", "compute.nodes reports applied")
+    counters.describe("compute_reports_rejected_total", "compute.nodes reports sent to compute.deadletter, by reason")
+    net_table = app.Table(table_name(settings, NETSTATE_TABLE), key_type=bytes, value_type=bytes, partitions=1)
+    inv_table = app.Table(table_name(settings, COMPUTE_TABLE), key_type=bytes, value_type=bytes, partitions=1)
+    net, inv = NetState(net_table), Inventory(inv_table)
+
+    @app.agent(topics.windows, name="netstate")
+    async def netstate_agent(stream):
+        async for event in stream.events():
+            try:
+                w = WindowResult.model_validate_json(event.value).model_dump()
+            except (ValidationError, ValueError, TypeError):
+                counters.inc("window_results_rejected_total")
+                log.warning("not a window result at %s:%d@%d", event.message.topic,
+                            event.message.partition, event.message.offset)
+                continue
+            key = f"{w['src']}|{w['dst']}".encode()
+            net.put(key, merge_window(net.get_key(key), w))
+            counters.inc("window_results_total")
+
+    @app.agent(topics.compute_nodes, name="inventory")
+    async def inventory_agent(stream):
+        async for event in stream.events():
+            report, reason = await validated(ComputeReport, event, topics.compute_deadletter)
+            if report is None:
+                counters.inc("compute_reports_rejected_total", reason=reason)
+                continue
+            doc = report.model_dump(mode="json")
+            doc["received_at"] = time.time()
+            inv.put(report.node.encode(), doc)
+            counters.inc("compute_reports_total")
+
+    @app.on_partitions_assigned.connect
+    async def on_assigned(app, assigned, **kwargs):
+        net.invalidate()  # recovered from the changelog: parse again on first use
+        inv.invalidate()
+
+    return net, inv

@@ -1,0 +1,57 @@
+import numpy as np
+import pytest
+
+from streams.adapters.inventory import (
+    DEFAULT_BENCHMARK_WORK,
+    DEFAULT_MODEL_CONVERSION,
+    is_available,
+    node_metrics,
+    scored,
+)
+from streams.adapters.network import merge_window, path_inputs
+
+NOW = 1_800_000_000.0
+
+
+def test_availability_by_status_and_silence():
+    assert is_available({"status": "up", "received_at": NOW - 59}, NOW, 60)
+    assert not is_available({"status": "up", "received_at": NOW - 61}, NOW, 60)  # silent too long
+    assert not is_available({"status": "leaving", "received_at": NOW}, NOW, 60)
+
+
+def test_reports_to_arrays_convert_peaks_and_pick_the_freshest_known_benchmark():
+    reports = [
+        {"node": "a", "accel_model": "H100-SXM", "cards": 8, "peak_tflops": {"fp16": 1979},
+         "benchmarks": [{"name": "llama-7b-train", "value": 70000, "measured_at": NOW - 7200},
+                        {"name": "llama-7b-train", "value": 80000, "measured_at": NOW - 60},
+                        {"name": "secret-bench", "value": 1, "measured_at": NOW}]},
+        {"node": "b", "cards": 0},
+    ]
+    m, classes = node_metrics(reports, DEFAULT_MODEL_CONVERSION, DEFAULT_BENCHMARK_WORK, NOW)
+    assert classes == ["H100-SXM", "cpu"]
+    assert m.peak_factor[0].tolist() == [1.0, 0.5, 0.5]  # sparse-stated fp16/int8 -> dense
+    assert m.bench_value[0] == 80000 and m.bench_age_s[0] == 60  # freshest known benchmark
+    assert m.bench_work[0] == DEFAULT_BENCHMARK_WORK["llama-7b-train"]
+    assert np.isnan(m.bench_value[1]) and m.availability.tolist() == [1.0, 1.0]
+
+
+def test_unavailable_nodes_lose_their_quality_dimension():
+    rec = {"node": "a", "cards": 1, "peak_tflops": {"fp16": 100}, "availability": 1.0, "idle_rate": 1.0,
+           "queue_delay_s": 0.0}
+    up = scored([{**rec, "received_at": NOW}], {}, {}, NOW, 60)[0]
+    gone = scored([{**rec, "received_at": NOW - 3600}], {}, {}, NOW, 60)[0]
+    assert up["available"] and not gone["available"]
+    assert up["dimensions"]["generic"]["quality"] == pytest.approx(100.0)
+    assert gone["dimensions"]["generic"]["quality"] == pytest.approx(50.0)  # 0.3 idle + 0.2 queue
+
+
+def test_newest_window_wins_and_inputs_fall_back_to_the_busier_endpoint():
+    w = {"src": "a", "dst": "b", "metric": "rtt_ms", "window_start": 0.0, "window_end": 10.0, "count": 10,
+         "kept": 10, "outliers": 0, "lost": 2, "mean": 1.0, "p50": 1.0, "p95": 3.0, "p99": 3.0, "min": 1.0, "max": 3.0}
+    rec = merge_window(None, w)
+    rec = merge_window(rec, {**w, "window_start": -10.0, "window_end": 0.0, "p95": 99.0})  # older: ignored
+    assert rec["metrics"]["rtt_ms"]["p95"] == 3.0
+    nodes = {"a": {"metrics": {"bw_util": {"mean": 0.3}}}, "b": {"metrics": {"bw_util": {"mean": 0.8}}}}
+    x = path_inputs([rec], nodes)
+    assert x["bw_util"][0] == 0.8 and x["loss"][0] == 0.2 and x["jitter_ms"][0] == 2.0
+    assert np.isnan(x["retrans"][0])

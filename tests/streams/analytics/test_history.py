@@ -1,0 +1,141 @@
+"""History read back from a real DuckDB file: forecasts on the midnight-aligned grid, the 409 case,
+the preventive overlay and alpha learning from stored decisions and task events."""
+
+import numpy as np
+import pytest
+
+from sinks.duckdb_store import DuckStore
+from streams.analytics.history import (
+    NotEnoughHistory,
+    forecast_path,
+    learned_alphas,
+    path_series,
+    worst_forecasts,
+)
+
+DAY = 86_400.0
+T0 = 1_764_374_400.0  # 2025-11-29 00:00 UTC
+
+
+def windows(src, dst, days, level=1.0, amp=0.5, step=60.0, start=T0 + 7200):
+    """rtt_ms with a daily rhythm (peak at 18:00 UTC), one window per step."""
+    t = np.arange(start, start + days * DAY, step)
+    v = level + amp * np.sin(2 * np.pi * ((t % DAY) / DAY - 0.5))
+    return [{"src": src, "dst": dst, "metric": "rtt_ms", "window_start": float(a), "window_end": float(a + step),
+             "count": 10, "kept": 10, "outliers": 0, "lost": 0, "mean": float(x), "p50": float(x),
+             "p95": float(x) * 1.5, "p99": float(x) * 2, "min": float(x), "max": float(x)} for a, x in zip(t, v, strict=True)]
+
+
+@pytest.fixture
+def db(tmp_path):
+    path = tmp_path / "h.duckdb"
+    with DuckStore(path) as s:
+        s.write_windows(windows("a", "b", 3) + windows("a", "c", 1) + windows("b", "c", 3, level=10.0))
+    return path
+
+
+def test_series_starts_at_the_midnight_before_its_first_window(db):
+    with DuckStore(db, read_only=True) as s:
+        values, start = path_series(s.con, "a", "b", "rtt_ms", "mean", 60.0)
+    assert start == T0
+    assert np.isnan(values[:120]).all() and np.isfinite(values[120:]).all()  # data from 02:00
+    assert len(values) == 120 + 3 * 1440
+
+
+def test_forecast_follows_the_daily_rhythm(db):
+    out = forecast_path(db, "a", "b", "rtt_ms", "mean", 60.0, 60)
+    assert out["from"] == T0 + (120 + 3 * 1440) * 60.0  # 02:00 on day 3, right after the last window
+    want = 1.0 + 0.5 * np.sin(2 * np.pi * (((out["from"] + 60 * np.arange(60)) % DAY) / DAY - 0.5))
+    got = np.array([p["value"] for p in out["points"]])
+    assert np.abs(got - want).max() < 0.02  # amplitude 0.5: the shape, within 2 % of it
+
+
+def test_too_little_history_says_how_much_is_needed(db):
+    with pytest.raises(NotEnoughHistory) as e:
+        forecast_path(db, "a", "c", "rtt_ms", "mean", 60.0, 60)
+    assert (e.value.needed_steps, e.value.have_steps) == (2880, 1440)
+    with pytest.raises(NotEnoughHistory):
+        forecast_path(db, "x", "y", "rtt_ms", "mean", 60.0, 60)  # no history at all
+
+
+def test_worst_forecast_per_path_with_enough_history(db):
+    worst = worst_forecasts(db, "rtt_ms", "p95", 60.0, 30)
+    assert set(worst) == {("a", "b"), ("b", "c")}  # a -> c has one day only
+    # p95 = 1.5 x mean; 02:00-02:30 UTC is near the trough of the sine, the max is at 02:30
+    t = T0 + 3 * DAY + 7200 + 60 * np.arange(30)
+    want = 1.5 * (1.0 + 0.5 * np.sin(2 * np.pi * ((t % DAY) / DAY - 0.5)))
+    assert worst[("a", "b")] == pytest.approx(want.max(), abs=0.02)
+    assert worst_forecasts(db, "rtt_ms", "p95", 60.0, 30, days=1.5) == {}  # only 1.5 days read: too little
+
+
+def test_load_series_matrix(db):
+    from streams.analytics.backtest import load_series
+
+    with DuckStore(db, read_only=True) as s:
+        paths, values, first = load_series(s.con, "rtt_ms", "mean", 600)  # 10-minute steps
+    assert paths == [("a", "b"), ("a", "c"), ("b", "c")] and first == T0 + 7200
+    assert values.shape == (3, 3 * 144)
+    assert np.isnan(values[1, 144:]).all() and np.isfinite(values[1, :144]).all()  # a -> c: one day
+    assert values[2, 0] == pytest.approx(10 + 0.5 * np.mean(np.sin(2 * np.pi * ((T0 + 7200 + 60 * np.arange(10))
+                                                                                   % DAY / DAY - 0.5))))
+
+
+def finished_tasks(n, alpha, task_type="fine-tune", seed=7):
+    """Decisions and finished events of ``n`` tasks whose throughput follows ``alpha`` exactly."""
+    rng = np.random.default_rng(seed)
+    c, net = rng.uniform(20, 100, n), rng.uniform(20, 100, n)
+    achieved = 100 * (alpha * c + (1 - alpha) * net)
+    decisions = [{"task_id": f"t{i}", "decided_at": 10.0 + i, "status": "placed", "nodes": ["n"], "alpha": 0.5,
+                  "network_profile": "balanced", "task_type": task_type,
+                  "candidates": [{"node": "n", "compute_score": c[i], "network_score": net[i], "alpha": 0.5,
+                                  "composite": 0.5 * c[i] + 0.5 * net[i]}], "state_version": 1} for i in range(n)]
+    events = [{"task_id": f"t{i}", "event": "finished", "at": 1000.0 + i, "throughput": achieved[i],
+               "duration_s": 60.0} for i in range(n)]
+    return decisions, events
+
+
+def test_alpha_learning_recovers_a_planted_alpha_from_stored_outcomes(tmp_path):
+    n = 200
+    decisions, events = finished_tasks(n, 0.35)  # planted: alpha 0.35
+    # a few tasks of another type: reported, but too few to be used
+    for i in range(5):
+        decisions.append({"task_id": f"s{i}", "decided_at": 5.0, "status": "placed", "nodes": ["n"], "alpha": 0.8,
+                          "network_profile": "latency", "task_type": "inference",
+                          "candidates": [{"node": "n", "compute_score": 50.0 + i, "network_score": 40.0, "alpha": 0.8,
+                                          "composite": 1.0}], "state_version": 1})
+        events.append({"task_id": f"s{i}", "event": "finished", "at": 900.0, "throughput": 10.0 + i})
+    with DuckStore(tmp_path / "a.duckdb") as s:
+        s.write_decisions(decisions)
+        s.write_task_events(events)
+        rows = {r["task_type"]: r for r in learned_alphas(s.con, {"fine-tune": 0.5, "inference": 0.8}, 50)}
+    assert rows["fine-tune"]["learned_alpha"] == pytest.approx(0.35, abs=0.02)
+    assert rows["fine-tune"]["tasks"] == n and rows["fine-tune"]["in_use"]
+    assert rows["inference"]["tasks"] == 5 and not rows["inference"]["in_use"]
+
+
+async def test_the_worker_refresh_applies_learned_alphas_and_forecasts(db):
+    from core.sensitivity import DEFAULT_TYPES
+    from streams.config import Settings
+    from streams.metrics import Counters
+    from streams.worker.scheduling.agent import refresh_history
+    from streams.worker.scheduling.state import Scheduler
+
+    decisions, events = finished_tasks(60, 0.35)
+    with DuckStore(db) as s:
+        s.write_decisions(decisions)
+        s.write_task_events(events)
+    sched = Scheduler(net=None, inv=None)
+    counters = Counters()
+    settings = Settings(duckdb_path=db, preventive_reschedule=True, alpha_min_tasks=50, forecast_step_seconds=60)
+    await refresh_history(sched, settings, counters)
+    assert sched.types["fine-tune"].alpha == pytest.approx(0.35, abs=0.02)
+    assert sched.types["inference"] == DEFAULT_TYPES["inference"]  # no history: the default
+    assert set(sched.forecast_p95) == {("a", "b"), ("b", "c")} and sched.forecast_version == 1
+    text = counters.exposition()
+    assert 'cnsched_type_alpha{source="learned",type="fine-tune"} 0.35' in text
+    assert "cnsched_forecast_paths 2.0" in text
+    # with too few tasks the default stays
+    sched2 = Scheduler(net=None, inv=None)
+    await refresh_history(sched2, settings.model_copy(update={"alpha_min_tasks": 100,
+                                                              "preventive_reschedule": False}))
+    assert sched2.types["fine-tune"] == DEFAULT_TYPES["fine-tune"] and sched2.forecast_p95 == {}

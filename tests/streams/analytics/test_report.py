@@ -1,0 +1,101 @@
+"""`cnsched report benefit` and `report alpha` on a small audit whose figures are worked out by hand."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from sinks.duckdb_store import DuckStore
+from streams.analytics import report
+
+
+def decision(task_id, at, nodes, compute_only, composite, network, co_composite, co_network, task_type,
+             submitted, cards=1, peers=1, alpha=0.5, status="placed"):
+    return {"task_id": task_id, "decided_at": at, "status": status, "nodes": nodes, "alpha": alpha,
+            "network_profile": "balanced", "task_type": task_type, "submitted_at": submitted, "cards": cards,
+            "peers": peers, "compute_only_nodes": compute_only, "compute_only_composite": co_composite,
+            "compute_only_network_score": co_network, "state_version": 1,
+            "candidates": [{"node": nodes[0], "compute_score": 2 * composite - network, "network_score": network,
+                            "alpha": alpha, "composite": composite}] if nodes else []}
+
+
+@pytest.fixture
+def audit(tmp_path):
+    path = tmp_path / "audit.duckdb"
+    with DuckStore(path) as s:
+        s.write_decisions([
+            # t1: queued 10 s, then placed on n1 where compute-only would pick n2
+            decision("t1", 100.0, [], [], 0, 0, None, None, "fine-tune", 90.0, status="unschedulable"),
+            decision("t1", 100.0 + 0.5, ["n1"], ["n2"], 80.0, 90.0, 60.0, 40.0, "fine-tune", 90.5),
+            # t2: placed at once on n2, the compute-only choice too; 2 cards x 2 peers
+            decision("t2", 200.0, ["n2", "n3"], ["n3", "n2"], 70.0, 60.0, 70.0, 60.0, "fine-tune", 200.0,
+                     cards=2, peers=2),
+            # t3: another type, never finished
+            decision("t3", 300.0, ["n1"], ["n1"], 50.0, 50.0, 50.0, 50.0, "inference", 296.0),
+        ])
+        s.write_task_events([
+            {"task_id": "t1", "event": "started", "at": 100.5},
+            {"task_id": "t1", "event": "finished", "at": 400.5, "duration_s": 300.0, "throughput": 100.0},
+            {"task_id": "t2", "event": "started", "at": 200.0},
+            {"task_id": "t2", "event": "finished", "at": 300.0, "throughput": 50.0},  # no duration: 100 s
+            {"task_id": "t3", "event": "started", "at": 300.0},  # running until the last event (400.5)
+        ])
+        s.write_compute_reports([{"node": n, "ts": 1.0, "cards": 8} for n in ("n1", "n2", "n3")]
+                                + [{"node": "n3", "ts": 2.0, "cards": 4}])  # the latest report counts
+    return path
+
+
+def test_benefit_figures_worked_by_hand(audit):
+    with DuckStore(audit, read_only=True) as s:
+        outcomes, counterfactual, util = report.run(s.con)
+    rows = {r[0]: r for r in outcomes["rows"]}
+    # fine-tune: 2 placed, 2 finished; completion (300 + 100) / 2; queueing (10 + 0) / 2 (t1 first
+    # placed at 100.5, submitted 90.5); throughput (100 + 50) / 2
+    assert rows["fine-tune"] == ("fine-tune", 2, 2, 200.0, 5.0, 75.0)
+    assert rows["inference"] == ("inference", 1, 0, None, 4.0, None)
+    rows = {r[0]: r for r in counterfactual["rows"]}
+    # t1 differed (n1 vs n2), t2 did not (same set); chosen composite (80 + 70) / 2 vs (60 + 70) / 2
+    assert rows["fine-tune"] == ("fine-tune", 2, 1, 0.5, 75.0, 65.0, 75.0, 50.0)
+    # cards 8 + 8 + 4 = 20; span 100.5 .. 400.5 = 300 s; used: t1 300 x 1 + t2 100 x 4 + t3 100.5 x 1
+    assert util["rows"] == [(20, 300.0, 800.5, round(100 * 800.5 / (20 * 300), 2))]
+
+
+def cli(path, *args):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CNSCHED_")}
+    env["CNSCHED_DUCKDB_PATH"] = str(path)
+    return subprocess.run([sys.executable, "-m", "streams.cli", "report", *args], capture_output=True, text=True,
+                          env=env, timeout=120)
+
+
+def test_cli_prints_tables_and_the_sql_behind_them(audit, tmp_path):
+    r = cli(audit, "benefit", "--show-sql")
+    assert r.returncode == 0, r.stderr
+    assert "Outcomes by task type" in r.stdout and "fine-tune" in r.stdout
+    assert "compute_only_composite" in r.stdout  # the SQL is printed
+    assert cli(audit, "benefit").stdout.count("SELECT") == 0
+    j = json.loads(cli(audit, "benefit", "--json").stdout)
+    assert j[2]["rows"][0]["cluster_cards"] == 20
+    a = cli(audit, "alpha", "--json", "--min-tasks", "3")
+    assert a.returncode == 0 and json.loads(a.stdout)[0]["task_type"] == "fine-tune"
+    assert json.loads(a.stdout)[0]["tasks"] == 2 and not json.loads(a.stdout)[0]["in_use"]
+    missing = cli(tmp_path / "nope.duckdb", "benefit")
+    assert missing.returncode == 1 and missing.stderr.startswith("cnsched: duckdb: no DuckDB file")
+    bad = cli(audit, "alpha", "--min-tasks", "1")
+    assert bad.returncode == 2 and "--min-tasks" in bad.stderr
+
+
+def test_sql_exports_parquet_from_the_read_only_connection(audit, tmp_path):
+    import pyarrow.parquet as pq
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CNSCHED_")}
+    env["CNSCHED_DUCKDB_PATH"] = str(audit)
+    out = tmp_path / "audit.parquet"
+    r = subprocess.run([sys.executable, "-m", "streams.cli", "sql",
+                        f"COPY (SELECT task_id, migrations FROM task_audit ORDER BY task_id) TO '{out}' (FORMAT parquet)"],
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert pq.read_table(out).to_pydict() == {"task_id": ["t1", "t2", "t3"], "migrations": [0, 0, 0]}

@@ -1,0 +1,83 @@
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from streams.runtime.broker import BrokerError, EmbeddedBroker, kafka_api_versions
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie is dead for our purposes
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().split(")")[-1].split()[0] != "Z"
+
+
+def test_starts_answers_kafka_and_stops():
+    broker = EmbeddedBroker()
+    bootstrap = broker.start()
+    host, port = bootstrap.split(":")
+    pid = broker.proc.pid
+    try:
+        assert kafka_api_versions(host, int(port))
+    finally:
+        broker.stop()
+    assert not kafka_api_versions(host, int(port))
+    assert not _alive(pid)
+
+
+def test_port_taken_is_a_clear_error():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        with pytest.raises(BrokerError, match=f"port {port} on 127.0.0.1 is already in use"):
+            EmbeddedBroker(port=port).start()
+
+
+def test_missing_binary_is_a_clear_error(monkeypatch, tmp_path):
+    monkeypatch.setenv("CNSCHED_BROKER_BIN", str(tmp_path / "nope"))
+    with pytest.raises(BrokerError, match="broker binary not found"):
+        EmbeddedBroker().start()
+
+
+def test_broker_not_answering_in_time_is_a_clear_error_and_leaves_no_process(tmp_path):
+    silent = tmp_path / "silent-broker"
+    silent.write_text("#!/bin/sh\nexec sleep 60\n")
+    silent.chmod(0o755)
+    broker = EmbeddedBroker(binary=str(silent), startup_timeout_s=1.0)
+    with pytest.raises(BrokerError, match="not answering Kafka requests .* after 1 s"):
+        broker.start()
+    assert broker.proc is None
+
+
+def test_broker_dies_with_its_parent_even_on_sigkill(tmp_path):
+    pidfile = tmp_path / "pid"
+    script = textwrap.dedent(f"""
+        import time
+        from streams.runtime.broker import EmbeddedBroker
+        b = EmbeddedBroker()
+        b.start()
+        open({str(pidfile)!r}, "w").write(str(b.proc.pid))
+        time.sleep(600)
+    """)
+    parent = subprocess.Popen([sys.executable, "-c", script])
+    deadline = time.monotonic() + 20
+    while not (pidfile.exists() and pidfile.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    child = int(pidfile.read_text())
+    assert _alive(child)
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    deadline = time.monotonic() + 5
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(child), "broker outlived its SIGKILLed parent"

@@ -1,0 +1,128 @@
+"""The scheduler's path table from columns (numpy) against a plain record-by-record reference, on random network views: missing metrics, reverse-only paths, node-local records,
+endpoints that are not nodes, updates after the columns were built."""
+
+import math
+
+import numpy as np
+import pytest
+
+from core.quality import DEFAULT_MODEL, combine, dimension_utilities
+from streams.worker.scheduling.state import Scheduler
+from streams.worker.state_tables import NetState
+
+
+def _stat(rec, metric, field):
+    m = (rec or {}).get("metrics", {}).get(metric)
+    v = None if m is None else m.get(field)
+    return math.nan if v is None else float(v)
+
+
+def path_inputs(paths, nodes):
+    """Plain reference: one path at a time from its record (what the columns must reproduce)."""
+    n = len(paths)
+    out = {k: np.full(n, np.nan) for k in ("p95_rtt_ms", "loss", "bw_util", "retrans", "jitter_ms")}
+    for i, p in enumerate(paths):
+        p95, p50 = _stat(p, "rtt_ms", "p95"), _stat(p, "rtt_ms", "p50")
+        out["p95_rtt_ms"][i], out["jitter_ms"][i] = p95, p95 - p50
+        m = p["metrics"].get("rtt_ms")
+        probe = m["lost"] / m["count"] if m and m.get("count") else math.nan
+        out["loss"][i] = np.fmax(probe, _stat(p, "loss_rate", "mean"))
+        for col, metric in (("bw_util", "bw_util"), ("retrans", "retrans_rate")):
+            v = _stat(p, metric, "mean")
+            if math.isnan(v):
+                v = np.fmax(_stat(nodes.get(p["src"]), metric, "mean"), _stat(nodes.get(p["dst"]), metric, "mean"))
+            out[col][i] = v
+    return out
+
+
+def reference_table(records, node_ids, profile):
+    index = {x: i for i, x in enumerate(node_ids)}
+    local = {r["src"]: r for r in records if r["dst"] == ""}
+    paths = [r for r in records if r["dst"]]
+    present = {(r["src"], r["dst"]) for r in paths}
+    x = path_inputs(paths, local)
+    u = dimension_utilities(x["p95_rtt_ms"], x["loss"], x["bw_util"], x["retrans"], x["jitter_ms"])
+    q = combine(u, DEFAULT_MODEL.weights(profile)).astype(np.float32)
+    by_ep, node_sum, node_cnt = {}, np.zeros(len(node_ids)), np.zeros(len(node_ids))
+    for row, r in enumerate(paths):
+        for node, ep in ((r["src"], r["dst"]), (r["dst"], r["src"])):
+            col = index.get(node)
+            if col is None or ((node, ep) != (r["src"], r["dst"]) and (node, ep) in present):
+                continue
+            by_ep.setdefault(ep, set()).add((col, (r["src"], r["dst"])))
+            if not math.isnan(q[row]):
+                node_sum[col] += q[row]
+                node_cnt[col] += 1
+    util = []
+    for node in node_ids:
+        m = (local.get(node) or {}).get("metrics", {}).get("bw_util")
+        util.append(math.nan if not m or m.get("mean") is None else m["mean"])
+    util = np.array(util)
+    return {"paths": [(r["src"], r["dst"]) for r in paths], "q": q, "p95": x["p95_rtt_ms"], "loss": x["loss"],
+            "by_ep": by_ep, "node_q": np.where(node_cnt > 0, node_sum / np.maximum(node_cnt, 1), np.nan),
+            "headroom": np.where(np.isnan(util), 1.0, 1.0 - util)}
+
+
+def window(rng, **over):
+    p95 = float(rng.uniform(0.1, 300))
+    w = {"window_start": 0.0, "window_end": 10.0, "count": int(rng.integers(0, 200)), "kept": 1, "outliers": 0,
+         "lost": 0, "mean": p95 / 2, "p50": p95 * 0.8, "p95": p95, "p99": p95, "min": 0.0, "max": p95}
+    w["lost"] = int(rng.integers(0, w["count"] + 1)) if w["count"] else 0
+    if rng.random() < 0.1:
+        w["p95"] = None
+    w.update(over)
+    return w
+
+
+def random_records(rng, names):
+    recs = {}
+    for s in names:
+        if rng.random() < 0.6:  # node-local metrics
+            recs[(s, "")] = {"src": s, "dst": "", "metrics": {
+                m: window(rng, mean=float(rng.uniform(0, 1))) for m in ("bw_util", "retrans_rate") if rng.random() < 0.8}}
+        for d in names + ["store1", "store2"]:
+            if d != s and rng.random() < 0.35:
+                metrics = {}
+                if rng.random() < 0.9:
+                    metrics["rtt_ms"] = window(rng)
+                for m in ("loss_rate", "bw_util", "retrans_rate"):
+                    if rng.random() < 0.3:
+                        metrics[m] = window(rng, mean=float(rng.uniform(0, 0.5)))
+                recs[(s, d)] = {"src": s, "dst": d, "metrics": metrics}
+    return recs
+
+
+def compare(sched, records, node_ids, profile):
+    nodes = type("V", (), {"ids": node_ids, "index": {x: i for i, x in enumerate(node_ids)}})()
+    got = sched._build_path_table(nodes, profile)
+    want = reference_table(list(records), node_ids, profile)
+    cols = sched.net.columns()
+    rows, _ = cols.path_inputs()
+    got_paths = [(cols.names[cols.src[r]], cols.names[cols.dst[r]]) for r in rows]
+    order = [got_paths.index(p) for p in want["paths"]]  # same paths, maybe another order
+    assert sorted(got_paths) == sorted(want["paths"])
+    for k in ("q", "p95", "loss"):
+        np.testing.assert_allclose(got[k][order], want[k], rtol=1e-6, equal_nan=True)
+    np.testing.assert_allclose(got["node_q"], want["node_q"], rtol=1e-5, equal_nan=True)
+    np.testing.assert_allclose(got["headroom"], want["headroom"], equal_nan=True)
+    got_ep = {ep: {(int(c), got_paths[int(r)]) for c, r in zip(cs, rs, strict=True)} for ep, (cs, rs) in got["by_ep"].items()}
+    assert got_ep == want["by_ep"]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_columnar_path_table_matches_the_reference(seed):
+    rng = np.random.default_rng(seed)
+    names = [f"n{i}" for i in range(12)]
+    recs = random_records(rng, names)
+    table = {f"{s}|{d}".encode(): __import__("json").dumps(r).encode() for (s, d), r in recs.items()}
+    net = NetState(table)
+    sched = Scheduler(net, inv=None)
+    node_ids = names[:10] + ["ghost"]  # two named in paths are not nodes; one node has no paths
+    profile = ["balanced", "latency", "bandwidth"][seed % 3]
+    compare(sched, net.records(), node_ids, profile)
+    # updates after the columns exist: changed windows and a new path
+    for (s, d), r in list(recs.items())[:5]:
+        r = {**r, "metrics": {**r["metrics"], "rtt_ms": window(rng)}}
+        net.put(f"{s}|{d}".encode(), r)
+    net.put(b"n0|store9", {"src": "n0", "dst": "store9", "metrics": {"rtt_ms": window(rng)}})
+    compare(sched, net.records(), node_ids, profile)
