@@ -18,6 +18,8 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from core.vocabulary import MAD_TO_SIGMA
+
 
 class _quiet:
     def __enter__(self):
@@ -126,7 +128,7 @@ def _huber_line(y, buf, iterations=4, c=1.345):
                 if v == v:
                     buf[m] = abs(v - (a + b * i))
                     m += 1
-            scale = 1.4826 * np.median(buf[:m]) if m else 1.0
+            scale = MAD_TO_SIGMA * np.median(buf[:m]) if m else 1.0
             if not scale > 0:
                 scale = 1.0
     return a, b

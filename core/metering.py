@@ -35,6 +35,27 @@ DEFAULT_TASK_WEIGHTS: dict[str, dict[str, float]] = {
 DEFAULT_TASK_PRECISION = {"training": "fp16", "inference": "int8", "generic": "fp32"}
 
 
+# Per accelerator model: factor from the vendor's stated peak to standard dense units. Vendors
+# often quote fp16/int8 with 2:4 sparsity; 0.5 turns those into dense figures.
+DEFAULT_MODEL_CONVERSION: dict[str, dict[str, float]] = {
+    "H100-SXM": {"fp32": 1.0, "fp16": 0.5, "int8": 0.5},
+    "H200-SXM": {"fp32": 1.0, "fp16": 0.5, "int8": 0.5},
+    "B200": {"fp32": 1.0, "fp16": 0.5, "int8": 0.5},
+    "L40S": {"fp32": 1.0, "fp16": 0.5, "int8": 0.5},
+    "A100-SXM": {"fp32": 1.0, "fp16": 1.0, "int8": 1.0},
+    "MI300X": {"fp32": 1.0, "fp16": 1.0, "int8": 1.0},
+}
+# Work per unit of a standard benchmark, in FLOP (so samples/s x FLOP/sample = FLOP/s).
+DEFAULT_BENCHMARK_WORK: dict[str, float] = {
+    "resnet50-train": 3 * 4.1e9,  # forward + backward, per image
+    "resnet50-infer": 4.1e9,
+    "bert-large-train": 3 * 2 * 340e6 * 512,  # per 512-token sequence
+    "llama-7b-train": 6 * 7e9,  # per token: forward + backward
+    "llama-7b-infer": 2 * 7e9,  # per token
+    "llama-70b-infer": 2 * 70e9,
+}
+
+
 @dataclass(frozen=True)
 class MeteringModel:
     task_weights: dict[str, dict[str, float]] = field(default_factory=lambda: dict(DEFAULT_TASK_WEIGHTS))

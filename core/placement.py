@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from core.energy import blend
+
 
 @dataclass
 class Placement:
@@ -104,3 +106,15 @@ def gang_value(scores: np.ndarray, peer: np.ndarray, members: list[int]) -> floa
         return float("-inf")
     first, rest = members[0], members[1:]
     return float((scores[first] + sum(float(peer[m]) for m in rest)) / len(members))
+
+
+def peer_scores(alpha: float, compute: np.ndarray, quality_to_first: np.ndarray, unknown_quality: float,
+                energy: np.ndarray | None = None, cost_sensitivity: float = 0.0) -> np.ndarray:
+    """float64[N]: what each node is worth as a gang member once the first member is placed:
+    ``alpha x compute + (1 - alpha) x quality to the first`` (unknown paths at ``unknown_quality``),
+    with the task's energy preference mixed in (core.energy.blend) when it has one."""
+    q = np.where(np.isnan(quality_to_first), unknown_quality, quality_to_first).astype(np.float64)
+    peer = alpha * np.asarray(compute, np.float64) + (1 - alpha) * q
+    if cost_sensitivity > 0 and energy is not None:
+        return blend(peer[None, :], [cost_sensitivity], energy)[0]
+    return peer

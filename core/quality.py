@@ -117,3 +117,15 @@ def mean_by_group(group: np.ndarray, values: np.ndarray, n_groups: int) -> np.nd
     c = np.bincount(group[ok], minlength=n_groups)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(c > 0, s / np.maximum(c, 1), np.nan)
+
+
+DEFAULT_LINK_GBPS = 10.0  # a node that reports no interconnect speed
+HEADROOM_FLOOR = 0.05  # a saturated NIC still moves some data: never plan with less than 5 % of the link
+
+
+def path_bandwidth_gbps(node_link_gbps: np.ndarray, endpoint_link_gbps: np.ndarray,
+                        node_headroom: np.ndarray) -> np.ndarray:
+    """float32[E, N]: usable bandwidth between endpoint e and node n — the slower of the two links,
+    times the node's NIC headroom (1 - utilisation, at least ``HEADROOM_FLOOR``)."""
+    link = np.minimum(np.asarray(node_link_gbps)[None, :], np.asarray(endpoint_link_gbps)[:, None])
+    return (link * np.maximum(np.asarray(node_headroom), HEADROOM_FLOOR)[None, :]).astype(np.float32)

@@ -22,11 +22,12 @@ Deterministic: the same arrays in give the same moves out.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
-DEGRADATION, IMPROVEMENT, NODE_JOINED, FORECAST = "degradation", "improvement", "node_joined", "forecast"
+from core.vocabulary import DEGRADATION, FORECAST, IMPROVEMENT, NODE_JOINED
 
 
 @dataclass(frozen=True)
@@ -118,3 +119,25 @@ def evaluate(
                                                     np.where(np.asarray(target_joined, bool), NODE_JOINED,
                                                              IMPROVEMENT))))
     return Evaluation(move, trigger.astype(object), np.where(move, 0, new_streak), gain, cost)
+
+
+def worst_known(values) -> float:
+    """The largest of the known values (NaN when none is known)."""
+    v = np.asarray(values, dtype=np.float64)
+    return float(np.nanmax(v)) if (~np.isnan(v)).any() else math.nan
+
+
+def endpoint_worst(values: np.ndarray, endpoint_rows: np.ndarray, node: int) -> float:
+    """The worst known value (p95, loss) of a task's endpoint paths at ``node`` (``values[E, N]``)."""
+    return worst_known(values[endpoint_rows, node])
+
+
+def gang_path_state(p95: np.ndarray, loss: np.ndarray, endpoint_rows: np.ndarray,
+                    members: list[int]) -> tuple[float, float]:
+    """(p95, loss) a gang is judged degraded by: the worst p95 of its endpoint paths at any member,
+    and the worst loss of those paths and of each member's path to the first member (node rows of
+    ``values`` come first, so row ``members[0]`` is the first member as an endpoint)."""
+    p95_now = worst_known([endpoint_worst(p95, endpoint_rows, m) for m in members])
+    loss_paths = [endpoint_worst(loss, endpoint_rows, m) for m in members]
+    loss_paths += [loss[members[0], m] for m in members[1:]]
+    return p95_now, worst_known(loss_paths)

@@ -13,8 +13,8 @@ makes a poor candidate. Jobs that need no accelerator and prefer plain nodes (pr
 analytics) lose ``accel_penalty`` points on accelerator nodes.
 
 The numba kernel runs in parallel over jobs; :func:`score_reference` is the plain numpy version the
-tests compare it with. :func:`score_columns` re-evaluates chosen nodes for every job (a change that
-touches one node or one path).
+tests compare it with. :func:`score_parts` also returns the network part it computed, so callers
+never recover it by inverting the composite (wrong once the penalty or the clip applies).
 """
 
 from __future__ import annotations
@@ -29,6 +29,15 @@ import numpy as np
 FEASIBLE, UNAVAILABLE, CLASS_NOT_ALLOWED, NO_CARDS, NO_ACCEL_MEM, NO_HOST_MEM = range(6)
 REASONS = ("feasible", "unavailable", "accelerator_class_not_allowed", "insufficient_cards",
            "insufficient_accelerator_memory", "insufficient_host_memory")
+NOTHING_FITS = 1 << 62  # class mask of a task whose allowed classes no node has (no class code reaches 62)
+
+
+def class_mask(allowed_codes: list[int], restricted: bool) -> int:
+    """A task's class mask: bit c set when class c is allowed; 0 when the task allows any class;
+    NOTHING_FITS when it restricts classes and none of them is known."""
+    if not restricted:
+        return 0
+    return sum(1 << c for c in allowed_codes) if allowed_codes else NOTHING_FITS
 
 
 @dataclass
@@ -66,28 +75,23 @@ class ScoringInputs:
         return int(self.available.shape[0])
 
 
-def _prepared(x: ScoringInputs, cols: np.ndarray | None = None):
-    """Arrays laid out for the kernel (node attributes as rows over nodes, NaN qualities filled),
-    restricted to the node columns ``cols`` when given."""
+def _prepared(x: ScoringInputs):
+    """Arrays laid out for the kernel (node attributes as rows over nodes, NaN qualities filled)."""
     f32 = np.float32
 
-    def nodes(a, axis=0):
-        a = np.asarray(a)
-        return a if cols is None else np.take(a, cols, axis=axis)
-
     unknown = f32(x.unknown_quality)
-    quality = nodes(np.asarray(x.quality, f32), axis=1)
+    quality = np.asarray(x.quality, f32)
     if np.isnan(quality).any():
         quality = np.where(np.isnan(quality), unknown, quality)
-    node_quality = nodes(np.asarray(x.node_quality, f32))
+    node_quality = np.asarray(x.node_quality, f32)
     node_quality = np.where(np.isnan(node_quality), unknown, node_quality)
     with np.errstate(divide="ignore"):
-        log_bw = np.log(np.maximum(nodes(np.asarray(x.bandwidth_gbps, f32), axis=1), f32(1e-30)))
+        log_bw = np.log(np.maximum(np.asarray(x.bandwidth_gbps, f32), f32(1e-30)))
     return (
-        np.ascontiguousarray(nodes(np.asarray(x.compute, f32)).T),
-        np.ascontiguousarray(nodes(np.asarray(x.usable, f32)).T),
-        np.ascontiguousarray(nodes(x.available), np.bool_), np.ascontiguousarray(nodes(x.node_class), np.int64),
-        np.ascontiguousarray(nodes(x.has_accel), np.bool_), np.ascontiguousarray(node_quality),
+        np.ascontiguousarray(np.asarray(x.compute, f32).T),
+        np.ascontiguousarray(np.asarray(x.usable, f32).T),
+        np.ascontiguousarray(x.available, np.bool_), np.ascontiguousarray(x.node_class, np.int64),
+        np.ascontiguousarray(x.has_accel, np.bool_), np.ascontiguousarray(node_quality),
         np.ascontiguousarray(quality), np.ascontiguousarray(log_bw, f32),
         np.ascontiguousarray(x.kind, np.int64), np.ascontiguousarray(x.alpha, f32),
         np.ascontiguousarray(x.need, f32), np.ascontiguousarray(x.class_mask, np.int64),
@@ -101,20 +105,22 @@ def _prepared(x: ScoringInputs, cols: np.ndarray | None = None):
 def score_all(x: ScoringInputs) -> np.ndarray:
     """float32[J, N]: composite of every job on every node, -inf where infeasible."""
     out = np.empty((x.n_jobs, x.n_nodes), dtype=np.float32)
-    _score_rows(out, *_prepared(x))
+    _score_rows(out, np.empty((0, 0), np.float32), False, *_prepared(x))
     return out
 
 
-def score_columns(x: ScoringInputs, out: np.ndarray, nodes: np.ndarray) -> None:
-    """Re-evaluate ``nodes`` (columns of ``out``) for every job, in place."""
-    cols = np.ascontiguousarray(nodes, np.int64)
-    sub = np.empty((x.n_jobs, cols.size), dtype=np.float32)
-    _score_rows(sub, *_prepared(x, cols))
-    out[:, cols] = sub
+def score_parts(x: ScoringInputs) -> tuple[np.ndarray, np.ndarray]:
+    """(composite, network), both float32[J, N]: the composite as :func:`score_all`, and the network
+    score (0..100, before alpha, penalty and feasibility) the kernel mixed into it. The compute part
+    is ``x.compute[:, x.kind[j]]``."""
+    out = np.empty((x.n_jobs, x.n_nodes), dtype=np.float32)
+    net = np.empty((x.n_jobs, x.n_nodes), dtype=np.float32)
+    _score_rows(out, net, True, *_prepared(x))
+    return out, net
 
 
 @nb.njit(parallel=True, cache=True)
-def _score_rows(out, compute_t, usable_t, available, node_class, has_accel, node_quality, quality, log_bw,
+def _score_rows(out, net_out, want_net, compute_t, usable_t, available, node_class, has_accel, node_quality, quality, log_bw,
                 kind, alpha, need, class_mask, ep_ptr, ep_idx, data_ep, data_gb, accel_penalty,
                 load_good_s, load_bad_s, load_weight):
     J, N = out.shape
@@ -153,6 +159,9 @@ def _score_rows(out, compute_t, usable_t, available, node_class, has_accel, node
                 u = (log_span - (lb - lbw[n])) / log_span
                 u = min(max(u, zero), np.float32(1.0)) * hundred
                 row[n] = (np.float32(1.0) - w) * row[n] + w * u
+        if want_net:
+            for n in range(N):
+                net_out[j, n] = row[n]
         # 3. composite, penalty, clip, feasibility
         a = alpha[j]
         ca = compute_t[kind[j]]
@@ -208,7 +217,8 @@ def network_scores_reference(x: ScoringInputs, j: int) -> np.ndarray:
 
 
 def score_reference(x: ScoringInputs) -> np.ndarray:
-    """Plain numpy version of :func:`score_all`, one job at a time."""
+    """Plain numpy version of :func:`score_all`, one job at a time (the network part of
+    :func:`score_parts` is :func:`network_scores_reference`)."""
     out = np.empty((x.n_jobs, x.n_nodes), dtype=np.float64)
     for j in range(x.n_jobs):
         net = network_scores_reference(x, j)

@@ -1,35 +1,9 @@
-"""How network-sensitive each task type is: its default alpha, network profile, compute class.
-
-alpha weighs compute against network in ``alpha x compute + (1 - alpha) x network``: data-parallel
-training exchanges gradients every step (small alpha: the network matters most); a single-card
-inference service is bound by its card (large alpha). An explicit alpha on a task wins.
-"""
+"""The alpha a task is scored with: an explicit alpha on the task wins, then its parallelism
+strategy's, then its type's default (core.vocabulary; learned defaults replace the built-in ones)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-
-@dataclass(frozen=True)
-class TypeDefaults:
-    alpha: float
-    profile: str  # network profile of core/quality.py
-    kind: str  # compute class of core/metering.py
-    prefers_plain_nodes: bool = False  # when it needs no accelerator
-
-
-DEFAULT_TYPES: dict[str, TypeDefaults] = {
-    "training-data-parallel": TypeDefaults(0.2, "bandwidth", "training"),
-    "training-model-parallel": TypeDefaults(0.3, "latency", "training"),
-    "fine-tune": TypeDefaults(0.5, "balanced", "training"),
-    "inference": TypeDefaults(0.8, "latency", "inference"),
-    "data-intensive": TypeDefaults(0.3, "bandwidth", "generic"),
-    "preprocessing": TypeDefaults(0.6, "bandwidth", "generic", prefers_plain_nodes=True),
-    "batch-analytics": TypeDefaults(0.6, "balanced", "generic", prefers_plain_nodes=True),
-}
-
-# a data-parallel strategy declared on another type makes it as sensitive as data-parallel training
-STRATEGY_ALPHA = {"data-parallel": 0.2, "model-parallel": 0.3, "pipeline": 0.3, "single": None}
+from core.vocabulary import DEFAULT_TYPES, PLAIN_NODE_PENALTY, STRATEGY_ALPHA, TypeDefaults
 
 
 def task_alpha(task_type: str, explicit: float | None = None, strategy: str | None = None,
@@ -41,3 +15,8 @@ def task_alpha(task_type: str, explicit: float | None = None, strategy: str | No
     if by_strategy is not None:
         return min(by_strategy, types[task_type].alpha)
     return types[task_type].alpha
+
+
+def accel_penalty(defaults: TypeDefaults, cards: int) -> float:
+    """Points a task loses on accelerator nodes: tasks that need no card and prefer plain nodes."""
+    return PLAIN_NODE_PENALTY if defaults.prefers_plain_nodes and cards == 0 else 0.0

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import numba as nb
 import numpy as np
 
+from core.vocabulary import MAD_TO_SIGMA
 from core.windowstats import DEFAULT_HAMPEL_K, hampel_mask
 
 DEFAULT_RELATIVE_ACCURACY = 0.005
@@ -461,7 +462,7 @@ def _sketch_stats(key, bcount, bsum, count, lost, vmin, vmax, gamma, min_value, 
     i0 = all0.copy()
     i1 = all1.copy()
     if mad > 0:
-        thr = k_hampel * 1.4826 * mad
+        thr = k_hampel * MAD_TO_SIGMA * mad
         for b in range(B):
             i0[b], i1[b] = _index_range(L[b], U[b], bcount[b], med - thr, med + thr)
     kept = 0

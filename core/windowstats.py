@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-MAD_TO_SIGMA = 1.4826
+from core.vocabulary import MAD_TO_SIGMA
+
 DEFAULT_HAMPEL_K = 3.0
 STAT_FIELDS = ("count", "kept", "outliers", "lost", "mean", "p50", "p95", "p99", "min", "max")
 

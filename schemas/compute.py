@@ -12,6 +12,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 NODE_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 
+
+def node_class(report: dict) -> str:
+    """The class a node is scored within and that tasks name in ``accel_classes``: its stated
+    accelerator class, else its model, else ``cpu`` without cards (``unknown`` with cards)."""
+    return report.get("accel_class") or report.get("accel_model") or ("cpu" if not report.get("cards") else "unknown")
+
 NonNeg = Field(default=None, ge=0)
 
 

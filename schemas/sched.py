@@ -7,19 +7,21 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
+from schemas.compute import NODE_ID_PATTERN as ID_PATTERN
 
+# the words of core/vocabulary.py, spelled as literals (tests/test_vocabulary.py holds them equal)
 TaskType = Literal[
     "training-data-parallel",
     "training-model-parallel",
+    "fine-tune",
     "inference",
     "data-intensive",
     "preprocessing",
-    "fine-tune",
     "batch-analytics",
 ]
-TASK_TYPES: tuple[str, ...] = TaskType.__args__  # type: ignore[attr-defined]
 NetworkProfile = Literal["balanced", "latency", "bandwidth"]
+Strategy = Literal["data-parallel", "model-parallel", "pipeline", "single"]
+Trigger = Literal["degradation", "improvement", "node_joined", "forecast"]
 
 
 class Resources(BaseModel):
@@ -47,7 +49,7 @@ class Task(BaseModel):
     type: TaskType
     resources: Resources = Field(default_factory=Resources)
     peers: int = Field(default=1, ge=1, le=4096, description="workers placed together as a gang")
-    strategy: Literal["data-parallel", "model-parallel", "pipeline", "single"] | None = None
+    strategy: Strategy | None = None
     data_source: Endpoint | None = None
     model_repo: Endpoint | None = None
     priority: int = Field(default=50, ge=0, le=100)
@@ -109,7 +111,7 @@ class RescheduleEvent(BaseModel):
     task_id: str
     from_nodes: list[str]
     to_nodes: list[str]
-    trigger: Literal["degradation", "improvement", "node_joined", "forecast"]
+    trigger: Trigger
     expected_gain_s: float
     migration_cost_s: float
     before: ScoreBreakdown

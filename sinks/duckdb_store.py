@@ -13,6 +13,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
+from schemas.compute import node_class
 from schemas.windows import WINDOW_ARROW_SCHEMA
 
 SCHEMA_VERSION = 5
@@ -268,7 +269,7 @@ class DuckStore:
         import json
 
         rows = [{"node": d["node"], "ts": d["ts"], "status": d.get("status", "up"), "region": d.get("region", ""),
-                 "accel_class": d.get("accel_class") or d.get("accel_model") or "",
+                 "accel_class": node_class(d),
                  "cards": d.get("cards", 0), "free_cards": (d.get("free") or {}).get("cards"),
                  "availability": d.get("availability"), "queue_delay_s": d.get("queue_delay_s"),
                  "doc": json.dumps(d)} for d in docs]

@@ -10,6 +10,7 @@ from typing import Any, Literal
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from core.metering import DEFAULT_BENCHMARK_WORK, DEFAULT_MODEL_CONVERSION
 from schemas.units import divides_day
 
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
@@ -134,6 +135,16 @@ class Settings(BaseSettings):
         if not self.kafka_bootstrap:
             raise ConfigError("no Kafka bootstrap servers: set KAFKA_BOOTSTRAP or start the embedded broker")
         return [hp.strip() for hp in self.kafka_bootstrap.split(",") if hp.strip()]
+
+    @property
+    def conversion_table(self) -> dict[str, dict[str, float]]:
+        """CNSCHED_MODEL_CONVERSION, or the built-in table."""
+        return self.model_conversion or DEFAULT_MODEL_CONVERSION
+
+    @property
+    def benchmark_table(self) -> dict[str, float]:
+        """CNSCHED_BENCHMARK_WORK, or the built-in table."""
+        return self.benchmark_work or DEFAULT_BENCHMARK_WORK
 
     def ssl_context(self) -> ssl.SSLContext | None:
         if not self.security_protocol.endswith("SSL"):

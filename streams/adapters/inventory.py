@@ -1,11 +1,14 @@
-"""Compute inventory view: reports kept in the `compute` table -> core/metering arrays -> scores."""
+"""Compute inventory: reports kept in the `compute` table -> core/metering arrays -> the scheduler's
+node arrays (:class:`NodeView`) and the API's per-node answers (:func:`scored`), from one metering pass."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
+from core.energy import energy_scores
 from core.metering import (
     DEFAULT_METERING,
     DIMENSIONS,
@@ -15,28 +18,9 @@ from core.metering import (
     compute_scores,
     dimensions,
 )
-
-TASK_KINDS = ("training", "inference", "generic")
-
-# Per accelerator model: factor from the vendor's stated peak to standard dense units. Vendors
-# often quote fp16/int8 with 2:4 sparsity; 0.5 turns those into dense figures.
-DEFAULT_MODEL_CONVERSION: dict[str, dict[str, float]] = {
-    "H100-SXM": {"fp32": 1.0, "fp16": 0.5, "int8": 0.5},
-    "H200-SXM": {"fp32": 1.0, "fp16": 0.5, "int8": 0.5},
-    "B200": {"fp32": 1.0, "fp16": 0.5, "int8": 0.5},
-    "L40S": {"fp32": 1.0, "fp16": 0.5, "int8": 0.5},
-    "A100-SXM": {"fp32": 1.0, "fp16": 1.0, "int8": 1.0},
-    "MI300X": {"fp32": 1.0, "fp16": 1.0, "int8": 1.0},
-}
-# Work per unit of a standard benchmark, in FLOP (so samples/s x FLOP/sample = FLOP/s).
-DEFAULT_BENCHMARK_WORK: dict[str, float] = {
-    "resnet50-train": 3 * 4.1e9,  # forward + backward, per image
-    "resnet50-infer": 4.1e9,
-    "bert-large-train": 3 * 2 * 340e6 * 512,  # per 512-token sequence
-    "llama-7b-train": 6 * 7e9,  # per token: forward + backward
-    "llama-7b-infer": 2 * 7e9,  # per token
-    "llama-70b-infer": 2 * 70e9,
-}
+from core.quality import DEFAULT_LINK_GBPS
+from core.vocabulary import TASK_KINDS
+from schemas.compute import node_class
 
 
 def node_metrics(
@@ -57,10 +41,9 @@ def node_metrics(
     bench_value = np.full(n, np.nan)
     bench_work = np.full(n, np.nan)
     bench_age = np.full(n, np.inf)
-    node_class = np.zeros(n, dtype=np.int64)
+    codes = np.zeros(n, dtype=np.int64)
     for i, r in enumerate(reports):
-        cls = r.get("accel_class") or r.get("accel_model") or ("cpu" if not r.get("cards") else "unknown")
-        node_class[i] = classes.setdefault(cls, len(classes))
+        codes[i] = classes.setdefault(node_class(r), len(classes))
         for j, p in enumerate(PRECISIONS):
             v = (r.get("peak_tflops") or {}).get(p)
             peak[i, j] = math.nan if v is None else v
@@ -72,7 +55,7 @@ def node_metrics(
                 bench_age[i] = now - b["measured_at"]
                 break
     m = NodeMetrics(
-        node_class=node_class, cards=col("cards"), peak=peak, peak_factor=factor,
+        node_class=codes, cards=col("cards"), peak=peak, peak_factor=factor,
         bench_value=bench_value, bench_work=bench_work, bench_age_s=bench_age,
         mem_gb=col("mem_gb"), mem_bw_gbs=col("mem_bw_gbs"), host_mem_bw_gbs=col("host_mem_bw_gbs"),
         intra_bw_gbps=col("intra_bw_gbps"), intra_bw_measured_gbps=col("intra_bw_measured_gbps"),
@@ -88,26 +71,90 @@ def is_available(record: dict, now: float, timeout_s: float) -> bool:
     return record.get("status", "up") == "up" and now - record["received_at"] <= timeout_s
 
 
+@dataclass
+class Metered:
+    """One metering pass over the reports: the metrics, class names, availability, and per task kind
+    the compute score [N] and the dimension scores [N, D] (unrounded)."""
+
+    metrics: NodeMetrics
+    classes: list[str]
+    available: np.ndarray
+    scores: dict[str, np.ndarray]
+    dims: dict[str, np.ndarray]
+
+
+def meter(records: list[dict], conversion, benchmark_work, now: float, timeout_s: float,
+          model: MeteringModel = DEFAULT_METERING) -> Metered:
+    m, classes = node_metrics(records, conversion, benchmark_work, now)
+    available = np.array([is_available(r, now, timeout_s) for r in records], bool)
+    m.availability = np.where(available, m.availability, 0.0)
+    return Metered(m, classes, available, {k: compute_scores(m, k, model) for k in TASK_KINDS},
+                   {k: dimensions(m, k, model) for k in TASK_KINDS})
+
+
 def scored(records: list[dict], conversion, benchmark_work, now: float, timeout_s: float,
            model: MeteringModel = DEFAULT_METERING) -> list[dict]:
     """Every node's report with availability, dimension scores and compute score per task kind."""
     if not records:
         return []
-    m, classes = node_metrics(records, conversion, benchmark_work, now)
-    available = np.array([is_available(r, now, timeout_s) for r in records])
-    m.availability = np.where(available, m.availability, 0.0)
-    out = []
-    per_kind = {k: (compute_scores(m, k, model), dimensions(m, k, model)) for k in TASK_KINDS}
-    for i, r in enumerate(records):
-        out.append({
-            "node": r["node"],
-            "class": classes[m.node_class[i]],
-            "available": bool(available[i]),
-            "compute_score": {k: round(float(per_kind[k][0][i]), 4) for k in TASK_KINDS},
-            "dimensions": {k: {d: round(float(per_kind[k][1][i, j]), 4) for j, d in enumerate(DIMENSIONS)}
-                           for k in TASK_KINDS},
-            "report": {k: v for k, v in r.items() if k != "received_at"},
-            "last_seen": r["received_at"],
-            "age_s": round(now - r["received_at"], 3),
-        })
-    return out
+    mt = meter(records, conversion, benchmark_work, now, timeout_s, model)
+    return [{
+        "node": r["node"],
+        "class": mt.classes[mt.metrics.node_class[i]],
+        "available": bool(mt.available[i]),
+        "compute_score": {k: round(float(mt.scores[k][i]), 4) for k in TASK_KINDS},
+        "dimensions": {k: {d: round(float(mt.dims[k][i, j]), 4) for j, d in enumerate(DIMENSIONS)}
+                       for k in TASK_KINDS},
+        "report": {k: v for k, v in r.items() if k != "received_at"},
+        "last_seen": r["received_at"],
+        "age_s": round(now - r["received_at"], 3),
+    } for i, r in enumerate(records)]
+
+
+@dataclass
+class NodeView:
+    """The inventory as the scheduler's arrays (one row per node, ids sorted)."""
+
+    ids: list[str]
+    index: dict[str, int]
+    compute: np.ndarray  # float32[N, K] compute score per task kind (core.vocabulary.TASK_KINDS)
+    capacity: np.ndarray  # float32[N, 3] cards, accelerator memory GB, host memory GB
+    usable: np.ndarray  # float32[N, 3] what the node reports free (the scheduler subtracts its own books)
+    available: np.ndarray  # bool[N]
+    node_class: np.ndarray  # int64[N] code into class_names
+    class_names: list[str]
+    has_accel: np.ndarray  # bool[N]
+    link_gbps: np.ndarray  # float32[N] interconnect (measured if known)
+    queue_s: np.ndarray  # float64[N] queueing delay at the node
+    joined_at: np.ndarray  # float64[N] when the scheduler first saw the node
+    energy: np.ndarray  # float64[N] energy score 0-100 (core.energy; 50 where unknown)
+
+
+def _col(records: list[dict], key: str, default: float = math.nan) -> np.ndarray:
+    return np.array([default if r.get(key) is None else float(r[key]) for r in records], np.float64)
+
+
+def node_view(records: list[dict], conversion, benchmark_work, now: float, timeout_s: float,
+              first_seen: dict[str, float], carbon_weight: float = 0.5) -> NodeView:
+    """Arrays of the scheduler from the reports (``first_seen`` gains the nodes seen for the first time)."""
+    ids = [r["node"] for r in records]
+    n = len(ids)
+    mt = meter(records, conversion, benchmark_work, now, timeout_s) if n else None
+    compute = (np.stack([mt.scores[k] for k in TASK_KINDS], axis=1) if n else np.zeros((0, len(TASK_KINDS))))
+    cards = _col(records, "cards", 0.0)
+    capacity = np.stack([cards, cards * _col(records, "mem_gb", 0.0), _col(records, "host_mem_gb", 0.0)], axis=1)
+    free = np.array([[(r.get("free") or {}).get(f) for f in ("cards", "mem_gb", "host_mem_gb")] for r in records],
+                    dtype=np.float64).reshape(n, 3)
+    usable = np.where(np.isnan(free), capacity, free)
+    link = np.array([r.get("inter_bw_measured_gbps") or r.get("inter_bw_gbps") or DEFAULT_LINK_GBPS
+                     for r in records], np.float32)
+    return NodeView(
+        ids=ids, index={x: i for i, x in enumerate(ids)}, compute=compute.astype(np.float32),
+        capacity=capacity.astype(np.float32), usable=usable.astype(np.float32),
+        available=mt.available if n else np.zeros(0, bool),
+        node_class=mt.metrics.node_class if n else np.zeros(0, np.int64), class_names=mt.classes if n else [],
+        has_accel=cards > 0, link_gbps=link, queue_s=_col(records, "queue_delay_s", 0.0),
+        joined_at=np.array([first_seen.setdefault(x, now) for x in ids], np.float64),
+        energy=energy_scores(_col(records, "energy_price_per_mwh"), _col(records, "carbon_g_per_kwh"),
+                             _col(records, "power_kw"), carbon_weight),
+    )

@@ -12,8 +12,7 @@ import math
 import numpy as np
 
 from core.quality import DEFAULT_MODEL, DIMENSIONS, QualityModel, combine, dimension_utilities
-
-PROFILES = ("balanced", "latency", "bandwidth")
+from core.vocabulary import NETWORK_PROFILES
 
 
 def merge_window(record: dict | None, window: dict) -> dict:
@@ -45,7 +44,7 @@ def path_quality_table(paths: list[dict], nodes: dict[str, dict], model: Quality
     """(inputs, utilities[n, 5], quality per profile {name: [n]}) for many paths at once."""
     x = path_inputs(paths, nodes)
     u = dimension_utilities(x["p95_rtt_ms"], x["loss"], x["bw_util"], x["retrans"], x["jitter_ms"], model)
-    q = {name: combine(u, model.weights(name)) for name in PROFILES}
+    q = {name: combine(u, model.weights(name)) for name in NETWORK_PROFILES}
     return x, u, q
 
 

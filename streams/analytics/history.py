@@ -17,12 +17,11 @@ import numpy as np
 
 from core.alpha import learn_alpha
 from core.forecast import fit_forecast
-from core.sensitivity import DEFAULT_TYPES
+from core.vocabulary import TYPE_ALPHAS
 from sinks.duckdb_store import DuckStore, StoreError
 from streams.analytics.backtest import STATS, load_series
 
 DAY_S = 86_400
-TYPE_ALPHAS = {t: d.alpha for t, d in DEFAULT_TYPES.items()}  # the built-in defaults a learned alpha replaces
 
 
 class NotEnoughHistory(ValueError):

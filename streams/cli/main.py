@@ -74,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     bi.add_argument("--peers", type=int, default=10, help="destinations per source")
     bi.add_argument("--baseline-samples", type=int, default=20_000)
     bi.add_argument("--json", action="store_true")
-    bs = bsub.add_parser("scoring", help="full and incremental rescoring: numba vs numpy vs plain Python")
+    bs = bsub.add_parser("scoring", help="full rescoring: numba vs numpy vs plain Python")
     bs.add_argument("--jobs", type=int, default=10_000)
     bs.add_argument("--nodes", type=int, default=10_000)
     bs.add_argument("--endpoints", type=int, default=1000, help="distinct endpoints (data sources, repos, peers)")

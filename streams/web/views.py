@@ -20,7 +20,7 @@ from core.battery import BatteryInputError
 from schemas.compute import NODE_ID_PATTERN
 from schemas.sched import Task
 from schemas.units import divides_day, parse_duration
-from streams.adapters.inventory import DEFAULT_BENCHMARK_WORK, DEFAULT_MODEL_CONVERSION, scored
+from streams.adapters.inventory import scored
 from streams.adapters.network import node_answer, path_answer
 from streams.analytics.history import STATS, NotEnoughHistory, StoreError, forecast_path
 from streams.analytics.power import TooFewSamples, size_site, window_samples
@@ -66,8 +66,8 @@ def _paging(request: Request, limit_max: int) -> tuple[int, int] | dict:
 
 def register(app: faust.App, counters: Counters, settings: Settings, net: NetState, inv: Inventory,
              tasks: TaskBook, tasks_topic) -> None:
-    conversion = settings.model_conversion or DEFAULT_MODEL_CONVERSION
-    bench_work = settings.benchmark_work or DEFAULT_BENCHMARK_WORK
+    conversion = settings.conversion_table
+    bench_work = settings.benchmark_table
 
     known_metadata: set[str] = set()
 

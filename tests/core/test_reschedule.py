@@ -3,14 +3,12 @@ import pytest
 
 from core.reschedule import (
     DEFAULT_POLICY,
-    DEGRADATION,
-    IMPROVEMENT,
-    NODE_JOINED,
     degraded,
     evaluate,
     expected_gain_s,
     migration_cost_s,
 )
+from core.vocabulary import DEGRADATION, IMPROVEMENT, NODE_JOINED
 
 
 def one(current, best, deg=False, joined=False, alpha=0.2, streak=0, remaining=7200.0, cost=300.0, resting=False):

@@ -8,8 +8,9 @@ from core.scoring import (
     UNAVAILABLE,
     ScoringInputs,
     filter_reasons,
+    network_scores_reference,
     score_all,
-    score_columns,
+    score_parts,
     score_reference,
 )
 from core.sensitivity import task_alpha
@@ -39,14 +40,29 @@ def test_all_unknown_quality_and_constant_inputs():
     assert fin.size and np.all((fin >= 0) & (fin <= 100))
 
 
-def test_columns_equal_a_full_rescore():
-    x = synthetic_inputs(100, 80, 10, seed=5)
-    full = score_all(x)
-    x.quality[:, 7] = 0.0  # a path to node 7 breaks
-    x.available[11] = False  # node 11 leaves
-    stale = full.copy()
-    score_columns(x, stale, np.array([7, 11]))
-    assert_same(stale, score_all(x))
+@pytest.mark.parametrize("seed,jobs,nodes,eps", [(5, 100, 80, 10), (6, 1, 1, 1), (7, 0, 5, 2)])
+def test_parts_are_the_composite_and_the_reference_network_score(seed, jobs, nodes, eps):
+    x = synthetic_inputs(jobs, nodes, eps, seed=seed)
+    x.quality[:, :3] = np.nan  # unknown paths count as unknown_quality in both
+    composite, network = score_parts(x)
+    assert_same(composite, score_all(x))
+    for j in range(jobs):
+        np.testing.assert_allclose(network[j], network_scores_reference(x, j), rtol=1e-4, atol=1e-3)
+
+
+def test_network_part_is_exact_where_inverting_the_composite_is_not():
+    # alpha 0.5, compute 90, network 100, penalty 20 on an accelerator node:
+    # composite = clip(0.5 * 90 + 0.5 * 100 - 20) = 75; inverting gives (75 - 45) / 0.5 = 60, not 100.
+    x = ScoringInputs(
+        compute=np.array([[90, 90, 90]], np.float32), usable=np.array([[8, 640, 1024]], np.float32),
+        available=np.array([True]), node_class=np.array([0]), has_accel=np.array([True]),
+        node_quality=np.array([100.0], np.float32), quality=np.zeros((0, 1), np.float32),
+        bandwidth_gbps=np.zeros((0, 1), np.float32), kind=np.array([2]), alpha=np.array([0.5], np.float32),
+        need=np.zeros((1, 3), np.float32), class_mask=np.array([0]), ep_ptr=np.array([0, 0]),
+        ep_idx=np.zeros(0, np.int64), data_ep=np.array([-1]), data_gb=np.array([0.0], np.float32),
+        accel_penalty=np.array([20.0], np.float32))
+    composite, network = score_parts(x)
+    assert composite[0, 0] == pytest.approx(75.0) and network[0, 0] == pytest.approx(100.0)
 
 
 def two_node_world(alpha_dp=0.2, alpha_inf=0.8):

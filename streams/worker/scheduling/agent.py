@@ -19,9 +19,8 @@ import faust
 from faust.types import TP
 
 from core.reschedule import ReschedulePolicy
-from core.sensitivity import DEFAULT_TYPES
+from core.vocabulary import DEFAULT_TYPES
 from schemas.sched import Decision, RescheduleEvent, Task, TaskEvent
-from streams.adapters.inventory import DEFAULT_BENCHMARK_WORK, DEFAULT_MODEL_CONVERSION
 from streams.analytics.history import StoreError, load_learned_alphas, worst_forecasts
 from streams.config import Settings
 from streams.kafka import TASKS_TABLE, table_name
@@ -69,8 +68,8 @@ def register(app: faust.App, topics, settings: Settings, counters: Counters, net
         net, inv, margin=settings.resource_margin, max_wait_s=settings.max_wait_seconds,
         node_timeout_s=settings.node_timeout_seconds,
         policy=ReschedulePolicy(cooldown_s=settings.migration_cooldown_seconds),
-        conversion=settings.model_conversion or DEFAULT_MODEL_CONVERSION,
-        benchmark_work=settings.benchmark_work or DEFAULT_BENCHMARK_WORK,
+        conversion=settings.conversion_table,
+        benchmark_work=settings.benchmark_table,
         energy_carbon_weight=settings.energy_carbon_weight,
     )
     state = {"restored": False, "scored_version": -1}

@@ -1,9 +1,8 @@
 import numpy as np
 import pytest
 
+from core.metering import DEFAULT_BENCHMARK_WORK, DEFAULT_MODEL_CONVERSION
 from streams.adapters.inventory import (
-    DEFAULT_BENCHMARK_WORK,
-    DEFAULT_MODEL_CONVERSION,
     is_available,
     node_metrics,
     scored,

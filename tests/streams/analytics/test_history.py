@@ -114,7 +114,7 @@ def test_alpha_learning_recovers_a_planted_alpha_from_stored_outcomes(tmp_path):
 
 
 async def test_the_worker_refresh_applies_learned_alphas_and_forecasts(db):
-    from core.sensitivity import DEFAULT_TYPES
+    from core.vocabulary import DEFAULT_TYPES
     from streams.config import Settings
     from streams.metrics import Counters
     from streams.worker.scheduling.agent import refresh_history

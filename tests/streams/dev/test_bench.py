@@ -33,7 +33,7 @@ def test_bench_scoring_and_reschedule_report_their_keys():
 
     s = bench_scoring(jobs=50, nodes=40, endpoints=8)
     for key in ("jobs", "nodes", "numba_full_rescore_s", "numba_pairs_per_s", "numpy_pairs_per_s",
-                "python_pairs_per_s", "incremental_node_s", "incremental_path_s"):
+                "python_pairs_per_s", "numba_parts_s"):
         assert s[key] > 0, key
     r = bench_reschedule(nodes=40, peers=3, tasks=20, stores=4)
     assert r["moved_t0"] and r["reschedule_events"] >= 1  # the task whose path degraded moved

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from core.quality import DEFAULT_MODEL, combine, dimension_utilities
+from streams.worker.scheduling.path_table import build_path_table
 from streams.worker.scheduling.state import Scheduler
 from streams.worker.state_tables import NetState
 
@@ -93,8 +94,7 @@ def random_records(rng, names):
 
 
 def compare(sched, records, node_ids, profile):
-    nodes = type("V", (), {"ids": node_ids, "index": {x: i for i, x in enumerate(node_ids)}})()
-    got = sched._build_path_table(nodes, profile)
+    got = vars(build_path_table(sched.net.columns(), node_ids, profile))
     want = reference_table(list(records), node_ids, profile)
     cols = sched.net.columns()
     rows, _ = cols.path_inputs()
@@ -126,3 +126,12 @@ def test_columnar_path_table_matches_the_reference(seed):
         net.put(f"{s}|{d}".encode(), r)
     net.put(b"n0|store9", {"src": "n0", "dst": "store9", "metrics": {"rtt_ms": window(rng)}})
     compare(sched, net.records(), node_ids, profile)
+
+
+def test_no_path_touches_a_known_node_yet():
+    # a fresh cluster: the only window is between two nodes that have not reported compute yet
+    net = NetState({b"a|b": __import__("json").dumps({"src": "a", "dst": "b", "metrics": {
+        "rtt_ms": {"window_start": 0.0, "window_end": 10.0, "count": 10, "kept": 10, "outliers": 0, "lost": 0,
+                   "mean": 1.0, "p50": 1.0, "p95": 2.0, "p99": 2.0, "min": 1.0, "max": 2.0}}}).encode()})
+    pt = build_path_table(net.columns(), ["n0", "n1"], "balanced")
+    assert pt.by_ep == {} and np.isnan(pt.node_q).all() and pt.gather("q", ["n0"], 2).shape == (1, 2)

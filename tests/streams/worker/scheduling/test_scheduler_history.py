@@ -4,7 +4,7 @@ rescheduling) that move a task before its path degrades."""
 import dataclasses
 import time
 
-from core.sensitivity import DEFAULT_TYPES
+from core.vocabulary import DEFAULT_TYPES
 from schemas.sched import Task
 from tests.helpers.scheduling import gpu_node, make_scheduler, win
 

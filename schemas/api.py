@@ -1,0 +1,170 @@
+"""Every body the worker's HTTP API answers with, as a model. The JSON on the wire is the model's
+``body()``: field names as listed (``class``, ``from`` via aliases), fields left unset omitted."""
+
+from __future__ import annotations
+
+from typing import Any, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+T = TypeVar("T")
+
+
+class ApiModel(BaseModel):
+    model_config = ConfigDict(populate_by_name=True)
+
+    def body(self) -> dict:
+        return self.model_dump(mode="json", by_alias=True, exclude_unset=True)
+
+
+class FieldError(ApiModel):
+    field: str
+    value: Any = None
+    reason: str
+
+
+class ErrorBody(ApiModel):
+    """``error`` says what went wrong; ``fields`` which request fields and why (400, 422); other keys
+    name the unknown entity (404) or how much history is missing (409)."""
+
+    model_config = ConfigDict(extra="allow")
+    error: str
+    fields: list[FieldError] | None = None
+    detail: str | None = None
+
+
+class Page(ApiModel, Generic[T]):
+    items: list[T]
+    total: int
+    offset: int
+    limit: int
+
+
+class Health(ApiModel):
+    status: Literal["ok"] = "ok"
+    app: str
+
+
+class PathAnswer(ApiModel):
+    """GET /network/paths/{src}/{dst}: the latest window statistics of a path and its quality."""
+
+    src: str
+    dst: str
+    quality: float | None
+    quality_by_profile: dict[str, float | None]
+    dimensions: dict[str, float | None]
+    inputs: dict[str, float | None]
+    metrics: dict[str, dict]
+    window_start: float | None
+    window_end: float | None
+    age_s: float | None
+
+
+class NodeAnswer(ApiModel):
+    """GET /network/nodes/{node}: NIC utilisation, retransmissions, mean quality to its peers."""
+
+    node: str
+    bw_util: float | None
+    retrans_rate: float | None
+    mean_quality_to_peers: float | None
+    peers: int
+    worst_peer: str | None
+    metrics: dict[str, dict]
+    window_start: float | None
+    window_end: float | None
+    age_s: float | None
+
+
+class ComputeAnswer(ApiModel):
+    """GET /compute/nodes/{node}: the node's report, availability and scores per task kind."""
+
+    node: str
+    node_class: str = Field(alias="class")
+    available: bool
+    compute_score: dict[str, float]
+    dimensions: dict[str, dict[str, float]]
+    report: dict
+    last_seen: float
+    age_s: float
+
+
+class ForecastPoint(ApiModel):
+    t: float
+    value: float
+
+
+class ForecastAnswer(ApiModel):
+    """GET /forecast/paths/{src}/{dst} (``src``, ``dst``) or /forecast/nodes/{node} (``node``)."""
+
+    src: str | None = None
+    dst: str | None = None
+    node: str | None = None
+    metric: str
+    stat: str
+    step_s: float
+    horizon_s: float
+    history_steps: int
+    start: float = Field(alias="from")
+    points: list[ForecastPoint]
+
+
+class PowerSizing(ApiModel):
+    """GET /power/{site}/smoothing: battery sizing of the site's stored power (core.battery)."""
+
+    model_config = ConfigDict(extra="allow")  # the curves: target_mw, compensation_mw
+    power_capacity_mw: float
+    discharge_energy_kwh: float
+    charge_energy_kwh: float
+    soc_swing_kwh: float
+    recommended_energy_kwh: float
+    original_max_ramp_mw_per_min: float
+    smoothed_max_ramp_mw_per_min: float
+    smoothing_rate_pct: float
+    target_max_ramp_mw_per_min: float
+    ramp_limit_met: bool
+    site: str
+    start: float = Field(alias="from")
+    to: float
+    samples: int
+    gaps_filled: int
+    interval_s: float
+    window_samples: int
+    margin: float
+    dod: float
+    ramp_limit_mw_per_min: float | None
+    target: Literal["block", "trailing"]
+
+
+class RunningState(ApiModel):
+    """What the scheduler needs to resume a running task after a restart."""
+
+    alpha: float
+    profile: str
+    placed_at: float
+    baseline_p95: float | None
+    cooldown_until: float = 0.0
+    moves: int = 0
+
+
+class TaskRecord(ApiModel):
+    """GET /tasks/{id}, and the value of the `tasks` table: the task, its status, where it runs, and
+    its history (``{"decision": ...}``, ``{"reschedule": ...}``, ``{"event": ...}``, newest last, 50 kept)."""
+
+    task: dict
+    status: Literal["queued", "placed", "finished", "failed"]
+    nodes: list[str] = []
+    running: RunningState | None = None
+    history: list[dict] = []
+
+    def body(self) -> dict:  # every field, also when unset (the table's records always had them)
+        return self.model_dump(mode="json", by_alias=True)
+
+
+class TaskAnswer(ApiModel):
+    """POST /tasks: the decision once made (200), or accepted without one yet (202)."""
+
+    task_id: str
+    status: str
+    nodes: list[str] | None = None
+    decision: dict | None = None
+    detail: str | None = None

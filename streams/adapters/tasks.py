@@ -1,0 +1,62 @@
+"""Tasks -> the job side of core.scoring.ScoringInputs (endpoints as CSR lists, needs, class masks,
+penalties), over a NodeView and the network inputs of those endpoints."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from core.scoring import ScoringInputs, class_mask
+from core.sensitivity import accel_penalty
+from core.vocabulary import TASK_KINDS, TypeDefaults
+from schemas.sched import Task
+from streams.adapters.inventory import NodeView
+
+KIND_INDEX = {k: i for i, k in enumerate(TASK_KINDS)}
+
+
+def need(task: Task) -> np.ndarray:
+    """float32[3]: cards, accelerator memory GB, host memory GB a task takes on each of its nodes."""
+    r = task.resources
+    return np.array([r.cards, r.accel_mem_gb, r.host_mem_gb], np.float32)
+
+
+def _endpoints_of(task: Task) -> list:
+    return [e for e in (task.data_source, task.model_repo) if e is not None]
+
+
+def endpoints(nodes: NodeView, tasks: list[Task]) -> list[str]:
+    """Endpoint rows: every node first (so node i is endpoint i), then the tasks' other endpoints."""
+    extra = sorted({e.node for t in tasks for e in _endpoints_of(t)} - set(nodes.ids))
+    return list(nodes.ids) + extra
+
+
+def scoring_inputs(tasks: list[Task], alphas: list[float], nodes: NodeView, endpoint_ids: list[str], net,
+                   types: dict[str, TypeDefaults], zero_need: bool = False) -> ScoringInputs:
+    """``net``: the NetworkInputs of ``endpoint_ids``; ``zero_need``: score as if the tasks needed
+    nothing (a running task's own node, whose resources it already holds)."""
+    eindex = {x: i for i, x in enumerate(endpoint_ids)}
+    ep_lists, data_ep, data_gb, masks = [], [], [], []
+    for t in tasks:
+        eps = _endpoints_of(t)
+        ep_lists.append([eindex[e.node] for e in eps])
+        big = max(eps, key=lambda e: e.size_gb, default=None)
+        data_ep.append(eindex[big.node] if big is not None else -1)
+        data_gb.append(sum(e.size_gb for e in eps))
+        allowed = [nodes.class_names.index(c) for c in t.resources.accel_classes if c in nodes.class_names]
+        masks.append(class_mask(allowed, bool(t.resources.accel_classes)))
+    ptr = np.concatenate([[0], np.cumsum([len(x) for x in ep_lists])]).astype(np.int64)
+    needs = np.array([np.zeros(3) if zero_need else need(t) for t in tasks], np.float32).reshape(-1, 3)
+    return ScoringInputs(
+        compute=nodes.compute, usable=nodes.usable, available=nodes.available, node_class=nodes.node_class,
+        has_accel=nodes.has_accel, node_quality=net.node_quality, quality=net.quality,
+        bandwidth_gbps=net.bandwidth, kind=np.array([KIND_INDEX[types[t.type].kind] for t in tasks], np.int64),
+        alpha=np.array(alphas, np.float32), need=needs, class_mask=np.array(masks, np.int64),
+        ep_ptr=ptr, ep_idx=np.array([i for x in ep_lists for i in x], np.int64),
+        data_ep=np.array(data_ep, np.int64), data_gb=np.array(data_gb, np.float32),
+        accel_penalty=np.array([accel_penalty(types[t.type], t.resources.cards) for t in tasks], np.float32),
+    )
+
+
+def endpoint_rows(x: ScoringInputs, t: int) -> np.ndarray:
+    """The endpoint rows of job ``t`` in ``x``."""
+    return x.ep_idx[x.ep_ptr[t]:x.ep_ptr[t + 1]]

@@ -1,0 +1,74 @@
+"""Decisions and reschedule events assembled from the arrays a placement or a migration used:
+the ranked candidates with their compute and network parts, the filters' reasons, the fallbacks and
+the compute-only counterfactual."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from core.placement import Placement, rank
+from core.scoring import REASONS
+from schemas.sched import Candidate, Decision, Fallback, ScoreBreakdown, Task
+from streams.adapters.inventory import NodeView
+
+TOP_CANDIDATES = 10  # candidates listed per decision
+
+
+@dataclass
+class Scored:
+    """One task's scores on every node: composite (energy blended in), and its two parts."""
+
+    alpha: float
+    composite: np.ndarray  # float[N], -inf where infeasible
+    compute: np.ndarray  # float[N]
+    network: np.ndarray  # float[N]
+
+
+def finite(v) -> float | None:
+    v = float(v)
+    return round(v, 4) if math.isfinite(v) else None
+
+
+def candidates(s: Scored, nodes: NodeView, with_energy: bool) -> list[Candidate]:
+    return [Candidate(node=nodes.ids[i], compute_score=round(float(s.compute[i]), 4),
+                      network_score=round(float(s.network[i]), 4) if s.alpha < 1 else 0.0,
+                      alpha=s.alpha, composite=round(float(s.composite[i]), 4),
+                      energy_score=round(float(nodes.energy[i]), 4) if with_energy else None)
+            for i in rank(s.composite)[:TOP_CANDIDATES]]
+
+
+def rejections(reasons: np.ndarray, nodes: NodeView) -> tuple[dict[str, str], dict[str, int]]:
+    """(node -> reason, reason -> count) of the nodes a filter rejected."""
+    rejected = {nodes.ids[i]: REASONS[r] for i, r in enumerate(reasons) if r != 0}
+    counts: dict[str, int] = {}
+    for r in rejected.values():
+        counts[r] = counts.get(r, 0) + 1
+    return rejected, counts
+
+
+def decision(task: Task, profile: str, s: Scored, nodes: NodeView, placement: Placement, reasons: np.ndarray,
+             compute_only: list[int], version: int, now: float) -> Decision:
+    w = task.cost_sensitivity
+    rejected, counts = rejections(reasons, nodes)
+    chosen = [nodes.ids[i] for i in placement.nodes]
+    co = compute_only[0] if compute_only else -1
+    return Decision(
+        task_id=task.id, status="placed" if chosen else "unschedulable", nodes=chosen, alpha=s.alpha,
+        network_profile=profile, candidates=candidates(s, nodes, w > 0), rejected=rejected, rejected_counts=counts,
+        fallbacks=[Fallback(node=nodes.ids[n] if n >= 0 else "", reason=r) for n, r in placement.fallbacks],
+        compute_only_nodes=[nodes.ids[i] for i in compute_only], state_version=version,
+        compute_only_composite=finite(s.composite[co]) if co >= 0 else None,
+        compute_only_network_score=finite(s.network[co]) if co >= 0 and s.alpha < 1 else None,
+        decided_at=now, task_type=task.type, submitted_at=task.submitted_at, cards=task.resources.cards,
+        peers=task.peers, cost_sensitivity=w,
+    )
+
+
+def breakdown(compute: float, network: float, composite: float, alpha: float) -> ScoreBreakdown:
+    """A placement's worth before or after a move (network 0 at alpha 1, as in decisions)."""
+    return ScoreBreakdown(compute_score=round(float(compute), 4),
+                          network_score=0.0 if alpha >= 1 else round(float(network), 4),
+                          composite=round(float(composite), 4))

@@ -1,0 +1,158 @@
+"""Migrations: running tasks re-evaluated against the best other placement under
+core.reschedule's policy (gain in points, degradation or a joined node as the trigger, patience,
+expected gain against migration cost, cool-down). Single-node tasks are evaluated together per
+network profile (one kernel call per group); a gang is re-placed as a gang and only the members
+that change move."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from core.energy import blend
+from core.placement import gang_value, peer_scores, place
+from core.reschedule import (
+    Evaluation,
+    degraded,
+    endpoint_worst,
+    evaluate,
+    gang_path_state,
+    migration_cost_s,
+    worst_known,
+)
+from core.scoring import score_parts
+from schemas.sched import RescheduleEvent
+from streams.adapters.inventory import NodeView
+from streams.adapters.tasks import endpoint_rows, endpoints, need, scoring_inputs
+from streams.worker.scheduling.decision import breakdown
+
+
+def moved(run, to_nodes: list[str], now: float, cooldown_s: float, baseline_p95: float) -> None:
+    """Book a move on the running task: new nodes, placement time, cool-down, baseline p95."""
+    run.nodes = to_nodes
+    run.placed_at = now
+    run.cooldown_until = now + cooldown_s
+    run.moves += 1
+    run.baseline_p95 = baseline_p95
+
+
+def migrate_singles(sched, nodes: NodeView, runs: list, now: float) -> list[RescheduleEvent]:
+    events = []
+    for profile in sorted({r.profile for r in runs}):
+        events += _migrate_group(sched, nodes, [r for r in runs if r.profile == profile], profile, now)
+    return events
+
+
+def _migrate_group(sched, nodes: NodeView, group: list, profile: str, now: float) -> list[RescheduleEvent]:
+    tasks = [r.task for r in group]
+    eps = endpoints(nodes, tasks)
+    net = sched.network(eps, nodes, profile)
+    alphas = [r.alpha for r in group]
+    x = scoring_inputs(tasks, alphas, nodes, eps, net, sched.types)
+    x_now = scoring_inputs(tasks, alphas, nodes, eps, net, sched.types, zero_need=True)  # it holds its own node
+    w = np.array([r.task.cost_sensitivity for r in group])
+    raw, network = score_parts(x)
+    s = blend(raw, w, nodes.energy)
+    s_now = blend(score_parts(x_now)[0], w, nodes.energy)
+    cur = np.array([nodes.index[r.nodes[0]] for r in group])
+    t_idx = np.arange(len(group))
+    current = s_now[t_idx, cur].astype(np.float64)
+    s[t_idx, cur] = -np.inf
+    best_node = np.argmax(s, axis=1)
+    best = s[t_idx, best_node].astype(np.float64)
+    ev = _evaluate_group(sched, nodes, group, x, net, eps, profile, cur, best_node, current, best, now)
+    events = []
+    for t, r in enumerate(group):
+        r.streak = int(ev.streak[t])
+        if not ev.move[t]:
+            continue
+        c, b, kind = int(cur[t]), int(best_node[t]), x.kind[t]
+        events.append(RescheduleEvent(
+            task_id=r.task.id, from_nodes=list(r.nodes), to_nodes=[nodes.ids[b]], trigger=str(ev.trigger[t]),
+            expected_gain_s=round(float(ev.gain_s[t]), 3), migration_cost_s=round(float(ev.cost_s[t]), 3),
+            before=breakdown(x.compute[c, kind], network[t, c], current[t], r.alpha),
+            after=breakdown(x.compute[b, kind], network[t, b], best[t], r.alpha),
+            state_version=sched.version, at=now))
+        moved(r, [nodes.ids[b]], now, sched.policy.cooldown_s, endpoint_worst(net.p95, endpoint_rows(x, t), b))
+    return events
+
+
+def _evaluate_group(sched, nodes: NodeView, group: list, x, net, eps: list[str], profile: str, cur, best_node,
+                    current, best, now: float) -> Evaluation:
+    rows = [endpoint_rows(x, t) for t in range(len(group))]
+    p95_now = np.array([endpoint_worst(net.p95, rows[t], cur[t]) for t in range(len(group))])
+    loss_now = np.array([endpoint_worst(net.loss, rows[t], cur[t]) for t in range(len(group))])
+    base = np.array([r.baseline_p95 for r in group])
+    deg = degraded(p95_now, base, loss_now, sched.policy)
+    forecast_only = np.zeros(len(group), bool)
+    if sched.forecast_p95:
+        p95_eff = sched.path_table(nodes, profile).gather("p95_eff", eps, len(nodes.ids))
+        p95_fc = np.array([endpoint_worst(p95_eff, rows[t], cur[t]) for t in range(len(group))])
+        forecast_only = degraded(p95_fc, base, loss_now, sched.policy) & ~deg
+    cost = migration_cost_s(np.array([r.task.checkpoint_gb for r in group]), net.bandwidth[best_node, cur],
+                            nodes.queue_s[best_node], sched.policy)
+    remaining = np.array([max(r.task.expected_duration_s - (now - r.placed_at), 0.0) for r in group])
+    joined = nodes.joined_at[best_node] > np.array([r.placed_at for r in group])
+    return evaluate(current, best, deg, joined, np.array([r.alpha for r in group]),
+                    np.array([r.streak for r in group]), remaining, cost,
+                    np.array([now < r.cooldown_until for r in group]), sched.policy, forecast=forecast_only)
+
+
+def migrate_gang(sched, r, nodes: NodeView, now: float) -> RescheduleEvent | None:
+    """A gang is worth what its placement is worth (core.placement.gang_value); the alternative is
+    the gang placement made now with the gang's own resources given back. It moves (the members
+    that change) under the same rules as a single task, against the slowest member's move."""
+    task, alpha, w = r.task, r.alpha, r.task.cost_sensitivity
+    eps = endpoints(nodes, [task])
+    net = sched.network(eps, nodes, r.profile)
+    members = [nodes.index[n] for n in r.nodes]
+    usable = nodes.usable.copy()
+    usable[members] += need(task)  # its own allocation is free for its own alternative
+    x = dataclasses.replace(scoring_inputs([task], [alpha], nodes, eps, net, sched.types), usable=usable)
+    raw, network = score_parts(x)
+    scores = blend(raw[0][None, :], [w], nodes.energy)[0]
+    compute = nodes.compute[:, x.kind[0]].astype(np.float64)
+
+    def peer(first: int) -> np.ndarray:
+        return peer_scores(alpha, compute, net.quality[first], x.unknown_quality, nodes.energy, w)
+
+    current = gang_value(scores, peer(members[0]), members)
+    alt = place(scores.copy(), need(task), usable.copy(), gang=len(members), peer_scores=peer)
+    if not alt.placed or set(alt.nodes) == set(members):
+        r.streak = 0
+        return None
+    best = gang_value(scores, peer(alt.nodes[0]), alt.nodes)
+    leaving = [m for m in members if m not in alt.nodes]
+    arriving = [m for m in alt.nodes if m not in members]
+    rows = endpoint_rows(x, 0)
+    p95_now, loss_now = gang_path_state(net.p95, net.loss, rows, members)
+    deg = degraded(np.array([p95_now]), np.array([r.baseline_p95]), np.array([loss_now]), sched.policy)
+    cost = migration_cost_s(np.full(len(leaving), task.checkpoint_gb), net.bandwidth[leaving, arriving],
+                            nodes.queue_s[arriving], sched.policy)
+    remaining = max(task.expected_duration_s - (now - r.placed_at), 0.0)
+    joined = bool((nodes.joined_at[arriving] > r.placed_at).any())
+    ev = evaluate(np.array([current]), np.array([best]), deg, np.array([joined]), np.array([alpha]),
+                  np.array([r.streak]), np.array([remaining]), np.array([float(cost.max())]),
+                  np.array([now < r.cooldown_until]), sched.policy)
+    r.streak = int(ev.streak[0])
+    if not ev.move[0]:
+        return None
+    event = RescheduleEvent(
+        task_id=task.id, from_nodes=list(r.nodes), to_nodes=[nodes.ids[m] for m in alt.nodes],
+        trigger=str(ev.trigger[0]), expected_gain_s=round(float(ev.gain_s[0]), 3),
+        migration_cost_s=round(float(ev.cost_s[0]), 3),
+        before=breakdown(compute[members].mean(), _gang_network(network[0], net.quality, x, members), current, alpha),
+        after=breakdown(compute[alt.nodes].mean(), _gang_network(network[0], net.quality, x, alt.nodes), best, alpha),
+        state_version=sched.version, at=now)
+    moved(r, [nodes.ids[m] for m in alt.nodes], now, sched.policy.cooldown_s,
+          worst_known([endpoint_worst(net.p95, rows, m) for m in alt.nodes]))
+    return event
+
+
+def _gang_network(network: np.ndarray, quality: np.ndarray, x, members: list[int]) -> float:
+    """The network part of a gang's value, composed as gang_value composes the composite: the first
+    member's network score and each other member's path quality to the first, averaged."""
+    q = quality[members[0], members[1:]]
+    q = np.where(np.isnan(q), x.unknown_quality, q)
+    return float((network[members[0]] + q.sum()) / len(members))

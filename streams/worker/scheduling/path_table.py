@@ -1,0 +1,123 @@
+"""The network view as the scheduler reads it: every known path's quality for one network profile,
+its p95 RTT and loss, indexed by endpoint, plus each node's mean quality and NIC headroom.
+
+Built once per version of the network view (numpy over :class:`~streams.adapters.network.PathColumns`,
+O(paths)); each decision then gathers only its own endpoints' rows. In preventive mode the quality
+uses the worse of measured and forecast p95 RTT (``p95_eff``); ``p95`` stays as measured.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from core.quality import (
+    DEFAULT_LINK_GBPS,
+    DEFAULT_MODEL,
+    combine,
+    dimension_utilities,
+    path_bandwidth_gbps,
+)
+from streams.adapters.inventory import NodeView
+from streams.adapters.network import PathColumns
+
+_EMPTY = np.zeros(0, np.int64)
+
+
+@dataclass
+class PathTable:
+    q: np.ndarray  # float32[P] quality of each path for the profile (NaN: no data)
+    p95: np.ndarray  # float64[P] measured p95 RTT
+    p95_eff: np.ndarray  # float64[P] p95 the quality was computed from (forecast overlay)
+    loss: np.ndarray  # float64[P]
+    by_ep: dict[str, tuple[np.ndarray, np.ndarray]]  # endpoint -> (node columns, path rows)
+    node_q: np.ndarray  # float32[N] mean quality of a node's known paths
+    headroom: np.ndarray  # float64[N] 1 - NIC utilisation (1 where unknown)
+
+    def gather(self, name: str, endpoints: list[str], n_nodes: int, dtype=np.float64) -> np.ndarray:
+        """[E, N] of one per-path column (NaN where no path is known)."""
+        col = getattr(self, name)
+        out = np.full((len(endpoints), n_nodes), np.nan, dtype)
+        for a, ep in enumerate(endpoints):
+            cols, rows = self.by_ep.get(ep, (_EMPTY, _EMPTY))
+            out[a, cols] = col[rows]
+        return out
+
+
+def build_path_table(cols: PathColumns, node_ids: list[str], profile: str,
+                     forecast_p95: dict[tuple[str, str], float] | None = None) -> PathTable:
+    rows, x = cols.path_inputs()
+    src, dst = cols.src[rows], cols.dst[rows]
+    p95 = x["p95_rtt_ms"]
+    p95_eff = p95
+    if forecast_p95 and rows.size:
+        # preventive mode: a path forecast to be slower is scored as if it already were
+        fc = np.array([forecast_p95.get((cols.names[a], cols.names[b]), np.nan) for a, b in zip(src, dst, strict=True)])
+        p95_eff = np.fmax(p95, fc)
+    u = dimension_utilities(p95_eff, x["loss"], x["bw_util"], x["retrans"], x["jitter_ms"])
+    q = combine(u, DEFAULT_MODEL.weights(profile)).astype(np.float32) if rows.size else np.zeros(0, np.float32)
+    ent_row, ent_col, ent_ep = _entries(cols, src, dst, node_ids)
+    by_ep = _by_endpoint(cols.names, ent_row, ent_col, ent_ep)
+    known = ~np.isnan(q[ent_row])
+    n = len(node_ids)
+    node_sum = np.bincount(ent_col[known], weights=q[ent_row][known], minlength=n)
+    node_cnt = np.bincount(ent_col[known], minlength=n)
+    util = np.array([cols.local_value(node, "bw_util") for node in node_ids], np.float64)
+    return PathTable(
+        q=q, p95=p95, p95_eff=p95_eff, loss=x["loss"], by_ep=by_ep,
+        node_q=np.where(node_cnt > 0, node_sum / np.maximum(node_cnt, 1), np.nan).astype(np.float32),
+        headroom=np.where(np.isnan(util), 1.0, 1.0 - util),
+    )
+
+
+def _entries(cols: PathColumns, src: np.ndarray, dst: np.ndarray, node_ids: list[str]):
+    """(path row, node column, endpoint code) of every use of a path, sorted by endpoint: each path
+    serves the node at its source towards the endpoint at its destination, and the reverse direction
+    when that one is not measured itself."""
+    pos = np.full(len(cols.names), -1, np.int64)
+    for i, node in enumerate(node_ids):
+        code = cols.codes.get(node)
+        if code is not None:
+            pos[code] = i
+    k = len(cols.names)
+    reverse_measured = np.isin(dst * k + src, src * k + dst)
+    idx = np.arange(src.size)
+    fwd = pos[src] >= 0
+    rev = (pos[dst] >= 0) & ~reverse_measured
+    ent_row = np.concatenate([idx[fwd], idx[rev]])
+    ent_col = np.concatenate([pos[src][fwd], pos[dst][rev]])
+    ent_ep = np.concatenate([dst[fwd], src[rev]])
+    order = np.argsort(ent_ep, kind="stable")
+    return ent_row[order], ent_col[order], ent_ep[order]
+
+
+def _by_endpoint(names: list[str], ent_row, ent_col, ent_ep) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    if ent_ep.size == 0:  # no path touches a known node yet (a fresh cluster)
+        return {}
+    cuts = np.flatnonzero(np.r_[True, ent_ep[1:] != ent_ep[:-1]])
+    ends = np.r_[cuts[1:], ent_ep.size]
+    return {names[int(ent_ep[a])]: (ent_col[a:b], ent_row[a:b]) for a, b in zip(cuts, ends, strict=True)}
+
+
+@dataclass
+class NetworkInputs:
+    """What the kernel and the migration rules read of the network, for E endpoints x N nodes."""
+
+    quality: np.ndarray  # float32[E, N] (NaN unknown; a node to itself 100)
+    bandwidth: np.ndarray  # float32[E, N] usable Gbit/s
+    node_quality: np.ndarray  # float32[N]
+    p95: np.ndarray  # float64[E, N] measured
+    loss: np.ndarray  # float64[E, N]
+
+
+def network_inputs(pt: PathTable, endpoints: list[str], nodes: NodeView) -> NetworkInputs:
+    n = len(nodes.ids)
+    quality = pt.gather("q", endpoints, n, np.float32)
+    for a, ep in enumerate(endpoints):
+        if ep in nodes.index:  # a node is perfectly connected to itself
+            quality[a, nodes.index[ep]] = 100.0
+    ep_link = np.array([nodes.link_gbps[nodes.index[ep]] if ep in nodes.index else DEFAULT_LINK_GBPS
+                        for ep in endpoints], np.float32)
+    return NetworkInputs(quality=quality, bandwidth=path_bandwidth_gbps(nodes.link_gbps, ep_link, pt.headroom),
+                         node_quality=pt.node_q, p95=pt.gather("p95", endpoints, n), loss=pt.gather("loss", endpoints, n))
