@@ -80,15 +80,6 @@ def _key_of(x: float, inv_log_gamma: float, min_value: float) -> int:
     return k if x > 0 else -k
 
 
-@nb.njit(cache=True, inline="always")
-def _value_of(k: int, gamma: float, min_value: float) -> float:
-    if k == 0:
-        return 0.0
-    j = abs(k) - 1
-    v = min_value * 2.0 * gamma**j / (gamma + 1.0)
-    return v if k > 0 else -v
-
-
 def keys_reference(values: np.ndarray, mapping: Mapping) -> np.ndarray:
     """numpy reference of the value -> key mapping (values hold no NaN)."""
     ax = np.abs(values)

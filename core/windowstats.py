@@ -54,19 +54,3 @@ def window_stats_reference(values: np.ndarray, k: float = DEFAULT_HAMPEL_K) -> d
     else:
         out.update({f: float("nan") for f in ("mean", "p50", "p95", "p99", "min", "max")})
     return out
-
-
-def window_starts(ts: np.ndarray, size_s: int, step_s: int) -> tuple[np.ndarray, np.ndarray]:
-    """Assign each timestamp to every window containing it.
-
-    Windows start at multiples of ``step_s`` and cover [start, start + size_s). Returns
-    ``(row, start)``: row index into ``ts`` and window start, one pair per (sample, window).
-    Tumbling when ``step_s == size_s``.
-    """
-    ts = np.asarray(ts, dtype=np.float64)
-    last = np.floor(ts / step_s) * step_s  # latest window start <= ts
-    per = -(-size_s // step_s)  # windows per sample, ceil(size/step)
-    rows = np.repeat(np.arange(ts.size), per)
-    starts = np.repeat(last, per) - np.tile(np.arange(per) * step_s, ts.size)
-    inside = ts[rows] < starts + size_s
-    return rows[inside], starts[inside]

@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 import pyarrow.ipc as ipc
-from pydantic import BaseModel, ConfigDict, Field
 
 RTT_MS = "rtt_ms"
 LOSS_RATE = "loss_rate"
@@ -29,7 +28,6 @@ BW_UTIL = "bw_util"
 RETRANS_RATE = "retrans_rate"
 BW_GBPS = "bw_gbps"
 POWER_MW = "power_mw"
-KNOWN_METRICS = (RTT_MS, LOSS_RATE, BW_UTIL, RETRANS_RATE, BW_GBPS, POWER_MW)
 FRACTION_METRICS = frozenset({LOSS_RATE, BW_UTIL, RETRANS_RATE})
 NON_NEGATIVE_METRICS = frozenset({RTT_MS, BW_GBPS, POWER_MW})
 
@@ -37,29 +35,6 @@ NON_NEGATIVE_METRICS = frozenset({RTT_MS, BW_GBPS, POWER_MW})
 REASON_UNDECODABLE = "undecodable"
 REASON_SCHEMA = "schema"
 REASON_OUT_OF_RANGE = "out_of_range"
-
-ARROW_SCHEMA = pa.schema(
-    [
-        pa.field("ts", pa.float64(), nullable=False),
-        pa.field("src", pa.string(), nullable=False),
-        pa.field("dst", pa.string(), nullable=False),
-        pa.field("metric", pa.string(), nullable=False),
-        pa.field("value", pa.float64(), nullable=True),
-    ]
-)
-
-
-class ProbeSample(BaseModel):
-    """One probe sample, as a JSON object on the wire."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    ts: float = Field(description="epoch seconds (float)")
-    src: str = Field(min_length=1, description="source node id")
-    dst: str = Field(default="", description="destination node id; empty for node-local metrics")
-    metric: str = Field(min_length=1, description="rtt_ms, loss_rate, bw_util, ... or any name")
-    value: float | None = Field(description="null/NaN on rtt_ms marks a lost probe")
-
 
 class DecodeError(ValueError):
     """The message as a whole cannot be read: nothing in it is usable."""

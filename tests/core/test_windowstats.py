@@ -2,7 +2,7 @@ import math
 
 import numpy as np
 
-from core.windowstats import hampel_mask, window_starts, window_stats_reference
+from core.windowstats import hampel_mask, window_stats_reference
 
 
 def test_worked_example_with_one_spike_and_one_lost_probe():
@@ -30,18 +30,3 @@ def test_empty_and_all_lost():
         s = window_stats_reference(values)
         assert s["kept"] == 0 and math.isnan(s["mean"]) and math.isnan(s["p95"])
         assert s["lost"] == int(np.isnan(values).sum())
-
-
-def test_tumbling_windows():
-    rows, starts = window_starts(np.array([0.0, 9.999, 10.0, 25.5]), 10, 10)
-    assert rows.tolist() == [0, 1, 2, 3]
-    assert starts.tolist() == [0.0, 0.0, 10.0, 20.0]
-
-
-def test_hopping_windows_each_sample_in_size_over_step_windows():
-    # size 10, step 5: 12.0 is in [5, 15) and [10, 20)
-    rows, starts = window_starts(np.array([12.0]), 10, 5)
-    assert sorted(starts.tolist()) == [5.0, 10.0]
-    # size 10, step 3: windows start at multiples of 3; 12.0 is in [3,13), [6,16), [9,19), [12,22)
-    rows, starts = window_starts(np.array([12.0]), 10, 3)
-    assert sorted(starts.tolist()) == [3.0, 6.0, 9.0, 12.0]

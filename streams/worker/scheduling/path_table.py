@@ -12,13 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.quality import (
-    DEFAULT_LINK_GBPS,
-    DEFAULT_MODEL,
-    combine,
-    dimension_utilities,
-    path_bandwidth_gbps,
-)
+from core.quality import DEFAULT_LINK_GBPS, mean_by_group, path_bandwidth_gbps, path_quality
 from streams.adapters.inventory import NodeView
 from streams.adapters.network import PathColumns
 
@@ -55,18 +49,13 @@ def build_path_table(cols: PathColumns, node_ids: list[str], profile: str,
         # preventive mode: a path forecast to be slower is scored as if it already were
         fc = np.array([forecast_p95.get((cols.names[a], cols.names[b]), np.nan) for a, b in zip(src, dst, strict=True)])
         p95_eff = np.fmax(p95, fc)
-    u = dimension_utilities(p95_eff, x["loss"], x["bw_util"], x["retrans"], x["jitter_ms"])
-    q = combine(u, DEFAULT_MODEL.weights(profile)).astype(np.float32) if rows.size else np.zeros(0, np.float32)
+    q = path_quality(p95_eff, x["loss"], x["bw_util"], x["retrans"], x["jitter_ms"], profile).astype(np.float32)
     ent_row, ent_col, ent_ep = _entries(cols, src, dst, node_ids)
     by_ep = _by_endpoint(cols.names, ent_row, ent_col, ent_ep)
-    known = ~np.isnan(q[ent_row])
-    n = len(node_ids)
-    node_sum = np.bincount(ent_col[known], weights=q[ent_row][known], minlength=n)
-    node_cnt = np.bincount(ent_col[known], minlength=n)
     util = np.array([cols.local_value(node, "bw_util") for node in node_ids], np.float64)
     return PathTable(
         q=q, p95=p95, p95_eff=p95_eff, loss=x["loss"], by_ep=by_ep,
-        node_q=np.where(node_cnt > 0, node_sum / np.maximum(node_cnt, 1), np.nan).astype(np.float32),
+        node_q=mean_by_group(ent_col, q[ent_row], len(node_ids)).astype(np.float32),
         headroom=np.where(np.isnan(util), 1.0, 1.0 - util),
     )
 
