@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 T = TypeVar("T")
 
@@ -21,6 +21,11 @@ class FieldError(ApiModel):
     field: str
     value: Any = None
     reason: str
+
+
+def field_errors(exc: ValidationError) -> list[dict]:
+    """pydantic's errors as ``[{"field", "reason"}]`` (the shape of 422 answers and dead letters)."""
+    return [{"field": ".".join(str(x) for x in e["loc"]) or "body", "reason": e["msg"]} for e in exc.errors()]
 
 
 class ErrorBody(ApiModel):

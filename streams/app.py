@@ -119,7 +119,7 @@ def create_app(
     )
     counters = Counters()
 
-    from streams.web import views as web
+    from streams.web import routes as web
     from streams.worker import ingest, state_tables
     from streams.worker.scheduling import agent as sched_agent
 

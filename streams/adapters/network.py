@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from core.quality import DEFAULT_MODEL, DIMENSIONS, QualityModel, combine, dimension_utilities
+from core.quality import DEFAULT_MODEL, QualityModel, combine, dimension_utilities
 from core.vocabulary import NETWORK_PROFILES
 
 
@@ -24,7 +24,7 @@ def merge_window(record: dict | None, window: dict) -> dict:
     return rec
 
 
-def _stat(rec: dict | None, metric: str, field: str) -> float:
+def stat(rec: dict | None, metric: str, field: str) -> float:
     if not rec:
         return math.nan
     m = rec["metrics"].get(metric)
@@ -56,48 +56,6 @@ def window_span(records: list[dict]) -> tuple[float, float]:
             if m["window_end"] > best[1]:
                 best = (m["window_start"], m["window_end"])
     return best if math.isfinite(best[1]) else (math.nan, math.nan)
-
-
-def _num(v: float) -> float | None:
-    return None if v is None or (isinstance(v, float) and math.isnan(v)) else round(float(v), 6)
-
-
-def path_answer(path: dict, nodes: dict[str, dict], now: float, model: QualityModel = DEFAULT_MODEL) -> dict:
-    x, u, q = path_quality_table([path], nodes, model)
-    start, end = window_span([path])
-    return {
-        "src": path["src"],
-        "dst": path["dst"],
-        "quality": _num(q["balanced"][0]),
-        "quality_by_profile": {name: _num(v[0]) for name, v in q.items()},
-        "dimensions": {d: _num(u[0, i]) for i, d in enumerate(DIMENSIONS)},
-        "inputs": {k: _num(v[0]) for k, v in x.items()},
-        "metrics": path["metrics"],
-        "window_start": _num(start),
-        "window_end": _num(end),
-        "age_s": _num(now - end),
-    }
-
-
-def node_answer(node: str, local: dict | None, out_paths: list[dict], nodes: dict[str, dict], now: float,
-                model: QualityModel = DEFAULT_MODEL) -> dict:
-    """A node's summary: NIC utilisation, retransmissions, mean quality to its peers."""
-    _, _, q = path_quality_table(out_paths, nodes, model)
-    qb = q["balanced"]
-    known = qb[~np.isnan(qb)]
-    start, end = window_span([local] + out_paths)
-    return {
-        "node": node,
-        "bw_util": _num(_stat(local, "bw_util", "mean")),
-        "retrans_rate": _num(_stat(local, "retrans_rate", "mean")),
-        "mean_quality_to_peers": _num(float(known.mean())) if known.size else None,
-        "peers": len(out_paths),
-        "worst_peer": (out_paths[int(np.nanargmin(qb))]["dst"] if known.size else None),
-        "metrics": (local or {}).get("metrics", {}),
-        "window_start": _num(start),
-        "window_end": _num(end),
-        "age_s": _num(now - end),
-    }
 
 
 class PathColumns:
@@ -148,8 +106,8 @@ class PathColumns:
             row = self.rows[(s, d)] = self.n
             self.n += 1
             self.src[row], self.dst[row] = s, d
-        for field, metric, stat in self.FIELDS:
-            self.cols[field][row] = _stat(rec, metric, stat)
+        for field, metric, which in self.FIELDS:
+            self.cols[field][row] = stat(rec, metric, which)
 
     def path_inputs(self) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """(rows of the paths, their quality inputs), vectorised.

@@ -55,13 +55,12 @@ def cmd_sql(args, settings: Settings) -> int:
     import duckdb
 
     from sinks.duckdb_store import DuckStore
+    from sinks.queries import run_query
 
     store = DuckStore.open(settings.duckdb_path, read_only=True, timeout_s=args.timeout)
     try:
         try:
-            cur = store.con.execute(args.query)
-            cols = [d[0] for d in cur.description or []]
-            rows = cur.fetchall() if cols else []
+            cols, rows = run_query(store.con, args.query)
         except duckdb.Error as exc:
             print(f"cnsched: sql: {exc}", file=sys.stderr)
             return 1
@@ -84,7 +83,8 @@ def cmd_sql(args, settings: Settings) -> int:
 
 def cmd_backtest(args, settings: Settings) -> int:
     from sinks.duckdb_store import DuckStore
-    from streams.analytics.backtest import HistoryError, backtest, load_series
+    from sinks.queries import load_series
+    from streams.analytics.backtest import HistoryError, backtest
 
     if args.step_seconds < 1 or args.horizon_minutes <= 0 or args.day_seconds < args.step_seconds:
         raise UsageError("--step-seconds >= 1, --horizon-minutes > 0 and --day-seconds >= --step-seconds")
@@ -112,15 +112,17 @@ def cmd_battery(args, settings: Settings) -> int:
 
     from core.battery import BatteryInputError, size_battery
     from streams.analytics import power
+    from streams.cli import power_input
+    from streams.render import battery
 
     try:
         if len(args.values) == 1 and (args.values[0] == "-" or Path(args.values[0]).is_file()):
             text = sys.stdin.read() if args.values[0] == "-" else Path(args.values[0]).read_text()
-            load = power.read_csv(text, args.column)
+            load = power_input.read_csv(text, args.column)
         elif not args.values:
             raise BatteryInputError("give power values, a CSV file, or - to read CSV from stdin")
         else:
-            load = power.parse_values(args.values)
+            load = power_input.parse_values(args.values)
         interval = power.interval_seconds(args.interval)
         window = power.window_samples(args.window, interval)
         sizing = size_battery(load, interval, window, args.margin, args.ramp_limit, args.dod, args.trailing)
@@ -128,16 +130,16 @@ def cmd_battery(args, settings: Settings) -> int:
         raise UsageError(f"battery: {exc}") from None
     if args.plot:
         try:
-            power.plot(sizing, load, args.plot)
+            battery.plot(sizing, load, args.plot)
         except OSError as exc:
             raise UsageError(f"battery: --plot {args.plot}: {exc.strerror or exc}") from None
     if args.json:
-        print(json.dumps(power.as_json(sizing, {
+        print(json.dumps(power.sizing_body(sizing, {
             "samples": int(load.size), "interval_s": interval, "window_samples": window, "margin": args.margin,
             "dod": args.dod, "ramp_limit_mw_per_min": args.ramp_limit,
             "target": "trailing" if args.trailing else "block"})))
     else:
-        print(power.as_table(sizing, load.size, interval, window, args.margin, args.dod, args.ramp_limit,
+        print(battery.as_table(sizing, load.size, interval, window, args.margin, args.dod, args.ramp_limit,
                              args.trailing), end="")
         if args.plot:
             print(f"{'plot':<24}{args.plot}")
@@ -148,18 +150,19 @@ def cmd_report(args, settings: Settings) -> int:
     import json
 
     from sinks.duckdb_store import DuckStore
-    from streams.analytics import report
-    from streams.analytics.history import FINISHED_SQL, learned_alphas
+    from sinks.queries import FINISHED_SQL, run_sections
+    from streams.analytics.alphas import learned_alphas
+    from streams.render import tables
 
     with DuckStore.open(settings.duckdb_path, read_only=True) as store:
         if args.report == "benefit":
-            sections = report.run(store.con)
+            sections = run_sections(store.con)
             if args.json:
                 print(json.dumps([{"title": s["title"], "sql": s["sql"] if args.show_sql else None,
                                    "rows": [dict(zip(s["columns"], r, strict=True)) for r in s["rows"]]}
                                   for s in sections]))
             else:
-                print(report.render(sections, args.show_sql), end="")
+                print(tables.sections(sections, args.show_sql), end="")
             return 0
         min_tasks = settings.alpha_min_tasks if args.min_tasks is None else args.min_tasks
         if min_tasks < 3:
@@ -171,5 +174,5 @@ def cmd_report(args, settings: Settings) -> int:
     if args.show_sql:
         print(FINISHED_SQL.strip())
         print()
-    print(report.alpha_table(rows))
+    print(tables.alpha_table(rows))
     return 0

@@ -403,18 +403,19 @@ def _print_power(settings: Settings) -> None:
 
 
 def _print_reports(settings: Settings) -> None:
-    from streams.analytics import report
-    from streams.analytics.history import learned_alphas
+    from sinks.queries import run_sections
+    from streams.analytics.alphas import learned_alphas
+    from streams.render import tables
 
     try:
         with DuckStore.open(settings.duckdb_path, read_only=True, timeout_s=10) as store:
-            sections = report.run(store.con)
+            sections = run_sections(store.con)
             alphas = learned_alphas(store.con, min_tasks=settings.alpha_min_tasks)
     except Exception as exc:  # the demo still ends with its summary
         print(f"reports unavailable: {exc}")
         return
     print("\ncnsched report benefit  (from DuckDB)")
-    print(report.render(sections), end="")
+    print(tables.sections(sections), end="")
     print("cnsched report alpha  (learned from finished tasks; the runner's true alphas: "
           + ", ".join(f"{k} {v}" for k, v in TRUE_ALPHA.items() if k in {r['task_type'] for r in alphas}) + ")")
-    print(report.alpha_table(alphas))
+    print(tables.alpha_table(alphas))

@@ -11,15 +11,12 @@ import json
 
 from pydantic import ValidationError
 
+from schemas.api import field_errors
+
 
 def raw_value(event) -> bytes:
     """The event's value as the bytes that came off the wire."""
     return event.value if isinstance(event.value, bytes) else bytes(event.value or b"")
-
-
-def field_errors(exc: ValidationError) -> list[dict]:
-    """pydantic's errors as ``[{"field", "reason"}]`` (the shape of 422 answers and dead letters)."""
-    return [{"field": ".".join(str(x) for x in e["loc"]) or "body", "reason": e["msg"]} for e in exc.errors()]
 
 
 def dead_letter(payload: bytes, msg, reason: str, detail: str = "", **extra) -> bytes:

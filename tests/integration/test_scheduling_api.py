@@ -22,8 +22,8 @@ from schemas.topics import (
 from sinks.duckdb_store import DuckStore
 from streams.kafka import consumer, ensure_topics, producer
 from streams.runtime.processes import start_worker, stop_process
+from tests.helpers.history import windows
 from tests.helpers.http import call
-from tests.streams.analytics.test_history import windows
 
 pytestmark = pytest.mark.integration
 

@@ -5,25 +5,14 @@ import numpy as np
 import pytest
 
 from sinks.duckdb_store import DuckStore
-from streams.analytics.history import (
+from streams.analytics.alphas import learned_alphas
+from streams.analytics.forecasts import (
     NotEnoughHistory,
     forecast_path,
-    learned_alphas,
     path_series,
     worst_forecasts,
 )
-
-DAY = 86_400.0
-T0 = 1_764_374_400.0  # 2025-11-29 00:00 UTC
-
-
-def windows(src, dst, days, level=1.0, amp=0.5, step=60.0, start=T0 + 7200):
-    """rtt_ms with a daily rhythm (peak at 18:00 UTC), one window per step."""
-    t = np.arange(start, start + days * DAY, step)
-    v = level + amp * np.sin(2 * np.pi * ((t % DAY) / DAY - 0.5))
-    return [{"src": src, "dst": dst, "metric": "rtt_ms", "window_start": float(a), "window_end": float(a + step),
-             "count": 10, "kept": 10, "outliers": 0, "lost": 0, "mean": float(x), "p50": float(x),
-             "p95": float(x) * 1.5, "p99": float(x) * 2, "min": float(x), "max": float(x)} for a, x in zip(t, v, strict=True)]
+from tests.helpers.history import DAY, T0, windows
 
 
 @pytest.fixture
@@ -69,7 +58,7 @@ def test_worst_forecast_per_path_with_enough_history(db):
 
 
 def test_load_series_matrix(db):
-    from streams.analytics.backtest import load_series
+    from sinks.queries import load_series
 
     with DuckStore(db, read_only=True) as s:
         paths, values, first = load_series(s.con, "rtt_ms", "mean", 600)  # 10-minute steps
@@ -117,7 +106,7 @@ async def test_the_worker_refresh_applies_learned_alphas_and_forecasts(db):
     from core.vocabulary import DEFAULT_TYPES
     from streams.config import Settings
     from streams.metrics import Counters
-    from streams.worker.scheduling.agent import refresh_history
+    from streams.worker.scheduling.history import refresh_history
     from streams.worker.scheduling.state import Scheduler
 
     decisions, events = finished_tasks(60, 0.35)

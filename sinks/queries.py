@@ -1,6 +1,8 @@
-"""`cnsched report`: what the audit says, in SQL an analyst can rerun (``--show-sql`` prints it).
+"""Every read of the DuckDB file: series for forecasts, backtests and power sizing, the finished
+tasks alpha learning reads, the sections of the benefit report, and ad-hoc SQL. Each function takes
+an open connection (``DuckStore.con``, read-only) and returns columns or rows; callers own the file.
 
-benefit — three tables:
+The benefit report's sections (``--show-sql`` prints them):
 1. outcomes by task type: tasks placed and finished, mean completion time (the finished event's
    duration, else finished - started), mean queueing time (first placement - submission), mean
    achieved throughput;
@@ -9,12 +11,78 @@ benefit — three tables:
    the composite and network score of the chosen node against the counterfactual's;
 3. cluster utilisation: accelerator-seconds used by tasks (started to finished, or to the last
    event for tasks still running) over the cards reported on compute.nodes times the span observed.
-
-alpha — per task type: the alpha learned from finished tasks (core.alpha), its rank correlation,
-how many tasks, and whether it is in use as the type's default (CNSCHED_ALPHA_MIN_TASKS).
 """
 
 from __future__ import annotations
+
+import numpy as np
+
+STATS = ("mean", "p50", "p95", "p99", "min", "max")
+
+
+def load_series(con, metric: str, stat: str, step_s: float, days: float | None = None, *, src: str | None = None,
+                dst: str | None = None, since: float | None = None
+                ) -> tuple[list[tuple[str, str]], np.ndarray, float]:
+    """(series as (src, dst), values[S, T] with NaN gaps, time of the first step) from the windows
+    table: the statistic averaged per step of ``step_s`` seconds. Paths only unless ``dst`` is given
+    ('' for node-local series); ``src`` picks one source; ``since`` a start time; ``days`` the last
+    days before the newest window of the metric. Columns come out of DuckDB as arrays and land in the
+    matrix by fancy indexing (no Python loop over rows)."""
+    if stat not in STATS:
+        raise ValueError(f"stat must be one of {', '.join(STATS)}")
+    params: dict = {"step": step_s, "metric": metric}
+    where = [f"metric = $metric AND {stat} IS NOT NULL", "dst <> ''" if dst is None else "dst = $dst"]
+    for name, value, clause in (("src", src, "src = $src"), ("dst", dst, None), ("since", since, "window_start >= $since"),
+                                ("days", days, "window_start >= (SELECT max(window_start) FROM windows "
+                                               "WHERE metric = $metric) - $days * 86400")):
+        if value is not None:
+            params[name] = value
+            if clause:
+                where.append(clause)
+    cols = con.execute(
+        f"""SELECT dense_rank() OVER (ORDER BY src, dst) - 1 AS path, src, dst,
+                   floor(window_start / $step)::BIGINT AS step, avg({stat}) AS v
+            FROM windows WHERE {' AND '.join(where)}
+            GROUP BY src, dst, step ORDER BY path, step""",
+        params,
+    ).fetchnumpy()
+    if len(cols["path"]) == 0:
+        return [], np.zeros((0, 0)), 0.0
+    path = np.asarray(cols["path"], dtype=np.int64)
+    step = np.asarray(cols["step"], dtype=np.int64)
+    starts = np.flatnonzero(np.r_[True, path[1:] != path[:-1]])
+    paths = [(str(cols["src"][i]), str(cols["dst"][i])) for i in starts]
+    first, last = int(step.min()), int(step.max())
+    values = np.full((len(paths), last - first + 1), np.nan)
+    values[path, step - first] = np.asarray(cols["v"], dtype=np.float64)
+    return paths, values, float(first * step_s)
+
+
+def latest_window_start(con, src: str, dst: str, metric: str) -> float | None:
+    """When the newest window of one series started (None: no such series)."""
+    return con.execute("SELECT max(window_start) FROM windows WHERE src = ? AND dst = ? AND metric = ?",
+                       [src, dst, metric]).fetchone()[0]
+
+
+FINISHED_SQL = """
+WITH placed AS (  -- the first placement of each task: the scores it was placed with
+    SELECT task_id, arg_min(task_type, decided_at) AS task_type, arg_min(compute_score, decided_at) AS compute,
+           arg_min(network_score, decided_at) AS network, arg_min(alpha, decided_at) AS alpha
+    FROM decisions WHERE status = 'placed' AND task_type IS NOT NULL GROUP BY task_id),
+done AS (
+    SELECT task_id, max(throughput) AS achieved FROM task_events
+    WHERE event = 'finished' AND throughput IS NOT NULL GROUP BY task_id)
+SELECT p.task_type, p.compute, p.network, d.achieved
+FROM placed p JOIN done d USING (task_id)
+WHERE p.alpha < 1 AND p.compute IS NOT NULL AND p.network IS NOT NULL  -- alpha 1 records no network score
+ORDER BY p.task_type, p.task_id
+"""
+
+
+def finished_tasks(con) -> list[tuple]:
+    """(task_type, compute, network, achieved throughput) of every finished task, by type."""
+    return con.execute(FINISHED_SQL).fetchall()
+
 
 OUTCOMES_SQL = """
 WITH placed AS (
@@ -82,15 +150,7 @@ BENEFIT = (
 )
 
 
-ALPHA_COLUMNS = ("task_type", "tasks", "default_alpha", "learned_alpha", "spearman", "in_use")
-
-
-def alpha_table(rows: list[dict]) -> str:
-    """`cnsched report alpha` as text (rows of streams.analytics.history.learned_alphas)."""
-    return table(list(ALPHA_COLUMNS), [tuple(r[c] for c in ALPHA_COLUMNS) for r in rows])
-
-
-def run(con, sections=BENEFIT) -> list[dict]:
+def run_sections(con, sections=BENEFIT) -> list[dict]:
     """[{title, sql, columns, rows}] for each section."""
     out = []
     for title, sql in sections:
@@ -100,34 +160,8 @@ def run(con, sections=BENEFIT) -> list[dict]:
     return out
 
 
-def render(sections: list[dict], show_sql: bool = False) -> str:
-    lines = []
-    for s in sections:
-        lines.append(s["title"])
-        if show_sql:
-            lines += ["  " + x for x in s["sql"].splitlines()]
-        lines += ["  " + x for x in table(s["columns"], s["rows"]).splitlines()]
-        lines.append("")
-    return "\n".join(lines).rstrip() + "\n"
-
-
-def table(columns: list[str], rows: list[tuple]) -> str:
-    """A plain text table: text left, numbers right, '-' for missing."""
-    def cell(v):
-        if v is None:
-            return "-"
-        if isinstance(v, float):
-            return f"{v:,.2f}" if abs(v) < 1e6 else f"{v:,.0f}"
-        return str(v)
-
-    cells = [[cell(v) for v in r] for r in rows]
-    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
-    numeric = [all(isinstance(r[i], (int, float)) or r[i] is None for r in rows) for i in range(len(columns))]
-
-    def fmt(vals):
-        return "  ".join(v.rjust(w) if num else v.ljust(w) for v, w, num in zip(vals, widths, numeric, strict=True))
-
-    out = [fmt(columns), fmt(["-" * w for w in widths])] + [fmt(r) for r in cells]
-    if not rows:
-        out.append("(no rows)")
-    return "\n".join(x.rstrip() for x in out)
+def run_query(con, sql: str) -> tuple[list[str], list[tuple]]:
+    """(column names, rows) of any query; DuckDB's own error when it fails."""
+    cur = con.execute(sql)
+    cols = [d[0] for d in cur.description or []]
+    return cols, (cur.fetchall() if cols else [])

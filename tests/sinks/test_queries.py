@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from sinks.duckdb_store import DuckStore
-from streams.analytics import report
+from sinks.queries import run_sections
 
 
 def decision(task_id, at, nodes, compute_only, composite, network, co_composite, co_network, task_type,
@@ -51,7 +51,7 @@ def audit(tmp_path):
 
 def test_benefit_figures_worked_by_hand(audit):
     with DuckStore(audit, read_only=True) as s:
-        outcomes, counterfactual, util = report.run(s.con)
+        outcomes, counterfactual, util = run_sections(s.con)
     rows = {r[0]: r for r in outcomes["rows"]}
     # fine-tune: 2 placed, 2 finished; completion (300 + 100) / 2; queueing (10 + 0) / 2 (t1 first
     # placed at 100.5, submitted 90.5); throughput (100 + 50) / 2

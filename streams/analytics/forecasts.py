@@ -1,12 +1,12 @@
-"""What the worker and the CLI learn from the history the sink keeps in DuckDB: forecasts of a path's
-metric, the preventive-rescheduling overlay (worst forecast p95 per path) and learned alphas.
+"""Forecasts from the history the sink keeps in DuckDB: a series' statistic for the next horizon, and
+the preventive-rescheduling overlay (the worst forecast p95 of every path).
 
-All readers open the file read-only for one query and close it (the sink opens it only per batch),
-so they run beside the sink; a worker that cannot see the file answers 503 and keeps scheduling.
+Readers open the file read-only for one query and close it (the sink opens it only per batch), so
+they run beside the sink; a worker that cannot see the file answers 503 and keeps scheduling.
 
-Time grid of a forecast: steps of ``step_s`` seconds aligned to UTC midnight (slot 0 of the history
-is 00:00 UTC of its first day, so the daily profile and the weekdays line up with the calendar);
-the history ends at the last step that has data; the forecast covers the steps after it.
+Time grid: steps of ``step_s`` seconds aligned to UTC midnight (slot 0 of the history is 00:00 UTC of
+its first day, so the daily profile and the weekdays line up with the calendar); the history ends at
+the last step that has data; the forecast covers the steps after it.
 """
 
 from __future__ import annotations
@@ -15,11 +15,9 @@ import math
 
 import numpy as np
 
-from core.alpha import learn_alpha
 from core.forecast import fit_forecast
-from core.vocabulary import TYPE_ALPHAS
-from sinks.duckdb_store import DuckStore, StoreError
-from streams.analytics.backtest import STATS, load_series
+from sinks.duckdb_store import DuckStore
+from sinks.queries import load_series
 
 DAY_S = 86_400
 
@@ -92,47 +90,3 @@ def worst_forecasts(path, metric: str, stat: str, step_s: float, horizon_steps: 
     worst = np.nanmax(f, axis=1)
     chosen = [p for p, keep in zip(paths, ok, strict=True) if keep]
     return {p: float(w) for p, w in zip(chosen, worst, strict=True) if math.isfinite(w)}
-
-
-FINISHED_SQL = """
-WITH placed AS (  -- the first placement of each task: the scores it was placed with
-    SELECT task_id, arg_min(task_type, decided_at) AS task_type, arg_min(compute_score, decided_at) AS compute,
-           arg_min(network_score, decided_at) AS network, arg_min(alpha, decided_at) AS alpha
-    FROM decisions WHERE status = 'placed' AND task_type IS NOT NULL GROUP BY task_id),
-done AS (
-    SELECT task_id, max(throughput) AS achieved FROM task_events
-    WHERE event = 'finished' AND throughput IS NOT NULL GROUP BY task_id)
-SELECT p.task_type, p.compute, p.network, d.achieved
-FROM placed p JOIN done d USING (task_id)
-WHERE p.alpha < 1 AND p.compute IS NOT NULL AND p.network IS NOT NULL  -- alpha 1 records no network score
-ORDER BY p.task_type, p.task_id
-"""
-
-
-def learned_alphas(con, defaults: dict[str, float] | None = None, min_tasks: int = 50) -> list[dict]:
-    """Per task type with finished tasks: the learned alpha, its rank correlation, how many tasks,
-    and whether there are enough (``min_tasks``) to use it as the type's default (``defaults``:
-    alphas before learning, the built-in ones unless given)."""
-    defaults = TYPE_ALPHAS if defaults is None else defaults
-    rows = con.execute(FINISHED_SQL).fetchall()
-    by_type: dict[str, list[tuple]] = {}
-    for r in rows:
-        by_type.setdefault(r[0], []).append(r[1:])
-    out = []
-    for task_type, items in sorted(by_type.items()):
-        c, n, y = (np.array(col, dtype=np.float64) for col in zip(*items, strict=True))
-        default = defaults.get(task_type, 0.5)
-        alpha, rho = learn_alpha(c, n, y, default=default)
-        out.append({"task_type": task_type, "tasks": len(items), "default_alpha": default, "learned_alpha": alpha,
-                    "spearman": None if math.isnan(rho) else round(rho, 4),
-                    "in_use": len(items) >= min_tasks and not math.isnan(rho)})
-    return out
-
-
-def load_learned_alphas(path, min_tasks: int, timeout_s: float = 5.0) -> list[dict]:
-    with DuckStore.open(path, read_only=True, timeout_s=timeout_s) as store:
-        return learned_alphas(store.con, min_tasks=min_tasks)
-
-
-__all__ = ["STATS", "NotEnoughHistory", "StoreError", "forecast_path", "worst_forecasts", "learned_alphas",
-           "load_learned_alphas", "path_series", "forecast_series"]

@@ -1,0 +1,77 @@
+"""What every view shares: the worker's state it answers from (WebContext), answering with a
+schemas.api model, one page of a list, and routing to the worker that owns a state table."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+
+import faust
+from faust.web import Request, Response, View
+
+from schemas.api import ApiModel, ErrorBody, Page
+from streams.config import Settings
+from streams.metrics import Counters
+from streams.web.params import paging
+
+ROUTE_KEY = "state"  # any key: the state tables have one partition
+
+
+@dataclass
+class WebContext:
+    app: faust.App
+    counters: Counters
+    settings: Settings
+    net: object  # streams.worker.state_tables.NetState
+    inv: object  # streams.worker.state_tables.Inventory
+    tasks: object  # streams.worker.taskbook.TaskBook
+    tasks_topic: object
+    _known_metadata: set = field(default_factory=set)
+
+    async def ensure_metadata(self, table) -> None:
+        """Faust hashes a table key with the producer's metadata of the table's changelog topic and
+        fails without it: fetch it once per table."""
+        name = table.changelog_topic.get_topic_name()
+        if name not in self._known_metadata:
+            await self.app.producer._ensure_producer().partitions_for(name)  # aiokafka: fetches metadata
+            self._known_metadata.add(name)
+
+    def state_route(self, table):
+        """``app.table_route`` for a state table: the request is answered by the worker owning it."""
+        routed = self.app.table_route(table=table, exact_key=ROUTE_KEY)
+
+        def decorate(fun):
+            inner = routed(fun)
+
+            @functools.wraps(fun)
+            async def get(view, request, *args, **kwargs):
+                await self.ensure_metadata(table)
+                return await inner(view, request, *args, **kwargs)
+
+            return get
+
+        return decorate
+
+
+class Resource(View):
+    """A view over the worker's state. ``routed``: the WebContext attribute (``net``, ``inv``,
+    ``tasks``) whose table's owner answers GET; ``ctx`` is set when the route is registered."""
+
+    ctx: WebContext
+    routed: str | None = None
+
+    def answer(self, model: ApiModel, status: int = 200) -> Response:
+        return self.json(model.body(), status=status)
+
+    def paged(self, request: Request, items: list, render) -> Response:
+        """One page of ``items`` (``render``: item -> ApiModel or dict), or 400 for bad paging."""
+        page = paging(request.query, self.ctx.settings.page_limit_max)
+        if isinstance(page, ErrorBody):
+            return self.answer(page, 400)
+        offset, limit = page
+        return self.answer(Page(items=[_plain(render(i)) for i in items[offset:offset + limit]],
+                                total=len(items), offset=offset, limit=limit))
+
+
+def _plain(item):
+    return item.body() if isinstance(item, ApiModel) else item

@@ -1,0 +1,76 @@
+"""POST /tasks (submit, answer with the decision) and GET /tasks/{id} (the task's record, answered
+by the worker that owns the `tasks` table)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from faust.web import Request, Response
+from pydantic import ValidationError
+
+from schemas.api import ErrorBody, FieldError, TaskAnswer, TaskRecord, field_errors
+from schemas.sched import Task
+from streams.web.base import ROUTE_KEY, Resource, WebContext
+from streams.web.params import check_ids
+
+POLL_S = 0.05
+
+
+class TaskView(Resource):
+    routed = "tasks"
+
+    async def get(self, request: Request, task_id: str) -> Response:
+        if err := check_ids(task_id=task_id):
+            return self.answer(err, 400)
+        rec = self.ctx.tasks.get(task_id)
+        if rec is None:
+            return self.answer(ErrorBody(error="unknown task", task_id=task_id), 404)
+        return self.answer(rec)
+
+
+class Tasks(Resource):
+    async def post(self, request: Request) -> Response:
+        """Submit a task: 422 with field errors, else the decision once it is made (202 after
+        CNSCHED_DECISION_TIMEOUT_SECONDS without one)."""
+        try:
+            body = await request.json()
+        except ValueError:
+            return self.answer(ErrorBody(error="invalid task", fields=[FieldError(field="body", reason="not JSON")]), 422)
+        try:
+            task = Task.model_validate(body)
+        except ValidationError as exc:
+            return self.answer(ErrorBody(error="invalid task", fields=field_errors(exc)), 422)
+        if task.submitted_at is None:
+            task = task.model_copy(update={"submitted_at": time.time()})
+        before = await task_record(self.ctx, task.id)
+        known = len(before.history) if before else 0
+        await self.ctx.tasks_topic.send(key=task.id.encode(), value=task.model_dump_json().encode())
+        deadline = time.monotonic() + self.ctx.settings.decision_timeout_seconds
+        while time.monotonic() < deadline:
+            rec = await task_record(self.ctx, task.id)
+            if rec is not None and len(rec.history) > known:
+                return self.answer(TaskAnswer(task_id=task.id, status=rec.status, nodes=rec.nodes,
+                                              decision=rec.history[-1].get("decision")))
+            await asyncio.sleep(POLL_S)
+        return self.answer(TaskAnswer(task_id=task.id, status="accepted",
+                                      detail="no decision yet; see GET /tasks/" + task.id), 202)
+
+
+async def task_record(ctx: WebContext, task_id: str) -> TaskRecord | None:
+    """The task's record: from this worker's table when it owns it, else from the owner's API
+    (None while the owner is unknown or rebalancing: the caller asks again)."""
+    table = ctx.tasks.table
+    try:
+        await ctx.ensure_metadata(table)
+        owner = ctx.app.router.key_store(table.name, ROUTE_KEY)
+    except Exception:  # no assignment yet
+        return None
+    me = ctx.app.conf.canonical_url
+    if (owner.host, owner.port) == (me.host, me.port):
+        return ctx.tasks.get(task_id)
+    try:
+        async with ctx.app.http_client.get(owner.with_path(f"/tasks/{task_id}")) as resp:
+            return TaskRecord.model_validate(await resp.json()) if resp.status == 200 else None
+    except Exception:  # the owner is rebalancing: try again
+        return None

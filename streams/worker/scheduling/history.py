@@ -1,0 +1,45 @@
+"""What the scheduler takes from the DuckDB history now and then: learned alphas as task-type
+defaults, and (preventive mode) the worst forecast p95 RTT of every path."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+
+from core.vocabulary import DEFAULT_TYPES
+from streams.analytics.alphas import load_learned_alphas
+from streams.analytics.forecasts import worst_forecasts
+from streams.config import Settings
+from streams.metrics import Counters
+from streams.worker.scheduling.state import Scheduler
+
+log = logging.getLogger(__name__)
+
+
+async def refresh_history(sched: Scheduler, settings: Settings, counters: Counters | None = None) -> None:
+    """Apply learned alphas (types with at least CNSCHED_ALPHA_MIN_TASKS finished tasks) and, in
+    preventive mode, the worst forecast p95 rtt of every path over CNSCHED_PREVENTIVE_HORIZON_SECONDS."""
+    counters = counters or Counters()
+    if settings.learn_alpha:
+        rows = await asyncio.to_thread(load_learned_alphas, settings.duckdb_path, settings.alpha_min_tasks)
+        learned = {r["task_type"]: r["learned_alpha"] for r in rows if r["in_use"] and r["task_type"] in DEFAULT_TYPES}
+        types = {t: dataclasses.replace(d, alpha=learned[t]) if t in learned else d for t, d in DEFAULT_TYPES.items()}
+        if types != sched.types:
+            log.info("type alphas now %s", {t: d.alpha for t, d in types.items()})
+            sched.types = types
+        finished = {r["task_type"]: r["tasks"] for r in rows}
+        for t, d in types.items():
+            counters.set("type_alpha", d.alpha, type=t, source="learned" if t in learned else "default")
+            counters.set("type_finished_tasks", finished.get(t, 0), type=t)
+    if settings.preventive_reschedule:
+        step = settings.forecast_step_seconds
+        worst = await asyncio.to_thread(worst_forecasts, settings.duckdb_path, "rtt_ms", "p95", step,
+                                        max(1, round(settings.preventive_horizon_seconds / step)))
+        sched.forecast_p95 = worst
+        sched.forecast_version += 1
+        sched.touch()
+        counters.set("forecast_paths", len(worst))
+        log.info("preventive rescheduling: forecasts for %d paths", len(worst))
+    counters.set("history_refreshed_unixtime", time.time())

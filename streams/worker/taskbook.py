@@ -1,0 +1,48 @@
+"""Task records in the `tasks` table (schemas.api.TaskRecord): the task, its status, where it runs,
+what the scheduler needs to resume it, and its history. Written with an explicit partition (0) so
+that timers can write them too; a restarted owner restores the scheduler from them."""
+
+from __future__ import annotations
+
+import math
+
+from schemas.api import RunningState, TaskRecord
+from schemas.sched import Task
+
+HISTORY_KEPT = 50
+
+
+class TaskBook:
+    def __init__(self, table) -> None:
+        self.table = table
+
+    def get(self, task_id: str) -> TaskRecord | None:
+        raw = self.table.get(task_id.encode())
+        return TaskRecord.model_validate_json(raw) if raw else None
+
+    def all(self) -> list[TaskRecord]:
+        return [TaskRecord.model_validate_json(v) for v in self.table.values() if v]
+
+    async def put(self, record: TaskRecord) -> None:
+        key = record.task["id"].encode()
+        value = record.model_dump_json(by_alias=True).encode()
+        self.table.data[key] = value
+        await self.table.changelog_topic.send(key=key, value=value, partition=0)
+
+
+def running_state(run) -> RunningState | None:
+    """What a restarted scheduler needs of a running task (``run``: scheduling.state.Running)."""
+    if run is None:
+        return None
+    return RunningState(alpha=run.alpha, profile=run.profile, placed_at=run.placed_at,
+                        baseline_p95=None if math.isnan(run.baseline_p95) else run.baseline_p95,
+                        cooldown_until=run.cooldown_until, moves=run.moves)
+
+
+def updated(rec: TaskRecord | None, task: Task | None, status: str, nodes: list[str], entry: dict,
+            running: RunningState | None) -> TaskRecord:
+    """The record (a new one for ``task`` when there is none) with a new status and history entry."""
+    if rec is None:
+        rec = TaskRecord(task=task.model_dump(mode="json"), status=status)
+    return rec.model_copy(update={"status": status, "nodes": nodes, "running": running,
+                                  "history": (rec.history + [entry])[-HISTORY_KEPT:]})

@@ -1,0 +1,54 @@
+"""Request parameters of the HTTP API, parsed without a server: values, or every bad field and why."""
+
+import pytest
+
+from schemas.api import ErrorBody
+from streams.web.params import check_ids, forecast_query, paging, smoothing_query
+
+
+def fields(err) -> dict:
+    assert isinstance(err, ErrorBody) and err.error == "invalid request"
+    return {f.field: f.reason for f in err.fields}
+
+
+def test_ids():
+    assert check_ids(node="gpu-01.eu:a") is None
+    assert set(fields(check_ids(src="ok", dst="../etc"))) == {"dst"}
+    assert fields(check_ids(node="-x"))["node"].startswith("must match")
+
+
+def test_paging_defaults_bounds_and_every_bad_field():
+    assert paging({}, 1000) == (0, 100)
+    assert paging({"offset": "5", "limit": "1000"}, 1000) == (5, 1000)
+    bad = fields(paging({"offset": "x", "limit": "1001"}, 1000))
+    assert bad == {"offset": "must be an integer", "limit": "must be in [1, 1000]"}
+
+
+def test_forecast_query_worked_values():
+    # default step 60 s, horizon 60 min -> 60 steps
+    assert forecast_query({}, 60.0) == {"metric": "rtt_ms", "stat": "mean", "step_s": 60.0, "horizon_steps": 60}
+    # 5 min steps over 2 h -> 24 steps
+    q = forecast_query({"metric": "bw_util", "stat": "p95", "step": "5min", "horizon": "2h"}, 60.0)
+    assert q == {"metric": "bw_util", "stat": "p95", "step_s": 300.0, "horizon_steps": 24}
+
+
+@pytest.mark.parametrize("query,bad", [
+    ({"stat": "median"}, {"stat"}),
+    ({"metric": "a b"}, {"metric"}),
+    ({"step": "7s"}, {"step"}),  # 7 s does not divide a day
+    ({"step": "1min", "horizon": "90s"}, {"horizon"}),  # 1.5 steps
+    ({"step": "1s", "horizon": "3h"}, {"horizon"}),  # 10,800 steps > 10,080
+    ({"step": "soon", "stat": "x"}, {"step", "stat"}),
+])
+def test_forecast_query_names_every_bad_field(query, bad):
+    assert set(fields(forecast_query(query, 60.0))) == bad
+
+
+def test_smoothing_query_defaults_and_errors():
+    q = smoothing_query({})
+    assert q == {"interval": 60.0, "period": 86400.0, "window": 15, "margin": 1.2, "dod": 0.9,
+                 "ramp_limit": None, "trailing": False}
+    assert smoothing_query({"window": "4", "trailing": "1", "ramp_limit": "2.5"})["window"] == 4
+    bad = fields(smoothing_query({"margin": "0", "dod": "1.5", "ramp_limit": "inf", "trailing": "yes",
+                                  "window": "90s"}))
+    assert set(bad) == {"margin", "dod", "ramp_limit", "trailing", "window"}
