@@ -22,7 +22,8 @@ from pathlib import Path
 import numpy as np
 
 from core.sketch import sketch_groups
-from schemas.probe import decode_samples, encode_arrow, validate_batch
+from schemas.probe import decode_samples, encode_arrow
+from schemas.probe_validation import validate_batch
 from schemas.topics import PROBE_SAMPLES
 from streams.config import Settings
 from streams.dev.baseline import BASELINE_TOPIC

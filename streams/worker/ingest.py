@@ -36,14 +36,15 @@ from schemas.probe import (
     ProbeBatch,
     decode_samples,
     empty_batch,
-    validate_batch,
 )
+from schemas.probe_validation import validate_batch
 from schemas.windows import encode_window, window_key
 from streams.config import Settings
 from streams.kafka import INGEST_TABLE, table_name
 from streams.metrics import Counters
 from streams.worker.deadletter import dead_letter, raw_value
-from streams.worker.windowing import PaneKey, PartitionWindows, decode_mark, encode_mark
+from streams.worker.panes import decode_mark, encode_mark
+from streams.worker.windowing import PaneKey, PartitionWindows
 
 log = logging.getLogger(__name__)
 

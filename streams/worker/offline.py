@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import math
 
-from schemas.probe import DecodeError, decode_samples, validate_batch
+from schemas.probe import DecodeError, decode_samples
+from schemas.probe_validation import validate_batch
 from streams.worker.windowing import PartitionWindows
 
 

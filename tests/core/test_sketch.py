@@ -13,10 +13,8 @@ from core.sketch import (
     merge_sets,
     sketch_groups,
     sketch_groups_reference,
-    sketch_stats,
-    sketch_stats_reference,
-    stats_many,
 )
+from core.sketch_stats import sketch_stats, sketch_stats_reference, stats_many
 from core.windowstats import window_stats_reference
 
 INPUTS = {

@@ -12,8 +12,8 @@ from schemas.probe import (
     DecodeError,
     decode_samples,
     encode_arrow,
-    validate_batch,
 )
+from schemas.probe_validation import validate_batch
 
 NOW = 1_732_860_000.0
 

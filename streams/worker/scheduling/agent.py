@@ -169,6 +169,13 @@ def register(app: faust.App, topics, settings: Settings, counters: Counters, net
                 continue
             await service.on_event(ev)
 
+    _timers(app, service, settings, counters, owner)
+    return book
+
+
+def _timers(app: faust.App, service: SchedulingService, settings: Settings, counters: Counters, owner) -> None:
+    sched = service.sched
+
     @app.task
     async def rescorer():
         """Rescore as soon as something changed, at most once per CNSCHED_RESCORE_INTERVAL_SECONDS."""
@@ -200,5 +207,3 @@ def register(app: faust.App, topics, settings: Settings, counters: Counters, net
                 except StoreError as exc:  # no sink yet, or the file is busy: scheduling goes on
                     log.info("history not refreshed: %s", exc)
             await asyncio.sleep(settings.history_refresh_seconds)
-
-    return book

@@ -5,13 +5,8 @@ import pytest
 
 from core.windowstats import window_stats_reference
 from schemas.probe import decode_samples, encode_arrow
-from streams.worker.windowing import (
-    PartitionWindows,
-    decode_mark,
-    decode_pane,
-    encode_mark,
-    encode_pane,
-)
+from streams.worker.panes import decode_mark, decode_pane, encode_mark, encode_pane
+from streams.worker.windowing import PartitionWindows
 
 
 def batch(ts, values, dst="b", src="a", metric="rtt_ms"):
