@@ -139,3 +139,6 @@ def cmd_query(args, settings: Settings) -> int:
         return 1
     print(json.dumps(body) if args.json else json.dumps(body, indent=2))
     return 0
+
+
+COMMANDS = {"submit": cmd_submit, "query": cmd_query}

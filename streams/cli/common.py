@@ -26,3 +26,14 @@ def print_result(result: dict, as_json: bool) -> None:
             print(f"{k:36} {v:,.6f}" if v < 1 else f"{k:36} {v:,.2f}")
         else:
             print(f"{k:36} {v}")
+
+
+def require_bootstrap(settings) -> None:
+    """Commands that talk to Kafka need KAFKA_BOOTSTRAP (or start the embedded broker themselves)."""
+    from streams.config import ConfigError
+
+    if not settings.kafka_bootstrap:
+        raise ConfigError(
+            "invalid configuration: KAFKA_BOOTSTRAP is not set (run 'cnsched broker' and export "
+            "the address it prints, or point it at your Kafka cluster)"
+        )

@@ -176,3 +176,6 @@ def cmd_report(args, settings: Settings) -> int:
         print()
     print(tables.alpha_table(rows))
     return 0
+
+
+COMMANDS = {"sql": cmd_sql, "backtest": cmd_backtest, "battery": cmd_battery, "report": cmd_report}

@@ -29,7 +29,8 @@ def test_bench_ingest_reports_the_contract_keys(tmp_path):
 
 
 def test_bench_scoring_and_reschedule_report_their_keys():
-    from streams.dev.bench import bench_reschedule, bench_scoring
+    from streams.dev.bench.reschedule import bench_reschedule
+    from streams.dev.bench.scoring import bench_scoring
 
     s = bench_scoring(jobs=50, nodes=40, endpoints=8)
     for key in ("jobs", "nodes", "numba_full_rescore_s", "numba_pairs_per_s", "numpy_pairs_per_s",
@@ -41,7 +42,7 @@ def test_bench_scoring_and_reschedule_report_their_keys():
 
 
 def test_bench_battery_runs_both_targets_beside_the_reference():
-    from streams.dev.bench import bench_battery
+    from streams.dev.bench.battery import bench_battery
 
     out = bench_battery(samples=2000, window=15)
     for kind in ("block", "trailing"):

@@ -1,0 +1,105 @@
+"""`cnsched bench ...`: each benchmark runs ours beside its baseline in one run and prints ratios."""
+
+from __future__ import annotations
+
+import asyncio
+
+from streams.cli.common import Parser, UsageError, print_result
+from streams.config import Settings
+from streams.runtime.broker import EmbeddedBroker
+
+
+def add_parsers(sub) -> None:
+    bench = sub.add_parser("bench", help="benchmarks: ours beside the baseline, with ratios")
+    bsub = bench.add_subparsers(dest="bench", metavar="BENCH", parser_class=Parser, required=True)
+    bi = bsub.add_parser("ingest", help="end-to-end ingest vs a one-sample-per-message agent vs the kernel")
+    bi.add_argument("--samples", type=int, default=5_000_000)
+    bi.add_argument("--batch", type=int, default=1000, help="samples per Arrow message")
+    bi.add_argument("--sources", type=int, default=100, help="source nodes (message keys)")
+    bi.add_argument("--peers", type=int, default=10, help="destinations per source")
+    bi.add_argument("--baseline-samples", type=int, default=20_000)
+    bi.add_argument("--json", action="store_true")
+    bs = bsub.add_parser("scoring", help="full rescoring: numba vs numpy vs plain Python")
+    bs.add_argument("--jobs", type=int, default=10_000)
+    bs.add_argument("--nodes", type=int, default=10_000)
+    bs.add_argument("--endpoints", type=int, default=1000, help="distinct endpoints (data sources, repos, peers)")
+    bs.add_argument("--json", action="store_true")
+    bf = bsub.add_parser("forecast", help="forecast many 1-minute series (7 days of history) vs seasonal naive")
+    bf.add_argument("--series", type=int, default=10_000)
+    bf.add_argument("--days", type=int, default=7)
+    bf.add_argument("--json", action="store_true")
+    bb = bsub.add_parser("battery", help="battery sizing of a year of 1-minute power vs a per-sample reference")
+    bb.add_argument("--samples", type=int, default=525_600)
+    bb.add_argument("--window", type=int, default=15)
+    bb.add_argument("--json", action="store_true")
+    bk = bsub.add_parser("sink", help="window results through Kafka into DuckDB by the real sink")
+    bk.add_argument("--results", type=int, default=500_000)
+    bk.add_argument("--json", action="store_true")
+    br = bsub.add_parser("reschedule", help="window result in -> reschedule event out, with running tasks")
+    br.add_argument("--nodes", type=int, default=1000)
+    br.add_argument("--peers", type=int, default=10, help="paths per node (x 4 metrics each)")
+    br.add_argument("--tasks", type=int, default=1000)
+    br.add_argument("--json", action="store_true")
+
+
+def cmd_bench(args, settings: Settings) -> int:
+    import tempfile
+    from pathlib import Path
+
+    from streams.dev.bench.battery import bench_battery
+    from streams.dev.bench.forecast import bench_forecast
+    from streams.dev.bench.ingest import bench_ingest
+    from streams.dev.bench.reschedule import bench_reschedule
+    from streams.dev.bench.scoring import bench_scoring
+    from streams.dev.bench.sink import bench_sink
+
+    if args.bench == "battery":
+        if args.window < 1 or args.samples < args.window:
+            raise UsageError("--window must be at least 1 and --samples at least --window")
+        print_result(bench_battery(args.samples, args.window), args.json)
+        return 0
+    if args.bench == "forecast":
+        if args.series < 1 or args.days < 2:
+            raise UsageError("--series must be at least 1 and --days at least 2")
+        print_result(bench_forecast(args.series, args.days), args.json)
+        return 0
+    if args.bench == "sink":
+        if args.results < 1:
+            raise UsageError("--results must be at least 1")
+        if settings.kafka_bootstrap:
+            print_result(asyncio.run(bench_sink(settings, args.results)), args.json)
+        else:
+            with EmbeddedBroker() as bootstrap:
+                print_result(asyncio.run(bench_sink(settings.with_bootstrap(bootstrap), args.results)), args.json)
+        return 0
+    if args.bench == "reschedule":
+        for name in ("nodes", "peers", "tasks"):
+            if getattr(args, name) < 1:
+                raise UsageError(f"--{name} must be at least 1")
+        print_result(bench_reschedule(args.nodes, min(args.peers, args.nodes - 1) or 1, args.tasks), args.json)
+        return 0
+    if args.bench == "scoring":
+        for name in ("jobs", "nodes", "endpoints"):
+            if getattr(args, name) < 1:
+                raise UsageError(f"--{name} must be at least 1")
+        print_result(bench_scoring(args.jobs, args.nodes, args.endpoints), args.json)
+        return 0
+    for name in ("samples", "batch", "sources", "peers", "baseline_samples"):
+        if getattr(args, name) < 1:
+            raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
+    workdir = Path(tempfile.mkdtemp(prefix="cnsched-bench-"))
+
+    async def run(s: Settings) -> dict:
+        return await bench_ingest(s, args.samples, args.batch, args.sources, args.peers,
+                                  args.baseline_samples, workdir)
+
+    if settings.kafka_bootstrap:
+        result = asyncio.run(run(settings))
+    else:
+        with EmbeddedBroker() as bootstrap:
+            result = asyncio.run(run(settings.with_bootstrap(bootstrap)))
+    print_result(result, args.json)
+    return 0
+
+
+COMMANDS = {"bench": cmd_bench}

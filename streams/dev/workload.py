@@ -1,0 +1,106 @@
+"""The demo's tasks: four showcase tasks submitted through POST /tasks, and a stream of small tasks
+on sched.tasks whose lifecycle a simulated runner reports on sched.events (throughput follows the
+scores each was placed with under planted "true" alphas, which alpha learning should find)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+from schemas.topics import SCHED_EVENTS, SCHED_TASKS
+from streams.config import Settings
+from streams.dev.operator_view import post
+from streams.dev.sim import TaskRunner, Topology
+from streams.kafka import producer
+from streams.render.lines import decision_line, energy_decision_line
+
+# the alphas the simulated runner uses (what the learner should find); type defaults differ
+TRUE_ALPHA = {"training-data-parallel": 0.35, "fine-tune": 0.6, "batch-analytics": 0.8, "inference": 0.7,
+              "preprocessing": 0.5, "data-intensive": 0.25}
+WORKLOAD_TYPES = ("fine-tune", "batch-analytics", "data-intensive", "preprocessing", "inference")
+
+
+DEMO_TASKS = [
+    {"id": "train-dp-1", "type": "training-data-parallel", "resources": {"cards": 2, "host_mem_gb": 64},
+     "checkpoint_gb": 20, "expected_duration_s": 4 * 3600, "priority": 70},
+    {"id": "infer-1", "type": "inference", "resources": {"cards": 1}, "expected_duration_s": 86400},
+    {"id": "prep-1", "type": "preprocessing", "resources": {"host_mem_gb": 32}},
+    {"id": "huge-1", "type": "training-model-parallel", "resources": {"cards": 64}},
+]
+
+
+def submit_tasks(settings: Settings, topo: Topology, data_node: str, suffix: str = "") -> str | None:
+    """POST the demo's tasks; print each decision; return where the data-parallel job went."""
+    chosen = None
+    for spec in DEMO_TASKS:
+        task = {**spec, "id": spec["id"] + suffix}
+        if task["type"] == "training-data-parallel":
+            task["data_source"] = {"node": data_node, "size_gb": 50}
+        if task["type"] == "inference":
+            task["model_repo"] = {"node": topo.nodes[0], "size_gb": 14}
+        try:
+            res = post(settings, "/tasks", task)
+        except OSError as exc:
+            print(f"decision {task['id']}: POST /tasks failed: {exc}")
+            continue
+        print(decision_line(task["id"], res))
+        if res.get("status") == "placed" and task["type"] == "training-data-parallel":
+            chosen = res["nodes"][0]
+    return chosen
+
+
+class Workload:
+    """Small tasks sent to sched.tasks through the demo, and a simulated runner that reports their
+    lifecycle (started, finished with duration and throughput) on sched.events."""
+
+    def __init__(self, settings: Settings, topo: Topology, runner: TaskRunner, suffix: str = "") -> None:
+        self.settings, self.topo, self.runner, self.suffix = settings, topo, runner, suffix
+        self.p = producer(settings)
+        self.expected: dict[str, float] = {}
+        self.submitted = self.started = self.finished = 0
+        self.shown_energy = False
+
+    async def start(self) -> None:
+        await self.p.start()
+
+    async def stop(self) -> None:
+        await self.p.stop()
+
+    async def submit(self, begin_s: float, end_s: float, every_s: float = 0.5) -> None:
+        """One task every ``every_s`` between ``begin_s`` and ``end_s`` into the run; each finishes
+        events that are due on the way."""
+        t0 = time.monotonic()
+        await asyncio.sleep(begin_s)
+        k = 0
+        while time.monotonic() - t0 < end_s:
+            kind = WORKLOAD_TYPES[k % len(WORKLOAD_TYPES)]
+            data = self.topo.nodes[(k * 7) % len(self.topo.nodes)]
+            task = {"id": f"w{k:04d}{self.suffix}", "type": kind, "resources": {"cards": 1, "host_mem_gb": 8},
+                    "data_source": {"node": data, "size_gb": 5}, "expected_duration_s": 300 + 100 * (k % 10),
+                    "submitted_at": time.time()}
+            if kind == "batch-analytics":  # batch work asks for cheaper, greener power
+                task["cost_sensitivity"] = 0.3
+            self.expected[task["id"]] = task["expected_duration_s"]
+            await self.p.send(self.settings.topic(SCHED_TASKS), json.dumps(task).encode(), key=task["id"].encode())
+            self.submitted += 1
+            k += 1
+            await self.finish_due()
+            await asyncio.sleep(every_s)
+
+    async def decided(self, d: dict) -> None:
+        if d.get("cost_sensitivity") and d.get("status") == "placed" and not self.shown_energy:
+            self.shown_energy = True
+            print(energy_decision_line(d))
+        started = self.runner.placed(d, self.expected.get(d["task_id"], 3600.0), time.time())
+        if started is not None:
+            self.started += 1
+            await self._event(started)
+
+    async def finish_due(self) -> None:
+        for e in self.runner.due(time.time()):
+            self.finished += 1
+            await self._event(e)
+
+    async def _event(self, e: dict) -> None:
+        await self.p.send(self.settings.topic(SCHED_EVENTS), json.dumps(e).encode(), key=e["task_id"].encode())

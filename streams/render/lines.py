@@ -1,0 +1,47 @@
+"""One line per event for a terminal: window results, dead letters, decisions and migrations (the
+JSON documents of their topics and of POST /tasks in, text out)."""
+
+from __future__ import annotations
+
+import time
+
+
+def _fmt(v) -> str:
+    return "   -   " if v is None else f"{v:7.2f}"
+
+
+def window_line(doc: dict) -> str:
+    t = time.strftime("%H:%M:%S", time.localtime(doc["window_start"]))
+    return (f"window   {t} {doc['src']:>9} -> {doc['dst']:<9} {doc['metric']} "
+            f"n={doc['count']:<5} lost={doc['lost']:<3} outl={doc['outliers']:<3} "
+            f"mean={_fmt(doc['mean'])} p50={_fmt(doc['p50'])} p95={_fmt(doc['p95'])} p99={_fmt(doc['p99'])}")
+
+
+def reschedule_line(doc: dict) -> str:
+    return (f"resched  {doc['task_id']} {','.join(doc['from_nodes'])} -> {','.join(doc['to_nodes'])} "
+            f"({doc['trigger']}): expected gain {doc['expected_gain_s']:.0f} s > migration cost "
+            f"{doc['migration_cost_s']:.0f} s; composite {doc['before']['composite']:.1f} -> "
+            f"{doc['after']['composite']:.1f}")
+
+
+def deadletter_line(doc: dict) -> str:
+    return f"deadltr  {doc['reason']:<12} {doc['detail'][:80]}"
+
+
+def decision_line(task_id: str, answer: dict) -> str:
+    """A POST /tasks answer: where the task went and why, or why it could not be placed."""
+    d = answer.get("decision") or {}
+    if answer.get("status") == "placed":
+        cands = " | ".join(f"{c['node']} {c['composite']:.1f}" for c in d["candidates"][:3])
+        return (f"decision {task_id} -> {','.join(answer['nodes'])} (alpha {d['alpha']:.2f}, {d['network_profile']} "
+                f"profile); best: {cands}; compute-only would pick {','.join(d['compute_only_nodes'])}")
+    counts = ", ".join(f"{k} x{v}" for k, v in (d.get("rejected_counts") or {}).items())
+    return f"decision {task_id} {d.get('status', answer.get('status'))}: {counts}"
+
+
+def energy_decision_line(d: dict) -> str:
+    """A placed cost-sensitive decision (sched.decisions): the energy score of the chosen node."""
+    c = next(c for c in d["candidates"] if c["node"] in d["nodes"])
+    return (f"decision {d['task_id']} ({d['task_type']}, cost sensitivity {d['cost_sensitivity']:g}) -> "
+            f"{','.join(d['nodes'])}: energy score {c['energy_score']:.0f}, composite {c['composite']:.1f}; "
+            f"compute-only would pick {','.join(d['compute_only_nodes'])}")

@@ -1,0 +1,29 @@
+"""Task records: what a restarted scheduler needs, and a history that keeps the newest 50 entries."""
+
+import math
+
+from schemas.api import TaskRecord
+from schemas.sched import Task
+from streams.worker.scheduling.state import Running
+from streams.worker.taskbook import HISTORY_KEPT, running_state, updated
+
+
+def test_running_state_keeps_what_a_restart_needs_and_nan_as_null():
+    task = Task(id="t1", type="inference")
+    run = Running(task, ["n1"], 0.8, "latency", 100.0, math.nan, cooldown_until=700.0, moves=2)
+    state = running_state(run)
+    assert state.body() == {"alpha": 0.8, "profile": "latency", "placed_at": 100.0, "baseline_p95": None,
+                            "cooldown_until": 700.0, "moves": 2}
+    assert running_state(None) is None
+
+
+def test_updated_creates_then_appends_and_trims_the_history():
+    task = Task(id="t1", type="inference")
+    rec = updated(None, task, "queued", [], {"decision": {"status": "unschedulable"}}, None)
+    assert rec.task["id"] == "t1" and rec.status == "queued" and len(rec.history) == 1
+    for i in range(HISTORY_KEPT + 5):
+        rec = updated(rec, None, "placed", ["n1"], {"event": {"i": i}}, None)
+    assert len(rec.history) == HISTORY_KEPT and rec.history[-1] == {"event": {"i": HISTORY_KEPT + 4}}
+    # the table's JSON round-trips, every field present
+    back = TaskRecord.model_validate_json(rec.model_dump_json())
+    assert back == rec and set(rec.body()) == {"task", "status", "nodes", "running", "history"}
