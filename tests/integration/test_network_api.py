@@ -69,73 +69,94 @@ async def test_network_and_compute_endpoints(make_settings, tmp_path):
     worker = start_worker(settings, tmp_path / "w1.log")
     second = None
     try:
-        p = producer(settings)
-        await p.start()
-        for w in WINDOWS:
-            await p.send_and_wait(settings.topic(NETSTATE_WINDOWS), json.dumps(w).encode(), key=b"k")
-        await p.send_and_wait(settings.topic(NETSTATE_WINDOWS), b"not a window", key=b"k")
-        for r in REPORTS + [BAD_REPORT]:
-            await p.send_and_wait(settings.topic(COMPUTE_NODES), json.dumps(r).encode(), key=r["node"].encode())
-        await p.stop()
+        await _publish(settings)
         port = settings.web_port
-
-        path = await wait_for(port, "/network/paths/a/b")
-        # worked example (see tests/core/test_quality.py): p95 90 -> 18.821; loss 1/100 -> 80;
-        # bw_util max(0.65 at a, 0.2 at b) -> headroom 0.35 -> 50; retrans 0 at a -> 100; jitter 5 -> 33.333
-        assert path["inputs"] == {"p95_rtt_ms": 90.0, "loss": 0.01, "bw_util": 0.65, "retrans": 0.0, "jitter_ms": 5.0}
-        assert path["quality"] == pytest.approx(49.087, abs=1e-3)
-        assert path["window_end"] == pytest.approx(NOW - 5) and 0 <= path["age_s"] < 120
-        assert set(path["quality_by_profile"]) == {"balanced", "latency", "bandwidth"}
-
-        node = await wait_for(port, "/network/nodes/a")
-        good = (await wait_for(port, "/network/paths/a/c"))["quality"]
-        assert node["bw_util"] == 0.65 and node["peers"] == 2 and node["worst_peer"] == "b"
-        assert node["mean_quality_to_peers"] == pytest.approx((path["quality"] + good) / 2, abs=1e-4)
-        assert "window_end" in node and "age_s" in node
-
-        listing = await wait_for(port, "/network/nodes?offset=0&limit=1")
-        assert listing["total"] == 2 and [i["node"] for i in listing["items"]] == ["a"]
-        paths = await wait_for(port, "/network/paths?src=a")
-        assert [(i["src"], i["dst"]) for i in paths["items"]] == [("a", "b"), ("a", "c")]
-
-        assert (await asyncio.to_thread(get, port, "/network/nodes/zz"))[0] == 404
-        status, body = await asyncio.to_thread(get, port, "/network/nodes/bad%20id")
-        assert status == 400 and body["fields"][0]["field"] == "node"
-        status, body = await asyncio.to_thread(get, port, "/network/paths?limit=0&offset=x")
-        assert status == 400 and {f["field"] for f in body["fields"]} == {"limit", "offset"}
-
-        n1 = await wait_for(port, "/compute/nodes/n1")
-        n2 = await wait_for(port, "/compute/nodes/n2")
-        assert n1["compute_score"]["training"] == pytest.approx(100.0)
-        assert n2["dimensions"]["training"]["compute"] == pytest.approx(50.0)  # half the cards
-        assert n1["report"]["rack_color"] == "blue"  # unknown fields kept, not scored
-        assert n1["available"] and 0 <= n1["age_s"] < 120
-        n3 = await wait_for(port, "/compute/nodes/n3")
-        assert n3["available"] is False
-        assert (await asyncio.to_thread(get, port, "/compute/nodes/n9"))[0] == 404
-        nodes = await wait_for(port, "/compute/nodes?limit=2")
-        assert nodes["total"] == 3 and len(nodes["items"]) == 2
-
-        dead = consumer(settings, COMPUTE_DEADLETTER, group_id=None)
-        await dead.start()
-        letters = []
-        deadline = time.monotonic() + 30
-        while not letters and time.monotonic() < deadline:
-            for _tp, msgs in (await dead.getmany(timeout_ms=500)).items():
-                letters += [json.loads(m.value) for m in msgs]
-        await dead.stop()
-        (letter,) = letters
-        assert {e["field"] for e in letter["errors"]} == {"inter_bw_gbps", "availability"}
-        assert json.loads(base64.b64decode(letter["original_b64"])) == BAD_REPORT
-
-        # a second worker in the same group answers the same, whoever owns the state partition
-        port2 = free_port()
-        second = start_worker(settings.model_copy(update={"web_port": port2}), tmp_path / "w2.log")
-        for port_ in (port2, port):  # after the rebalance, each answers (one of them by forwarding)
-            body2 = await wait_for(port_, "/network/paths/a/b")
-            assert body2["quality"] == pytest.approx(path["quality"])
-            assert (await wait_for(port_, "/compute/nodes/n1"))["compute_score"]["training"] == pytest.approx(100.0)
+        quality = await _network_answers(port)
+        await _compute_answers(port)
+        await _invalid_report_dead_lettered(settings)
+        second = await _a_second_worker_answers_the_same(settings, tmp_path, port, quality)
     finally:
         if second is not None:
             stop_process(second)
         stop_process(worker)
+
+
+async def _publish(settings) -> None:
+    p = producer(settings)
+    await p.start()
+    for w in WINDOWS:
+        await p.send_and_wait(settings.topic(NETSTATE_WINDOWS), json.dumps(w).encode(), key=b"k")
+    await p.send_and_wait(settings.topic(NETSTATE_WINDOWS), b"not a window", key=b"k")
+    for r in REPORTS + [BAD_REPORT]:
+        await p.send_and_wait(settings.topic(COMPUTE_NODES), json.dumps(r).encode(), key=r["node"].encode())
+    await p.stop()
+
+
+async def _network_answers(port: int) -> float:
+    path = await wait_for(port, "/network/paths/a/b")
+    # worked example (see tests/core/test_quality.py): p95 90 -> 18.821; loss 1/100 -> 80;
+    # bw_util max(0.65 at a, 0.2 at b) -> headroom 0.35 -> 50; retrans 0 at a -> 100; jitter 5 -> 33.333
+    assert path["inputs"] == {"p95_rtt_ms": 90.0, "loss": 0.01, "bw_util": 0.65, "retrans": 0.0, "jitter_ms": 5.0}
+    assert path["quality"] == pytest.approx(49.087, abs=1e-3)
+    assert path["window_end"] == pytest.approx(NOW - 5) and 0 <= path["age_s"] < 120
+    assert set(path["quality_by_profile"]) == {"balanced", "latency", "bandwidth"}
+
+    node = await wait_for(port, "/network/nodes/a")
+    good = (await wait_for(port, "/network/paths/a/c"))["quality"]
+    assert node["bw_util"] == 0.65 and node["peers"] == 2 and node["worst_peer"] == "b"
+    assert node["mean_quality_to_peers"] == pytest.approx((path["quality"] + good) / 2, abs=1e-4)
+    assert "window_end" in node and "age_s" in node
+
+    listing = await wait_for(port, "/network/nodes?offset=0&limit=1")
+    assert listing["total"] == 2 and [i["node"] for i in listing["items"]] == ["a"]
+    paths = await wait_for(port, "/network/paths?src=a")
+    assert [(i["src"], i["dst"]) for i in paths["items"]] == [("a", "b"), ("a", "c")]
+
+    assert (await asyncio.to_thread(get, port, "/network/nodes/zz"))[0] == 404
+    status, body = await asyncio.to_thread(get, port, "/network/nodes/bad%20id")
+    assert status == 400 and body["fields"][0]["field"] == "node"
+    status, body = await asyncio.to_thread(get, port, "/network/paths?limit=0&offset=x")
+    assert status == 400 and {f["field"] for f in body["fields"]} == {"limit", "offset"}
+
+    return path["quality"]
+
+
+async def _compute_answers(port: int) -> None:
+    n1 = await wait_for(port, "/compute/nodes/n1")
+    n2 = await wait_for(port, "/compute/nodes/n2")
+    assert n1["compute_score"]["training"] == pytest.approx(100.0)
+    assert n2["dimensions"]["training"]["compute"] == pytest.approx(50.0)  # half the cards
+    assert n1["report"]["rack_color"] == "blue"  # unknown fields kept, not scored
+    assert n1["available"] and 0 <= n1["age_s"] < 120
+    n3 = await wait_for(port, "/compute/nodes/n3")
+    assert n3["available"] is False
+    assert (await asyncio.to_thread(get, port, "/compute/nodes/n9"))[0] == 404
+    nodes = await wait_for(port, "/compute/nodes?limit=2")
+    assert nodes["total"] == 3 and len(nodes["items"]) == 2
+
+
+
+async def _invalid_report_dead_lettered(settings) -> None:
+    dead = consumer(settings, COMPUTE_DEADLETTER, group_id=None)
+    await dead.start()
+    letters = []
+    deadline = time.monotonic() + 30
+    while not letters and time.monotonic() < deadline:
+        for _tp, msgs in (await dead.getmany(timeout_ms=500)).items():
+            letters += [json.loads(m.value) for m in msgs]
+    await dead.stop()
+    (letter,) = letters
+    assert {e["field"] for e in letter["errors"]} == {"inter_bw_gbps", "availability"}
+    assert json.loads(base64.b64decode(letter["original_b64"])) == BAD_REPORT
+
+
+
+async def _a_second_worker_answers_the_same(settings, tmp_path, port: int, quality: float):
+    # a second worker in the same group answers the same, whoever owns the state partition
+    port2 = free_port()
+    second = start_worker(settings.model_copy(update={"web_port": port2}), tmp_path / "w2.log")
+    for port_ in (port2, port):  # after the rebalance, each answers (one of them by forwarding)
+        body2 = await wait_for(port_, "/network/paths/a/b")
+        assert body2["quality"] == pytest.approx(quality)
+        assert (await wait_for(port_, "/compute/nodes/n1"))["compute_score"]["training"] == pytest.approx(100.0)
+    return second

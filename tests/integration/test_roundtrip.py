@@ -46,28 +46,7 @@ async def test_samples_flow_through_kafka_and_faust_to_window_results(make_setti
         rtt = rng.lognormal(0, 0.2, ts.size)
         rtt[rng.random(ts.size) < 0.02] *= 50  # spikes
         rtt[[5, 500, 2500]] = np.nan  # lost probes
-        p = producer(settings)
-        await p.start()
-        try:
-            topic = settings.topic(PROBE_SAMPLES)
-            for a in range(0, ts.size, 1000):  # Arrow batches
-                sl = slice(a, a + 1000)
-                n = ts[sl].size
-                await p.send_and_wait(topic, encode_arrow(ts[sl], ["n01"] * n, ["n02"] * n,
-                                                          ["rtt_ms"] * n, rtt[sl]), key=b"n01")
-            # a JSON array with one bad row, a garbage message, and a sample that closes both windows
-            mixed = [{"ts": t0 + 25, "src": "n01", "dst": "", "metric": "bw_util", "value": 0.25},
-                     {"ts": t0 + 25, "src": "n01", "dst": "", "metric": "bw_util", "value": 7},
-                     # facility power of site dc1 flows through the same windows (negative: rejected)
-                     {"ts": t0 + 21, "src": "dc1", "dst": "", "metric": "power_mw", "value": 42.0},
-                     {"ts": t0 + 22, "src": "dc1", "dst": "", "metric": "power_mw", "value": 44.0},
-                     {"ts": t0 + 23, "src": "dc1", "dst": "", "metric": "power_mw", "value": -3.0}]
-            await p.send_and_wait(topic, json.dumps(mixed).encode(), key=b"n01")
-            await p.send_and_wait(topic, b"\xffgarbage", key=b"n01")
-            closer = {"ts": t0 + 40, "src": "n01", "dst": "n02", "metric": "rtt_ms", "value": 1.0}
-            await p.send_and_wait(topic, json.dumps(closer).encode(), key=b"n01")
-        finally:
-            await p.stop()
+        mixed = await _produce(settings, t0, ts, rtt)
 
         def enough(got):
             return len(got[NETSTATE_WINDOWS]) >= 4 and len(got[PROBE_DEADLETTER]) >= 2
@@ -78,7 +57,38 @@ async def test_samples_flow_through_kafka_and_faust_to_window_results(make_setti
     log = (tmp_path / "worker.log").read_text()
     assert enough(got), f"missing output; worker log tail:\n{log[-3000:]}"
     assert status == 0, log[-3000:]
+    _check_windows(got, t0, ts, rtt)
+    _check_dead_letters(got, settings, mixed)
 
+
+async def _produce(settings, t0, ts, rtt) -> list[dict]:
+    """Arrow batches of rtt, then a JSON array with bad rows, garbage, and a sample closing both windows."""
+    p = producer(settings)
+    await p.start()
+    try:
+        topic = settings.topic(PROBE_SAMPLES)
+        for a in range(0, ts.size, 1000):  # Arrow batches
+            sl = slice(a, a + 1000)
+            n = ts[sl].size
+            await p.send_and_wait(topic, encode_arrow(ts[sl], ["n01"] * n, ["n02"] * n,
+                                                      ["rtt_ms"] * n, rtt[sl]), key=b"n01")
+        # a JSON array with one bad row, a garbage message, and a sample that closes both windows
+        mixed = [{"ts": t0 + 25, "src": "n01", "dst": "", "metric": "bw_util", "value": 0.25},
+                 {"ts": t0 + 25, "src": "n01", "dst": "", "metric": "bw_util", "value": 7},
+                 # facility power of site dc1 flows through the same windows (negative: rejected)
+                 {"ts": t0 + 21, "src": "dc1", "dst": "", "metric": "power_mw", "value": 42.0},
+                 {"ts": t0 + 22, "src": "dc1", "dst": "", "metric": "power_mw", "value": 44.0},
+                 {"ts": t0 + 23, "src": "dc1", "dst": "", "metric": "power_mw", "value": -3.0}]
+        await p.send_and_wait(topic, json.dumps(mixed).encode(), key=b"n01")
+        await p.send_and_wait(topic, b"\xffgarbage", key=b"n01")
+        closer = {"ts": t0 + 40, "src": "n01", "dst": "n02", "metric": "rtt_ms", "value": 1.0}
+        await p.send_and_wait(topic, json.dumps(closer).encode(), key=b"n01")
+    finally:
+        await p.stop()
+    return mixed
+
+
+def _check_windows(got, t0, ts, rtt) -> None:
     windows = {(w["metric"], w["window_start"]): w for w in got[NETSTATE_WINDOWS]}
     for start in (t0, t0 + 10):
         w = windows[("rtt_ms", start)]
@@ -100,6 +110,8 @@ async def test_samples_flow_through_kafka_and_faust_to_window_results(make_setti
     power = windows[("power_mw", t0 + 20)]
     assert (power["src"], power["count"], power["mean"], power["max"]) == ("dc1", 2, 43.0, 44.0)
 
+
+def _check_dead_letters(got, settings, mixed) -> None:
     dead = {d["reason"]: d for d in got[PROBE_DEADLETTER]}
     assert base64.b64decode(dead["undecodable"]["original_b64"]) == b"\xffgarbage"
     assert dead["undecodable"]["source"]["topic"] == settings.topic(PROBE_SAMPLES)

@@ -51,152 +51,183 @@ def report(node, cards, fp16, now):
 async def test_decisions_and_a_migration_when_the_path_degrades(make_settings, tmp_path):
     settings = make_settings(rescore_interval_seconds=0.3)
     await ensure_topics(settings)
+    _store_history(settings)
+    worker = start_worker(settings, tmp_path / "w.log")
+    now = time.time()
+    try:
+        await _seed_and_wait(settings, now)
+        await _decisions(settings.web_port)
+        await _migration_when_the_path_degrades(settings, now, tmp_path)
+        await _forecasts_and_power(settings)
+        await _lifecycle_releases_cards(settings, now)
+    finally:
+        stop_process(worker)
+
+
+def _store_history(settings) -> None:
     with DuckStore(settings.duckdb_path) as store:  # history for the forecast endpoint
         store.write_windows(windows("A", "store", 3) + windows("B", "store", 1) + windows("A", "", 3))
         # site dc1's facility power, one window per minute: 10, 20, (no window), 10 MW
         store.write_windows([{**w, "metric": "power_mw", "src": "dc1", "dst": "", "mean": mw}
                              for w, mw in zip(windows("x", "", 1)[:4], (10.0, 20.0, None, 10.0), strict=True)
                              if mw is not None])
-    worker = start_worker(settings, tmp_path / "w.log")
+
+
+async def _seed_and_wait(settings, now: float) -> None:
+    """Three nodes (C without cards), A's path to the data slow, B's fast, one broken task."""
     port = settings.web_port
-    now = time.time()
-    try:
-        p = producer(settings)
-        await p.start()
-        for r in (report("A", 8, 2000, now), report("B", 8, 1000, now), report("C", 0, 0, now)):
-            await p.send_and_wait(settings.topic(COMPUTE_NODES), json.dumps(r).encode(), key=r["node"].encode())
-        for w in (rtt_window("A", "store", now, 199.9, 200.0), rtt_window("B", "store", now, 0.95, 1.0)):
-            await p.send_and_wait(settings.topic(NETSTATE_WINDOWS), json.dumps(w).encode(), key=b"k")
-        await p.send_and_wait(settings.topic(SCHED_TASKS), b'{"id": "broken"', key=b"broken")
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                s, body = await asyncio.to_thread(call, port, "GET", "/compute/nodes")
-                s2, _ = await asyncio.to_thread(call, port, "GET", "/network/paths/B/store")
-                if s == 200 and body["total"] == 3 and s2 == 200:
-                    break
-            except OSError:
-                pass
-            await asyncio.sleep(0.3)
-
-        dp = {"id": "t1", "type": "training-data-parallel", "resources": {"cards": 4},
-              "data_source": {"node": "store", "size_gb": 0}, "checkpoint_gb": 1, "expected_duration_s": 7200}
-        status, body = await asyncio.to_thread(call, port, "POST", "/tasks", dp)
-        assert status == 200, body
-        d = body["decision"]
-        # data-parallel (alpha 0.2) prefers B's 1 ms path to the data over A's compute
-        assert body["nodes"] == ["B"] and d["alpha"] == 0.2 and d["network_profile"] == "bandwidth"
-        assert [c["node"] for c in d["candidates"]] == ["B", "A"]
-        assert d["compute_only_nodes"] == ["A"]  # what alpha = 1 would have chosen
-        assert d["rejected"] == {"C": "insufficient_cards"}
-        top = d["candidates"][0]
-        assert top["composite"] == pytest.approx(0.2 * top["compute_score"] + 0.8 * top["network_score"], abs=1e-3)
-
-        inf = {"id": "t2", "type": "inference", "resources": {"cards": 1}}
-        status, body = await asyncio.to_thread(call, port, "POST", "/tasks", inf)
-        assert status == 200 and body["nodes"] == ["A"] and body["decision"]["alpha"] == 0.8
-
-        big = {"id": "t3", "type": "training-model-parallel", "resources": {"cards": 64}}
-        status, body = await asyncio.to_thread(call, port, "POST", "/tasks", big)
-        assert status == 200 and body["decision"]["status"] == "unschedulable" and body["nodes"] == []
-        assert body["decision"]["rejected_counts"] == {"insufficient_cards": 3}
-
-        status, body = await asyncio.to_thread(call, port, "POST", "/tasks", {"id": "t4", "type": "gaming", "alpha": 1.5})
-        assert status == 422 and {f["field"] for f in body["fields"]} == {"type", "alpha"}
-
-        # B's path to the data degrades: latency x250, 5 % loss -> t1 moves to A
-        out = consumer(settings, SCHED_RESCHEDULES, SCHED_DEADLETTER, group_id=None)
-        await out.start()
-        await p.send_and_wait(settings.topic(NETSTATE_WINDOWS),
-                              json.dumps(rtt_window("B", "store", now + 10, 240.0, 250.0, lost=5)).encode(), key=b"k")
-        await p.stop()
-        events, dead = [], []
-        deadline = time.monotonic() + 30
-        while not events and time.monotonic() < deadline:
-            for tp, msgs in (await out.getmany(timeout_ms=500)).items():
-                target = dead if tp.topic.endswith(SCHED_DEADLETTER) else events
-                target += [json.loads(m.value) for m in msgs]
-        await out.stop()
-        assert events, (tmp_path / "w.log").read_text()[-3000:]
-        ev = events[0]
-        assert (ev["task_id"], ev["from_nodes"], ev["to_nodes"], ev["trigger"]) == ("t1", ["B"], ["A"], "degradation")
-        assert ev["expected_gain_s"] > ev["migration_cost_s"] > 60  # save 30 + restore 30 + transfer
-        assert ev["after"]["composite"] > ev["before"]["composite"]
-        assert dead and dead[0]["source"]["topic"] == settings.topic(SCHED_TASKS)
-
-        status, rec = await asyncio.to_thread(call, port, "GET", "/tasks/t1")
-        assert status == 200 and rec["nodes"] == ["A"] and rec["status"] == "placed"
-        assert [next(iter(h)) for h in rec["history"]] == ["decision", "reschedule"]
-        assert (await asyncio.to_thread(call, port, "GET", "/tasks/nope"))[0] == 404
-
-        # forecasts from the DuckDB history: 200 with the horizon's points, 409 with too little
-        status, f = await asyncio.to_thread(call, port, "GET", "/forecast/paths/A/store?metric=rtt_ms&horizon=30m")
-        assert status == 200, f
-        assert len(f["points"]) == 30 and f["step_s"] == 60 and f["history_steps"] == 3 * 1440
-        assert all(0.4 < p["value"] < 1.6 for p in f["points"])  # the series swings 0.5 .. 1.5
-        # battery sizing from the stored power: the gap at minute 3 is interpolated (15 MW), so the
-        # load is 10, 20, 15, 10: blocks of 2 -> targets 15, 12.5; compensation -5, 5, 2.5, -2.5
-        status, b = await asyncio.to_thread(call, port, "GET", "/power/dc1/smoothing?window=2min&interval=1min")
-        assert status == 200, b
-        assert (b["samples"], b["gaps_filled"]) == (4, 1) and b["compensation_mw"] == [-5, 5, 2.5, -2.5]
-        assert b["power_capacity_mw"] == pytest.approx(6) and b["smoothing_rate_pct"] == pytest.approx(75)
-        assert (await asyncio.to_thread(call, port, "GET", "/power/nowhere/smoothing"))[0] == 404
-        status, b = await asyncio.to_thread(call, port, "GET", "/power/dc1/smoothing?window=10")
-        assert status == 409 and b["have_samples"] == 4
-        status, b = await asyncio.to_thread(call, port, "GET", "/power/dc1/smoothing?window=2&dod=2&trailing=maybe")
-        assert status == 400 and {f["field"] for f in b["fields"]} == {"dod", "trailing"}
-        # the same through the CLI
-        q = await asyncio.to_thread(cli, settings, "query", "forecast", "A", "store", "--horizon", "10m", "--json")
-        assert q.returncode == 0 and len(json.loads(q.stdout)["points"]) == 10
-        q = await asyncio.to_thread(cli, settings, "query", "node", "nope")
-        assert q.returncode == 1 and q.stderr.strip() == "cnsched: query: HTTP 404: unknown node"
-        q = await asyncio.to_thread(cli, settings, "query", "power", "dc1", "--window", "2min", "--dod", "7")
-        assert q.returncode == 1 and "dod: must be in (0, 1]" in q.stderr
-        status, fn = await asyncio.to_thread(call, port, "GET", "/forecast/nodes/A?metric=rtt_ms&horizon=2h&step=2m")
-        assert status == 200 and fn["node"] == "A" and len(fn["points"]) == 60 and fn["step_s"] == 120
-        status, f = await asyncio.to_thread(call, port, "GET", "/forecast/paths/B/store?horizon=1h")
-        assert status == 409 and (f["needed_steps"], f["have_steps"]) == (2880, 1440)
-        status, f = await asyncio.to_thread(call, port, "GET", "/forecast/paths/A/store?horizon=90s&stat=p42")
-        assert status == 400 and {x["field"] for x in f["fields"]} == {"horizon", "stat"}
-        status, f = await asyncio.to_thread(call, port, "GET", "/forecast/paths/A/store?step=7s")
-        assert status == 400 and f["fields"][0]["field"] == "step" and "divide a day" in f["fields"][0]["reason"]
-
-        # lifecycle: a finished task releases its cards, and a queued task takes them
-        six = {"type": "fine-tune", "resources": {"cards": 6}}
-        sub = await asyncio.to_thread(cli, settings, "submit", "-", stdin=json.dumps([{"id": "t5", **six},
-                                                                                    {"id": "bad", "type": "x"}]))
-        assert sub.returncode == 1, sub.stderr  # one task rejected
-        lines = sub.stdout.splitlines()
-        assert lines[0].startswith("t5 placed on B (alpha 0.50") and lines[1].startswith("bad rejected: type:")
-        status, body = await asyncio.to_thread(call, port, "POST", "/tasks", {"id": "t6", **six})
-        assert status == 200 and body["status"] == "queued"  # A has 3 cards left, B 2
-        p = producer(settings)
-        await p.start()
-        await p.send_and_wait(settings.topic(SCHED_EVENTS), b'{"task_id": "t5", "event": "exploded"}', key=b"t5")
-        for ev in ({"task_id": "t5", "event": "started", "at": now + 1, "nodes": ["B"]},
-                   {"task_id": "t5", "event": "finished", "at": now + 2, "nodes": ["B"], "duration_s": 1.0,
-                    "throughput": 10.0}):
-            await p.send_and_wait(settings.topic(SCHED_EVENTS), json.dumps(ev).encode(), key=b"t5")
-        await p.stop()
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            _, rec6 = await asyncio.to_thread(call, port, "GET", "/tasks/t6")
-            if rec6["status"] == "placed":
+    p = producer(settings)
+    await p.start()
+    for r in (report("A", 8, 2000, now), report("B", 8, 1000, now), report("C", 0, 0, now)):
+        await p.send_and_wait(settings.topic(COMPUTE_NODES), json.dumps(r).encode(), key=r["node"].encode())
+    for w in (rtt_window("A", "store", now, 199.9, 200.0), rtt_window("B", "store", now, 0.95, 1.0)):
+        await p.send_and_wait(settings.topic(NETSTATE_WINDOWS), json.dumps(w).encode(), key=b"k")
+    await p.send_and_wait(settings.topic(SCHED_TASKS), b'{"id": "broken"', key=b"broken")
+    await p.stop()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            s, body = await asyncio.to_thread(call, port, "GET", "/compute/nodes")
+            s2, _ = await asyncio.to_thread(call, port, "GET", "/network/paths/B/store")
+            if s == 200 and body["total"] == 3 and s2 == 200:
                 break
-            await asyncio.sleep(0.3)
-        assert rec6["status"] == "placed" and rec6["nodes"] == ["B"]
-        _, rec5 = await asyncio.to_thread(call, port, "GET", "/tasks/t5")
-        assert rec5["status"] == "finished" and rec5["running"] is None
-        assert [h["event"]["event"] for h in rec5["history"] if "event" in h] == ["started", "finished"]
-        out = consumer(settings, SCHED_DEADLETTER, group_id=None)
-        await out.start()
-        dead = []
-        deadline = time.monotonic() + 20
-        while not any(d["detail"].startswith("task event") for d in dead) and time.monotonic() < deadline:
-            for msgs in (await out.getmany(timeout_ms=500)).values():
-                dead += [json.loads(m.value) for m in msgs]
-        await out.stop()
-        assert any(d["detail"].startswith("task event") and d["source"]["topic"] == settings.topic(SCHED_EVENTS)
-                   for d in dead)
-    finally:
-        stop_process(worker)
+        except OSError:
+            pass
+        await asyncio.sleep(0.3)
+
+
+
+async def _decisions(port: int) -> None:
+    dp = {"id": "t1", "type": "training-data-parallel", "resources": {"cards": 4},
+          "data_source": {"node": "store", "size_gb": 0}, "checkpoint_gb": 1, "expected_duration_s": 7200}
+    status, body = await asyncio.to_thread(call, port, "POST", "/tasks", dp)
+    assert status == 200, body
+    d = body["decision"]
+    # data-parallel (alpha 0.2) prefers B's 1 ms path to the data over A's compute
+    assert body["nodes"] == ["B"] and d["alpha"] == 0.2 and d["network_profile"] == "bandwidth"
+    assert [c["node"] for c in d["candidates"]] == ["B", "A"]
+    assert d["compute_only_nodes"] == ["A"]  # what alpha = 1 would have chosen
+    assert d["rejected"] == {"C": "insufficient_cards"}
+    top = d["candidates"][0]
+    assert top["composite"] == pytest.approx(0.2 * top["compute_score"] + 0.8 * top["network_score"], abs=1e-3)
+
+    inf = {"id": "t2", "type": "inference", "resources": {"cards": 1}}
+    status, body = await asyncio.to_thread(call, port, "POST", "/tasks", inf)
+    assert status == 200 and body["nodes"] == ["A"] and body["decision"]["alpha"] == 0.8
+
+    big = {"id": "t3", "type": "training-model-parallel", "resources": {"cards": 64}}
+    status, body = await asyncio.to_thread(call, port, "POST", "/tasks", big)
+    assert status == 200 and body["decision"]["status"] == "unschedulable" and body["nodes"] == []
+    assert body["decision"]["rejected_counts"] == {"insufficient_cards": 3}
+
+    status, body = await asyncio.to_thread(call, port, "POST", "/tasks", {"id": "t4", "type": "gaming", "alpha": 1.5})
+    assert status == 422 and {f["field"] for f in body["fields"]} == {"type", "alpha"}
+
+
+
+async def _migration_when_the_path_degrades(settings, now: float, tmp_path) -> None:
+    port = settings.web_port
+    # B's path to the data degrades: latency x250, 5 % loss -> t1 moves to A
+    out = consumer(settings, SCHED_RESCHEDULES, SCHED_DEADLETTER, group_id=None)
+    await out.start()
+    p = producer(settings)
+    await p.start()
+    await p.send_and_wait(settings.topic(NETSTATE_WINDOWS),
+                          json.dumps(rtt_window("B", "store", now + 10, 240.0, 250.0, lost=5)).encode(), key=b"k")
+    await p.stop()
+    events, dead = [], []
+    deadline = time.monotonic() + 30
+    while not events and time.monotonic() < deadline:
+        for tp, msgs in (await out.getmany(timeout_ms=500)).items():
+            target = dead if tp.topic.endswith(SCHED_DEADLETTER) else events
+            target += [json.loads(m.value) for m in msgs]
+    await out.stop()
+    assert events, (tmp_path / "w.log").read_text()[-3000:]
+    ev = events[0]
+    assert (ev["task_id"], ev["from_nodes"], ev["to_nodes"], ev["trigger"]) == ("t1", ["B"], ["A"], "degradation")
+    assert ev["expected_gain_s"] > ev["migration_cost_s"] > 60  # save 30 + restore 30 + transfer
+    assert ev["after"]["composite"] > ev["before"]["composite"]
+    assert dead and dead[0]["source"]["topic"] == settings.topic(SCHED_TASKS)
+
+    status, rec = await asyncio.to_thread(call, port, "GET", "/tasks/t1")
+    assert status == 200 and rec["nodes"] == ["A"] and rec["status"] == "placed"
+    assert [next(iter(h)) for h in rec["history"]] == ["decision", "reschedule"]
+    assert (await asyncio.to_thread(call, port, "GET", "/tasks/nope"))[0] == 404
+
+
+
+async def _forecasts_and_power(settings) -> None:
+    port = settings.web_port
+    # forecasts from the DuckDB history: 200 with the horizon's points, 409 with too little
+    status, f = await asyncio.to_thread(call, port, "GET", "/forecast/paths/A/store?metric=rtt_ms&horizon=30m")
+    assert status == 200, f
+    assert len(f["points"]) == 30 and f["step_s"] == 60 and f["history_steps"] == 3 * 1440
+    assert all(0.4 < p["value"] < 1.6 for p in f["points"])  # the series swings 0.5 .. 1.5
+    # battery sizing from the stored power: the gap at minute 3 is interpolated (15 MW), so the
+    # load is 10, 20, 15, 10: blocks of 2 -> targets 15, 12.5; compensation -5, 5, 2.5, -2.5
+    status, b = await asyncio.to_thread(call, port, "GET", "/power/dc1/smoothing?window=2min&interval=1min")
+    assert status == 200, b
+    assert (b["samples"], b["gaps_filled"]) == (4, 1) and b["compensation_mw"] == [-5, 5, 2.5, -2.5]
+    assert b["power_capacity_mw"] == pytest.approx(6) and b["smoothing_rate_pct"] == pytest.approx(75)
+    assert (await asyncio.to_thread(call, port, "GET", "/power/nowhere/smoothing"))[0] == 404
+    status, b = await asyncio.to_thread(call, port, "GET", "/power/dc1/smoothing?window=10")
+    assert status == 409 and b["have_samples"] == 4
+    status, b = await asyncio.to_thread(call, port, "GET", "/power/dc1/smoothing?window=2&dod=2&trailing=maybe")
+    assert status == 400 and {f["field"] for f in b["fields"]} == {"dod", "trailing"}
+    # the same through the CLI
+    q = await asyncio.to_thread(cli, settings, "query", "forecast", "A", "store", "--horizon", "10m", "--json")
+    assert q.returncode == 0 and len(json.loads(q.stdout)["points"]) == 10
+    q = await asyncio.to_thread(cli, settings, "query", "node", "nope")
+    assert q.returncode == 1 and q.stderr.strip() == "cnsched: query: HTTP 404: unknown node"
+    q = await asyncio.to_thread(cli, settings, "query", "power", "dc1", "--window", "2min", "--dod", "7")
+    assert q.returncode == 1 and "dod: must be in (0, 1]" in q.stderr
+    status, fn = await asyncio.to_thread(call, port, "GET", "/forecast/nodes/A?metric=rtt_ms&horizon=2h&step=2m")
+    assert status == 200 and fn["node"] == "A" and len(fn["points"]) == 60 and fn["step_s"] == 120
+    status, f = await asyncio.to_thread(call, port, "GET", "/forecast/paths/B/store?horizon=1h")
+    assert status == 409 and (f["needed_steps"], f["have_steps"]) == (2880, 1440)
+    status, f = await asyncio.to_thread(call, port, "GET", "/forecast/paths/A/store?horizon=90s&stat=p42")
+    assert status == 400 and {x["field"] for x in f["fields"]} == {"horizon", "stat"}
+    status, f = await asyncio.to_thread(call, port, "GET", "/forecast/paths/A/store?step=7s")
+    assert status == 400 and f["fields"][0]["field"] == "step" and "divide a day" in f["fields"][0]["reason"]
+
+
+
+async def _lifecycle_releases_cards(settings, now: float) -> None:
+    port = settings.web_port
+    # lifecycle: a finished task releases its cards, and a queued task takes them
+    six = {"type": "fine-tune", "resources": {"cards": 6}}
+    sub = await asyncio.to_thread(cli, settings, "submit", "-", stdin=json.dumps([{"id": "t5", **six},
+                                                                                {"id": "bad", "type": "x"}]))
+    assert sub.returncode == 1, sub.stderr  # one task rejected
+    lines = sub.stdout.splitlines()
+    assert lines[0].startswith("t5 placed on B (alpha 0.50") and lines[1].startswith("bad rejected: type:")
+    status, body = await asyncio.to_thread(call, port, "POST", "/tasks", {"id": "t6", **six})
+    assert status == 200 and body["status"] == "queued"  # A has 3 cards left, B 2
+    p = producer(settings)
+    await p.start()
+    await p.send_and_wait(settings.topic(SCHED_EVENTS), b'{"task_id": "t5", "event": "exploded"}', key=b"t5")
+    for ev in ({"task_id": "t5", "event": "started", "at": now + 1, "nodes": ["B"]},
+               {"task_id": "t5", "event": "finished", "at": now + 2, "nodes": ["B"], "duration_s": 1.0,
+                "throughput": 10.0}):
+        await p.send_and_wait(settings.topic(SCHED_EVENTS), json.dumps(ev).encode(), key=b"t5")
+    await p.stop()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        _, rec6 = await asyncio.to_thread(call, port, "GET", "/tasks/t6")
+        if rec6["status"] == "placed":
+            break
+        await asyncio.sleep(0.3)
+    assert rec6["status"] == "placed" and rec6["nodes"] == ["B"]
+    _, rec5 = await asyncio.to_thread(call, port, "GET", "/tasks/t5")
+    assert rec5["status"] == "finished" and rec5["running"] is None
+    assert [h["event"]["event"] for h in rec5["history"] if "event" in h] == ["started", "finished"]
+    out = consumer(settings, SCHED_DEADLETTER, group_id=None)
+    await out.start()
+    dead = []
+    deadline = time.monotonic() + 20
+    while not any(d["detail"].startswith("task event") for d in dead) and time.monotonic() < deadline:
+        for msgs in (await out.getmany(timeout_ms=500)).values():
+            dead += [json.loads(m.value) for m in msgs]
+    await out.stop()
+    assert any(d["detail"].startswith("task event") and d["source"]["topic"] == settings.topic(SCHED_EVENTS)
+               for d in dead)

@@ -7,7 +7,7 @@ from schemas.topics import NETSTATE_WINDOWS, SCHED_DECISIONS, SCHED_RESCHEDULES
 from sinks.duckdb_store import DuckStore
 from streams.kafka import ensure_topics, producer
 from streams.runtime.sink_runner import WindowSink
-from tests.sinks.test_duckdb_store import decision
+from tests.helpers.audit import decision
 
 pytestmark = pytest.mark.integration
 

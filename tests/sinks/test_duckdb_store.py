@@ -2,6 +2,7 @@ import pytest
 
 from schemas.windows import WINDOW_ARROW_SCHEMA, WindowResult
 from sinks.duckdb_store import SCHEMA_VERSION, DuckStore, StoreError
+from tests.helpers.audit import decision
 
 
 def result(start, **kw):
@@ -42,15 +43,6 @@ def test_corrupt_file_is_a_clear_error_with_recovery(tmp_path):
     path.write_bytes(b"this is not a database" * 100)
     with pytest.raises(StoreError, match="move it away; the sink rebuilds it from the topics"):
         DuckStore(path)
-
-
-def decision(task_id, at, nodes=("n1",)):
-    return {"task_id": task_id, "status": "placed" if nodes else "unschedulable", "nodes": list(nodes),
-            "alpha": 0.2, "network_profile": "bandwidth", "state_version": 3, "decided_at": at,
-            "candidates": [{"node": "n1", "compute_score": 80.0, "network_score": 90.0, "alpha": 0.2, "composite": 88.0},
-                           {"node": "n2", "compute_score": 100.0, "network_score": 40.0, "alpha": 0.2, "composite": 52.0}],
-            "rejected": {"n3": "insufficient_cards"}, "rejected_counts": {"insufficient_cards": 1},
-            "fallbacks": [], "compute_only_nodes": ["n2"]}
 
 
 def test_decisions_candidates_and_reschedules_are_stored_once(tmp_path):

@@ -21,7 +21,7 @@ from core.reschedule import (
     migration_cost_s,
     worst_known,
 )
-from core.scoring import score_parts
+from core.scoring import score_all, score_parts
 from schemas.sched import RescheduleEvent
 from streams.adapters.inventory import NodeView
 from streams.adapters.tasks import endpoint_rows, endpoints, need, scoring_inputs
@@ -54,7 +54,7 @@ def _migrate_group(sched, nodes: NodeView, group: list, profile: str, now: float
     w = np.array([r.task.cost_sensitivity for r in group])
     raw, network = score_parts(x)
     s = blend(raw, w, nodes.energy)
-    s_now = blend(score_parts(x_now)[0], w, nodes.energy)
+    s_now = blend(score_all(x_now), w, nodes.energy)
     cur = np.array([nodes.index[r.nodes[0]] for r in group])
     t_idx = np.arange(len(group))
     current = s_now[t_idx, cur].astype(np.float64)
