@@ -1,0 +1,1 @@
+"""Services over core and the stored history (sinks.queries): forecasts, learned alphas, power sizing, backtests."""
