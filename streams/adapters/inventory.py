@@ -119,7 +119,9 @@ class NodeView:
     index: dict[str, int]
     compute: np.ndarray  # float32[N, K] compute score per task kind (core.vocabulary.TASK_KINDS)
     capacity: np.ndarray  # float32[N, 3] cards, accelerator memory GB, host memory GB
-    usable: np.ndarray  # float32[N, 3] what the node reports free (the scheduler subtracts its own books)
+    usable: np.ndarray  # float32[N, 3] capacity (the scheduler subtracts its books and bounds it by reports)
+    reported_free: np.ndarray  # float64[N, 3] what the node reports free (NaN where it does not say)
+    report_at: np.ndarray  # float64[N] when its report was received
     available: np.ndarray  # bool[N]
     node_class: np.ndarray  # int64[N] code into class_names
     class_names: list[str]
@@ -145,12 +147,12 @@ def node_view(records: list[dict], conversion, benchmark_work, now: float, timeo
     capacity = np.stack([cards, cards * _col(records, "mem_gb", 0.0), _col(records, "host_mem_gb", 0.0)], axis=1)
     free = np.array([[(r.get("free") or {}).get(f) for f in ("cards", "mem_gb", "host_mem_gb")] for r in records],
                     dtype=np.float64).reshape(n, 3)
-    usable = np.where(np.isnan(free), capacity, free)
     link = np.array([r.get("inter_bw_measured_gbps") or r.get("inter_bw_gbps") or DEFAULT_LINK_GBPS
                      for r in records], np.float32)
     return NodeView(
         ids=ids, index={x: i for i, x in enumerate(ids)}, compute=compute.astype(np.float32),
-        capacity=capacity.astype(np.float32), usable=usable.astype(np.float32),
+        capacity=capacity.astype(np.float32), usable=capacity.astype(np.float32), reported_free=free,
+        report_at=_col(records, "received_at", now),
         available=mt.available if n else np.zeros(0, bool),
         node_class=mt.metrics.node_class if n else np.zeros(0, np.int64), class_names=mt.classes if n else [],
         has_accel=cards > 0, link_gbps=link, queue_s=_col(records, "queue_delay_s", 0.0),

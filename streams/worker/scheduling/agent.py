@@ -73,8 +73,8 @@ class SchedulingService:
             r = rec.running
             if rec.status == "placed" and r:
                 base = math.nan if r.baseline_p95 is None else r.baseline_p95
-                self.sched.running[task.id] = Running(task, rec.nodes, r.alpha, r.profile, r.placed_at, base,
-                                                      cooldown_until=r.cooldown_until, moves=r.moves)
+                self.sched.add_running(Running(task, rec.nodes, r.alpha, r.profile, r.placed_at, base,
+                                               cooldown_until=r.cooldown_until, moves=r.moves))
             elif rec.status == "queued":
                 self.sched.pending[task.id] = Pending(task, task.submitted_at or time.time())
         self.restored = True
@@ -118,10 +118,7 @@ class SchedulingService:
             status = rec.status
             if ev.event in ENDED:
                 status = ev.event
-                if self.sched.running.pop(ev.task_id, None) is not None:
-                    self.sched.allocation_version += 1
-                    self.sched.touch()
-                self.sched.pending.pop(ev.task_id, None)
+                self.sched.end(ev.task_id)
             task = Task.model_validate(rec.task)
             await self._book(task, status, rec.nodes, {"event": ev.model_dump(mode="json")}, rec)
 

@@ -28,11 +28,14 @@ from streams.adapters.tasks import endpoint_rows, endpoints, need, scoring_input
 from streams.worker.scheduling.decision import breakdown
 
 
-def moved(run, to_nodes: list[str], now: float, cooldown_s: float, baseline_p95: float) -> None:
-    """Book a move on the running task: new nodes, placement time, cool-down, baseline p95."""
+def moved(sched, run, to_nodes: list[str], now: float, baseline_p95: float) -> None:
+    """Book a move: the ledger holds the new nodes instead of the old ones; new placement time,
+    cool-down and baseline p95."""
+    sched.ledger.release(run.task.id, [n for n in run.nodes if n not in to_nodes])
+    sched.ledger.book(run.task.id, [n for n in to_nodes if n not in run.nodes], need(run.task), now)
     run.nodes = to_nodes
     run.placed_at = now
-    run.cooldown_until = now + cooldown_s
+    run.cooldown_until = now + sched.policy.cooldown_s
     run.moves += 1
     run.baseline_p95 = baseline_p95
 
@@ -63,18 +66,25 @@ def _migrate_group(sched, nodes: NodeView, group: list, profile: str, now: float
     best = s[t_idx, best_node].astype(np.float64)
     ev = _evaluate_group(sched, nodes, group, x, net, eps, profile, cur, best_node, current, best, now)
     events = []
-    for t, r in enumerate(group):
+    free = nodes.usable.copy()  # moves in this pass take capacity from each other
+    for t in np.argsort(-ev.gain_s, kind="stable"):  # the most worthwhile move first
+        r = group[t]
         r.streak = int(ev.streak[t])
+        c, b, kind = int(cur[t]), int(best_node[t]), x.kind[t]
         if not ev.move[t]:
             continue
-        c, b, kind = int(cur[t]), int(best_node[t]), x.kind[t]
+        if not np.all(free[b] >= x.need[t]):  # an earlier move of this pass took the room
+            r.streak = int(sched.policy.patience(np.array([r.alpha]))[0]) - 1  # ready to move next pass
+            continue
+        free[b] -= x.need[t]
+        free[c] += x.need[t]
         events.append(RescheduleEvent(
             task_id=r.task.id, from_nodes=list(r.nodes), to_nodes=[nodes.ids[b]], trigger=str(ev.trigger[t]),
             expected_gain_s=round(float(ev.gain_s[t]), 3), migration_cost_s=round(float(ev.cost_s[t]), 3),
             before=breakdown(x.compute[c, kind], network[t, c], current[t], r.alpha),
             after=breakdown(x.compute[b, kind], network[t, b], best[t], r.alpha),
             state_version=sched.version, at=now))
-        moved(r, [nodes.ids[b]], now, sched.policy.cooldown_s, endpoint_worst(net.p95, endpoint_rows(x, t), b))
+        moved(sched, r, [nodes.ids[b]], now, endpoint_worst(net.p95, endpoint_rows(x, t), b))
     return events
 
 
@@ -145,8 +155,7 @@ def migrate_gang(sched, r, nodes: NodeView, now: float) -> RescheduleEvent | Non
         before=breakdown(compute[members].mean(), _gang_network(network[0], net.quality, x, members), current, alpha),
         after=breakdown(compute[alt.nodes].mean(), _gang_network(network[0], net.quality, x, alt.nodes), best, alpha),
         state_version=sched.version, at=now)
-    moved(r, [nodes.ids[m] for m in alt.nodes], now, sched.policy.cooldown_s,
-          worst_known([endpoint_worst(net.p95, rows, m) for m in alt.nodes]))
+    moved(sched, r, [nodes.ids[m] for m in alt.nodes], now, worst_known([endpoint_worst(net.p95, rows, m) for m in alt.nodes]))
     return event
 
 

@@ -22,6 +22,7 @@ from schemas.sched import Decision, RescheduleEvent, Task
 from streams.adapters.inventory import NodeView, node_view
 from streams.adapters.tasks import endpoint_rows, endpoints, need, scoring_inputs
 from streams.worker.scheduling.decision import Scored, decision
+from streams.worker.scheduling.ledger import Ledger, usable
 from streams.worker.scheduling.migration import migrate_gang, migrate_singles
 from streams.worker.scheduling.path_table import (
     NetworkInputs,
@@ -69,6 +70,7 @@ class Scheduler:
     forecast_p95: dict = field(default_factory=dict)  # (src, dst) -> forecast worst p95 rtt (preventive mode)
     forecast_version: int = 0
     energy_carbon_weight: float = 0.5
+    ledger: Ledger = field(default_factory=Ledger)
     _cache: dict = field(default_factory=dict)
 
     on_touch: object = None  # called after every change (the worker's rescoring loop waits on it)
@@ -90,17 +92,16 @@ class Scheduler:
     # ------------------------------------------------------------------------------ state
     def nodes(self, now: float) -> NodeView:
         """The inventory as arrays (rebuilt when it changes, at most once a second for the
-        timeouts), with usable resources after our allocations (recomputed every call)."""
+        timeouts), with what is usable after the ledger's holds (recomputed every call; see
+        ledger.usable for the headroom on what nodes report)."""
         key = ("nodes", getattr(self.inv, "version", None), int(now))
         base = self._nodes(now) if key[1] is None else self._cached(key, lambda: self._nodes(now))
-        allocated = np.zeros_like(base.capacity)
-        for run in self.running.values():
-            for node in run.nodes:
-                i = base.index.get(node)
-                if i is not None:
-                    allocated[i] += need(run.task)
-        usable = np.minimum(base.usable, base.capacity - allocated) - self.margin * base.capacity
-        return dataclasses.replace(base, usable=usable)
+        n = len(base.ids)
+        allocated = self.ledger.allocated(base.index, n)
+        since = self.ledger.allocated(base.index, n, since=base.report_at)
+        free = usable(base.capacity.astype(np.float64), allocated, base.reported_free, since, now - base.report_at,
+                      self.margin, self.node_timeout_s)
+        return dataclasses.replace(base, usable=free)
 
     def _nodes(self, now: float) -> NodeView:
         return node_view(self.inv.records(), self.conversion, self.benchmark_work, now, self.node_timeout_s,
@@ -143,12 +144,28 @@ class Scheduler:
             self.pending.pop(task.id, None)
             # the task's own paths (its endpoints) at placement: what later p95s are compared with
             base = worst_known([endpoint_worst(net.p95, endpoint_rows(x, 0), c) for c in p.nodes])
-            self.running[task.id] = Running(task, [nodes.ids[i] for i in p.nodes], alpha, profile, now, base)
-            self.allocation_version += 1
-            self.touch()
+            self.add_running(Running(task, [nodes.ids[i] for i in p.nodes], alpha, profile, now, base))
         else:
             self.pending.setdefault(task.id, Pending(task, task.submitted_at or now))
         return decision(task, profile, s, nodes, p, reasons, compute_only, self.version, now)
+
+    def add_running(self, run: Running) -> None:
+        """A task runs (placed now, or restored after a restart): it holds its nodes in the ledger."""
+        self.running[run.task.id] = run
+        self.ledger.release(run.task.id)
+        self.ledger.book(run.task.id, run.nodes, need(run.task), run.placed_at)
+        self.allocation_version += 1
+        self.touch()
+
+    def end(self, task_id: str) -> bool:
+        """The task finished, failed or was withdrawn: its holds are released. True if it ran."""
+        ran = self.running.pop(task_id, None) is not None
+        self.pending.pop(task_id, None)
+        self.ledger.release(task_id)
+        if ran:
+            self.allocation_version += 1
+            self.touch()
+        return ran
 
     def retry_pending(self, now: float | None = None) -> list[Decision]:
         """Queued tasks in service order (starving first); the ones placed now."""

@@ -24,12 +24,14 @@ def test_learned_alpha_is_the_type_default_and_an_explicit_alpha_still_wins():
     now = time.time()
     s = scheduler(now)
     assert s.decide(task(), now).alpha == DEFAULT_TYPES["training-data-parallel"].alpha
-    s.running.clear()
+    for t in list(s.running):
+        s.end(t)
     s.types = {**s.types, "training-data-parallel": dataclasses.replace(DEFAULT_TYPES["training-data-parallel"],
                                                                          alpha=0.45)}
     d = s.decide(task(), now)
     assert d.alpha == 0.45 and d.task_type == "training-data-parallel"
-    s.running.clear()
+    for t in list(s.running):
+        s.end(t)
     assert s.decide(task(alpha=0.9), now).alpha == 0.9
 
 

@@ -1,0 +1,94 @@
+"""The capacity ledger: the single truth of what the scheduler has allocated, per task and node.
+
+A hold is one task's need (cards, accelerator memory GB, host memory GB) on one node, of a kind:
+``placed`` (running there), ``reserved`` (placed, not yet confirmed started) or ``migrating`` (the
+target of a move; the source stays held until the move is done). What the scheduler may still give
+out on a node is its capacity minus every hold there; the headroom for what it cannot know (usage
+reported by the node itself, stale reports) is applied to the node's reported free capacity only,
+never to its own bookings (see :func:`usable`).
+
+Invariant, at every step: the holds on a node never exceed its capacity in any resource
+(:meth:`Ledger.overbooked` lists where they do; after a node shrinks, say).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+PLACED, RESERVED, MIGRATING = "placed", "reserved", "migrating"
+
+
+@dataclass
+class Hold:
+    node: str
+    need: np.ndarray  # float[3]
+    kind: str
+    at: float  # when it was booked
+
+
+class Ledger:
+    def __init__(self) -> None:
+        self._holds: dict[str, list[Hold]] = {}
+
+    def book(self, task_id: str, nodes: list[str], need: np.ndarray, at: float, kind: str = PLACED) -> None:
+        """Hold ``need`` on each of ``nodes`` for the task, besides what it already holds."""
+        held = self._holds.setdefault(task_id, [])
+        held += [Hold(n, np.asarray(need, np.float64).copy(), kind, at) for n in nodes]
+
+    def release(self, task_id: str, nodes: list[str] | None = None) -> None:
+        """Give back the task's holds on ``nodes`` (all of them when None)."""
+        if nodes is None:
+            self._holds.pop(task_id, None)
+            return
+        kept = [h for h in self._holds.get(task_id, []) if h.node not in nodes]
+        if kept:
+            self._holds[task_id] = kept
+        else:
+            self._holds.pop(task_id, None)
+
+    def settle(self, task_id: str, nodes: list[str], at: float) -> None:
+        """The task now runs on exactly ``nodes``: holds elsewhere are released, those there placed."""
+        self._holds[task_id] = [Hold(h.node, h.need, PLACED, at) for h in self._holds.get(task_id, [])
+                                if h.node in nodes]
+
+    def nodes_of(self, task_id: str) -> list[str]:
+        return [h.node for h in self._holds.get(task_id, [])]
+
+    def tasks(self) -> list[str]:
+        return list(self._holds)
+
+    def allocated(self, index: dict[str, int], n: int, since: np.ndarray | None = None) -> np.ndarray:
+        """float[N, 3]: held per node (``index``: node -> row); only holds booked after ``since[row]``
+        when given (what a node's report could not know yet)."""
+        out = np.zeros((n, 3))
+        for held in self._holds.values():
+            for h in held:
+                i = index.get(h.node)
+                if i is not None and (since is None or h.at > since[i]):
+                    out[i] += h.need
+        return out
+
+    def overbooked(self, index: dict[str, int], capacity: np.ndarray) -> list[str]:
+        """Nodes whose holds exceed their capacity in some resource (the invariant says: none)."""
+        alloc = self.allocated(index, capacity.shape[0])
+        bad = (alloc > capacity + 1e-6).any(axis=1)
+        return [node for node, i in index.items() if bad[i]]
+
+
+def usable(capacity: np.ndarray, allocated: np.ndarray, reported_free: np.ndarray, booked_since_report: np.ndarray,
+           report_age_s: np.ndarray, margin: float, full_margin_after_s: float) -> np.ndarray:
+    """float32[N, 3]: what the scheduler may still give out on each node.
+
+    Its own bookings are known exactly: capacity - allocated. A node that reports its free capacity
+    (``reported_free``, NaN where it does not) may be used by others too: that report, less what we
+    booked after it, less a headroom that grows with the report's age (``margin`` x capacity once the
+    report is ``full_margin_after_s`` old, nothing for a report just in), bounds it as well. Cards are
+    whole: a fraction of a card is no card."""
+    exact = capacity - allocated
+    age_share = np.clip(np.asarray(report_age_s, np.float64) / max(full_margin_after_s, 1e-9), 0.0, 1.0)
+    external = reported_free - booked_since_report - margin * age_share[:, None] * capacity
+    out = np.where(np.isnan(reported_free), exact, np.minimum(exact, external))
+    out[:, 0] = np.floor(out[:, 0] + 1e-9)
+    return out.astype(np.float32)
