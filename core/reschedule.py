@@ -4,14 +4,19 @@ Per task and evaluation (one per window of fresh state):
 - *better*: the best other node beats the current one by at least ``min_gain_points`` (a path
   the task depends on degrading lowers its current composite; so do a better node joining, or the
   network improving elsewhere);
-- *degraded* (names the trigger): a path the task depends on has p95 RTT >= ``degrade_factor`` x its
-  baseline (the p95 when the task was placed) or loss > ``loss_limit``; *forecast* when only the
+- *degraded* (names the trigger): a path the task depends on has p95 RTT >= a factor x its baseline
+  (the p95 when the task was placed), or a loss above a limit and that far above the path's loss at
+  placement, measured on at least ``min_loss_probes`` probes; factor and limit scale with
+  sensitivity (sensitive 1.5x / 0.5 %, default 2x / 1 %, stable 3x / 2 %); *forecast* when only the
   forecast p95 is degraded (preventive rescheduling, where the caller scores paths at the worse of
   measured and forecast p95);
-- a streak counts consecutive evaluations with a better node; the task acts only once the streak
-  reaches its patience: sensitive tasks (small alpha) after
-  ``patience_sensitive`` evaluations, stable ones (alpha >= ``stable_alpha``, e.g. inference
-  services) after ``patience_stable``, others after ``patience_default`` (hysteresis);
+- a streak counts consecutive evaluations with a better node that saw a fresh window of the task's
+  own paths (rescorings in between do not count); the task acts only once the streak reaches its
+  patience: sensitive tasks (small alpha) after ``patience_sensitive`` windows, stable ones (alpha >=
+  ``stable_alpha``, e.g. inference services) after ``patience_stable``, others after
+  ``patience_default`` (hysteresis);
+- *node_failed*: the task's node is down or gone; it moves to the best node that can take it,
+  whatever patience, cool-down or expected gain say;
 - cost of a move (s) = checkpoint save + state transfer (checkpoint GB x 8 / path Gbit/s) + restore
   + queueing at the target; expected gain (s) = remaining time x (1 - current / target composite)
   (throughput taken proportional to the composite score); the task moves when gain > cost x (1 +
@@ -27,13 +32,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.vocabulary import DEGRADATION, FORECAST, IMPROVEMENT, NODE_JOINED
+from core.vocabulary import DEGRADATION, FORECAST, IMPROVEMENT, NODE_FAILED, NODE_JOINED
 
 
 @dataclass(frozen=True)
 class ReschedulePolicy:
     degrade_factor: float = 2.0
+    degrade_factor_sensitive: float = 1.5
+    degrade_factor_stable: float = 3.0
     loss_limit: float = 0.01
+    loss_limit_sensitive: float = 0.005
+    loss_limit_stable: float = 0.02
+    min_loss_probes: int = 200
     min_gain_points: float = 10.0
     patience_sensitive: int = 1
     patience_default: int = 2
@@ -45,23 +55,35 @@ class ReschedulePolicy:
     margin: float = 0.2
     cooldown_s: float = 600.0
 
-    def patience(self, alpha: np.ndarray) -> np.ndarray:
+    def by_sensitivity(self, alpha: np.ndarray, sensitive, default, stable) -> np.ndarray:
+        """Per task: ``sensitive`` below ``sensitive_alpha``, ``stable`` from ``stable_alpha``, else ``default``."""
         alpha = np.asarray(alpha, dtype=np.float64)
-        return np.where(alpha < self.sensitive_alpha, self.patience_sensitive,
-                        np.where(alpha >= self.stable_alpha, self.patience_stable, self.patience_default))
+        return np.where(alpha < self.sensitive_alpha, sensitive, np.where(alpha >= self.stable_alpha, stable, default))
+
+    def patience(self, alpha: np.ndarray) -> np.ndarray:
+        return self.by_sensitivity(alpha, self.patience_sensitive, self.patience_default, self.patience_stable)
 
 
 DEFAULT_POLICY = ReschedulePolicy()
 
 
 def degraded(p95_now: np.ndarray, p95_baseline: np.ndarray, loss_now: np.ndarray,
-             policy: ReschedulePolicy = DEFAULT_POLICY) -> np.ndarray:
-    """True where a task's worst path is degraded (NaN inputs count as not degraded)."""
+             policy: ReschedulePolicy = DEFAULT_POLICY, alpha: np.ndarray | None = None,
+             probes: np.ndarray | None = None, loss_baseline: np.ndarray | None = None) -> np.ndarray:
+    """True where a task's worst path is degraded (NaN inputs count as not degraded). Without
+    ``alpha`` the default thresholds apply; without ``probes`` the loss leg needs no minimum count."""
     p95_now = np.asarray(p95_now, dtype=np.float64)
     base = np.asarray(p95_baseline, dtype=np.float64)
+    a = np.full(p95_now.shape, 0.5 * (policy.sensitive_alpha + policy.stable_alpha)) if alpha is None else alpha
+    factor = policy.by_sensitivity(a, policy.degrade_factor_sensitive, policy.degrade_factor,
+                                   policy.degrade_factor_stable)
+    limit = policy.by_sensitivity(a, policy.loss_limit_sensitive, policy.loss_limit, policy.loss_limit_stable)
+    loss = np.asarray(loss_now, dtype=np.float64)
+    loss_base = np.zeros(loss.shape) if loss_baseline is None else np.nan_to_num(np.asarray(loss_baseline, float))
+    enough = True if probes is None else np.nan_to_num(np.asarray(probes, float)) >= policy.min_loss_probes
     with np.errstate(invalid="ignore"):
-        slow = (base > 0) & (p95_now >= policy.degrade_factor * base)
-        lossy = np.asarray(loss_now, dtype=np.float64) > policy.loss_limit
+        slow = (base > 0) & (p95_now >= factor * base)
+        lossy = enough & (loss > limit) & (loss - loss_base > limit)
     return slow | lossy
 
 
@@ -104,20 +126,23 @@ def evaluate(
     resting: np.ndarray,  # in cool-down
     policy: ReschedulePolicy = DEFAULT_POLICY,
     forecast: np.ndarray | None = None,  # degraded only in the forecast (preventive rescheduling)
+    fresh: np.ndarray | None = None,  # a new window of the task's paths since the last evaluation
+    node_failed: np.ndarray | None = None,  # the task's node is down or gone
 ) -> Evaluation:
     current = np.asarray(current, dtype=np.float64)
     best = np.asarray(best, dtype=np.float64)
     better = np.isfinite(best) & (best - current >= policy.min_gain_points)
-    new_streak = np.where(better, np.asarray(streak) + 1, 0)
+    step = 1 if fresh is None else np.asarray(fresh, bool).astype(np.int64)
+    new_streak = np.where(better, np.asarray(streak) + step, 0)
     gain = expected_gain_s(current, best, remaining_s)
     cost = np.asarray(cost_s, dtype=np.float64)
-    move = (better & (new_streak >= policy.patience(alpha)) & ~np.asarray(resting, bool)
-            & (gain > cost * (1.0 + policy.margin)))
+    failed = np.isfinite(best) & (np.zeros(current.shape, bool) if node_failed is None else np.asarray(node_failed, bool))
+    move = failed | (better & (new_streak >= policy.patience(alpha)) & ~np.asarray(resting, bool)
+                     & (gain > cost * (1.0 + policy.margin)))
     fc = np.zeros(current.shape, bool) if forecast is None else np.asarray(forecast, bool)
-    trigger = np.where(~move, "", np.where(np.asarray(is_degraded, bool), DEGRADATION,
-                                           np.where(fc, FORECAST,
-                                                    np.where(np.asarray(target_joined, bool), NODE_JOINED,
-                                                             IMPROVEMENT))))
+    trigger = np.where(~move, "", np.where(failed, NODE_FAILED, np.where(
+        np.asarray(is_degraded, bool), DEGRADATION, np.where(fc, FORECAST, np.where(
+            np.asarray(target_joined, bool), NODE_JOINED, IMPROVEMENT)))))
     return Evaluation(move, trigger.astype(object), np.where(move, 0, new_streak), gain, cost)
 
 
@@ -141,3 +166,13 @@ def gang_path_state(p95: np.ndarray, loss: np.ndarray, endpoint_rows: np.ndarray
     loss_paths = [endpoint_worst(loss, endpoint_rows, m) for m in members]
     loss_paths += [loss[members[0], m] for m in members[1:]]
     return p95_now, worst_known(loss_paths)
+
+
+def endpoint_worst_loss(loss: np.ndarray, probes: np.ndarray, endpoint_rows: np.ndarray,
+                        node: int) -> tuple[float, float]:
+    """(loss, probes) of the lossiest known endpoint path of a task at ``node`` (NaN, 0 when none)."""
+    v = loss[endpoint_rows, node]
+    if v.size == 0 or np.isnan(v).all():
+        return math.nan, 0.0
+    k = int(np.nanargmax(v))
+    return float(v[k]), float(np.nan_to_num(probes[endpoint_rows[k], node]))

@@ -149,6 +149,8 @@ class RunningState(ApiModel):
     baseline_p95: float | None
     cooldown_until: float = 0.0
     moves: int = 0
+    baseline_loss: float | None = None
+    seen_window_end: float | None = None
 
 
 class TaskRecord(ApiModel):

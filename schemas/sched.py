@@ -21,7 +21,7 @@ TaskType = Literal[
 ]
 NetworkProfile = Literal["balanced", "latency", "bandwidth"]
 Strategy = Literal["data-parallel", "model-parallel", "pipeline", "single"]
-Trigger = Literal["degradation", "improvement", "node_joined", "forecast"]
+Trigger = Literal["degradation", "improvement", "node_joined", "forecast", "node_failed"]
 
 
 class Resources(BaseModel):

@@ -68,7 +68,7 @@ class PathColumns:
 
     FIELDS = (("p95", "rtt_ms", "p95"), ("p50", "rtt_ms", "p50"), ("lost", "rtt_ms", "lost"),
               ("count", "rtt_ms", "count"), ("loss_rate", "loss_rate", "mean"), ("bw_util", "bw_util", "mean"),
-              ("retrans", "retrans_rate", "mean"))
+              ("retrans", "retrans_rate", "mean"), ("end", "rtt_ms", "window_end"))
 
     def __init__(self, records: list[dict] | None = None) -> None:
         self.codes: dict[str, int] = {}
@@ -133,6 +133,10 @@ class PathColumns:
             at_ends = [np.where(e >= 0, c[field][np.maximum(e, 0)], np.nan) for e in ends]
             out[col] = np.where(np.isnan(v), np.fmax(*at_ends), v)
         return rows, out
+
+    def column(self, field: str, rows: np.ndarray) -> np.ndarray:
+        """One raw column (``FIELDS``) at ``rows``."""
+        return self.cols[field][:self.n][rows]
 
     def local_value(self, node: str, field: str) -> float:
         row = self.rows.get((self.codes.get(node, -1), self.empty))

@@ -34,9 +34,12 @@ def running_state(run) -> RunningState | None:
     """What a restarted scheduler needs of a running task (``run``: scheduling.state.Running)."""
     if run is None:
         return None
+    def known(v: float) -> float | None:
+        return v if math.isfinite(v) else None
+
     return RunningState(alpha=run.alpha, profile=run.profile, placed_at=run.placed_at,
-                        baseline_p95=None if math.isnan(run.baseline_p95) else run.baseline_p95,
-                        cooldown_until=run.cooldown_until, moves=run.moves)
+                        baseline_p95=known(run.baseline_p95), cooldown_until=run.cooldown_until, moves=run.moves,
+                        baseline_loss=known(run.baseline_loss), seen_window_end=known(run.seen_window_end))
 
 
 def updated(rec: TaskRecord | None, task: Task | None, status: str, nodes: list[str], entry: dict,

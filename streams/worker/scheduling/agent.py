@@ -73,8 +73,10 @@ class SchedulingService:
             r = rec.running
             if rec.status == "placed" and r:
                 base = math.nan if r.baseline_p95 is None else r.baseline_p95
-                self.sched.add_running(Running(task, rec.nodes, r.alpha, r.profile, r.placed_at, base,
-                                               cooldown_until=r.cooldown_until, moves=r.moves))
+                self.sched.add_running(Running(
+                    task, rec.nodes, r.alpha, r.profile, r.placed_at, base, cooldown_until=r.cooldown_until,
+                    moves=r.moves, baseline_loss=math.nan if r.baseline_loss is None else r.baseline_loss,
+                    seen_window_end=-math.inf if r.seen_window_end is None else r.seen_window_end))
             elif rec.status == "queued":
                 self.sched.pending[task.id] = Pending(task, task.submitted_at or time.time())
         self.restored = True

@@ -16,6 +16,7 @@ from core.reschedule import (
     Evaluation,
     degraded,
     endpoint_worst,
+    endpoint_worst_loss,
     evaluate,
     gang_path_state,
     migration_cost_s,
@@ -28,16 +29,18 @@ from streams.adapters.tasks import endpoint_rows, endpoints, need, scoring_input
 from streams.worker.scheduling.decision import breakdown
 
 
-def moved(sched, run, to_nodes: list[str], now: float, baseline_p95: float) -> None:
+def moved(sched, run, to_nodes: list[str], now: float, net, rows: np.ndarray, cols: list[int]) -> None:
     """Book a move: the ledger holds the new nodes instead of the old ones; new placement time,
-    cool-down and baseline p95."""
+    cool-down, and the baselines of its paths at the new nodes (p95, loss, newest window)."""
     sched.ledger.release(run.task.id, [n for n in run.nodes if n not in to_nodes])
     sched.ledger.book(run.task.id, [n for n in to_nodes if n not in run.nodes], need(run.task), now)
     run.nodes = to_nodes
     run.placed_at = now
     run.cooldown_until = now + sched.policy.cooldown_s
     run.moves += 1
-    run.baseline_p95 = baseline_p95
+    run.baseline_p95 = worst_known([endpoint_worst(net.p95, rows, c) for c in cols])
+    run.baseline_loss = worst_known([endpoint_worst(net.loss, rows, c) for c in cols])
+    run.seen_window_end = worst_known([endpoint_worst(net.end, rows, c) for c in cols])
 
 
 def migrate_singles(sched, nodes: NodeView, runs: list, now: float) -> list[RescheduleEvent]:
@@ -84,29 +87,42 @@ def _migrate_group(sched, nodes: NodeView, group: list, profile: str, now: float
             before=breakdown(x.compute[c, kind], network[t, c], current[t], r.alpha),
             after=breakdown(x.compute[b, kind], network[t, b], best[t], r.alpha),
             state_version=sched.version, at=now))
-        moved(sched, r, [nodes.ids[b]], now, endpoint_worst(net.p95, endpoint_rows(x, t), b))
+        moved(sched, r, [nodes.ids[b]], now, net, endpoint_rows(x, t), [b])
     return events
 
 
 def _evaluate_group(sched, nodes: NodeView, group: list, x, net, eps: list[str], profile: str, cur, best_node,
                     current, best, now: float) -> Evaluation:
-    rows = [endpoint_rows(x, t) for t in range(len(group))]
-    p95_now = np.array([endpoint_worst(net.p95, rows[t], cur[t]) for t in range(len(group))])
-    loss_now = np.array([endpoint_worst(net.loss, rows[t], cur[t]) for t in range(len(group))])
+    T = range(len(group))
+    rows = [endpoint_rows(x, t) for t in T]
+    alpha = np.array([r.alpha for r in group])
+    p95_now = np.array([endpoint_worst(net.p95, rows[t], cur[t]) for t in T])
+    loss_now, probes = np.array([endpoint_worst_loss(net.loss, net.probes, rows[t], cur[t]) for t in T]).reshape(-1, 2).T
     base = np.array([r.baseline_p95 for r in group])
-    deg = degraded(p95_now, base, loss_now, sched.policy)
+    loss_base = np.array([r.baseline_loss for r in group])
+    deg = degraded(p95_now, base, loss_now, sched.policy, alpha, probes, loss_base)
     forecast_only = np.zeros(len(group), bool)
     if sched.forecast_p95:
         p95_eff = sched.path_table(nodes, profile).gather("p95_eff", eps, len(nodes.ids))
-        p95_fc = np.array([endpoint_worst(p95_eff, rows[t], cur[t]) for t in range(len(group))])
-        forecast_only = degraded(p95_fc, base, loss_now, sched.policy) & ~deg
+        p95_fc = np.array([endpoint_worst(p95_eff, rows[t], cur[t]) for t in T])
+        forecast_only = degraded(p95_fc, base, loss_now, sched.policy, alpha, probes, loss_base) & ~deg
+    # patience counts fresh windows of the task's own paths, not rescorings
+    newest = np.array([endpoint_worst(net.end, rows[t], cur[t]) for t in T])
+    seen = np.array([r.seen_window_end for r in group])
+    fresh = ~(newest <= seen)  # NaN (no window of its paths yet) counts as fresh
+    # a new forecast is fresh news too (preventive rescheduling)
+    fresh |= np.array([sched.forecast_version > r.seen_forecast_version for r in group], bool)
+    for t, r in enumerate(group):
+        r.seen_forecast_version = sched.forecast_version
+        if not np.isnan(newest[t]):
+            r.seen_window_end = max(r.seen_window_end, float(newest[t]))
     cost = migration_cost_s(np.array([r.task.checkpoint_gb for r in group]), net.bandwidth[best_node, cur],
                             nodes.queue_s[best_node], sched.policy)
     remaining = np.array([max(r.task.expected_duration_s - (now - r.placed_at), 0.0) for r in group])
     joined = nodes.joined_at[best_node] > np.array([r.placed_at for r in group])
-    return evaluate(current, best, deg, joined, np.array([r.alpha for r in group]),
-                    np.array([r.streak for r in group]), remaining, cost,
-                    np.array([now < r.cooldown_until for r in group]), sched.policy, forecast=forecast_only)
+    return evaluate(current, best, deg, joined, alpha, np.array([r.streak for r in group]), remaining, cost,
+                    np.array([now < r.cooldown_until for r in group]), sched.policy, forecast=forecast_only,
+                    fresh=fresh, node_failed=~nodes.available[cur])
 
 
 def migrate_gang(sched, r, nodes: NodeView, now: float) -> RescheduleEvent | None:
@@ -137,14 +153,23 @@ def migrate_gang(sched, r, nodes: NodeView, now: float) -> RescheduleEvent | Non
     arriving = [m for m in alt.nodes if m not in members]
     rows = endpoint_rows(x, 0)
     p95_now, loss_now = gang_path_state(net.p95, net.loss, rows, members)
-    deg = degraded(np.array([p95_now]), np.array([r.baseline_p95]), np.array([loss_now]), sched.policy)
+    deg = degraded(np.array([p95_now]), np.array([r.baseline_p95]), np.array([loss_now]), sched.policy,
+                   np.array([alpha]), loss_baseline=np.array([r.baseline_loss]))
+    # its paths: the endpoints' at every member, and each member's path to the first
+    newest = worst_known([endpoint_worst(net.end, rows, m) for m in members]
+                         + [net.end[members[0], m] for m in members[1:]])
+    fresh = not newest <= r.seen_window_end or sched.forecast_version > r.seen_forecast_version
+    r.seen_forecast_version = sched.forecast_version
+    if not np.isnan(newest):
+        r.seen_window_end = max(r.seen_window_end, newest)
     cost = migration_cost_s(np.full(len(leaving), task.checkpoint_gb), net.bandwidth[leaving, arriving],
                             nodes.queue_s[arriving], sched.policy)
     remaining = max(task.expected_duration_s - (now - r.placed_at), 0.0)
     joined = bool((nodes.joined_at[arriving] > r.placed_at).any())
     ev = evaluate(np.array([current]), np.array([best]), deg, np.array([joined]), np.array([alpha]),
                   np.array([r.streak]), np.array([remaining]), np.array([float(cost.max())]),
-                  np.array([now < r.cooldown_until]), sched.policy)
+                  np.array([now < r.cooldown_until]), sched.policy, fresh=np.array([fresh]),
+                  node_failed=np.array([not nodes.available[members].all()]))
     r.streak = int(ev.streak[0])
     if not ev.move[0]:
         return None
@@ -155,7 +180,7 @@ def migrate_gang(sched, r, nodes: NodeView, now: float) -> RescheduleEvent | Non
         before=breakdown(compute[members].mean(), _gang_network(network[0], net.quality, x, members), current, alpha),
         after=breakdown(compute[alt.nodes].mean(), _gang_network(network[0], net.quality, x, alt.nodes), best, alpha),
         state_version=sched.version, at=now)
-    moved(sched, r, [nodes.ids[m] for m in alt.nodes], now, worst_known([endpoint_worst(net.p95, rows, m) for m in alt.nodes]))
+    moved(sched, r, [nodes.ids[m] for m in alt.nodes], now, net, rows, alt.nodes)
     return event
 
 

@@ -25,6 +25,8 @@ class PathTable:
     p95: np.ndarray  # float64[P] measured p95 RTT
     p95_eff: np.ndarray  # float64[P] p95 the quality was computed from (forecast overlay)
     loss: np.ndarray  # float64[P]
+    probes: np.ndarray  # float64[P] rtt probes in the latest window (the loss leg needs enough of them)
+    end: np.ndarray  # float64[P] end of the latest rtt window (patience counts fresh windows)
     by_ep: dict[str, tuple[np.ndarray, np.ndarray]]  # endpoint -> (node columns, path rows)
     node_q: np.ndarray  # float32[N] mean quality of a node's known paths
     headroom: np.ndarray  # float64[N] 1 - NIC utilisation (1 where unknown)
@@ -54,7 +56,8 @@ def build_path_table(cols: PathColumns, node_ids: list[str], profile: str,
     by_ep = _by_endpoint(cols.names, ent_row, ent_col, ent_ep)
     util = np.array([cols.local_value(node, "bw_util") for node in node_ids], np.float64)
     return PathTable(
-        q=q, p95=p95, p95_eff=p95_eff, loss=x["loss"], by_ep=by_ep,
+        q=q, p95=p95, p95_eff=p95_eff, loss=x["loss"], probes=cols.column("count", rows),
+        end=cols.column("end", rows), by_ep=by_ep,
         node_q=mean_by_group(ent_col, q[ent_row], len(node_ids)).astype(np.float32),
         headroom=np.where(np.isnan(util), 1.0, 1.0 - util),
     )
@@ -98,6 +101,8 @@ class NetworkInputs:
     node_quality: np.ndarray  # float32[N]
     p95: np.ndarray  # float64[E, N] measured
     loss: np.ndarray  # float64[E, N]
+    probes: np.ndarray  # float64[E, N]
+    end: np.ndarray  # float64[E, N]
 
 
 def network_inputs(pt: PathTable, endpoints: list[str], nodes: NodeView) -> NetworkInputs:
@@ -109,4 +114,5 @@ def network_inputs(pt: PathTable, endpoints: list[str], nodes: NodeView) -> Netw
     ep_link = np.array([nodes.link_gbps[nodes.index[ep]] if ep in nodes.index else DEFAULT_LINK_GBPS
                         for ep in endpoints], np.float32)
     return NetworkInputs(quality=quality, bandwidth=path_bandwidth_gbps(nodes.link_gbps, ep_link, pt.headroom),
-                         node_quality=pt.node_q, p95=pt.gather("p95", endpoints, n), loss=pt.gather("loss", endpoints, n))
+                         node_quality=pt.node_q, p95=pt.gather("p95", endpoints, n), loss=pt.gather("loss", endpoints, n),
+                         probes=pt.gather("probes", endpoints, n), end=pt.gather("end", endpoints, n))

@@ -6,6 +6,7 @@ migrations live in :mod:`.migration`, the message assembly in :mod:`.decision`, 
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from dataclasses import dataclass, field
 
@@ -43,6 +44,9 @@ class Running:
     streak: int = 0
     cooldown_until: float = 0.0
     moves: int = 0
+    baseline_loss: float = math.nan  # the loss of its worst path at placement
+    seen_window_end: float = -math.inf  # the newest window of its paths it was evaluated on
+    seen_forecast_version: int = 0  # the forecasts it was evaluated on (preventive mode)
 
 
 @dataclass
@@ -143,8 +147,13 @@ class Scheduler:
         if p.placed:
             self.pending.pop(task.id, None)
             # the task's own paths (its endpoints) at placement: what later p95s are compared with
-            base = worst_known([endpoint_worst(net.p95, endpoint_rows(x, 0), c) for c in p.nodes])
-            self.add_running(Running(task, [nodes.ids[i] for i in p.nodes], alpha, profile, now, base))
+            rows = endpoint_rows(x, 0)
+            base = worst_known([endpoint_worst(net.p95, rows, c) for c in p.nodes])
+            run = Running(task, [nodes.ids[i] for i in p.nodes], alpha, profile, now, base,
+                          baseline_loss=worst_known([endpoint_worst(net.loss, rows, c) for c in p.nodes]),
+                          seen_window_end=worst_known([endpoint_worst(net.end, rows, c) for c in p.nodes]),
+                          seen_forecast_version=self.forecast_version)
+            self.add_running(run)
         else:
             self.pending.setdefault(task.id, Pending(task, task.submitted_at or now))
         return decision(task, profile, s, nodes, p, reasons, compute_only, self.version, now)
