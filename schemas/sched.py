@@ -133,3 +133,17 @@ class TaskEvent(BaseModel):
     duration_s: float | None = Field(default=None, ge=0)
     throughput: float | None = Field(default=None, ge=0, description="achieved, in `unit`")
     unit: str = "samples/s"
+
+
+class Incident(BaseModel):
+    """`sched.incidents`: a node failure, sent when it is detected (status open, cause located if it can
+    be) and again when its tasks are recovered (moved elsewhere or ended) or the node is back."""
+
+    node: str
+    status: Literal["open", "recovered"]
+    cause: Literal["compute", "network", "both", "unknown"]
+    detected_at: float
+    located_at: float | None = None
+    recovered_at: float | None = None
+    tasks: list[str] = []
+    work_lost_s: float = Field(default=0.0, ge=0, description="task time since the last checkpoint (since placement when none)")

@@ -10,6 +10,7 @@ SCHED_RESCHEDULES = "sched.reschedules"
 COMPUTE_DEADLETTER = "compute.deadletter"
 SCHED_DEADLETTER = "sched.deadletter"
 SCHED_EVENTS = "sched.events"
+SCHED_INCIDENTS = "sched.incidents"
 
 ALL_TOPICS: tuple[str, ...] = (
     PROBE_SAMPLES,
@@ -22,6 +23,7 @@ ALL_TOPICS: tuple[str, ...] = (
     COMPUTE_DEADLETTER,
     SCHED_DEADLETTER,
     SCHED_EVENTS,
+    SCHED_INCIDENTS,
 )
 
 

@@ -16,7 +16,7 @@ import pyarrow as pa
 from schemas.compute import node_class
 from schemas.windows import WINDOW_ARROW_SCHEMA
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 # files are written in the storage format of DuckDB 1.4, so any DuckDB client from 1.4 on (the
 # `duckdb` CLI included) can read them, whatever newer library version the sink runs
 STORAGE_COMPATIBILITY = "v1.4.0"
@@ -92,6 +92,13 @@ _MIGRATIONS: dict[int, str] = {
     LEFT JOIN ev ON ev.task_id = f.task_id
     LEFT JOIN moves m ON m.task_id = f.task_id;
     """,
+    6: """
+    CREATE TABLE incidents (
+        node VARCHAR NOT NULL, detected_at DOUBLE NOT NULL, status VARCHAR NOT NULL, cause VARCHAR,
+        located_at DOUBLE, recovered_at DOUBLE, tasks VARCHAR[], work_lost_s DOUBLE,
+        PRIMARY KEY (node, detected_at, status)
+    );
+    """,
 }
 
 _DECISIONS = pa.schema([
@@ -117,6 +124,11 @@ _CANDIDATES = pa.schema([
 _TASK_EVENTS = pa.schema([
     ("task_id", pa.string()), ("event", pa.string()), ("event_at", pa.float64()), ("nodes", pa.list_(pa.string())),
     ("duration_s", pa.float64()), ("throughput", pa.float64()), ("unit", pa.string()),
+])
+_INCIDENTS = pa.schema([
+    ("node", pa.string()), ("detected_at", pa.float64()), ("status", pa.string()), ("cause", pa.string()),
+    ("located_at", pa.float64()), ("recovered_at", pa.float64()), ("tasks", pa.list_(pa.string())),
+    ("work_lost_s", pa.float64()),
 ])
 _RESCHEDULES = pa.schema([
     ("task_id", pa.string()), ("moved_at", pa.float64()), ("from_nodes", pa.list_(pa.string())),
@@ -280,6 +292,10 @@ class DuckStore:
                  "duration_s": d.get("duration_s"), "throughput": d.get("throughput"),
                  "unit": d.get("unit", "samples/s")} for d in docs]
         return self._insert("task_events", rows, _TASK_EVENTS)
+
+    def write_incidents(self, docs: list[dict]) -> int:
+        """sched.incidents messages: one row per incident and status (open, recovered)."""
+        return self._insert("incidents", [{k: d.get(k) for k in _INCIDENTS.names} for d in docs], _INCIDENTS)
 
     def query(self, sql: str, params: list | None = None) -> list[tuple]:
         return self.con.execute(sql, params or []).fetchall()

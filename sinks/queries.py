@@ -160,6 +160,18 @@ def run_sections(con, sections=BENEFIT) -> list[dict]:
     return out
 
 
+INCIDENTS_SQL = """
+SELECT node, detected_at,
+       max(status) AS status,  -- 'recovered' once a recovered row exists
+       arg_max(cause, coalesce(recovered_at, located_at, detected_at)) AS cause,
+       round(min(located_at) - detected_at, 1) AS locate_s,
+       round(max(recovered_at) - detected_at, 1) AS recover_s,
+       max(len(tasks)) AS tasks, round(max(work_lost_s), 1) AS work_lost_s
+FROM incidents GROUP BY node, detected_at ORDER BY detected_at
+"""
+INCIDENTS = (("Incidents (node failures: detected, located, recovered)", INCIDENTS_SQL),)
+
+
 def run_query(con, sql: str) -> tuple[list[str], list[tuple]]:
     """(column names, rows) of any query; DuckDB's own error when it fails."""
     cur = con.execute(sql)

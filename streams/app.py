@@ -26,6 +26,7 @@ class Topics:
     compute_deadletter: TopicT
     sched_deadletter: TopicT
     events: TopicT
+    incidents: TopicT
 
 
 def faust_credentials(settings: Settings):
@@ -116,6 +117,7 @@ def create_app(
         compute_deadletter=topic(T.COMPUTE_DEADLETTER),
         sched_deadletter=topic(T.SCHED_DEADLETTER),
         events=topic(T.SCHED_EVENTS),
+        incidents=topic(T.SCHED_INCIDENTS),
     )
     counters = Counters()
 

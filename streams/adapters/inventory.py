@@ -123,6 +123,7 @@ class NodeView:
     reported_free: np.ndarray  # float64[N, 3] what the node reports free (NaN where it does not say)
     report_at: np.ndarray  # float64[N] when its report was received
     available: np.ndarray  # bool[N]
+    reported_down: np.ndarray  # bool[N] the node says it is down
     node_class: np.ndarray  # int64[N] code into class_names
     class_names: list[str]
     has_accel: np.ndarray  # bool[N]
@@ -154,6 +155,7 @@ def node_view(records: list[dict], conversion, benchmark_work, now: float, timeo
         capacity=capacity.astype(np.float32), usable=capacity.astype(np.float32), reported_free=free,
         report_at=_col(records, "received_at", now),
         available=mt.available if n else np.zeros(0, bool),
+        reported_down=np.array([r.get("status") == "down" for r in records], bool),
         node_class=mt.metrics.node_class if n else np.zeros(0, np.int64), class_names=mt.classes if n else [],
         has_accel=cards > 0, link_gbps=link, queue_s=_col(records, "queue_delay_s", 0.0),
         joined_at=np.array([first_seen.setdefault(x, now) for x in ids], np.float64),

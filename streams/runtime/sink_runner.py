@@ -21,6 +21,7 @@ from schemas.topics import (
     NETSTATE_WINDOWS,
     SCHED_DECISIONS,
     SCHED_EVENTS,
+    SCHED_INCIDENTS,
     SCHED_RESCHEDULES,
 )
 from sinks.duckdb_store import DuckStore
@@ -30,6 +31,10 @@ from streams.kafka import consumer
 log = logging.getLogger(__name__)
 _BAD_ROW = (KeyError, TypeError, ValueError, duckdb.Error, pa.ArrowException)
 _MAX_BATCH = 400_000  # window results held while a write runs (~100 MB)
+# the low-rate topics and the DuckStore method that stores each (window results go in bulk)
+WRITERS = {SCHED_DECISIONS: "write_decisions", SCHED_RESCHEDULES: "write_reschedules",
+           SCHED_EVENTS: "write_task_events", COMPUTE_NODES: "write_compute_reports",
+           SCHED_INCIDENTS: "write_incidents"}
 
 
 class WindowSink:
@@ -44,13 +49,8 @@ class WindowSink:
     async def run(self) -> int:
         DuckStore.open(self.settings.duckdb_path).close()  # create and migrate up front
         windows_topic = self.settings.topic(NETSTATE_WINDOWS)
-        names = {
-            self.settings.topic(SCHED_DECISIONS): "write_decisions",
-            self.settings.topic(SCHED_RESCHEDULES): "write_reschedules",
-            self.settings.topic(SCHED_EVENTS): "write_task_events",
-            self.settings.topic(COMPUTE_NODES): "write_compute_reports",
-        }
-        c = consumer(self.settings, NETSTATE_WINDOWS, SCHED_DECISIONS, SCHED_RESCHEDULES, SCHED_EVENTS, COMPUTE_NODES,
+        names = {self.settings.topic(t): method for t, method in WRITERS.items()}
+        c = consumer(self.settings, NETSTATE_WINDOWS, *WRITERS,
                      group_id=f"{self.settings.app_id}-duckdb-sink",
                      enable_auto_commit=False, max_poll_records=200_000,
                      max_partition_fetch_bytes=32 << 20, fetch_max_bytes=64 << 20)

@@ -99,3 +99,21 @@ def test_sql_exports_parquet_from_the_read_only_connection(audit, tmp_path):
                        capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 0, r.stderr
     assert pq.read_table(out).to_pydict() == {"task_id": ["t1", "t2", "t3"], "migrations": [0, 0, 0]}
+
+
+def test_incidents_stored_once_and_reported_per_incident(tmp_path):
+    from sinks.queries import INCIDENTS
+
+    opened = {"node": "n1", "status": "open", "cause": "unknown", "detected_at": 100.0, "located_at": None,
+              "recovered_at": None, "tasks": ["a", "b"], "work_lost_s": 30.0}
+    located = {**opened, "cause": "compute", "located_at": 104.0}
+    recovered = {**located, "status": "recovered", "recovered_at": 160.5}
+    other = {**opened, "node": "n2", "detected_at": 200.0, "tasks": []}
+    with DuckStore(tmp_path / "i.duckdb") as s:
+        assert s.write_incidents([opened, recovered, other]) == 3
+        assert s.write_incidents([opened, located, recovered]) == 0  # redelivered (one row per status)
+        (section,) = run_sections(s.con, INCIDENTS)
+    rows = [dict(zip(section["columns"], r, strict=True)) for r in section["rows"]]
+    # n1: located 4 s and recovered 60.5 s after detection; n2 still open, cause unknown
+    assert [(r["node"], r["status"], r["cause"], r["locate_s"], r["recover_s"], r["tasks"]) for r in rows] == [
+        ("n1", "recovered", "compute", 4.0, 60.5, 2), ("n2", "open", "unknown", None, None, 0)]

@@ -21,7 +21,7 @@ import faust
 from faust.types import TP
 
 from core.reschedule import ReschedulePolicy
-from schemas.sched import Decision, RescheduleEvent, Task, TaskEvent
+from schemas.sched import Decision, Incident, RescheduleEvent, Task, TaskEvent
 from sinks.duckdb_store import StoreError
 from streams.config import Settings
 from streams.kafka import TASKS_TABLE, table_name
@@ -44,6 +44,8 @@ METRICS = {
     "type_finished_tasks": "finished tasks of each type in the DuckDB history",
     "forecast_paths": "paths with a forecast (preventive rescheduling)",
     "history_refreshed_unixtime": "when forecasts and learned alphas were last read",
+    "incidents_total": "node failures sent to sched.incidents, by cause and status",
+    "incidents_open": "node failures not recovered yet",
 }
 
 
@@ -125,16 +127,26 @@ class SchedulingService:
             await self._book(task, status, rec.nodes, {"event": ev.model_dump(mode="json")}, rec)
 
     async def rescore(self) -> None:
-        """Retry queued tasks and re-evaluate running ones, when anything changed."""
+        """Watch for failed nodes; retry queued tasks and re-evaluate running ones when anything
+        changed or a node is down (its tasks move at once)."""
         async with self.lock:
             self.restore()
-            if self.sched.version == self.scored_version and not self.sched.pending:
-                return
-            for d in self.sched.retry_pending():
-                await self.publish_decision(self.sched.running[d.task_id].task, d)
-            for ev in self.sched.reschedule():
-                await self.publish_move(ev)
-            self.scored_version = self.sched.version
+            incidents = self.sched.watch()
+            if self.sched.version != self.scored_version or self.sched.pending or self.sched.incidents.open:
+                for d in self.sched.retry_pending():
+                    await self.publish_decision(self.sched.running[d.task_id].task, d)
+                for ev in self.sched.reschedule():
+                    await self.publish_move(ev)
+                incidents += self.sched.watch()  # recovered by these moves
+                self.scored_version = self.sched.version
+            for inc in incidents:
+                await self.publish_incident(inc)
+
+    async def publish_incident(self, inc: Incident) -> None:
+        await self.topics.incidents.send(key=inc.node.encode(), value=inc.model_dump_json().encode())
+        self.counters.inc("incidents_total", cause=inc.cause, status=inc.status)
+        self.counters.set("incidents_open", len(self.sched.incidents.open))
+        log.warning("incident on %s: %s (%s), tasks %s", inc.node, inc.status, inc.cause, ",".join(inc.tasks) or "-")
 
 
 def register(app: faust.App, topics, settings: Settings, counters: Counters, net, inv) -> TaskBook:

@@ -27,6 +27,7 @@ class PathTable:
     loss: np.ndarray  # float64[P]
     probes: np.ndarray  # float64[P] rtt probes in the latest window (the loss leg needs enough of them)
     end: np.ndarray  # float64[P] end of the latest rtt window (patience counts fresh windows)
+    path_nodes: np.ndarray  # int64[P, 2] node rows of the path's source and destination (-1: not a node)
     by_ep: dict[str, tuple[np.ndarray, np.ndarray]]  # endpoint -> (node columns, path rows)
     node_q: np.ndarray  # float32[N] mean quality of a node's known paths
     headroom: np.ndarray  # float64[N] 1 - NIC utilisation (1 where unknown)
@@ -52,26 +53,32 @@ def build_path_table(cols: PathColumns, node_ids: list[str], profile: str,
         fc = np.array([forecast_p95.get((cols.names[a], cols.names[b]), np.nan) for a, b in zip(src, dst, strict=True)])
         p95_eff = np.fmax(p95, fc)
     q = path_quality(p95_eff, x["loss"], x["bw_util"], x["retrans"], x["jitter_ms"], profile).astype(np.float32)
-    ent_row, ent_col, ent_ep = _entries(cols, src, dst, node_ids)
+    pos = _node_rows(cols, node_ids)
+    ent_row, ent_col, ent_ep = _entries(cols, src, dst, pos)
     by_ep = _by_endpoint(cols.names, ent_row, ent_col, ent_ep)
     util = np.array([cols.local_value(node, "bw_util") for node in node_ids], np.float64)
     return PathTable(
         q=q, p95=p95, p95_eff=p95_eff, loss=x["loss"], probes=cols.column("count", rows),
-        end=cols.column("end", rows), by_ep=by_ep,
+        end=cols.column("end", rows), path_nodes=np.stack([pos[src], pos[dst]], axis=1).reshape(-1, 2), by_ep=by_ep,
         node_q=mean_by_group(ent_col, q[ent_row], len(node_ids)).astype(np.float32),
         headroom=np.where(np.isnan(util), 1.0, 1.0 - util),
     )
 
 
-def _entries(cols: PathColumns, src: np.ndarray, dst: np.ndarray, node_ids: list[str]):
-    """(path row, node column, endpoint code) of every use of a path, sorted by endpoint: each path
-    serves the node at its source towards the endpoint at its destination, and the reverse direction
-    when that one is not measured itself."""
+def _node_rows(cols: PathColumns, node_ids: list[str]) -> np.ndarray:
+    """int64[names]: the node row of every interned name (-1 where the name is not a node)."""
     pos = np.full(len(cols.names), -1, np.int64)
     for i, node in enumerate(node_ids):
         code = cols.codes.get(node)
         if code is not None:
             pos[code] = i
+    return pos
+
+
+def _entries(cols: PathColumns, src: np.ndarray, dst: np.ndarray, pos: np.ndarray):
+    """(path row, node column, endpoint code) of every use of a path, sorted by endpoint: each path
+    serves the node at its source towards the endpoint at its destination, and the reverse direction
+    when that one is not measured itself."""
     k = len(cols.names)
     reverse_measured = np.isin(dst * k + src, src * k + dst)
     idx = np.arange(src.size)

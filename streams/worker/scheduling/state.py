@@ -19,10 +19,11 @@ from core.reschedule import ReschedulePolicy, endpoint_worst, worst_known
 from core.scoring import filter_reasons, score_parts
 from core.sensitivity import task_alpha
 from core.vocabulary import DEFAULT_TYPES
-from schemas.sched import Decision, RescheduleEvent, Task
+from schemas.sched import Decision, Incident, RescheduleEvent, Task
 from streams.adapters.inventory import NodeView, node_view
 from streams.adapters.tasks import endpoint_rows, endpoints, need, scoring_inputs
 from streams.worker.scheduling.decision import Scored, decision
+from streams.worker.scheduling.failures import IncidentBook, health
 from streams.worker.scheduling.ledger import Ledger, usable
 from streams.worker.scheduling.migration import migrate_gang, migrate_singles
 from streams.worker.scheduling.path_table import (
@@ -75,6 +76,7 @@ class Scheduler:
     forecast_version: int = 0
     energy_carbon_weight: float = 0.5
     ledger: Ledger = field(default_factory=Ledger)
+    incidents: IncidentBook = field(default_factory=IncidentBook)
     _cache: dict = field(default_factory=dict)
 
     on_touch: object = None  # called after every change (the worker's rescoring loop waits on it)
@@ -105,7 +107,12 @@ class Scheduler:
         since = self.ledger.allocated(base.index, n, since=base.report_at)
         free = usable(base.capacity.astype(np.float64), allocated, base.reported_free, since, now - base.report_at,
                       self.margin, self.node_timeout_s)
-        return dataclasses.replace(base, usable=free)
+        failed, _ = self.health(base, now)  # a node whose every path is lost takes nothing either
+        return dataclasses.replace(base, usable=free, available=base.available & ~failed)
+
+    def health(self, nodes: NodeView, now: float) -> tuple[np.ndarray, np.ndarray]:
+        """(failed, cause) of every node (failures.health over the balanced path table)."""
+        return health(nodes, self.path_table(nodes, "balanced"), now, self.node_timeout_s)
 
     def _nodes(self, now: float) -> NodeView:
         return node_view(self.inv.records(), self.conversion, self.benchmark_work, now, self.node_timeout_s,
@@ -192,6 +199,13 @@ class Scheduler:
         return out
 
     # ------------------------------------------------------------------------ reschedule
+    def watch(self, now: float | None = None) -> list[Incident]:
+        """Incidents opened, located or recovered since the last look (call after reschedule)."""
+        now = time.time() if now is None else now
+        nodes = self.nodes(now)
+        failed, cause = self.health(nodes, now)
+        return self.incidents.update(nodes, failed, cause, self.running, now)
+
     def reschedule(self, now: float | None = None) -> list[RescheduleEvent]:
         now = time.time() if now is None else now
         if not self.running:

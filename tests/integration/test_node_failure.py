@@ -1,0 +1,106 @@
+"""A node stops reporting mid-task, end to end: the worker detects it, locates the failure (compute:
+its paths still carry probes), moves the task off it at once (node_failed), and the sink stores the
+incident in DuckDB, open and then recovered."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import pytest
+
+from schemas.topics import (
+    COMPUTE_NODES,
+    NETSTATE_WINDOWS,
+    SCHED_DECISIONS,
+    SCHED_INCIDENTS,
+    SCHED_RESCHEDULES,
+    SCHED_TASKS,
+)
+from sinks.duckdb_store import DuckStore, StoreError
+from streams.kafka import consumer, ensure_topics, producer
+from streams.runtime.processes import start_command, start_worker, stop_process
+from tests.helpers.http import call
+from tests.helpers.scheduling import gpu_node, win
+
+pytestmark = pytest.mark.integration
+
+
+async def _report(p, settings, nodes, now):
+    for n in nodes:
+        r = {k: v for k, v in gpu_node(n, now).items() if k != "received_at"}
+        await p.send_and_wait(settings.topic(COMPUTE_NODES), json.dumps(r).encode(), key=n.encode())
+
+
+async def _collect(settings, until, timeout_s: float) -> dict[str, list[dict]]:
+    got: dict[str, list[dict]] = {SCHED_DECISIONS: [], SCHED_RESCHEDULES: [], SCHED_INCIDENTS: []}
+    c = consumer(settings, *got, group_id=None, auto_offset_reset="earliest")
+    await c.start()
+    try:
+        deadline = time.monotonic() + timeout_s
+        while not until(got) and time.monotonic() < deadline:
+            for tp, msgs in (await c.getmany(timeout_ms=500)).items():
+                got[tp.topic.removeprefix(settings.topic_prefix)] += [json.loads(m.value) for m in msgs]
+    finally:
+        await c.stop()
+    return got
+
+
+def _stored_incidents(path) -> list[tuple]:
+    try:
+        with DuckStore.open(path, read_only=True, timeout_s=2) as s:
+            return s.query("SELECT node, status, cause, tasks FROM incidents ORDER BY status")
+    except StoreError:
+        return []
+
+
+async def test_a_silent_node_is_detected_and_its_task_moves(make_settings, tmp_path):
+    settings = make_settings(node_timeout_seconds=4, rescore_interval_seconds=0.3)
+    await ensure_topics(settings)
+    worker = start_worker(settings, tmp_path / "w.log")
+    sink = start_command(settings, tmp_path / "sink.log", "sink")
+    try:
+        p = producer(settings)
+        await p.start()
+        now = time.time()
+        await _report(p, settings, ("n0", "n1"), now)
+        for n in ("n0", "n1"):
+            w = {"src": n, "dst": "store", "metric": "rtt_ms", **win(now, 0.5)}
+            await p.send_and_wait(settings.topic(NETSTATE_WINDOWS), json.dumps(w).encode(), key=b"k")
+        deadline = time.monotonic() + 60  # the inventory has both nodes before the task is sent
+        while time.monotonic() < deadline:
+            try:
+                status, body = await asyncio.to_thread(call, settings.web_port, "GET", "/compute/nodes")
+                if status == 200 and body["total"] == 2:
+                    break
+            except OSError:
+                pass
+            await asyncio.sleep(0.3)
+        task = {"id": "job", "type": "fine-tune", "resources": {"cards": 2}, "checkpoint_gb": 1,
+                "data_source": {"node": "store", "size_gb": 1}}
+        await p.send_and_wait(settings.topic(SCHED_TASKS), json.dumps(task).encode(), key=b"job")
+        got = await _collect(settings, lambda g: g[SCHED_DECISIONS], 60)
+        (d,) = got[SCHED_DECISIONS]
+        home = d["nodes"][0]
+        other = "n1" if home == "n0" else "n0"
+        # only the other node goes on reporting; home falls silent past the 4 s timeout
+        for _ in range(10):
+            await _report(p, settings, (other,), time.time())
+            await asyncio.sleep(1.0)
+        await p.stop()
+        got = await _collect(settings, lambda g: len(g[SCHED_INCIDENTS]) >= 2 and g[SCHED_RESCHEDULES], 30)
+    finally:
+        stop_process(worker)
+    try:
+        (ev,) = got[SCHED_RESCHEDULES]
+        assert (ev["task_id"], ev["from_nodes"], ev["to_nodes"], ev["trigger"]) == ("job", [home], [other], "node_failed")
+        opened, recovered = got[SCHED_INCIDENTS][:2]
+        assert (opened["node"], opened["status"], opened["cause"], opened["tasks"]) == (home, "open", "compute", ["job"])
+        assert recovered["status"] == "recovered" and recovered["recovered_at"] >= opened["detected_at"]
+        deadline = time.monotonic() + 30
+        while len(rows := _stored_incidents(settings.duckdb_path)) < 2 and time.monotonic() < deadline:
+            await asyncio.sleep(0.5)
+        assert rows == [(home, "open", "compute", ["job"]), (home, "recovered", "compute", ["job"])]
+    finally:
+        stop_process(sink)
