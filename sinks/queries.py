@@ -161,7 +161,7 @@ def run_sections(con, sections=BENEFIT) -> list[dict]:
 
 
 INCIDENTS_SQL = """
-SELECT node, detected_at,
+SELECT node, strftime(to_timestamp(detected_at) AT TIME ZONE 'UTC', '%Y-%m-%d %H:%M:%S') AS detected_utc,
        max(status) AS status,  -- 'recovered' once a recovered row exists
        arg_max(cause, coalesce(recovered_at, located_at, detected_at)) AS cause,
        round(min(located_at) - detected_at, 1) AS locate_s,

@@ -20,6 +20,7 @@ from schemas.topics import (
     PROBE_DEADLETTER,
     PROBE_SAMPLES,
     SCHED_DECISIONS,
+    SCHED_INCIDENTS,
     SCHED_RESCHEDULES,
 )
 from sinks.duckdb_store import DuckStore
@@ -37,7 +38,7 @@ from streams.dev.sim import (
 from streams.dev.workload import TRUE_ALPHA, Workload, submit_tasks
 from streams.kafka import consumer, ensure_topics, producer
 from streams.probe.producer import ProbeProducer
-from streams.render.lines import deadletter_line, reschedule_line, window_line
+from streams.render.lines import deadletter_line, incident_line, reschedule_line, window_line
 from streams.runtime.processes import start_command, start_worker, stop_process
 
 POWER_SITE = "eu-dc1"
@@ -56,6 +57,8 @@ class Demo:
     logfile: Path
     worker: object = None
     sink: object = None
+    silent: dict[str, float] = field(default_factory=dict)  # node -> when it stopped reporting
+    incidents: list[dict] = field(default_factory=list)
     windows: list[dict] = field(default_factory=list)
     dead: list[dict] = field(default_factory=list)
     moves: list[dict] = field(default_factory=list)
@@ -71,15 +74,17 @@ async def run_demo(settings: Settings, args) -> int:
     db.parent.mkdir(parents=True, exist_ok=True)
     for stale in (db, db.with_name(db.name + ".wal")):
         stale.unlink(missing_ok=True)
-    settings = settings.model_copy(update={"duckdb_path": db})
+    # nodes report every 5 s; one silent for 15 s has failed (so a failure fits in the demo)
+    settings = settings.model_copy(update={"duckdb_path": db,
+                                           "node_timeout_seconds": min(settings.node_timeout_seconds, 15.0)})
     topo = Topology.build(args.nodes_per_region)
     demo = Demo(settings, args, topo, [(topo.nodes[0], topo.nodes[1]), (topo.nodes[0], topo.nodes[args.nodes_per_region])],
                 topo.nodes[args.nodes_per_region], Path(settings.data_dir) / "demo-worker.log")
     if not await _start(demo):
         return 1
     work = Workload(settings, topo, TaskRunner(TRUE_ALPHA, time_scale=0.01), demo.suffix)
-    out = consumer(settings, NETSTATE_WINDOWS, PROBE_DEADLETTER, SCHED_RESCHEDULES, SCHED_DECISIONS, group_id=None,
-                   auto_offset_reset="latest")
+    out = consumer(settings, NETSTATE_WINDOWS, PROBE_DEADLETTER, SCHED_RESCHEDULES, SCHED_DECISIONS, SCHED_INCIDENTS,
+                   group_id=None, auto_offset_reset="latest")
     await out.start()
     await work.start()
     try:
@@ -140,7 +145,7 @@ async def _live(demo: Demo, out, work: Workload) -> int | None:
     async with ProbeProducer(settings) as probes:
         await _send_bad_examples(settings)
         jobs = [asyncio.create_task(sim.run(probes, args.seconds)),
-                asyncio.create_task(_report_compute(settings, topo, args.seconds, frozenset({demo.data_node}))),
+                asyncio.create_task(_report_compute(demo, args.seconds, frozenset({demo.data_node}))),
                 asyncio.create_task(work.submit(0.2 * args.seconds, 0.75 * args.seconds))]
         submit_at = t_start + max(0.25 * args.seconds, settings.window_seconds + settings.allowed_lateness_seconds + 1)
         submitted = False
@@ -148,7 +153,7 @@ async def _live(demo: Demo, out, work: Workload) -> int | None:
             await _drain(demo, out, work)
             if not submitted and time.monotonic() >= submit_at:
                 submitted = True
-                await _showcase(demo, sim, t_start)
+                await _showcase(demo, sim, t_start, work)
             if demo.worker.poll() is not None:
                 for job in jobs:
                     job.cancel()
@@ -159,23 +164,34 @@ async def _live(demo: Demo, out, work: Workload) -> int | None:
         return jobs[0].result()
 
 
-async def _showcase(demo: Demo, sim: ProbeSimulator, t_start: float) -> None:
-    """The four showcase tasks; the training job's path to its data degrades at 45 % of the run."""
+async def _showcase(demo: Demo, sim: ProbeSimulator, t_start: float, work: Workload) -> None:
+    """The four showcase tasks; the training job's path to its data degrades at 45 % of the run, and
+    the inference service's node falls silent at 55 % (a node failure)."""
     args = demo.args
-    chosen = await asyncio.to_thread(submit_tasks, demo.settings, demo.topo, demo.data_node, demo.suffix)
-    if chosen:
-        start = time.time() + max(0.0, 0.45 * args.seconds - (time.monotonic() - t_start))
+    placed = await asyncio.to_thread(submit_tasks, demo.settings, demo.topo, demo.data_node, demo.suffix,
+                                     work.expected)
+    elapsed = time.monotonic() - t_start
+    if "training-data-parallel" in placed:
+        chosen = placed["training-data-parallel"][0]
+        start = time.time() + max(0.0, 0.45 * args.seconds - elapsed)
         sim.inject("reroute", chosen, demo.data_node, start, args.seconds, 50.0)
         sim.inject("loss", chosen, demo.data_node, start, args.seconds, 0.05)
         print(f"event    {chosen} <-> {demo.data_node} (the training data) degrades at "
               f"{0.45 * args.seconds:.0f} s: latency x50, 5 % loss")
+    if "inference" in placed:
+        node = placed["inference"][0]
+        delay = max(0.0, 0.55 * args.seconds - elapsed)
+        asyncio.get_running_loop().call_later(delay, demo.silent.setdefault, node, time.time() + delay)
+        print(f"event    {node} (the inference service's node) stops reporting at {0.55 * args.seconds:.0f} s; "
+              f"a node silent for {demo.settings.node_timeout_seconds:g} s has failed")
 
 
 def _summary(demo: Demo, work: Workload, sent: int, status: int, sink_status: int) -> int:
     print()
     print(f"summary  samples sent {sent:,}; window results received {len(demo.windows):,}; "
           f"dead letters {len(demo.dead)}; tasks submitted {work.submitted}, started {work.started}, finished "
-          f"{work.finished}; reschedules {len(demo.moves)}; worker exit status {status}, sink {sink_status}")
+          f"{work.finished}; reschedules {len(demo.moves)}; incidents {len({(i['node'], i['detected_at']) for i in demo.incidents})}; worker exit status "
+          f"{status}, sink {sink_status}")
     if not demo.windows:
         print(f"no window results arrived; see {demo.logfile}")
         return 1
@@ -197,19 +213,22 @@ async def _wait_ready(settings: Settings, worker, timeout_s: float) -> bool:
     return False
 
 
-async def _report_compute(settings: Settings, topo: Topology, seconds: float, busy: frozenset[str]) -> None:
-    """Every node reports its inventory at start and then every 10 s (its heartbeat)."""
+async def _report_compute(demo: Demo, seconds: float, busy: frozenset[str], every_s: float = 5.0) -> None:
+    """Every node reports its inventory at start and then every ``every_s`` (its heartbeat), but
+    the ones the demo silenced."""
+    settings = demo.settings
     p = producer(settings)
     await p.start()
     try:
         deadline = time.time() + seconds
         while True:
-            for r in compute_reports(topo, time.time(), busy=busy):
-                await p.send(settings.topic(COMPUTE_NODES), json.dumps(r).encode(), key=r["node"].encode())
+            for r in compute_reports(demo.topo, time.time(), busy=busy):
+                if r["node"] not in demo.silent:
+                    await p.send(settings.topic(COMPUTE_NODES), json.dumps(r).encode(), key=r["node"].encode())
             await p.flush()
-            if time.time() + 10 > deadline:
+            if time.time() + every_s > deadline:
                 return
-            await asyncio.sleep(10)
+            await asyncio.sleep(every_s)
     finally:
         await p.stop()
 
@@ -237,6 +256,9 @@ async def _drain(demo: Demo, out, work: Workload, timeout_ms: int = 500) -> None
             elif tp.topic.endswith(SCHED_RESCHEDULES):
                 demo.moves.append(doc)
                 print(reschedule_line(doc))
+            elif tp.topic.endswith(SCHED_INCIDENTS):
+                demo.incidents.append(doc)
+                print(incident_line(doc, _last_report(demo, doc["node"])))
             elif tp.topic.endswith(PROBE_DEADLETTER):
                 demo.dead.append(doc)
                 print(deadletter_line(doc))
@@ -245,6 +267,11 @@ async def _drain(demo: Demo, out, work: Workload, timeout_ms: int = 500) -> None
                 demo.windows.append(doc)
                 if doc["metric"] == "rtt_ms" and (doc["src"], doc["dst"]) in demo.watch:
                     print(window_line(doc))
+
+
+def _last_report(demo: Demo, node: str) -> float | None:
+    """When the silenced node's last report went out (reports every 5 s before it fell silent)."""
+    return demo.silent.get(node)
 
 
 def _backfill(settings: Settings, topo: Topology, pairs) -> int:

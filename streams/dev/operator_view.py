@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 from sinks.duckdb_store import DuckStore
-from sinks.queries import run_sections
+from sinks.queries import INCIDENTS, run_sections
 from streams.analytics.alphas import learned_alphas
 from streams.client import base_url, call
 from streams.config import Settings
@@ -91,6 +91,7 @@ def print_reports(settings: Settings, true_alpha: dict[str, float]) -> None:
     try:
         with DuckStore.open(settings.duckdb_path, read_only=True, timeout_s=10) as store:
             sections = run_sections(store.con)
+            incidents = run_sections(store.con, INCIDENTS)
             alphas = learned_alphas(store.con, min_tasks=settings.alpha_min_tasks)
     except Exception as exc:  # the demo still ends with its summary
         print(f"reports unavailable: {exc}")
@@ -100,6 +101,8 @@ def print_reports(settings: Settings, true_alpha: dict[str, float]) -> None:
     print("cnsched report alpha  (learned from finished tasks; the runner's true alphas: "
           + ", ".join(f"{k} {v}" for k, v in true_alpha.items() if k in {r['task_type'] for r in alphas}) + ")")
     print(tables.alpha_table(alphas))
+    print("\ncnsched report incidents  (from DuckDB)")
+    print(tables.sections(incidents), end="")
 
 
 def _r(v, digits: int):

@@ -30,24 +30,28 @@ DEMO_TASKS = [
 ]
 
 
-def submit_tasks(settings: Settings, topo: Topology, data_node: str, suffix: str = "") -> str | None:
-    """POST the demo's tasks; print each decision; return where the data-parallel job went."""
-    chosen = None
+def submit_tasks(settings: Settings, topo: Topology, data_node: str, suffix: str = "",
+                 expected: dict[str, float] | None = None) -> dict[str, list[str]]:
+    """POST the demo's tasks; print each decision; return where each placed one went (by type).
+    ``expected``: gets each task's expected duration (what the simulated runner runs it for)."""
+    placed: dict[str, list[str]] = {}
     for spec in DEMO_TASKS:
         task = {**spec, "id": spec["id"] + suffix}
         if task["type"] == "training-data-parallel":
             task["data_source"] = {"node": data_node, "size_gb": 50}
         if task["type"] == "inference":
             task["model_repo"] = {"node": topo.nodes[0], "size_gb": 14}
+        if expected is not None:
+            expected[task["id"]] = task.get("expected_duration_s", 3600.0)
         try:
             res = post(settings, "/tasks", task)
         except OSError as exc:
             print(f"decision {task['id']}: POST /tasks failed: {exc}")
             continue
         print(decision_line(task["id"], res))
-        if res.get("status") == "placed" and task["type"] == "training-data-parallel":
-            chosen = res["nodes"][0]
-    return chosen
+        if res.get("status") == "placed":
+            placed[task["type"]] = res["nodes"]
+    return placed
 
 
 class Workload:

@@ -10,6 +10,10 @@ def _fmt(v) -> str:
     return "   -   " if v is None else f"{v:7.2f}"
 
 
+def _num(v) -> str:
+    return "-" if v is None else f"{v:.1f}"
+
+
 def window_line(doc: dict) -> str:
     t = time.strftime("%H:%M:%S", time.localtime(doc["window_start"]))
     return (f"window   {t} {doc['src']:>9} -> {doc['dst']:<9} {doc['metric']} "
@@ -20,8 +24,8 @@ def window_line(doc: dict) -> str:
 def reschedule_line(doc: dict) -> str:
     return (f"resched  {doc['task_id']} {','.join(doc['from_nodes'])} -> {','.join(doc['to_nodes'])} "
             f"({doc['trigger']}): expected gain {doc['expected_gain_s']:.0f} s > migration cost "
-            f"{doc['migration_cost_s']:.0f} s; composite {doc['before']['composite']:.1f} -> "
-            f"{doc['after']['composite']:.1f}")
+            f"{doc['migration_cost_s']:.0f} s; composite {_num(doc['before']['composite'])} -> "
+            f"{_num(doc['after']['composite'])}")
 
 
 def deadletter_line(doc: dict) -> str:
@@ -45,3 +49,13 @@ def energy_decision_line(d: dict) -> str:
     return (f"decision {d['task_id']} ({d['task_type']}, cost sensitivity {d['cost_sensitivity']:g}) -> "
             f"{','.join(d['nodes'])}: energy score {c['energy_score']:.0f}, composite {c['composite']:.1f}; "
             f"compute-only would pick {','.join(d['compute_only_nodes'])}")
+
+
+def incident_line(doc: dict, since: float | None = None) -> str:
+    """A sched.incidents message; ``since``: when the failure began, if known (the detection delay)."""
+    tasks = ",".join(doc["tasks"]) or "none"
+    if doc["status"] == "open":
+        delay = "" if since is None else f" {doc['detected_at'] - since:.1f} s after its reports stopped,"
+        return f"incident {doc['node']} failed: detected{delay} cause {doc['cause']}; tasks on it: {tasks}"
+    return (f"incident {doc['node']} recovered {doc['recovered_at'] - doc['detected_at']:.1f} s after detection "
+            f"(tasks {tasks} elsewhere; work lost {doc['work_lost_s']:.0f} s of task time)")

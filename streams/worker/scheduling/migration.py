@@ -64,6 +64,7 @@ def _migrate_group(sched, nodes: NodeView, group: list, profile: str, now: float
     cur = np.array([nodes.index[r.nodes[0]] for r in group])
     t_idx = np.arange(len(group))
     current = s_now[t_idx, cur].astype(np.float64)
+    current = np.where(np.isfinite(current), current, 0.0)  # a failed node is worth nothing
     s[t_idx, cur] = -np.inf
     best_node = np.argmax(s, axis=1)
     best = s[t_idx, best_node].astype(np.float64)
@@ -144,6 +145,7 @@ def migrate_gang(sched, r, nodes: NodeView, now: float) -> RescheduleEvent | Non
         return peer_scores(alpha, compute, net.quality[first], x.unknown_quality, nodes.energy, w)
 
     current = gang_value(scores, peer(members[0]), members)
+    current = current if np.isfinite(current) else 0.0  # a member's node failed
     alt = place(scores.copy(), need(task), usable.copy(), gang=len(members), peer_scores=peer)
     if not alt.placed or set(alt.nodes) == set(members):
         r.streak = 0
