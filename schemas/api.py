@@ -151,6 +151,9 @@ class RunningState(ApiModel):
     moves: int = 0
     baseline_loss: float | None = None
     seen_window_end: float | None = None
+    checkpoint_at: float | None = None
+    checkpoint_gb: float | None = None
+    restarts: int = 0
 
 
 class TaskRecord(ApiModel):

@@ -99,6 +99,8 @@ class Decision(BaseModel):
     cards: int = Field(default=0, description="accelerators per worker")
     peers: int = 1
     cost_sensitivity: float = 0.0
+    restarts: int = Field(default=0, description="times the task was re-queued after a failure")
+    resume_from: float | None = Field(default=None, description="the checkpoint (its time) it resumes from")
 
 
 class ScoreBreakdown(BaseModel):
@@ -121,18 +123,23 @@ class RescheduleEvent(BaseModel):
 
 
 class TaskEvent(BaseModel):
-    """A task's lifecycle on `sched.events`: started, finished (with duration and achieved
-    throughput), failed. Reported by whatever runs the task; the audit joins it to decisions."""
+    """A task's lifecycle on `sched.events`: started, checkpoint (when it saved its state, how big, where),
+    finished (with duration and achieved throughput), failed (it is re-queued and resumes from its last
+    checkpoint, up to CNSCHED_MAX_RESTARTS times). Reported by whatever runs the task; the audit joins
+    it to decisions."""
 
     model_config = ConfigDict(extra="allow", allow_inf_nan=False)
 
     task_id: str = Field(pattern=ID_PATTERN)
-    event: Literal["started", "finished", "failed"]
+    event: Literal["started", "checkpoint", "finished", "failed"]
     at: float = Field(gt=0, description="epoch seconds")
     nodes: list[str] = Field(default_factory=list)
     duration_s: float | None = Field(default=None, ge=0)
     throughput: float | None = Field(default=None, ge=0, description="achieved, in `unit`")
     unit: str = "samples/s"
+    checkpoint_at: float | None = Field(default=None, gt=0, description="checkpoint: when the state was saved")
+    checkpoint_gb: float | None = Field(default=None, ge=0, description="checkpoint: its size")
+    checkpoint_location: str | None = Field(default=None, description="checkpoint: where it is stored")
 
 
 class Incident(BaseModel):

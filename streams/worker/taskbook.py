@@ -39,7 +39,9 @@ def running_state(run) -> RunningState | None:
 
     return RunningState(alpha=run.alpha, profile=run.profile, placed_at=run.placed_at,
                         baseline_p95=known(run.baseline_p95), cooldown_until=run.cooldown_until, moves=run.moves,
-                        baseline_loss=known(run.baseline_loss), seen_window_end=known(run.seen_window_end))
+                        baseline_loss=known(run.baseline_loss), seen_window_end=known(run.seen_window_end),
+                        checkpoint_at=known(run.checkpoint_at), checkpoint_gb=known(run.checkpoint_gb),
+                        restarts=run.restarts)
 
 
 def updated(rec: TaskRecord | None, task: Task | None, status: str, nodes: list[str], entry: dict,

@@ -1,6 +1,7 @@
 """A node stops reporting mid-task, end to end: the worker detects it, locates the failure (compute:
 its paths still carry probes), moves the task off it at once (node_failed), and the sink stores the
-incident in DuckDB, open and then recovered."""
+incident in DuckDB, open and then recovered; the work lost counts from the task's checkpoint. When the
+task then fails, it is re-queued and placed again, resuming from that checkpoint."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from schemas.topics import (
     COMPUTE_NODES,
     NETSTATE_WINDOWS,
     SCHED_DECISIONS,
+    SCHED_EVENTS,
     SCHED_INCIDENTS,
     SCHED_RESCHEDULES,
     SCHED_TASKS,
@@ -84,12 +86,21 @@ async def test_a_silent_node_is_detected_and_its_task_moves(make_settings, tmp_p
         (d,) = got[SCHED_DECISIONS]
         home = d["nodes"][0]
         other = "n1" if home == "n0" else "n0"
-        # only the other node goes on reporting; home falls silent past the 4 s timeout
+        # the job saves a 2 GB checkpoint; then only the other node goes on reporting: home falls
+        # silent past the 4 s timeout
+        ckpt = {"task_id": "job", "event": "checkpoint", "at": time.time(), "nodes": [home],
+                "checkpoint_at": time.time(), "checkpoint_gb": 2.0, "checkpoint_location": "s3://ckpt/job/1"}
+        await p.send_and_wait(settings.topic(SCHED_EVENTS), json.dumps(ckpt).encode(), key=b"job")
         for _ in range(10):
             await _report(p, settings, (other,), time.time())
             await asyncio.sleep(1.0)
-        await p.stop()
         got = await _collect(settings, lambda g: len(g[SCHED_INCIDENTS]) >= 2 and g[SCHED_RESCHEDULES], 30)
+        # then it fails where it moved to: re-queued, placed again, resuming from the checkpoint
+        failed = {"task_id": "job", "event": "failed", "at": time.time(), "nodes": [other]}
+        await p.send_and_wait(settings.topic(SCHED_EVENTS), json.dumps(failed).encode(), key=b"job")
+        await _report(p, settings, (other,), time.time())
+        await p.stop()
+        again = await _collect(settings, lambda g: len(g[SCHED_DECISIONS]) >= 2, 30)
     finally:
         stop_process(worker)
     try:
@@ -98,6 +109,10 @@ async def test_a_silent_node_is_detected_and_its_task_moves(make_settings, tmp_p
         opened, recovered = got[SCHED_INCIDENTS][:2]
         assert (opened["node"], opened["status"], opened["cause"], opened["tasks"]) == (home, "open", "compute", ["job"])
         assert recovered["status"] == "recovered" and recovered["recovered_at"] >= opened["detected_at"]
+        assert 0 < opened["work_lost_s"] < 30  # since the checkpoint, not since placement
+        resumed = again[SCHED_DECISIONS][-1]
+        assert (resumed["status"], resumed["nodes"], resumed["restarts"]) == ("placed", [other], 1)
+        assert resumed["resume_from"] == ckpt["checkpoint_at"]
         deadline = time.monotonic() + 30
         while len(rows := _stored_incidents(settings.duckdb_path)) < 2 and time.monotonic() < deadline:
             await asyncio.sleep(0.5)

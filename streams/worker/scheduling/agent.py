@@ -45,8 +45,13 @@ METRICS = {
     "forecast_paths": "paths with a forecast (preventive rescheduling)",
     "history_refreshed_unixtime": "when forecasts and learned alphas were last read",
     "incidents_total": "node failures sent to sched.incidents, by cause and status",
+    "task_restarts_total": "failed tasks re-queued to resume from their last checkpoint",
     "incidents_open": "node failures not recovered yet",
 }
+
+
+def _nan(v: float | None) -> float:
+    return math.nan if v is None else v
 
 
 def make_scheduler(settings: Settings, net, inv) -> Scheduler:
@@ -60,8 +65,9 @@ def make_scheduler(settings: Settings, net, inv) -> Scheduler:
 
 
 class SchedulingService:
-    def __init__(self, sched: Scheduler, book: TaskBook, topics, counters: Counters) -> None:
+    def __init__(self, sched: Scheduler, book: TaskBook, topics, counters: Counters, max_restarts: int = 3) -> None:
         self.sched, self.book, self.topics, self.counters = sched, book, topics, counters
+        self.max_restarts = max_restarts
         self.lock = asyncio.Lock()
         self.restored = False
         self.scored_version = -1
@@ -77,8 +83,9 @@ class SchedulingService:
                 base = math.nan if r.baseline_p95 is None else r.baseline_p95
                 self.sched.add_running(Running(
                     task, rec.nodes, r.alpha, r.profile, r.placed_at, base, cooldown_until=r.cooldown_until,
-                    moves=r.moves, baseline_loss=math.nan if r.baseline_loss is None else r.baseline_loss,
-                    seen_window_end=-math.inf if r.seen_window_end is None else r.seen_window_end))
+                    moves=r.moves, baseline_loss=_nan(r.baseline_loss),
+                    seen_window_end=-math.inf if r.seen_window_end is None else r.seen_window_end,
+                    checkpoint_at=_nan(r.checkpoint_at), checkpoint_gb=_nan(r.checkpoint_gb), restarts=r.restarts))
             elif rec.status == "queued":
                 self.sched.pending[task.id] = Pending(task, task.submitted_at or time.time())
         self.restored = True
@@ -112,19 +119,29 @@ class SchedulingService:
             await self.publish_decision(task, self.sched.decide(task))
 
     async def on_event(self, ev: TaskEvent) -> None:
-        """A finished or failed task releases its nodes; every event joins the task's history."""
+        """A finished task releases its nodes; a failed one is re-queued to resume from its last
+        checkpoint (failed for good after CNSCHED_MAX_RESTARTS); a checkpoint is remembered; every
+        event joins the task's history."""
         async with self.lock:
             self.restore()
             rec = self.book.get(ev.task_id)
             if rec is None or rec.status in ENDED:
                 return  # not ours, or redelivered after the end
             self.counters.inc("task_events_total", event=ev.event)
-            status = rec.status
-            if ev.event in ENDED:
-                status = ev.event
+            status, entry = rec.status, {"event": ev.model_dump(mode="json", exclude_none=True)}
+            if ev.event == "checkpoint":
+                self.sched.checkpoint(ev.task_id, ev.checkpoint_at or ev.at, ev.checkpoint_gb)
+            elif ev.event == "finished":
+                status = "finished"
                 self.sched.end(ev.task_id)
+            elif ev.event == "failed":
+                lost = self.sched.fail(ev.task_id, ev.at, self.max_restarts)
+                status = "failed" if lost is None else "queued"
+                if lost is not None:
+                    entry["requeued"], entry["work_lost_s"] = True, round(lost, 3)
+                    self.counters.inc("task_restarts_total")
             task = Task.model_validate(rec.task)
-            await self._book(task, status, rec.nodes, {"event": ev.model_dump(mode="json")}, rec)
+            await self._book(task, status, [] if status == "queued" else rec.nodes, entry, rec)
 
     async def rescore(self) -> None:
         """Watch for failed nodes; retry queued tasks and re-evaluate running ones when anything
@@ -154,7 +171,7 @@ def register(app: faust.App, topics, settings: Settings, counters: Counters, net
         counters.describe(name, help_text)
     book = TaskBook(app.Table(table_name(settings, TASKS_TABLE), key_type=bytes, value_type=bytes, partitions=1))
     sched = make_scheduler(settings, net, inv)
-    service = SchedulingService(sched, book, topics, counters)
+    service = SchedulingService(sched, book, topics, counters, settings.max_restarts)
     net.on_change = sched.touch
     inv.on_change = sched.touch
 

@@ -51,7 +51,7 @@ class IncidentBook:
                 runs = on_node.get(node, [])
                 located = None if cause[i] == UNKNOWN else now
                 inc = self.open[node] = Open(now, str(cause[i]), located, sorted(r.task.id for r in runs),
-                                             sum(max(now - r.placed_at, 0.0) for r in runs))
+                                             sum(max(now - r.progress_since, 0.0) for r in runs))
                 out.append(_message(node, inc, "open"))
             elif inc is not None and failed[i] and inc.located_at is None and cause[i] != UNKNOWN:
                 inc.cause, inc.located_at = str(cause[i]), now

@@ -43,10 +43,14 @@ def moved(sched, run, to_nodes: list[str], now: float, net, rows: np.ndarray, co
     run.seen_window_end = worst_known([endpoint_worst(net.end, rows, c) for c in cols])
 
 
-def migrate_singles(sched, nodes: NodeView, runs: list, now: float) -> list[RescheduleEvent]:
+def migrate_singles(sched, runs: list, now: float) -> list[RescheduleEvent]:
+    """Single-node tasks, one group per network profile; each group sees what the moves of the
+    groups before it took (the ledger, read again)."""
     events = []
     for profile in sorted({r.profile for r in runs}):
-        events += _migrate_group(sched, nodes, [r for r in runs if r.profile == profile], profile, now)
+        nodes = sched.nodes(now)
+        group = [r for r in runs if r.profile == profile and r.nodes[0] in nodes.index]
+        events += _migrate_group(sched, nodes, group, profile, now) if group else []
     return events
 
 
@@ -117,7 +121,7 @@ def _evaluate_group(sched, nodes: NodeView, group: list, x, net, eps: list[str],
         r.seen_forecast_version = sched.forecast_version
         if not np.isnan(newest[t]):
             r.seen_window_end = max(r.seen_window_end, float(newest[t]))
-    cost = migration_cost_s(np.array([r.task.checkpoint_gb for r in group]), net.bandwidth[best_node, cur],
+    cost = migration_cost_s(np.array([r.state_gb for r in group]), net.bandwidth[best_node, cur],
                             nodes.queue_s[best_node], sched.policy)
     remaining = np.array([max(r.task.expected_duration_s - (now - r.placed_at), 0.0) for r in group])
     joined = nodes.joined_at[best_node] > np.array([r.placed_at for r in group])
@@ -164,7 +168,7 @@ def migrate_gang(sched, r, nodes: NodeView, now: float) -> RescheduleEvent | Non
     r.seen_forecast_version = sched.forecast_version
     if not np.isnan(newest):
         r.seen_window_end = max(r.seen_window_end, newest)
-    cost = migration_cost_s(np.full(len(leaving), task.checkpoint_gb), net.bandwidth[leaving, arriving],
+    cost = migration_cost_s(np.full(len(leaving), r.state_gb), net.bandwidth[leaving, arriving],
                             nodes.queue_s[arriving], sched.policy)
     remaining = max(task.expected_duration_s - (now - r.placed_at), 0.0)
     joined = bool((nodes.joined_at[arriving] > r.placed_at).any())

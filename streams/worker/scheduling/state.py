@@ -48,12 +48,27 @@ class Running:
     baseline_loss: float = math.nan  # the loss of its worst path at placement
     seen_window_end: float = -math.inf  # the newest window of its paths it was evaluated on
     seen_forecast_version: int = 0  # the forecasts it was evaluated on (preventive mode)
+    checkpoint_at: float = math.nan  # its last checkpoint (NaN: none yet)
+    checkpoint_gb: float = math.nan  # that checkpoint's size (NaN: the task's declared checkpoint_gb)
+    restarts: int = 0
+
+    @property
+    def progress_since(self) -> float:
+        """Where a restart resumes from: its last checkpoint, else its placement."""
+        return self.checkpoint_at if math.isfinite(self.checkpoint_at) else self.placed_at
+
+    @property
+    def state_gb(self) -> float:
+        """What a move or a restart transfers: the last checkpoint's size, else the declared one."""
+        return self.checkpoint_gb if math.isfinite(self.checkpoint_gb) else self.task.checkpoint_gb
 
 
 @dataclass
 class Pending:
     task: Task
     submitted_at: float
+    restarts: int = 0
+    resume_from: float | None = None  # the checkpoint a re-queued task resumes from
 
 
 @dataclass
@@ -152,18 +167,27 @@ class Scheduler:
 
         p = place(s.composite, need(task), nodes.usable.copy(), gang=task.peers, reserve=reserve, peer_scores=peer)
         if p.placed:
-            self.pending.pop(task.id, None)
+            prior = self.pending.pop(task.id, None)  # a re-queued task keeps its restarts and checkpoint
             # the task's own paths (its endpoints) at placement: what later p95s are compared with
             rows = endpoint_rows(x, 0)
             base = worst_known([endpoint_worst(net.p95, rows, c) for c in p.nodes])
             run = Running(task, [nodes.ids[i] for i in p.nodes], alpha, profile, now, base,
                           baseline_loss=worst_known([endpoint_worst(net.loss, rows, c) for c in p.nodes]),
                           seen_window_end=worst_known([endpoint_worst(net.end, rows, c) for c in p.nodes]),
-                          seen_forecast_version=self.forecast_version)
+                          seen_forecast_version=self.forecast_version,
+                          restarts=prior.restarts if prior else 0,
+                          checkpoint_at=prior.resume_from if prior and prior.resume_from else math.nan)
             self.add_running(run)
         else:
             self.pending.setdefault(task.id, Pending(task, task.submitted_at or now))
-        return decision(task, profile, s, nodes, p, reasons, compute_only, self.version, now)
+        d = decision(task, profile, s, nodes, p, reasons, compute_only, self.version, now)
+        queued = self.pending.get(task.id)
+        if p.placed and self.running[task.id].restarts:
+            run = self.running[task.id]
+            d = d.model_copy(update={"restarts": run.restarts, "resume_from": _known(run.checkpoint_at)})
+        elif queued is not None and queued.restarts:
+            d = d.model_copy(update={"restarts": queued.restarts, "resume_from": queued.resume_from})
+        return d
 
     def add_running(self, run: Running) -> None:
         """A task runs (placed now, or restored after a restart): it holds its nodes in the ledger."""
@@ -172,6 +196,27 @@ class Scheduler:
         self.ledger.book(run.task.id, run.nodes, need(run.task), run.placed_at)
         self.allocation_version += 1
         self.touch()
+
+    def checkpoint(self, task_id: str, at: float, gb: float | None = None) -> None:
+        """The running task saved its state: a restart or a move resumes from here."""
+        run = self.running.get(task_id)
+        if run is not None and at >= (run.checkpoint_at if math.isfinite(run.checkpoint_at) else -math.inf):
+            run.checkpoint_at = at
+            if gb is not None:
+                run.checkpoint_gb = gb
+
+    def fail(self, task_id: str, at: float, max_restarts: int) -> float | None:
+        """The task failed where it ran: re-queued to resume from its last checkpoint (the work since
+        then is lost, returned in seconds), or ended for good (None) after ``max_restarts``."""
+        run = self.running.get(task_id)
+        if run is None or run.restarts >= max_restarts:
+            self.end(task_id)
+            return None
+        self.end(task_id)
+        self.pending[task_id] = Pending(run.task, run.task.submitted_at or at, run.restarts + 1,
+                                        _known(run.checkpoint_at))
+        self.touch()
+        return max(at - run.progress_since, 0.0)
 
     def end(self, task_id: str) -> bool:
         """The task finished, failed or was withdrawn: its holds are released. True if it ran."""
@@ -213,12 +258,19 @@ class Scheduler:
         nodes = self.nodes(now)
         singles = [r for r in self.running.values() if len(r.nodes) == 1 and r.nodes[0] in nodes.index]
         gangs = [r for r in self.running.values() if len(r.nodes) > 1 and all(n in nodes.index for n in r.nodes)]
-        events = [ev for r in gangs if (ev := migrate_gang(self, r, nodes, now)) is not None]
-        events += migrate_singles(self, nodes, singles, now)
+        events = []
+        for r in gangs:  # each gang sees the moves before it (the ledger, read again)
+            if (ev := migrate_gang(self, r, self.nodes(now), now)) is not None:
+                events.append(ev)
+        events += migrate_singles(self, singles, now)
         if events:
             self.allocation_version += 1
             self.touch()
         return events
+
+
+def _known(v: float) -> float | None:
+    return v if math.isfinite(v) else None
 
 
 def _scored_one(x, alpha: float, nodes: NodeView, cost_sensitivity: float) -> Scored:

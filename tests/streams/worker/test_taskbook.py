@@ -13,7 +13,8 @@ def test_running_state_keeps_what_a_restart_needs_and_nan_as_null():
     run = Running(task, ["n1"], 0.8, "latency", 100.0, math.nan, cooldown_until=700.0, moves=2)
     state = running_state(run)
     assert state.body() == {"alpha": 0.8, "profile": "latency", "placed_at": 100.0, "baseline_p95": None,
-                            "cooldown_until": 700.0, "moves": 2, "baseline_loss": None, "seen_window_end": None}
+                            "cooldown_until": 700.0, "moves": 2, "baseline_loss": None, "seen_window_end": None,
+                            "checkpoint_at": None, "checkpoint_gb": None, "restarts": 0}
     assert running_state(None) is None
 
 

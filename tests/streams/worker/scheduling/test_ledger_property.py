@@ -45,6 +45,9 @@ def check(s, submitted: set, ended: set, t: float) -> None:
 # known hard cases, always run: two moves into one node in one pass; a failed node with a gang on it
 @example([("submit", 5, 1, "training-data-parallel"), ("submit", 5, 1, "training-data-parallel"), ("storm", "n2"),
           ("rescore",)])
+# moves of different network profiles into one node (found by this test)
+@example([("submit", 1, 1, "training-data-parallel"), ("submit", 4, 1, "inference"),
+          ("submit", 4, 1, "training-data-parallel"), ("down", "n0"), ("rescore",)])
 @example([("submit", 4, 2, "training-data-parallel"), ("down", "n0"), ("rescore",), ("up", "n0"), ("rescore",),
           ("end", 0), ("rescore",)])
 def test_random_runs_keep_the_books(steps):
