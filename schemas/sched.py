@@ -123,7 +123,8 @@ class RescheduleEvent(BaseModel):
 
 
 class TaskEvent(BaseModel):
-    """A task's lifecycle on `sched.events`: started, checkpoint (when it saved its state, how big, where),
+    """A task's lifecycle on `sched.events`: started, refused (the node would not start it: the next
+    candidate is tried), checkpoint (when it saved its state, how big, where),
     finished (with duration and achieved throughput), failed (it is re-queued and resumes from its last
     checkpoint, up to CNSCHED_MAX_RESTARTS times). Reported by whatever runs the task; the audit joins
     it to decisions."""
@@ -131,7 +132,7 @@ class TaskEvent(BaseModel):
     model_config = ConfigDict(extra="allow", allow_inf_nan=False)
 
     task_id: str = Field(pattern=ID_PATTERN)
-    event: Literal["started", "checkpoint", "finished", "failed"]
+    event: Literal["started", "refused", "checkpoint", "finished", "failed"]
     at: float = Field(gt=0, description="epoch seconds")
     nodes: list[str] = Field(default_factory=list)
     duration_s: float | None = Field(default=None, ge=0)

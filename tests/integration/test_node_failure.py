@@ -88,6 +88,8 @@ async def test_a_silent_node_is_detected_and_its_task_moves(make_settings, tmp_p
         other = "n1" if home == "n0" else "n0"
         # the job saves a 2 GB checkpoint; then only the other node goes on reporting: home falls
         # silent past the 4 s timeout
+        started = {"task_id": "job", "event": "started", "at": time.time(), "nodes": [home]}  # as a runner does
+        await p.send_and_wait(settings.topic(SCHED_EVENTS), json.dumps(started).encode(), key=b"job")
         ckpt = {"task_id": "job", "event": "checkpoint", "at": time.time(), "nodes": [home],
                 "checkpoint_at": time.time(), "checkpoint_gb": 2.0, "checkpoint_location": "s3://ckpt/job/1"}
         await p.send_and_wait(settings.topic(SCHED_EVENTS), json.dumps(ckpt).encode(), key=b"job")
@@ -95,7 +97,9 @@ async def test_a_silent_node_is_detected_and_its_task_moves(make_settings, tmp_p
             await _report(p, settings, (other,), time.time())
             await asyncio.sleep(1.0)
         got = await _collect(settings, lambda g: len(g[SCHED_INCIDENTS]) >= 2 and g[SCHED_RESCHEDULES], 30)
-        # then it fails where it moved to: re-queued, placed again, resuming from the checkpoint
+        # it starts where it moved to, then fails there: re-queued, placed again, resuming from the checkpoint
+        started = {"task_id": "job", "event": "started", "at": time.time(), "nodes": [other]}
+        await p.send_and_wait(settings.topic(SCHED_EVENTS), json.dumps(started).encode(), key=b"job")
         failed = {"task_id": "job", "event": "failed", "at": time.time(), "nodes": [other]}
         await p.send_and_wait(settings.topic(SCHED_EVENTS), json.dumps(failed).encode(), key=b"job")
         await _report(p, settings, (other,), time.time())
@@ -119,3 +123,37 @@ async def test_a_silent_node_is_detected_and_its_task_moves(make_settings, tmp_p
         assert rows == [(home, "open", "compute", ["job"]), (home, "recovered", "compute", ["job"])]
     finally:
         stop_process(sink)
+
+
+async def test_a_refusing_node_hands_the_task_to_the_next_candidate(make_settings, tmp_path):
+    settings = make_settings(rescore_interval_seconds=0.3)
+    await ensure_topics(settings)
+    worker = start_worker(settings, tmp_path / "w.log")
+    try:
+        p = producer(settings)
+        await p.start()
+        await _report(p, settings, ("n0", "n1"), time.time())
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                status, body = await asyncio.to_thread(call, settings.web_port, "GET", "/compute/nodes")
+                if status == 200 and body["total"] == 2:
+                    break
+            except OSError:
+                pass
+            await asyncio.sleep(0.3)
+        task = {"id": "r1", "type": "fine-tune", "resources": {"cards": 2}}
+        await p.send_and_wait(settings.topic(SCHED_TASKS), json.dumps(task).encode(), key=b"r1")
+        first = (await _collect(settings, lambda g: g[SCHED_DECISIONS], 60))[SCHED_DECISIONS][0]
+        refused = {"task_id": "r1", "event": "refused", "at": time.time(), "nodes": first["nodes"]}
+        await p.send_and_wait(settings.topic(SCHED_EVENTS), json.dumps(refused).encode(), key=b"r1")
+        await p.stop()
+        got = await _collect(settings, lambda g: len(g[SCHED_DECISIONS]) >= 2, 30)
+        status, rec = await asyncio.to_thread(call, settings.web_port, "GET", "/tasks/r1")
+    finally:
+        stop_process(worker)
+    second = got[SCHED_DECISIONS][1]
+    assert second["status"] == "placed" and second["nodes"] != first["nodes"]
+    assert second["fallbacks"][0] == {"node": first["nodes"][0], "reason": "refused"}
+    assert status == 200 and rec["nodes"] == second["nodes"]
+    assert [next(iter(h)) for h in rec["history"]] == ["decision", "event", "decision"]

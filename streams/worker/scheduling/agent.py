@@ -46,6 +46,7 @@ METRICS = {
     "history_refreshed_unixtime": "when forecasts and learned alphas were last read",
     "incidents_total": "node failures sent to sched.incidents, by cause and status",
     "task_restarts_total": "failed tasks re-queued to resume from their last checkpoint",
+    "task_fallbacks_total": "tasks placed again because a node refused them or they failed to start, by reason",
     "incidents_open": "node failures not recovered yet",
 }
 
@@ -65,9 +66,10 @@ def make_scheduler(settings: Settings, net, inv) -> Scheduler:
 
 
 class SchedulingService:
-    def __init__(self, sched: Scheduler, book: TaskBook, topics, counters: Counters, max_restarts: int = 3) -> None:
+    def __init__(self, sched: Scheduler, book: TaskBook, topics, counters: Counters, max_restarts: int = 3,
+                 max_fallbacks: int = 3) -> None:
         self.sched, self.book, self.topics, self.counters = sched, book, topics, counters
-        self.max_restarts = max_restarts
+        self.max_restarts, self.max_fallbacks = max_restarts, max_fallbacks
         self.lock = asyncio.Lock()
         self.restored = False
         self.scored_version = -1
@@ -129,7 +131,12 @@ class SchedulingService:
                 return  # not ours, or redelivered after the end
             self.counters.inc("task_events_total", event=ev.event)
             status, entry = rec.status, {"event": ev.model_dump(mode="json", exclude_none=True)}
-            if ev.event == "checkpoint":
+            if ev.event == "started":
+                self.sched.start(ev.task_id, ev.nodes)
+            elif ev.event == "refused" or (ev.event == "failed" and not self._started(ev.task_id)):
+                await self._fall_back(rec, ev, entry)  # not started there: the next candidate
+                return
+            elif ev.event == "checkpoint":
                 self.sched.checkpoint(ev.task_id, ev.checkpoint_at or ev.at, ev.checkpoint_gb)
             elif ev.event == "finished":
                 status = "finished"
@@ -142,6 +149,19 @@ class SchedulingService:
                     self.counters.inc("task_restarts_total")
             task = Task.model_validate(rec.task)
             await self._book(task, status, [] if status == "queued" else rec.nodes, entry, rec)
+
+    def _started(self, task_id: str) -> bool:
+        run = self.sched.running.get(task_id)
+        return run is None or run.started
+
+    async def _fall_back(self, rec, ev: TaskEvent, entry: dict) -> None:
+        reason = "refused" if ev.event == "refused" else "failed_at_start"
+        task = Task.model_validate(rec.task)
+        await self._book(task, rec.status, rec.nodes, entry, rec)
+        d = self.sched.refuse(ev.task_id, reason, ev.at, self.max_fallbacks)
+        if d is not None:
+            self.counters.inc("task_fallbacks_total", reason=reason)
+            await self.publish_decision(task, d)
 
     async def rescore(self) -> None:
         """Watch for failed nodes; retry queued tasks and re-evaluate running ones when anything
@@ -171,7 +191,7 @@ def register(app: faust.App, topics, settings: Settings, counters: Counters, net
         counters.describe(name, help_text)
     book = TaskBook(app.Table(table_name(settings, TASKS_TABLE), key_type=bytes, value_type=bytes, partitions=1))
     sched = make_scheduler(settings, net, inv)
-    service = SchedulingService(sched, book, topics, counters, settings.max_restarts)
+    service = SchedulingService(sched, book, topics, counters, settings.max_restarts, settings.max_fallbacks)
     net.on_change = sched.touch
     inv.on_change = sched.touch
 

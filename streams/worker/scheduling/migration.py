@@ -38,6 +38,7 @@ def moved(sched, run, to_nodes: list[str], now: float, net, rows: np.ndarray, co
     run.placed_at = now
     run.cooldown_until = now + sched.policy.cooldown_s
     run.moves += 1
+    run.started = False  # the runner starts it again at the target
     run.baseline_p95 = worst_known([endpoint_worst(net.p95, rows, c) for c in cols])
     run.baseline_loss = worst_known([endpoint_worst(net.loss, rows, c) for c in cols])
     run.seen_window_end = worst_known([endpoint_worst(net.end, rows, c) for c in cols])

@@ -19,7 +19,7 @@ from core.reschedule import ReschedulePolicy, endpoint_worst, worst_known
 from core.scoring import filter_reasons, score_parts
 from core.sensitivity import task_alpha
 from core.vocabulary import DEFAULT_TYPES
-from schemas.sched import Decision, Incident, RescheduleEvent, Task
+from schemas.sched import Decision, Fallback, Incident, RescheduleEvent, Task
 from streams.adapters.inventory import NodeView, node_view
 from streams.adapters.tasks import endpoint_rows, endpoints, need, scoring_inputs
 from streams.worker.scheduling.decision import Scored, decision
@@ -51,6 +51,8 @@ class Running:
     checkpoint_at: float = math.nan  # its last checkpoint (NaN: none yet)
     checkpoint_gb: float = math.nan  # that checkpoint's size (NaN: the task's declared checkpoint_gb)
     restarts: int = 0
+    started: bool = False  # the runner said it started where it is now
+    refused: list[str] = field(default_factory=list)  # nodes that refused it or where it failed to start
 
     @property
     def progress_since(self) -> float:
@@ -148,11 +150,14 @@ class Scheduler:
         return network_inputs(self.path_table(nodes, profile), endpoint_ids, nodes)
 
     # --------------------------------------------------------------------------- decide
-    def decide(self, task: Task, now: float | None = None, reserve=None) -> Decision:
+    def decide(self, task: Task, now: float | None = None, reserve=None, exclude: list[str] = ()) -> Decision:
+        """Filter, score, rank, reserve; ``exclude``: nodes not to try (they refused the task)."""
         now = time.time() if now is None else now
         alpha = task_alpha(task.type, task.alpha, task.strategy, self.types)
         profile = task.network_profile or self.types[task.type].profile
         nodes = self.nodes(now)
+        if exclude:
+            nodes = dataclasses.replace(nodes, available=nodes.available & ~np.isin(nodes.ids, list(exclude)))
         eps = endpoints(nodes, [task])
         net = self.network(eps, nodes, profile)
         x = scoring_inputs([task], [alpha], nodes, eps, net, self.types)
@@ -196,6 +201,33 @@ class Scheduler:
         self.ledger.book(run.task.id, run.nodes, need(run.task), run.placed_at)
         self.allocation_version += 1
         self.touch()
+
+    def start(self, task_id: str, nodes: list[str]) -> None:
+        """The runner started the task (where it was placed or moved to)."""
+        run = self.running.get(task_id)
+        if run is not None and (not nodes or sorted(nodes) == sorted(run.nodes)):
+            run.started = True
+
+    def refuse(self, task_id: str, reason: str, now: float, max_fallbacks: int) -> Decision | None:
+        """The node(s) refused the task or it failed to start there: the next candidate is tried,
+        the refusing nodes left out (up to ``max_fallbacks`` tries, then it waits in the queue).
+        None when the task is not waiting to start."""
+        run = self.running.get(task_id)
+        if run is None or run.started:
+            return None
+        tried = run.refused + [n for n in run.nodes if n not in run.refused]
+        self.end(task_id)
+        self.pending[task_id] = Pending(run.task, run.task.submitted_at or now, run.restarts, _known(run.checkpoint_at))
+        fallbacks = [Fallback(node=n, reason=reason) for n in run.nodes]
+        if len(tried) > max_fallbacks:  # enough tried: it waits in the queue, retried as the state changes
+            d = self.decide(run.task, now, exclude=list(self.nodes(now).ids))
+            return d.model_copy(update={
+                "candidates": [], "rejected": {n: "refused" for n in tried}, "rejected_counts": {"refused": len(tried)},
+                "fallbacks": fallbacks + [Fallback(node="", reason=f"{len(tried)} nodes tried: queued")]})
+        d = self.decide(run.task, now, exclude=tried)
+        if task_id in self.running:
+            self.running[task_id].refused = tried
+        return d.model_copy(update={"fallbacks": fallbacks + list(d.fallbacks)})
 
     def checkpoint(self, task_id: str, at: float, gb: float | None = None) -> None:
         """The running task saved its state: a restart or a move resumes from here."""

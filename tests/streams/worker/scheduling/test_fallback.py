@@ -1,0 +1,46 @@
+"""A node that refuses a task, or where it fails to start, hands it to the next candidate (issue 12,
+finding 6): each attempt is a decision with the refusal in its fallbacks; after max_fallbacks nodes
+the task waits in the queue. A failure after the start is a restart instead. On 6fdafa7 a failed
+start ended the task for good."""
+
+import time
+
+from schemas.sched import Task
+from tests.helpers.scheduling import gpu_node, make_scheduler, win
+
+NODES = ("n0", "n1", "n2")
+
+
+def world(now):
+    # n0 has the best path to the data, then n1, then n2
+    paths = {(n, "store"): {"rtt_ms": win(now, p95)} for n, p95 in zip(NODES, (0.3, 3.0, 30.0), strict=True)}
+    return make_scheduler([gpu_node(n, now) for n in NODES], paths)
+
+
+def job():
+    return Task(id="j", type="training-data-parallel", resources={"cards": 2},
+                data_source={"node": "store", "size_gb": 1})
+
+
+def test_refusals_walk_down_the_ranking_then_the_task_queues():
+    now = time.time()
+    s = world(now)
+    assert s.decide(job(), now).nodes == ["n0"]
+    d = s.refuse("j", "refused", now + 1, max_fallbacks=2)
+    assert d.nodes == ["n1"] and [(f.node, f.reason) for f in d.fallbacks] == [("n0", "refused")]
+    assert s.ledger.nodes_of("j") == ["n1"]
+    d = s.refuse("j", "failed_at_start", now + 2, max_fallbacks=2)
+    assert d.nodes == ["n2"] and d.fallbacks[0].node == "n1" and s.running["j"].refused == ["n0", "n1"]
+    d = s.refuse("j", "refused", now + 3, max_fallbacks=2)  # three nodes tried: queued
+    assert d.status == "unschedulable" and d.rejected_counts == {"refused": 3} and "j" in s.pending
+    assert s.ledger.tasks() == []
+
+
+def test_a_started_task_is_not_handed_on():
+    now = time.time()
+    s = world(now)
+    s.decide(job(), now)
+    s.start("j", ["n0"])
+    assert s.refuse("j", "failed_at_start", now + 1, max_fallbacks=3) is None
+    assert s.running["j"].nodes == ["n0"]
+    assert s.fail("j", now + 2, max_restarts=3) is not None and "j" in s.pending  # a restart instead
