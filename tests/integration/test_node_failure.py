@@ -49,6 +49,18 @@ async def _collect(settings, until, timeout_s: float) -> dict[str, list[dict]]:
     return got
 
 
+async def _inventory_holds(settings, n: int) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            status, body = await asyncio.to_thread(call, settings.web_port, "GET", "/compute/nodes")
+            if status == 200 and body["total"] == n:
+                return
+        except OSError:
+            pass
+        await asyncio.sleep(0.3)
+
+
 def _stored_incidents(path) -> list[tuple]:
     try:
         with DuckStore.open(path, read_only=True, timeout_s=2) as s:
@@ -70,15 +82,7 @@ async def test_a_silent_node_is_detected_and_its_task_moves(make_settings, tmp_p
         for n in ("n0", "n1"):
             w = {"src": n, "dst": "store", "metric": "rtt_ms", **win(now, 0.5)}
             await p.send_and_wait(settings.topic(NETSTATE_WINDOWS), json.dumps(w).encode(), key=b"k")
-        deadline = time.monotonic() + 60  # the inventory has both nodes before the task is sent
-        while time.monotonic() < deadline:
-            try:
-                status, body = await asyncio.to_thread(call, settings.web_port, "GET", "/compute/nodes")
-                if status == 200 and body["total"] == 2:
-                    break
-            except OSError:
-                pass
-            await asyncio.sleep(0.3)
+        await _inventory_holds(settings, 2)  # both nodes known before the task is sent
         task = {"id": "job", "type": "fine-tune", "resources": {"cards": 2}, "checkpoint_gb": 1,
                 "data_source": {"node": "store", "size_gb": 1}}
         await p.send_and_wait(settings.topic(SCHED_TASKS), json.dumps(task).encode(), key=b"job")
@@ -133,15 +137,7 @@ async def test_a_refusing_node_hands_the_task_to_the_next_candidate(make_setting
         p = producer(settings)
         await p.start()
         await _report(p, settings, ("n0", "n1"), time.time())
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                status, body = await asyncio.to_thread(call, settings.web_port, "GET", "/compute/nodes")
-                if status == 200 and body["total"] == 2:
-                    break
-            except OSError:
-                pass
-            await asyncio.sleep(0.3)
+        await _inventory_holds(settings, 2)
         task = {"id": "r1", "type": "fine-tune", "resources": {"cards": 2}}
         await p.send_and_wait(settings.topic(SCHED_TASKS), json.dumps(task).encode(), key=b"r1")
         first = (await _collect(settings, lambda g: g[SCHED_DECISIONS], 60))[SCHED_DECISIONS][0]
