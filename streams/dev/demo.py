@@ -256,6 +256,7 @@ async def _drain(demo: Demo, out, work: Workload, timeout_ms: int = 500) -> None
             elif tp.topic.endswith(SCHED_RESCHEDULES):
                 demo.moves.append(doc)
                 print(reschedule_line(doc))
+                await work.moved(doc)
             elif tp.topic.endswith(SCHED_INCIDENTS):
                 demo.incidents.append(doc)
                 print(incident_line(doc, _last_report(demo, doc["node"])))

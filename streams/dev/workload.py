@@ -101,6 +101,10 @@ class Workload:
             self.started += 1
             await self._event(started)
 
+    async def moved(self, ev: dict) -> None:
+        """A migration: the runner starts the task again at its new nodes and says so."""
+        await self._event({"task_id": ev["task_id"], "event": "started", "at": time.time(), "nodes": ev["to_nodes"]})
+
     async def finish_due(self) -> None:
         for e in self.runner.due(time.time()):
             self.finished += 1

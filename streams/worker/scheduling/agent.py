@@ -67,9 +67,9 @@ def make_scheduler(settings: Settings, net, inv) -> Scheduler:
 
 class SchedulingService:
     def __init__(self, sched: Scheduler, book: TaskBook, topics, counters: Counters, max_restarts: int = 3,
-                 max_fallbacks: int = 3) -> None:
+                 max_fallbacks: int = 3, start_timeout_s: float = 0.0) -> None:
         self.sched, self.book, self.topics, self.counters = sched, book, topics, counters
-        self.max_restarts, self.max_fallbacks = max_restarts, max_fallbacks
+        self.max_restarts, self.max_fallbacks, self.start_timeout_s = max_restarts, max_fallbacks, start_timeout_s
         self.lock = asyncio.Lock()
         self.restored = False
         self.scored_version = -1
@@ -169,6 +169,9 @@ class SchedulingService:
         async with self.lock:
             self.restore()
             incidents = self.sched.watch()
+            for d in self.sched.expire_starts(time.time(), self.start_timeout_s, self.max_fallbacks):
+                self.counters.inc("task_fallbacks_total", reason="start_timeout")
+                await self.publish_decision(self.sched.task_of(d.task_id), d)
             if self.sched.version != self.scored_version or self.sched.pending or self.sched.incidents.open:
                 for d in self.sched.retry_pending():
                     await self.publish_decision(self.sched.running[d.task_id].task, d)
@@ -191,7 +194,8 @@ def register(app: faust.App, topics, settings: Settings, counters: Counters, net
         counters.describe(name, help_text)
     book = TaskBook(app.Table(table_name(settings, TASKS_TABLE), key_type=bytes, value_type=bytes, partitions=1))
     sched = make_scheduler(settings, net, inv)
-    service = SchedulingService(sched, book, topics, counters, settings.max_restarts, settings.max_fallbacks)
+    service = SchedulingService(sched, book, topics, counters, settings.max_restarts, settings.max_fallbacks,
+                                settings.start_timeout_seconds)
     net.on_change = sched.touch
     inv.on_change = sched.touch
 

@@ -229,6 +229,19 @@ class Scheduler:
             self.running[task_id].refused = tried
         return d.model_copy(update={"fallbacks": fallbacks + list(d.fallbacks)})
 
+    def task_of(self, task_id: str) -> Task | None:
+        """A running or queued task."""
+        held = self.running.get(task_id) or self.pending.get(task_id)
+        return None if held is None else held.task
+
+    def expire_starts(self, now: float, timeout_s: float, max_fallbacks: int) -> list[Decision]:
+        """Tasks placed or moved more than ``timeout_s`` ago that no runner reported started: handed
+        to the next candidate as if refused (reason start_timeout)."""
+        if timeout_s <= 0:
+            return []
+        late = [t for t, r in self.running.items() if not r.started and now - r.placed_at > timeout_s]
+        return [d for t in late if (d := self.refuse(t, "start_timeout", now, max_fallbacks)) is not None]
+
     def checkpoint(self, task_id: str, at: float, gb: float | None = None) -> None:
         """The running task saved its state: a restart or a move resumes from here."""
         run = self.running.get(task_id)

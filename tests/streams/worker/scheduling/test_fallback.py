@@ -44,3 +44,17 @@ def test_a_started_task_is_not_handed_on():
     assert s.refuse("j", "failed_at_start", now + 1, max_fallbacks=3) is None
     assert s.running["j"].nodes == ["n0"]
     assert s.fail("j", now + 2, max_restarts=3) is not None and "j" in s.pending  # a restart instead
+
+
+def test_a_start_that_never_comes_times_out_to_the_next_candidate():
+    now = time.time()
+    s = world(now)
+    s.decide(job(), now)
+    assert s.expire_starts(now + 299, 300.0, 3) == []  # not late yet
+    for n in NODES:  # the nodes keep reporting
+        s.inv.put(n.encode(), gpu_node(n, now + 301))
+    (d,) = s.expire_starts(now + 301, 300.0, 3)
+    assert d.nodes == ["n1"] and (d.fallbacks[0].node, d.fallbacks[0].reason) == ("n0", "start_timeout")
+    s.start("j", ["n1"])
+    assert s.expire_starts(now + 1000, 300.0, 3) == [] and s.expire_starts(now + 1000, 0.0, 3) == []
+    assert s.task_of("j").id == "j" and s.task_of("nope") is None
