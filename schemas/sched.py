@@ -21,7 +21,7 @@ TaskType = Literal[
 ]
 NetworkProfile = Literal["balanced", "latency", "bandwidth"]
 Strategy = Literal["data-parallel", "model-parallel", "pipeline", "single"]
-Trigger = Literal["degradation", "improvement", "node_joined", "forecast", "node_failed"]
+Trigger = Literal["degradation", "improvement", "node_joined", "forecast", "node_failed", "rollback"]
 
 
 class Resources(BaseModel):

@@ -158,6 +158,10 @@ class SchedulingService:
         reason = "refused" if ev.event == "refused" else "failed_at_start"
         task = Task.model_validate(rec.task)
         await self._book(task, rec.status, rec.nodes, entry, rec)
+        back = self.sched.roll_back(ev.task_id, ev.at)  # a move that did not start: it stays where it was
+        if back is not None:
+            await self.publish_move(back)
+            return
         d = self.sched.refuse(ev.task_id, reason, ev.at, self.max_fallbacks)
         if d is not None:
             self.counters.inc("task_fallbacks_total", reason=reason)
@@ -169,9 +173,12 @@ class SchedulingService:
         async with self.lock:
             self.restore()
             incidents = self.sched.watch()
-            for d in self.sched.expire_starts(time.time(), self.start_timeout_s, self.max_fallbacks):
+            for out in self.sched.expire_starts(time.time(), self.start_timeout_s, self.max_fallbacks):
+                if isinstance(out, RescheduleEvent):
+                    await self.publish_move(out)
+                    continue
                 self.counters.inc("task_fallbacks_total", reason="start_timeout")
-                await self.publish_decision(self.sched.task_of(d.task_id), d)
+                await self.publish_decision(self.sched.task_of(out.task_id), out)
             if self.sched.version != self.scored_version or self.sched.pending or self.sched.incidents.open:
                 for d in self.sched.retry_pending():
                     await self.publish_decision(self.sched.running[d.task_id].task, d)

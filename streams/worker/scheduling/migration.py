@@ -27,13 +27,22 @@ from schemas.sched import RescheduleEvent
 from streams.adapters.inventory import NodeView
 from streams.adapters.tasks import endpoint_rows, endpoints, need, scoring_inputs
 from streams.worker.scheduling.decision import breakdown
+from streams.worker.scheduling.ledger import MIGRATING
 
 
-def moved(sched, run, to_nodes: list[str], now: float, net, rows: np.ndarray, cols: list[int]) -> None:
-    """Book a move: the ledger holds the new nodes instead of the old ones; new placement time,
-    cool-down, and the baselines of its paths at the new nodes (p95, loss, newest window)."""
-    sched.ledger.release(run.task.id, [n for n in run.nodes if n not in to_nodes])
-    sched.ledger.book(run.task.id, [n for n in to_nodes if n not in run.nodes], need(run.task), now)
+def moved(sched, run, to_nodes: list[str], now: float, net, rows: np.ndarray, cols: list[int],
+          source_failed: bool = False) -> None:
+    """Book a move: the ledger holds the new nodes (migrating) and keeps the ones it leaves until the
+    runner reports it started at the target (released at once when they failed); new placement time,
+    cool-down, and the baselines of its paths at the new nodes (p95, loss, newest window). What a
+    rollback needs is kept in ``run.rollback``."""
+    leaving = [n for n in run.nodes if n not in to_nodes]
+    sched.ledger.book(run.task.id, [n for n in to_nodes if n not in run.nodes], need(run.task), now, MIGRATING)
+    if source_failed or not run.started:
+        sched.ledger.release(run.task.id, leaving)
+        run.rollback = None
+    else:
+        run.rollback = (list(run.nodes), run.baseline_p95, run.baseline_loss, run.seen_window_end, leaving)
     run.nodes = to_nodes
     run.placed_at = now
     run.cooldown_until = now + sched.policy.cooldown_s
@@ -93,7 +102,7 @@ def _migrate_group(sched, nodes: NodeView, group: list, profile: str, now: float
             before=breakdown(x.compute[c, kind], network[t, c], current[t], r.alpha),
             after=breakdown(x.compute[b, kind], network[t, b], best[t], r.alpha),
             state_version=sched.version, at=now))
-        moved(sched, r, [nodes.ids[b]], now, net, endpoint_rows(x, t), [b])
+        moved(sched, r, [nodes.ids[b]], now, net, endpoint_rows(x, t), [b], not nodes.available[c])
     return events
 
 
@@ -187,7 +196,7 @@ def migrate_gang(sched, r, nodes: NodeView, now: float) -> RescheduleEvent | Non
         before=breakdown(compute[members].mean(), _gang_network(network[0], net.quality, x, members), current, alpha),
         after=breakdown(compute[alt.nodes].mean(), _gang_network(network[0], net.quality, x, alt.nodes), best, alpha),
         state_version=sched.version, at=now)
-    moved(sched, r, [nodes.ids[m] for m in alt.nodes], now, net, rows, alt.nodes)
+    moved(sched, r, [nodes.ids[m] for m in alt.nodes], now, net, rows, alt.nodes, not nodes.available[members].all())
     return event
 
 

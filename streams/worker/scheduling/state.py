@@ -19,7 +19,7 @@ from core.reschedule import ReschedulePolicy, endpoint_worst, worst_known
 from core.scoring import filter_reasons, score_parts
 from core.sensitivity import task_alpha
 from core.vocabulary import DEFAULT_TYPES
-from schemas.sched import Decision, Fallback, Incident, RescheduleEvent, Task
+from schemas.sched import Decision, Fallback, Incident, RescheduleEvent, ScoreBreakdown, Task
 from streams.adapters.inventory import NodeView, node_view
 from streams.adapters.tasks import endpoint_rows, endpoints, need, scoring_inputs
 from streams.worker.scheduling.decision import Scored, decision
@@ -53,6 +53,7 @@ class Running:
     restarts: int = 0
     started: bool = False  # the runner said it started where it is now
     refused: list[str] = field(default_factory=list)  # nodes that refused it or where it failed to start
+    rollback: tuple | None = None  # a move not confirmed yet: (nodes, baseline p95, loss, window end, left)
 
     @property
     def progress_since(self) -> float:
@@ -207,14 +208,37 @@ class Scheduler:
         run = self.running.get(task_id)
         if run is not None and (not nodes or sorted(nodes) == sorted(run.nodes)):
             run.started = True
+            run.rollback = None
+            self.ledger.settle(task_id, run.nodes, run.placed_at)  # a move is done: the source is free
+            self.allocation_version += 1
+            self.touch()
+
+    def roll_back(self, task_id: str, now: float) -> RescheduleEvent | None:
+        """A move whose start never came, or failed at the target: the task stays where it was (the
+        target's holds released)."""
+        run = self.running.get(task_id)
+        if run is None or run.rollback is None:
+            return None
+        nodes, p95, loss, end, _ = run.rollback
+        target = run.nodes
+        self.ledger.release(task_id, [n for n in target if n not in nodes])
+        self.ledger.settle(task_id, nodes, now)
+        run.nodes, run.baseline_p95, run.baseline_loss, run.seen_window_end = nodes, p95, loss, end
+        run.rollback, run.started = None, True
+        self.allocation_version += 1
+        self.touch()
+        zero = ScoreBreakdown(compute_score=0.0, network_score=0.0, composite=0.0)
+        return RescheduleEvent(task_id=task_id, from_nodes=target, to_nodes=nodes, trigger="rollback",
+                               expected_gain_s=0.0, migration_cost_s=0.0, before=zero, after=zero,
+                               state_version=self.version, at=now)
 
     def refuse(self, task_id: str, reason: str, now: float, max_fallbacks: int) -> Decision | None:
         """The node(s) refused the task or it failed to start there: the next candidate is tried,
         the refusing nodes left out (up to ``max_fallbacks`` tries, then it waits in the queue).
         None when the task is not waiting to start."""
         run = self.running.get(task_id)
-        if run is None or run.started:
-            return None
+        if run is None or run.started or run.rollback is not None:
+            return None  # running, or a move to roll back instead (roll_back)
         tried = run.refused + [n for n in run.nodes if n not in run.refused]
         self.end(task_id)
         self.pending[task_id] = Pending(run.task, run.task.submitted_at or now, run.restarts, _known(run.checkpoint_at))
@@ -234,13 +258,19 @@ class Scheduler:
         held = self.running.get(task_id) or self.pending.get(task_id)
         return None if held is None else held.task
 
-    def expire_starts(self, now: float, timeout_s: float, max_fallbacks: int) -> list[Decision]:
-        """Tasks placed or moved more than ``timeout_s`` ago that no runner reported started: handed
-        to the next candidate as if refused (reason start_timeout)."""
+    def expire_starts(self, now: float, timeout_s: float, max_fallbacks: int) -> list[Decision | RescheduleEvent]:
+        """Tasks placed or moved more than ``timeout_s`` ago that no runner reported started: a move
+        is rolled back; a placement goes to the next candidate as if refused (reason start_timeout)."""
         if timeout_s <= 0:
             return []
         late = [t for t, r in self.running.items() if not r.started and now - r.placed_at > timeout_s]
-        return [d for t in late if (d := self.refuse(t, "start_timeout", now, max_fallbacks)) is not None]
+        out: list[Decision | RescheduleEvent] = []
+        for t in late:
+            if self.running[t].rollback is not None:
+                out.append(self.roll_back(t, now))
+            elif (d := self.refuse(t, "start_timeout", now, max_fallbacks)) is not None:
+                out.append(d)
+        return out
 
     def checkpoint(self, task_id: str, at: float, gb: float | None = None) -> None:
         """The running task saved its state: a restart or a move resumes from here."""

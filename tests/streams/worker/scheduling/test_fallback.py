@@ -58,3 +58,43 @@ def test_a_start_that_never_comes_times_out_to_the_next_candidate():
     s.start("j", ["n1"])
     assert s.expire_starts(now + 1000, 300.0, 3) == [] and s.expire_starts(now + 1000, 0.0, 3) == []
     assert s.task_of("j").id == "j" and s.task_of("nope") is None
+
+
+def _degrade_home(s, now):
+    for n, p95 in zip(NODES, (300.0, 0.3, 30.0), strict=True):
+        s.net.put(f"{n}|store".encode(), {"src": n, "dst": "store", "metrics": {"rtt_ms": win(now, p95, lost=10)}})
+    s.touch()
+
+
+def test_a_move_holds_both_ends_until_the_task_starts_at_the_target():
+    now = time.time()
+    s = world(now)
+    s.decide(job(), now)
+    s.start("j", ["n0"])
+    _degrade_home(s, now + 10)
+    (ev,) = s.reschedule(now + 11)
+    assert ev.to_nodes == ["n1"] and sorted(s.ledger.nodes_of("j")) == ["n0", "n1"]  # both held
+    s.start("j", ["n1"])
+    assert s.ledger.nodes_of("j") == ["n1"]  # the source is free once it runs at the target
+
+
+def test_a_move_that_never_starts_rolls_back():
+    now = time.time()
+    s = world(now)
+    s.decide(job(), now)
+    s.start("j", ["n0"])
+    _degrade_home(s, now + 10)
+    (ev,) = s.reschedule(now + 11)
+    for n in NODES:
+        s.inv.put(n.encode(), gpu_node(n, now + 400))
+    (back,) = s.expire_starts(now + 400, 300.0, 3)
+    assert (back.trigger, back.from_nodes, back.to_nodes) == ("rollback", ["n1"], ["n0"])
+    assert s.ledger.nodes_of("j") == ["n0"] and s.running["j"].nodes == ["n0"] and s.running["j"].started
+    # a refusal at the target during a move rolls back too
+    for n in NODES:
+        s.inv.put(n.encode(), gpu_node(n, now + 1000))
+    _degrade_home(s, now + 1000)
+    s.running["j"].cooldown_until = 0
+    (ev,) = s.reschedule(now + 1001)
+    assert s.refuse("j", "refused", now + 1002, 3) is None  # not a fallback: a rollback
+    assert s.roll_back("j", now + 1002).to_nodes == ["n0"] and s.ledger.nodes_of("j") == ["n0"]

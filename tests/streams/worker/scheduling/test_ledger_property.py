@@ -22,6 +22,9 @@ step = st.one_of(
     submit, submit, submit, rescore, rescore,
     st.tuples(st.just("storm"), st.sampled_from(NODES)),  # every path degrades but one node's
     st.tuples(st.just("end"), st.integers(0, 20)),
+    st.tuples(st.just("start"), st.integers(0, 20)),  # the runner confirms where a task runs
+    st.tuples(st.just("refuse"), st.integers(0, 20)),
+    st.tuples(st.just("expire"),),  # start timeouts: fallbacks, rollbacks of moves
     st.tuples(st.just("window"), st.sampled_from(NODES), st.sampled_from([0.3, 5.0, 300.0]), st.integers(0, 30)),
     st.tuples(st.just("down"), st.sampled_from(NODES)),
     st.tuples(st.just("up"), st.sampled_from(NODES)),
@@ -32,8 +35,9 @@ def check(s, submitted: set, ended: set, t: float) -> None:
     index = {n: i for i, n in enumerate(NODES)}
     capacity = np.array([[8, 8 * 80, 1024]] * len(NODES), float)
     assert s.ledger.overbooked(index, capacity) == []
-    for tid, run in s.running.items():
-        assert sorted(run.nodes) == sorted(s.ledger.nodes_of(tid)), tid
+    for tid, run in s.running.items():  # its nodes, and during a move the ones it is leaving
+        leaving = set(run.rollback[4]) if run.rollback else set()
+        assert set(s.ledger.nodes_of(tid)) == set(run.nodes) | leaving, tid
     assert set(s.ledger.tasks()) == set(s.running)
     running, queued = set(s.running), set(s.pending)
     assert not running & queued and not (running | queued) & ended
@@ -45,6 +49,9 @@ def check(s, submitted: set, ended: set, t: float) -> None:
 # known hard cases, always run: two moves into one node in one pass; a failed node with a gang on it
 @example([("submit", 5, 1, "training-data-parallel"), ("submit", 5, 1, "training-data-parallel"), ("storm", "n2"),
           ("rescore",)])
+# a started task moves (both ends held), starts at the target (the source freed), then a move rolls back
+@example([("submit", 2, 1, "training-data-parallel"), ("start", 0), ("storm", "n1"), ("rescore",), ("start", 0),
+          ("storm", "n2"), ("rescore",), ("expire",), ("expire",)])
 # moves of different network profiles into one node (found by this test)
 @example([("submit", 1, 1, "training-data-parallel"), ("submit", 4, 1, "inference"),
           ("submit", 4, 1, "training-data-parallel"), ("down", "n0"), ("rescore",)])
@@ -73,6 +80,16 @@ def test_random_runs_keep_the_books(steps):
                 tid = live[st_[1] % len(live)]
                 s.end(tid)
                 ended.add(tid)
+        elif st_[0] in ("start", "refuse"):
+            live = sorted(s.running)
+            if live:
+                tid = live[st_[1] % len(live)]
+                if st_[0] == "start":
+                    s.start(tid, s.running[tid].nodes)
+                elif s.roll_back(tid, t) is None:
+                    s.refuse(tid, "refused", t, 2)
+        elif st_[0] == "expire":
+            s.expire_starts(t, 20.0, 2)
         elif st_[0] == "window":
             _, n, p95, lost = st_
             s.net.put(f"{n}|store".encode(), {"src": n, "dst": "store", "metrics": {"rtt_ms": win(t, p95, lost)}})
