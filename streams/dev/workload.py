@@ -64,6 +64,8 @@ class Workload:
         self.expected: dict[str, float] = {}
         self.submitted = self.started = self.finished = 0
         self.shown_energy = False
+        self.checkpointed_at = 0.0
+        self.where: dict[str, list[str]] = {}  # task -> the nodes it runs on (decisions, moves)
 
     async def start(self) -> None:
         await self.p.start()
@@ -99,16 +101,28 @@ class Workload:
         started = self.runner.placed(d, self.expected.get(d["task_id"], 3600.0), time.time())
         if started is not None:
             self.started += 1
+            self.where[d["task_id"]] = d["nodes"]
             await self._event(started)
 
     async def moved(self, ev: dict) -> None:
         """A migration: the runner starts the task again at its new nodes and says so."""
+        self.where[ev["task_id"]] = ev["to_nodes"]
         await self._event({"task_id": ev["task_id"], "event": "started", "at": time.time(), "nodes": ev["to_nodes"]})
 
-    async def finish_due(self) -> None:
-        for e in self.runner.due(time.time()):
+    async def finish_due(self, checkpoint_every_s: float = 5.0) -> None:
+        """Finished events that are due; every ``checkpoint_every_s`` a checkpoint of each running task
+        (1 GB, on the simulated store) — what a restart or a move resumes from."""
+        now = time.time()
+        for e in self.runner.due(now):
             self.finished += 1
+            self.where.pop(e["task_id"], None)
             await self._event(e)
+        if now - self.checkpointed_at >= checkpoint_every_s:
+            self.checkpointed_at = now
+            for task_id, nodes in self.where.items():
+                await self._event({"task_id": task_id, "event": "checkpoint", "at": now, "nodes": nodes,
+                                   "checkpoint_at": now, "checkpoint_gb": 1.0,
+                                   "checkpoint_location": f"sim://checkpoints/{task_id}"})
 
     async def _event(self, e: dict) -> None:
         await self.p.send(self.settings.topic(SCHED_EVENTS), json.dumps(e).encode(), key=e["task_id"].encode())
