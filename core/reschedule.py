@@ -176,3 +176,37 @@ def endpoint_worst_loss(loss: np.ndarray, probes: np.ndarray, endpoint_rows: np.
         return math.nan, 0.0
     k = int(np.nanargmax(v))
     return float(v[k]), float(np.nan_to_num(probes[endpoint_rows[k], node]))
+
+
+def worst_per_task(values: np.ndarray, ep_ptr: np.ndarray, ep_idx: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """float64[T]: :func:`endpoint_worst` for every task at once — task t's endpoint rows are
+    ``ep_idx[ep_ptr[t]:ep_ptr[t + 1]]``, its node ``cols[t]`` (NaN where none is known)."""
+    worst, _ = _segment_max(values, ep_ptr, ep_idx, cols)
+    return worst
+
+
+def worst_loss_per_task(loss: np.ndarray, probes: np.ndarray, ep_ptr: np.ndarray, ep_idx: np.ndarray,
+                        cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(loss[T], probes[T]): :func:`endpoint_worst_loss` for every task at once (the probes of the
+    lossiest path; the most probes among paths tied at that loss)."""
+    worst, task_of = _segment_max(loss, ep_ptr, ep_idx, cols)
+    T = len(cols)
+    if task_of.size == 0:
+        return worst, np.zeros(T)
+    vals = loss[ep_idx, cols[task_of]]
+    at_worst = vals == worst[task_of]
+    p = np.where(at_worst, np.nan_to_num(probes[ep_idx, cols[task_of]]), -1.0)
+    best = np.full(T, -1.0)
+    np.maximum.at(best, task_of, p)
+    return worst, np.where(best < 0, 0.0, best)
+
+
+def _segment_max(values: np.ndarray, ep_ptr: np.ndarray, ep_idx: np.ndarray, cols: np.ndarray):
+    T = len(cols)
+    counts = np.diff(np.asarray(ep_ptr, np.int64))
+    task_of = np.repeat(np.arange(T), counts)
+    out = np.full(T, -np.inf)
+    if task_of.size:
+        vals = values[ep_idx, np.asarray(cols)[task_of]].astype(np.float64)
+        np.maximum.at(out, task_of, np.where(np.isnan(vals), -np.inf, vals))
+    return np.where(np.isneginf(out), np.nan, out), task_of

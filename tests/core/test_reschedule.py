@@ -81,3 +81,36 @@ def test_same_state_same_decisions():
     a, b = evaluate(*args), evaluate(*args)
     assert a.move.tolist() == b.move.tolist() == [True, False]
     assert DEFAULT_POLICY.patience(np.array([0.1, 0.5, 0.9])).tolist() == [1, 2, 4]
+
+
+def test_per_task_worst_matches_the_per_task_reference():
+    from core.reschedule import (
+        endpoint_worst,
+        endpoint_worst_loss,
+        worst_loss_per_task,
+        worst_per_task,
+    )
+
+    rng = np.random.default_rng(3)
+    E, N, T = 9, 6, 40
+    values = rng.uniform(0, 10, (E, N))
+    values[rng.random((E, N)) < 0.3] = np.nan
+    loss = np.round(rng.uniform(0, 0.05, (E, N)), 2)  # ties on purpose
+    loss[rng.random((E, N)) < 0.3] = np.nan
+    probes = rng.integers(0, 500, (E, N)).astype(float)
+    counts = rng.integers(0, 4, T)  # tasks with no endpoint too
+    ep_ptr = np.r_[0, np.cumsum(counts)]
+    ep_idx = rng.integers(0, E, ep_ptr[-1])
+    cols = rng.integers(0, N, T)
+    got = worst_per_task(values, ep_ptr, ep_idx, cols)
+    want = [endpoint_worst(values, ep_idx[ep_ptr[t]:ep_ptr[t + 1]], cols[t]) for t in range(T)]
+    np.testing.assert_array_equal(got, want)
+    gl, gp = worst_loss_per_task(loss, probes, ep_ptr, ep_idx, cols)
+    for t in range(T):
+        rows = ep_idx[ep_ptr[t]:ep_ptr[t + 1]]
+        wl, _ = endpoint_worst_loss(loss, probes, rows, cols[t])
+        assert (np.isnan(gl[t]) and np.isnan(wl)) or gl[t] == wl
+        ties = [probes[r, cols[t]] for r in rows if loss[r, cols[t]] == wl]
+        assert gp[t] == (max(ties) if ties else 0.0)
+    empty = worst_per_task(values, np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
+    assert empty.shape == (0,)

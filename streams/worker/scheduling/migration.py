@@ -16,11 +16,12 @@ from core.reschedule import (
     Evaluation,
     degraded,
     endpoint_worst,
-    endpoint_worst_loss,
     evaluate,
     gang_path_state,
     migration_cost_s,
     worst_known,
+    worst_loss_per_task,
+    worst_per_task,
 )
 from core.scoring import score_all, score_parts
 from schemas.sched import RescheduleEvent
@@ -108,21 +109,20 @@ def _migrate_group(sched, nodes: NodeView, group: list, profile: str, now: float
 
 def _evaluate_group(sched, nodes: NodeView, group: list, x, net, eps: list[str], profile: str, cur, best_node,
                     current, best, now: float) -> Evaluation:
-    T = range(len(group))
-    rows = [endpoint_rows(x, t) for t in T]
     alpha = np.array([r.alpha for r in group])
-    p95_now = np.array([endpoint_worst(net.p95, rows[t], cur[t]) for t in T])
-    loss_now, probes = np.array([endpoint_worst_loss(net.loss, net.probes, rows[t], cur[t]) for t in T]).reshape(-1, 2).T
+    # the worst of each task's own endpoint paths at its node, all tasks at once
+    p95_now = worst_per_task(net.p95, x.ep_ptr, x.ep_idx, cur)
+    loss_now, probes = worst_loss_per_task(net.loss, net.probes, x.ep_ptr, x.ep_idx, cur)
     base = np.array([r.baseline_p95 for r in group])
     loss_base = np.array([r.baseline_loss for r in group])
     deg = degraded(p95_now, base, loss_now, sched.policy, alpha, probes, loss_base)
     forecast_only = np.zeros(len(group), bool)
     if sched.forecast_p95:
         p95_eff = sched.path_table(nodes, profile).gather("p95_eff", eps, len(nodes.ids))
-        p95_fc = np.array([endpoint_worst(p95_eff, rows[t], cur[t]) for t in T])
+        p95_fc = worst_per_task(p95_eff, x.ep_ptr, x.ep_idx, cur)
         forecast_only = degraded(p95_fc, base, loss_now, sched.policy, alpha, probes, loss_base) & ~deg
     # patience counts fresh windows of the task's own paths, not rescorings
-    newest = np.array([endpoint_worst(net.end, rows[t], cur[t]) for t in T])
+    newest = worst_per_task(net.end, x.ep_ptr, x.ep_idx, cur)
     seen = np.array([r.seen_window_end for r in group])
     fresh = ~(newest <= seen)  # NaN (no window of its paths yet) counts as fresh
     # a new forecast is fresh news too (preventive rescheduling)
