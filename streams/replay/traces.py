@@ -1,0 +1,134 @@
+"""Job traces and network measurements in their upstream formats, as arrays.
+
+Jobs (:class:`JobTrace`, sorted by submission):
+- Philly (DIR-LAB extract): ``u_id,user,gpu_num,cpu_num,node_num,interval,run_time,wall_time,new_status``
+  — ``interval`` is seconds since the previous submission (submit = running sum);
+- ITP (elasticflow): ``cluster,job_id,submission_time,duration,num_gpu`` — no node count: a job of g
+  GPUs spans ceil(g / 8) 8-GPU servers; no user, no status (Pass).
+Network (:class:`SitePaths`): Skyplane ``latency.csv`` (ping min/avg/max/mdev RTT, ms) and
+``throughput.csv`` (iperf3 Gbit/s received), PREMIUM tier only, one snapshot of directed pairs.
+
+Bad input raises :class:`TraceError` naming the file, the row (1 = the header) and the field.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+
+class TraceError(ValueError):
+    """A trace that cannot be read: ``file: row N: field: why``."""
+
+
+@dataclass
+class JobTrace:
+    source: str
+    submit_s: np.ndarray  # float64[J], from the trace start
+    duration_s: np.ndarray  # float64[J]
+    gpus: np.ndarray  # int64[J]
+    nodes: np.ndarray  # int64[J]
+    user: list[str]
+    status: list[str]
+
+    def __len__(self) -> int:
+        return int(self.submit_s.size)
+
+
+@dataclass
+class SitePaths:
+    sites: list[str]
+    rtt_ms: np.ndarray  # float64[S, S] average RTT (NaN: not measured)
+    rtt_min_ms: np.ndarray
+    rtt_max_ms: np.ndarray
+    rtt_mdev_ms: np.ndarray
+    gbps: np.ndarray  # float64[S, S] received throughput (NaN: not measured)
+
+
+def _rows(path: Path, required: tuple[str, ...]):
+    opener = gzip.open if str(path).endswith(".gz") else open
+    try:
+        with opener(path, "rt", newline="") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError, gzip.BadGzipFile) as exc:
+        raise TraceError(f"{path}: cannot read: {exc}") from None
+    reader = csv.DictReader(io.StringIO(text))
+    missing = [c for c in required if c not in (reader.fieldnames or [])]
+    if missing:
+        raise TraceError(f"{path}: row 1: missing column(s) {', '.join(missing)}")
+    return reader
+
+
+def _num(path: Path, row: int, rec: dict, field: str, minimum: float | None = 0.0, optional: bool = False) -> float:
+    raw = rec.get(field)
+    if optional and (raw is None or raw.strip() == ""):
+        return math.nan
+    try:
+        v = float(raw)
+    except (TypeError, ValueError):
+        raise TraceError(f"{path}: row {row}: {field}: not a number ({raw!r})") from None
+    if not math.isfinite(v) or (minimum is not None and v < minimum):
+        raise TraceError(f"{path}: row {row}: {field}: must be a finite number >= {minimum:g}, got {raw}")
+    return v
+
+
+def load_philly(path) -> JobTrace:
+    path = Path(path)
+    cols = ("user", "gpu_num", "node_num", "interval", "run_time", "new_status")
+    submit, dur, gpus, nodes, users, status, t = [], [], [], [], [], [], 0.0
+    for i, rec in enumerate(_rows(path, cols), start=2):
+        t += _num(path, i, rec, "interval")
+        submit.append(t)
+        dur.append(_num(path, i, rec, "run_time"))
+        gpus.append(int(_num(path, i, rec, "gpu_num", 1)))
+        nodes.append(max(int(_num(path, i, rec, "node_num", 0)), 1))
+        users.append(rec["user"])
+        status.append(rec["new_status"])
+    return _sorted(JobTrace("philly", np.array(submit), np.array(dur), np.array(gpus, np.int64),
+                            np.array(nodes, np.int64), users, status))
+
+
+def load_itp(path) -> JobTrace:
+    path = Path(path)
+    submit, dur, gpus = [], [], []
+    for i, rec in enumerate(_rows(path, ("submission_time", "duration", "num_gpu")), start=2):
+        submit.append(_num(path, i, rec, "submission_time"))
+        dur.append(_num(path, i, rec, "duration"))
+        gpus.append(int(_num(path, i, rec, "num_gpu", 1)))
+    g = np.array(gpus, np.int64)
+    n = len(g)
+    return _sorted(JobTrace("itp", np.array(submit), np.array(dur), g, -(-g // 8), [""] * n, ["Pass"] * n))
+
+
+def _sorted(trace: JobTrace) -> JobTrace:
+    order = np.argsort(trace.submit_s, kind="stable")
+    return JobTrace(trace.source, trace.submit_s[order], trace.duration_s[order], trace.gpus[order],
+                    trace.nodes[order], [trace.user[i] for i in order], [trace.status[i] for i in order])
+
+
+def load_skyplane(latency_path, throughput_path) -> SitePaths:
+    """Directed site pairs of the PREMIUM tier: RTT (ms) and throughput (Gbit/s)."""
+    lat_path, thr_path = Path(latency_path), Path(throughput_path)
+    lat = [(i, r) for i, r in enumerate(_rows(lat_path, ("src_region", "dst_region", "src_tier", "dst_tier",
+                                                         "min_rtt", "avg_rtt", "max_rtt", "mdev_rtt")), start=2)
+           if r["src_tier"] == "PREMIUM" and r["dst_tier"] == "PREMIUM"]
+    thr = [(i, r) for i, r in enumerate(_rows(thr_path, ("src_region", "dst_region", "src_tier", "dst_tier",
+                                                         "throughput_received_gbps", "success")), start=2)
+           if r["src_tier"] == "PREMIUM" and r["dst_tier"] == "PREMIUM" and r["success"] == "True"]
+    sites = sorted({r[k] for _, r in lat + thr for k in ("src_region", "dst_region")})
+    idx = {s: k for k, s in enumerate(sites)}
+    S = len(sites)
+    mats = {k: np.full((S, S), np.nan) for k in ("avg_rtt", "min_rtt", "max_rtt", "mdev_rtt", "gbps")}
+    for i, r in lat:
+        a, b = idx[r["src_region"]], idx[r["dst_region"]]
+        for k in ("avg_rtt", "min_rtt", "max_rtt", "mdev_rtt"):  # the spread may be missing
+            mats[k][a, b] = _num(lat_path, i, r, k, optional=k != "avg_rtt")
+    for i, r in thr:
+        mats["gbps"][idx[r["src_region"]], idx[r["dst_region"]]] = _num(thr_path, i, r, "throughput_received_gbps")
+    return SitePaths(sites, mats["avg_rtt"], mats["min_rtt"], mats["max_rtt"], mats["mdev_rtt"], mats["gbps"])
