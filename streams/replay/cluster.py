@@ -1,0 +1,81 @@
+"""The replayed cluster: K sites from the network measurements (every pair measured both ways, RTT and
+throughput), each with racks of nodes of cards. Rack uplinks are shared and may be oversubscribed:
+``uplink_gbps = nodes_per_rack x node_gbps / oversubscription``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from streams.replay.traces import SitePaths, TraceError
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    sites: int = 4
+    racks_per_site: int = 4
+    nodes_per_rack: int = 8
+    cards_per_node: int = 8
+    node_gbps: float = 100.0
+    oversubscription: float = 4.0
+
+    def __post_init__(self) -> None:
+        for name in ("sites", "racks_per_site", "nodes_per_rack", "cards_per_node"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1")
+        if self.node_gbps <= 0 or self.oversubscription < 1:
+            raise ValueError("node_gbps > 0 and oversubscription >= 1")
+
+    @property
+    def uplink_gbps(self) -> float:
+        return self.nodes_per_rack * self.node_gbps / self.oversubscription
+
+
+@dataclass
+class Cluster:
+    spec: ClusterSpec
+    sites: list[str]
+    rtt_ms: np.ndarray  # float64[K, K] between sites (0 on the diagonal)
+    gbps: np.ndarray  # float64[K, K]
+    node_ids: list[str]
+    node_site: np.ndarray  # int64[N]
+    node_rack: np.ndarray  # int64[N] rack number within its site
+
+
+def full_pairs(paths: SitePaths) -> np.ndarray:
+    """bool[S, S]: both directions measured, RTT and throughput."""
+    m = ~np.isnan(paths.rtt_ms) & ~np.isnan(paths.gbps)
+    both = m & m.T
+    np.fill_diagonal(both, False)
+    return both
+
+
+def pick_sites(paths: SitePaths, k: int) -> list[int]:
+    """K sites with every pair fully measured: greedily, the best-connected first (ties by name);
+    TraceError when the measurements hold no such K sites."""
+    ok = full_pairs(paths)
+    degree = ok.sum(axis=1)
+    chosen: list[int] = []
+    candidates = list(np.lexsort((np.array(paths.sites), -degree)))
+    while len(chosen) < k:
+        nxt = next((int(c) for c in candidates if c not in chosen and all(ok[c, x] for x in chosen)), None)
+        if nxt is None:
+            raise TraceError(f"the network measurements hold no {k} sites with every pair measured "
+                             f"(found {len(chosen)}: {', '.join(paths.sites[i] for i in chosen)})")
+        chosen.append(nxt)
+    return chosen
+
+
+def build_cluster(paths: SitePaths, spec: ClusterSpec) -> Cluster:
+    idx = pick_sites(paths, spec.sites)
+    rtt = paths.rtt_ms[np.ix_(idx, idx)].copy()
+    gbps = paths.gbps[np.ix_(idx, idx)].copy()
+    np.fill_diagonal(rtt, 0.0)
+    np.fill_diagonal(gbps, np.inf)
+    names = [paths.sites[i] for i in idx]
+    per_site = spec.racks_per_site * spec.nodes_per_rack
+    node_site = np.repeat(np.arange(spec.sites), per_site)
+    node_rack = np.tile(np.repeat(np.arange(spec.racks_per_site), spec.nodes_per_rack), spec.sites)
+    ids = [f"{names[s]}.r{r}.n{i % spec.nodes_per_rack}" for i, (s, r) in enumerate(zip(node_site, node_rack, strict=True))]
+    return Cluster(spec, names, rtt, gbps, ids, node_site, node_rack)
