@@ -1,0 +1,76 @@
+"""What probes would have reported: window results drawn around a ground truth (for the replay).
+
+For each path, a window of ``probes`` active probes: each is lost with the path's true loss rate;
+the others measure ``rtt x lognormal(0, jitter)`` and a share ``spike_share`` of them is an outlier
+(``spike_factor`` times slower: queueing, a reroute's first packets). The window's statistics are
+those the worker reports: Hampel outlier removal (|x - median| > k x 1.4826 x MAD), then mean and
+p50/p95/p99 of what is kept, ``count`` (lost included), ``lost``. The scheduler of the replay sees
+only these, never the truth. Vectorised over paths; seeded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from core.vocabulary import MAD_TO_SIGMA
+
+
+@dataclass(frozen=True)
+class ProbeModel:
+    probes: int = 100
+    jitter: float = 0.05  # sigma of the lognormal around the true RTT
+    spike_share: float = 0.02
+    spike_factor: float = 10.0
+    hampel_k: float = 3.0
+
+    def __post_init__(self) -> None:
+        if self.probes < 1 or self.jitter < 0 or not 0 <= self.spike_share <= 1 or self.spike_factor < 1:
+            raise ValueError("probes >= 1, jitter >= 0, 0 <= spike_share <= 1, spike_factor >= 1")
+
+
+def draw_probes(rtt_ms: np.ndarray, loss: np.ndarray, model: ProbeModel, rng: np.random.Generator) -> np.ndarray:
+    """float64[P, probes]: RTT samples of one window per path, NaN for a lost probe."""
+    rtt = np.asarray(rtt_ms, np.float64)[:, None]
+    shape = (rtt.shape[0], model.probes)
+    x = rtt * rng.lognormal(0.0, model.jitter, shape)
+    x = np.where(rng.random(shape) < model.spike_share, x * model.spike_factor, x)
+    return np.where(rng.random(shape) < np.asarray(loss, np.float64)[:, None], np.nan, x)
+
+
+def window_results(samples: np.ndarray, hampel_k: float = 3.0) -> dict[str, np.ndarray]:
+    """The worker's window statistics of each row of ``samples`` (NaN = lost), vectorised."""
+    x = np.asarray(samples, np.float64)
+    count = np.full(x.shape[0], x.shape[1], np.int64)
+    lost = np.isnan(x).sum(axis=1)
+    with np.errstate(invalid="ignore"), _quiet():
+        med = np.nanmedian(x, axis=1, keepdims=True)
+        mad = np.nanmedian(np.abs(x - med), axis=1, keepdims=True)
+        keep = ~np.isnan(x) & ((mad == 0) | (np.abs(x - med) <= hampel_k * MAD_TO_SIGMA * mad))
+        kept = np.where(keep, x, np.nan)
+        q = (np.nanquantile(kept, [0.5, 0.95, 0.99], axis=1) if x.size
+             else np.full((3, x.shape[0]), np.nan))
+        mean = np.nanmean(kept, axis=1)
+    n_kept = keep.sum(axis=1)
+    return {"count": count, "lost": lost, "kept": n_kept, "outliers": count - lost - n_kept, "mean": mean,
+            "p50": q[0], "p95": q[1], "p99": q[2], "loss": np.where(count > 0, lost / np.maximum(count, 1), np.nan)}
+
+
+class _quiet:
+    """All-NaN rows (every probe lost) give NaN statistics, without numpy's warnings."""
+
+    def __enter__(self):
+        import warnings
+
+        self._w = warnings.catch_warnings()
+        self._w.__enter__()
+        warnings.simplefilter("ignore", RuntimeWarning)
+
+    def __exit__(self, *exc):
+        return self._w.__exit__(*exc)
+
+
+def observe(rtt_ms: np.ndarray, loss: np.ndarray, model: ProbeModel, seed: int) -> dict[str, np.ndarray]:
+    """One window of results per path, drawn around the truth (``rtt_ms``, ``loss``) with ``seed``."""
+    return window_results(draw_probes(rtt_ms, loss, model, np.random.default_rng(seed)), model.hampel_k)

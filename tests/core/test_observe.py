@@ -1,0 +1,43 @@
+import math
+
+import numpy as np
+import pytest
+
+from core.observe import ProbeModel, draw_probes, observe, window_results
+from core.windowstats import window_stats_reference
+
+
+def test_matches_the_exact_window_statistics_row_by_row():
+    rng = np.random.default_rng(4)
+    samples = draw_probes(rng.uniform(0.1, 300, 50), rng.uniform(0, 0.3, 50), ProbeModel(), rng)
+    got = window_results(samples)
+    for i, row in enumerate(samples):
+        want = window_stats_reference(row)
+        assert (got["count"][i], got["lost"][i], got["kept"][i], got["outliers"][i]) == (
+            want["count"], want["lost"], want["kept"], want["outliers"])
+        for f in ("mean", "p50", "p95", "p99"):
+            assert got[f][i] == pytest.approx(want[f], rel=1e-9, nan_ok=True), f
+
+
+def test_worked_example_and_degenerate_rows():
+    # 1, 2, 3 and a 100 ms spike: median 2.5, MAD 1.0 -> cut at 3 x 1.4826 = 4.4478 from the median:
+    # 100 is an outlier; kept 1, 2, 3: mean 2, p50 2; one probe lost
+    r = window_results(np.array([[1.0, 2.0, 3.0, 100.0, np.nan]]))
+    assert (r["count"][0], r["lost"][0], r["kept"][0], r["outliers"][0]) == (5, 1, 3, 1)
+    assert r["mean"][0] == 2.0 and r["p50"][0] == 2.0 and r["loss"][0] == 0.2
+    lost = window_results(np.full((1, 4), np.nan))  # every probe lost
+    assert lost["lost"][0] == 4 and math.isnan(lost["p95"][0]) and lost["loss"][0] == 1.0
+    const = window_results(np.full((1, 6), 0.5))  # MAD 0: nothing removed
+    assert const["outliers"][0] == 0 and const["p99"][0] == 0.5
+    assert window_results(np.zeros((0, 10)))["mean"].shape == (0,)
+
+
+def test_observations_are_seeded_and_centred_on_the_truth():
+    m = ProbeModel(probes=2000, jitter=0.05, spike_share=0.02)
+    a = observe(np.array([10.0, 200.0]), np.array([0.0, 0.1]), m, seed=1)
+    b = observe(np.array([10.0, 200.0]), np.array([0.0, 0.1]), m, seed=1)
+    assert all(np.array_equal(a[k], b[k], equal_nan=True) for k in a)
+    assert a["p50"] == pytest.approx([10.0, 200.0], rel=0.01)  # the spikes are removed
+    # p95 of lognormal(0, 0.05) around the truth: exp(1.645 x 0.05) = 1.0857
+    assert a["p95"] == pytest.approx([10.857, 217.1], rel=0.02)
+    assert a["loss"][0] == 0.0 and a["loss"][1] == pytest.approx(0.1, abs=0.02)
