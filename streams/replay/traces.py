@@ -5,8 +5,12 @@ Jobs (:class:`JobTrace`, sorted by submission):
   — ``interval`` is seconds since the previous submission (submit = running sum);
 - ITP (elasticflow): ``cluster,job_id,submission_time,duration,num_gpu`` — no node count: a job of g
   GPUs spans ceil(g / 8) 8-GPU servers; no user, no status (Pass).
+- generic: ``submit_s,duration_s,gpus,nodes,user,status,type[,data_gb,data_site]`` (a user's own).
 Network (:class:`SitePaths`): Skyplane ``latency.csv`` (ping min/avg/max/mdev RTT, ms) and
-``throughput.csv`` (iperf3 Gbit/s received), PREMIUM tier only, one snapshot of directed pairs.
+``throughput.csv`` (iperf3 Gbit/s received), PREMIUM tier only, one snapshot of directed pairs; or
+the generic long format ``t_s,src_site,dst_site,rtt_ms[,gbps][,loss]`` (rows without ``t_s`` are one
+snapshot; with it, every pair's RTT is averaged over its rows and min/max kept). A missing bandwidth is
+filled by :func:`fill_gbps` (printed with the results).
 
 Bad input raises :class:`TraceError` naming the file, the row (1 = the header) and the field.
 """
@@ -36,6 +40,9 @@ class JobTrace:
     nodes: np.ndarray  # int64[J]
     user: list[str]
     status: list[str]
+    job_type: list[str] | None = None  # generic traces only
+    data_gb: np.ndarray | None = None
+    data_site: list[str] | None = None
 
     def __len__(self) -> int:
         return int(self.submit_s.size)
@@ -106,10 +113,72 @@ def load_itp(path) -> JobTrace:
     return _sorted(JobTrace("itp", np.array(submit), np.array(dur), g, -(-g // 8), [""] * n, ["Pass"] * n))
 
 
+def load_generic_jobs(path) -> JobTrace:
+    path = Path(path)
+    rows = _rows(path, ("submit_s", "duration_s", "gpus", "nodes", "user", "status", "type"))
+    submit, dur, gpus, nodes, users, status, types, data_gb, data_site = [], [], [], [], [], [], [], [], []
+    for i, rec in enumerate(rows, start=2):
+        submit.append(_num(path, i, rec, "submit_s"))
+        dur.append(_num(path, i, rec, "duration_s"))
+        gpus.append(int(_num(path, i, rec, "gpus", 0)))
+        nodes.append(int(_num(path, i, rec, "nodes", 1)))
+        users.append(rec["user"])
+        status.append(rec["status"])
+        types.append(rec["type"])
+        data_gb.append(_num(path, i, rec, "data_gb", optional=True) if "data_gb" in rec else math.nan)
+        data_site.append(rec.get("data_site") or "")
+    return _sorted(JobTrace("generic", np.array(submit), np.array(dur), np.array(gpus, np.int64),
+                            np.array(nodes, np.int64), users, status, types, np.nan_to_num(np.array(data_gb)),
+                            data_site))
+
+
 def _sorted(trace: JobTrace) -> JobTrace:
     order = np.argsort(trace.submit_s, kind="stable")
+
+    def pick(xs):
+        return None if xs is None else [xs[i] for i in order]
+
     return JobTrace(trace.source, trace.submit_s[order], trace.duration_s[order], trace.gpus[order],
-                    trace.nodes[order], [trace.user[i] for i in order], [trace.status[i] for i in order])
+                    trace.nodes[order], pick(trace.user), pick(trace.status), pick(trace.job_type),
+                    None if trace.data_gb is None else trace.data_gb[order], pick(trace.data_site))
+
+
+FILL_RULE = "missing gbps: 10 Gbit/s within a site region (RTT < 2 ms), else 8 x 64 MiB / RTT (one 64 MiB TCP window per round trip), at most 10 Gbit/s"
+
+
+def fill_gbps(rtt_ms: np.ndarray) -> np.ndarray:
+    """Bandwidth where none was measured: see ``FILL_RULE``."""
+    rtt = np.asarray(rtt_ms, np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        window = 64 * 2**20 * 8 / 1e9 / (rtt / 1000.0)  # Gbit per second
+    return np.where(rtt < 2.0, 10.0, np.minimum(window, 10.0))
+
+
+def load_generic_network(path) -> SitePaths:
+    path = Path(path)
+    rows = list(enumerate(_rows(path, ("src_site", "dst_site", "rtt_ms")), start=2))
+    sites = sorted({r[k] for _, r in rows for k in ("src_site", "dst_site")})
+    idx = {x: k for k, x in enumerate(sites)}
+    S = len(sites)
+    acc = {k: np.zeros((S, S)) for k in ("sum", "n", "gbps_sum", "gbps_n")}
+    lo, hi = np.full((S, S), np.inf), np.full((S, S), -np.inf)
+    for i, r in rows:
+        a, b = idx[r["src_site"]], idx[r["dst_site"]]
+        v = _num(path, i, r, "rtt_ms")
+        acc["sum"][a, b] += v
+        acc["n"][a, b] += 1
+        lo[a, b], hi[a, b] = min(lo[a, b], v), max(hi[a, b], v)
+        g = _num(path, i, r, "gbps", optional=True) if "gbps" in r else math.nan
+        if not math.isnan(g):
+            acc["gbps_sum"][a, b] += g
+            acc["gbps_n"][a, b] += 1
+    with np.errstate(invalid="ignore"):
+        rtt = np.where(acc["n"] > 0, acc["sum"] / acc["n"], np.nan)
+        gbps = np.where(acc["gbps_n"] > 0, acc["gbps_sum"] / acc["gbps_n"], fill_gbps(rtt))
+    seen = acc["n"] > 0
+    nan = np.full((S, S), np.nan)
+    return SitePaths(sites, rtt, np.where(seen, lo, np.nan), np.where(seen, hi, np.nan), nan,
+                     np.where(seen, gbps, np.nan))
 
 
 def load_skyplane(latency_path, throughput_path) -> SitePaths:

@@ -51,3 +51,28 @@ def test_bad_input_names_file_row_and_field(tmp_path):
         load_itp(g)
     with pytest.raises(TraceError, match="cannot read"):
         load_itp(tmp_path / "nope.csv")
+
+
+def test_generic_jobs_and_network(tmp_path):
+    from streams.replay.traces import fill_gbps, load_generic_jobs, load_generic_network
+
+    jobs = tmp_path / "jobs.csv"
+    jobs.write_text("submit_s,duration_s,gpus,nodes,user,status,type,data_gb,data_site\n"
+                    "50,600,16,2,alice,Pass,training-data-parallel,120,eu\n"
+                    "10,30,1,1,bob,Failed,inference,,\n")
+    t = load_generic_jobs(jobs)
+    assert t.submit_s.tolist() == [10.0, 50.0] and t.job_type == ["inference", "training-data-parallel"]
+    assert t.data_gb.tolist() == [0.0, 120.0] and t.data_site == ["", "eu"] and t.nodes.tolist() == [1, 2]
+    net = tmp_path / "net.csv"
+    net.write_text("t_s,src_site,dst_site,rtt_ms,gbps\n0,eu,us,80,\n60,eu,us,100,\n0,us,eu,90,5\n0,eu,eu2,1,\n")
+    p = load_generic_network(net)
+    e, u, e2 = (p.sites.index(x) for x in ("eu", "us", "eu2"))
+    assert p.rtt_ms[e, u] == 90.0 and (p.rtt_min_ms[e, u], p.rtt_max_ms[e, u]) == (80.0, 100.0)
+    assert p.gbps[u, e] == 5.0 and np.isnan(p.rtt_ms[u, e2])
+    # filled: 64 MiB window per 90 ms round trip = 536.9 Mbit / 0.09 s = 5.965 Gbit/s; within 2 ms: 10
+    assert p.gbps[e, u] == pytest.approx(64 * 2**20 * 8 / 1e9 / 0.09) and p.gbps[e, e2] == 10.0
+    assert fill_gbps(np.array([10.0]))[0] == 10.0  # 53.7 Gbit/s capped at 10
+    bad = tmp_path / "bad.csv"
+    bad.write_text("src_site,dst_site,rtt_ms\neu,us,fast\n")
+    with pytest.raises(TraceError, match="bad.csv: row 2: rtt_ms: not a number"):
+        load_generic_network(bad)
