@@ -18,19 +18,8 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from core.quiet import quiet_nan_warnings
 from core.vocabulary import MAD_TO_SIGMA
-
-
-class _quiet:
-    def __enter__(self):
-        import warnings
-
-        self._w = warnings.catch_warnings()
-        self._w.__enter__()
-        warnings.simplefilter("ignore", RuntimeWarning)
-
-    def __exit__(self, *exc):
-        return self._w.__exit__(*exc)
 
 
 def fit_forecast(history: np.ndarray, horizon: int, day: int, week_days: int = 7) -> np.ndarray:
@@ -151,13 +140,13 @@ def seasonal_naive(history: np.ndarray, horizon: int, day: int) -> np.ndarray:
 
 
 def mae(forecast: np.ndarray, actual: np.ndarray) -> np.ndarray:
-    with _quiet():
+    with quiet_nan_warnings():
         return np.nanmean(np.abs(forecast - actual), axis=1)
 
 
 def mase(forecast: np.ndarray, actual: np.ndarray, history: np.ndarray, day: int) -> np.ndarray:
     """MAE scaled by the in-sample MAE of the seasonal-naive forecast (lag one day)."""
     h = np.asarray(history, dtype=np.float64)
-    with _quiet():
+    with quiet_nan_warnings():
         scale = np.nanmean(np.abs(h[:, day:] - h[:, :-day]), axis=1)
     return mae(forecast, actual) / np.where(scale > 0, scale, np.nan)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from core.quiet import quiet_nan_warnings
 from core.vocabulary import MAD_TO_SIGMA
 
 
@@ -44,7 +45,7 @@ def window_results(samples: np.ndarray, hampel_k: float = 3.0) -> dict[str, np.n
     x = np.asarray(samples, np.float64)
     count = np.full(x.shape[0], x.shape[1], np.int64)
     lost = np.isnan(x).sum(axis=1)
-    with np.errstate(invalid="ignore"), _quiet():
+    with np.errstate(invalid="ignore"), quiet_nan_warnings():
         med = np.nanmedian(x, axis=1, keepdims=True)
         mad = np.nanmedian(np.abs(x - med), axis=1, keepdims=True)
         keep = ~np.isnan(x) & ((mad == 0) | (np.abs(x - med) <= hampel_k * MAD_TO_SIGMA * mad))
@@ -55,20 +56,6 @@ def window_results(samples: np.ndarray, hampel_k: float = 3.0) -> dict[str, np.n
     n_kept = keep.sum(axis=1)
     return {"count": count, "lost": lost, "kept": n_kept, "outliers": count - lost - n_kept, "mean": mean,
             "p50": q[0], "p95": q[1], "p99": q[2], "loss": np.where(count > 0, lost / np.maximum(count, 1), np.nan)}
-
-
-class _quiet:
-    """All-NaN rows (every probe lost) give NaN statistics, without numpy's warnings."""
-
-    def __enter__(self):
-        import warnings
-
-        self._w = warnings.catch_warnings()
-        self._w.__enter__()
-        warnings.simplefilter("ignore", RuntimeWarning)
-
-    def __exit__(self, *exc):
-        return self._w.__exit__(*exc)
 
 
 def observe(rtt_ms: np.ndarray, loss: np.ndarray, model: ProbeModel, seed: int) -> dict[str, np.ndarray]:

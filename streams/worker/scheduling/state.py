@@ -16,7 +16,7 @@ from core.energy import blend
 from core.metering import DEFAULT_BENCHMARK_WORK, DEFAULT_MODEL_CONVERSION
 from core.placement import peer_scores, place, queue_order, rank
 from core.reschedule import ReschedulePolicy, endpoint_worst, worst_known
-from core.scoring import filter_reasons, score_parts
+from core.scoring import filter_reasons, score_all, score_parts
 from core.sensitivity import task_alpha
 from core.vocabulary import DEFAULT_TYPES
 from schemas.sched import Decision, Fallback, Incident, RescheduleEvent, ScoreBreakdown, Task
@@ -129,8 +129,15 @@ class Scheduler:
         return dataclasses.replace(base, usable=free, available=base.available & ~failed)
 
     def health(self, nodes: NodeView, now: float) -> tuple[np.ndarray, np.ndarray]:
-        """(failed, cause) of every node (failures.health over the balanced path table)."""
-        return health(nodes, self.path_table(nodes, "balanced"), now, self.node_timeout_s)
+        """(failed, cause) of every node (failures.health over the balanced path table), once per
+        version of the views and second (decisions and the watch share it)."""
+        def build():
+            return health(nodes, self.path_table(nodes, "balanced"), now, self.node_timeout_s)
+
+        versions = (getattr(self.net, "version", None), getattr(self.inv, "version", None))
+        if None in versions:
+            return build()
+        return self._cached(("health", versions, int(now), tuple(nodes.ids)), build)
 
     def _nodes(self, now: float) -> NodeView:
         return node_view(self.inv.records(), self.conversion, self.benchmark_work, now, self.node_timeout_s,
@@ -164,7 +171,8 @@ class Scheduler:
         x = scoring_inputs([task], [alpha], nodes, eps, net, self.types)
         w = task.cost_sensitivity
         s = _scored_one(x, alpha, nodes, w)
-        co_scores = _scored_one(dataclasses.replace(x, alpha=np.ones(1, np.float32)), 1.0, nodes, 0.0).composite
+        # the compute-only counterfactual: the same task at alpha 1 (composite only)
+        co_scores = score_all(dataclasses.replace(x, alpha=np.ones(1, np.float32)))[0] if nodes.ids else np.zeros(0)
         compute_only = [int(i) for i in rank(co_scores)[: task.peers]]
         reasons = filter_reasons(x, 0) if nodes.ids else np.zeros(0, np.int8)
 
