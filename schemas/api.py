@@ -154,6 +154,7 @@ class RunningState(ApiModel):
     checkpoint_at: float | None = None
     checkpoint_gb: float | None = None
     restarts: int = 0
+    started: bool = False  # a runner reported it started where it runs (no start timeout after a restart)
 
 
 class TaskRecord(ApiModel):

@@ -87,7 +87,8 @@ class SchedulingService:
                     task, rec.nodes, r.alpha, r.profile, r.placed_at, base, cooldown_until=r.cooldown_until,
                     moves=r.moves, baseline_loss=_nan(r.baseline_loss),
                     seen_window_end=-math.inf if r.seen_window_end is None else r.seen_window_end,
-                    checkpoint_at=_nan(r.checkpoint_at), checkpoint_gb=_nan(r.checkpoint_gb), restarts=r.restarts))
+                    checkpoint_at=_nan(r.checkpoint_at), checkpoint_gb=_nan(r.checkpoint_gb), restarts=r.restarts,
+                    started=r.started))
             elif rec.status == "queued":
                 self.sched.pending[task.id] = Pending(task, task.submitted_at or time.time())
         self.restored = True

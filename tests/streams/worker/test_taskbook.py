@@ -14,8 +14,10 @@ def test_running_state_keeps_what_a_restart_needs_and_nan_as_null():
     state = running_state(run)
     assert state.body() == {"alpha": 0.8, "profile": "latency", "placed_at": 100.0, "baseline_p95": None,
                             "cooldown_until": 700.0, "moves": 2, "baseline_loss": None, "seen_window_end": None,
-                            "checkpoint_at": None, "checkpoint_gb": None, "restarts": 0}
+                            "checkpoint_at": None, "checkpoint_gb": None, "restarts": 0, "started": False}
     assert running_state(None) is None
+    run.started = True  # a restarted worker must not time out a task that runs
+    assert running_state(run).started is True
 
 
 def test_updated_creates_then_appends_and_trims_the_history():
