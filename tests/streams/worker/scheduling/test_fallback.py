@@ -17,6 +17,12 @@ def world(now):
     return make_scheduler([gpu_node(n, now) for n in NODES], paths)
 
 
+def beat(s, t):
+    """Every node reports at t (their heartbeat)."""
+    for n in NODES:
+        s.inv.put(n.encode(), gpu_node(n, t))
+
+
 def job():
     return Task(id="j", type="training-data-parallel", resources={"cards": 2},
                 data_source={"node": "store", "size_gb": 1})
@@ -51,8 +57,7 @@ def test_a_start_that_never_comes_times_out_to_the_next_candidate():
     s = world(now)
     s.decide(job(), now)
     assert s.expire_starts(now + 299, 300.0, 3) == []  # not late yet
-    for n in NODES:  # the nodes keep reporting
-        s.inv.put(n.encode(), gpu_node(n, now + 301))
+    beat(s, now + 301)
     (d,) = s.expire_starts(now + 301, 300.0, 3)
     assert d.nodes == ["n1"] and (d.fallbacks[0].node, d.fallbacks[0].reason) == ("n0", "start_timeout")
     s.start("j", ["n1"])
@@ -85,14 +90,12 @@ def test_a_move_that_never_starts_rolls_back():
     s.start("j", ["n0"])
     _degrade_home(s, now + 10)
     (ev,) = s.reschedule(now + 11)
-    for n in NODES:
-        s.inv.put(n.encode(), gpu_node(n, now + 400))
+    beat(s, now + 400)
     (back,) = s.expire_starts(now + 400, 300.0, 3)
     assert (back.trigger, back.from_nodes, back.to_nodes) == ("rollback", ["n1"], ["n0"])
     assert s.ledger.nodes_of("j") == ["n0"] and s.running["j"].nodes == ["n0"] and s.running["j"].started
     # a refusal at the target during a move rolls back too
-    for n in NODES:
-        s.inv.put(n.encode(), gpu_node(n, now + 1000))
+    beat(s, now + 1000)
     _degrade_home(s, now + 1000)
     s.running["j"].cooldown_until = 0
     (ev,) = s.reschedule(now + 1001)
