@@ -259,7 +259,7 @@ async def _drain(demo: Demo, out, work: Workload, timeout_ms: int = 500) -> None
                 await work.moved(doc)
             elif tp.topic.endswith(SCHED_INCIDENTS):
                 demo.incidents.append(doc)
-                print(incident_line(doc, _last_report(demo, doc["node"])))
+                print(incident_line(doc, demo.silent.get(doc["node"])))  # when it fell silent
             elif tp.topic.endswith(PROBE_DEADLETTER):
                 demo.dead.append(doc)
                 print(deadletter_line(doc))
@@ -268,11 +268,6 @@ async def _drain(demo: Demo, out, work: Workload, timeout_ms: int = 500) -> None
                 demo.windows.append(doc)
                 if doc["metric"] == "rtt_ms" and (doc["src"], doc["dst"]) in demo.watch:
                     print(window_line(doc))
-
-
-def _last_report(demo: Demo, node: str) -> float | None:
-    """When the silenced node's last report went out (reports every 5 s before it fell silent)."""
-    return demo.silent.get(node)
 
 
 def _backfill(settings: Settings, topo: Topology, pairs) -> int:

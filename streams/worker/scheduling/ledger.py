@@ -1,8 +1,9 @@
 """The capacity ledger: the single truth of what the scheduler has allocated, per task and node.
 
 A hold is one task's need (cards, accelerator memory GB, host memory GB) on one node, of a kind:
-``placed`` (running there), ``reserved`` (placed, not yet confirmed started) or ``migrating`` (the
-target of a move; the source stays held until the move is done). What the scheduler may still give
+``placed`` (placed there; until a runner reports it started, the scheduler's ``Running.started`` is
+off and a start timeout or refusal hands it on) or ``migrating`` (the target of a move; the source
+stays held until the task started at the target). What the scheduler may still give
 out on a node is its capacity minus every hold there; the headroom for what it cannot know (usage
 reported by the node itself, stale reports) is applied to the node's reported free capacity only,
 never to its own bookings (see :func:`usable`).
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-PLACED, RESERVED, MIGRATING = "placed", "reserved", "migrating"
+PLACED, MIGRATING = "placed", "migrating"
 
 
 @dataclass
