@@ -10,7 +10,9 @@ ideal placement (all its nodes in one rack, data at hand). Elsewhere:
   member pair in seconds, B the narrowest member path in Gbit/s); the communication share scales with
   that time against the same at the ideal placement: ``T = T_ideal x ((1 - c) + c x A / A_ideal)``;
 - a job whose data lives at a home site pays the extra time to load it over the path from there:
-  ``data_gb x 8 / B_load - data_gb x 8 / B_ideal``.
+  ``data_gb x 8 / B_load - data_gb x 8 / B_ideal``;
+- the computing share runs ``speed`` times faster on faster cards (the slowest member's speed against
+  the trace's reference card, 1 by default): ``T = T_ideal x ((1 - c) / speed + c x A / A_ideal) + load``.
 Arrays in, arrays out, vectorised over jobs; :func:`job_time_reference` is the plain per-job version.
 """
 
@@ -51,7 +53,7 @@ def allreduce_s(n_nodes, worst_rtt_ms, narrowest_gbps, grad_gb: float) -> np.nda
 
 
 def job_time(ideal_s, comm_share, n_nodes, worst_rtt_ms, narrowest_gbps, data_gb, load_gbps,
-             model: PerfModel) -> np.ndarray:
+             model: PerfModel, speed=1.0) -> np.ndarray:
     """float64[J]: each job's time at its placement (see the module's rules)."""
     ideal = np.asarray(ideal_s, np.float64)
     n = np.asarray(n_nodes, np.float64)
@@ -62,20 +64,21 @@ def job_time(ideal_s, comm_share, n_nodes, worst_rtt_ms, narrowest_gbps, data_gb
         scale = np.where(a_ideal > 0, a / a_ideal, 1.0)
         bits = np.asarray(data_gb, np.float64) * 8.0
         load = np.where(bits > 0, bits / np.asarray(load_gbps, np.float64) - bits / model.ideal_gbps, 0.0)
-    return ideal * ((1 - c) + c * scale) + np.maximum(load, 0.0)
+    return ideal * ((1 - c) / np.asarray(speed, np.float64) + c * scale) + np.maximum(load, 0.0)
 
 
 def job_time_reference(ideal_s, comm_share, n_nodes, worst_rtt_ms, narrowest_gbps, data_gb, load_gbps,
-                       model: PerfModel) -> np.ndarray:
+                       model: PerfModel, speed=None) -> np.ndarray:
     """Plain per-job version of :func:`job_time`."""
     out = []
-    for T, c, n, rtt, bw, gb, lbw in zip(ideal_s, comm_share, n_nodes, worst_rtt_ms, narrowest_gbps, data_gb,
-                                         load_gbps, strict=True):
-        t = float(T)
+    speed = [1.0] * len(ideal_s) if speed is None else speed
+    for T, c, n, rtt, bw, gb, lbw, v in zip(ideal_s, comm_share, n_nodes, worst_rtt_ms, narrowest_gbps, data_gb,
+                                            load_gbps, speed, strict=True):
+        t = float(T) / v
         if n > 1:
             a = 2 * (n - 1) * rtt / 1000 + 2 * (n - 1) / n * model.grad_gb * 8 / bw
             a0 = 2 * (n - 1) * model.ideal_rtt_ms / 1000 + 2 * (n - 1) / n * model.grad_gb * 8 / model.ideal_gbps
-            t = T * ((1 - c) + c * a / a0)
+            t = T * ((1 - c) / v + c * a / a0)
         if gb > 0:
             t += max(gb * 8 / lbw - gb * 8 / model.ideal_gbps, 0.0)
         out.append(t)

@@ -46,16 +46,35 @@ def window_results(samples: np.ndarray, hampel_k: float = 3.0) -> dict[str, np.n
     count = np.full(x.shape[0], x.shape[1], np.int64)
     lost = np.isnan(x).sum(axis=1)
     with np.errstate(invalid="ignore"), quiet_nan_warnings():
-        med = np.nanmedian(x, axis=1, keepdims=True)
-        mad = np.nanmedian(np.abs(x - med), axis=1, keepdims=True)
+        med = row_quantiles(x, [0.5])[0][:, None]
+        mad = row_quantiles(np.abs(x - med), [0.5])[0][:, None]
         keep = ~np.isnan(x) & ((mad == 0) | (np.abs(x - med) <= hampel_k * MAD_TO_SIGMA * mad))
         kept = np.where(keep, x, np.nan)
-        q = (np.nanquantile(kept, [0.5, 0.95, 0.99], axis=1) if x.size
-             else np.full((3, x.shape[0]), np.nan))
+        q = row_quantiles(kept, [0.5, 0.95, 0.99])
         mean = np.nanmean(kept, axis=1)
     n_kept = keep.sum(axis=1)
     return {"count": count, "lost": lost, "kept": n_kept, "outliers": count - lost - n_kept, "mean": mean,
             "p50": q[0], "p95": q[1], "p99": q[2], "loss": np.where(count > 0, lost / np.maximum(count, 1), np.nan)}
+
+
+def row_quantiles(x: np.ndarray, qs) -> np.ndarray:
+    """float64[len(qs), rows]: each row's quantiles ignoring NaN (numpy's linear method, as
+    ``np.nanquantile(x, qs, axis=1)``; NaN for a row without values), by one sort of all rows."""
+    x = np.asarray(x, np.float64)
+    rows = x.shape[0]
+    if x.size == 0:
+        return np.full((len(qs), rows), np.nan)
+    s = np.sort(x, axis=1)  # NaN last
+    n = (~np.isnan(x)).sum(axis=1)
+    r = np.arange(rows)
+    out = np.full((len(qs), rows), np.nan)
+    for k, q in enumerate(qs):
+        pos = q * np.maximum(n - 1, 0)
+        lo = np.floor(pos).astype(np.int64)
+        hi = np.minimum(lo + 1, np.maximum(n - 1, 0))
+        v = s[r, lo] + (pos - lo) * (s[r, hi] - s[r, lo])
+        out[k] = np.where(n > 0, v, np.nan)
+    return out
 
 
 def observe(rtt_ms: np.ndarray, loss: np.ndarray, model: ProbeModel, seed: int) -> dict[str, np.ndarray]:

@@ -35,7 +35,20 @@ class Placement:
 def rank(scores: np.ndarray) -> np.ndarray:
     """Feasible node indices (finite score), best first, ties by lower index."""
     idx = np.flatnonzero(np.isfinite(scores))
-    return idx[np.lexsort((idx, -scores[idx]))]
+    return idx[np.argsort(-scores[idx], kind="stable")]  # stable: ties keep the lower index first
+
+
+def top(scores: np.ndarray, k: int) -> np.ndarray:
+    """``rank(scores)[:k]`` without sorting every node: the k best (ties at the k-th included before
+    the final sort), O(N) plus O(k log k)."""
+    idx = np.flatnonzero(np.isfinite(scores))
+    if k <= 0:
+        return idx[:0]
+    if idx.size > 4 * k:
+        v = scores[idx]
+        kth = v[np.argpartition(-v, k - 1)[k - 1]]
+        idx = idx[v >= kth]
+    return idx[np.argsort(-scores[idx], kind="stable")][:k]
 
 
 def queue_order(priority: np.ndarray, waited_s: np.ndarray, max_wait_s: float) -> np.ndarray:
@@ -66,25 +79,33 @@ def place(
     reserve = reserve or (lambda n: True)
     refused: set[int] = set()
 
-    def take(candidates: np.ndarray, exclude: set[int]) -> int | None:
-        for n in candidates:
-            n = int(n)
-            if n in exclude or n in refused or not np.all(usable[n] >= need):
-                continue
-            if reserve(n):
-                usable[n] -= need
-                return n
-            refused.add(n)
-            result.fallbacks.append((n, "reservation_failed"))
-        return None
+    def take(values: np.ndarray, exclude: set[int]) -> int | None:
+        """The best node by ``values`` that fits now and reserves (best first, ties by index)."""
+        fits = np.isfinite(values) & np.all(usable >= need, axis=1)
+        fits[list(exclude | refused)] = False
+        masked = np.where(fits, values, -np.inf)
+        k = 8
+        while True:
+            batch = top(masked, k)
+            for n in batch:
+                n = int(n)
+                if reserve(n):
+                    usable[n] -= need
+                    return n
+                refused.add(n)
+                masked[n] = -np.inf
+                result.fallbacks.append((n, "reservation_failed"))
+            if batch.size < k:
+                return None
+            k *= 4
 
-    first = take(rank(scores), set())
+    first = take(scores, set())
     if first is None:
         return result
     chosen = [first]
     if gang > 1:
         others = peer_scores(first) if peer_scores is not None else scores
-        order = rank(np.where(np.isfinite(scores), others, -np.inf))
+        order = np.where(np.isfinite(scores), others, -np.inf)
         while len(chosen) < gang:
             n = take(order, set(chosen))
             if n is None:

@@ -158,13 +158,13 @@ def endpoint_worst(values: np.ndarray, endpoint_rows: np.ndarray, node: int) -> 
 
 
 def gang_path_state(p95: np.ndarray, loss: np.ndarray, endpoint_rows: np.ndarray,
-                    members: list[int]) -> tuple[float, float]:
+                    members: list[int], loss_from_first: np.ndarray) -> tuple[float, float]:
     """(p95, loss) a gang is judged degraded by: the worst p95 of its endpoint paths at any member,
-    and the worst loss of those paths and of each member's path to the first member (node rows of
-    ``values`` come first, so row ``members[0]`` is the first member as an endpoint)."""
+    and the worst loss of those paths and of each member's path to the first member
+    (``loss_from_first[n]``: the first member's path to node n)."""
     p95_now = worst_known([endpoint_worst(p95, endpoint_rows, m) for m in members])
     loss_paths = [endpoint_worst(loss, endpoint_rows, m) for m in members]
-    loss_paths += [loss[members[0], m] for m in members[1:]]
+    loss_paths += [float(loss_from_first[m]) for m in members[1:]]
     return p95_now, worst_known(loss_paths)
 
 

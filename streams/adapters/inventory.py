@@ -4,7 +4,7 @@ node arrays (:class:`NodeView`) and the API's per-node answers (:func:`scored`),
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -21,6 +21,7 @@ from core.metering import (
 from core.quality import DEFAULT_LINK_GBPS
 from core.vocabulary import TASK_KINDS
 from schemas.compute import node_class
+from streams.adapters.network import rack_endpoint
 
 
 def node_metrics(
@@ -131,6 +132,7 @@ class NodeView:
     queue_s: np.ndarray  # float64[N] queueing delay at the node
     joined_at: np.ndarray  # float64[N] when the scheduler first saw the node
     energy: np.ndarray  # float64[N] energy score 0-100 (core.energy; 50 where unknown)
+    racks: list[str] = field(default_factory=list)  # each node's rack endpoint (adapters.network.rack_endpoint)
 
 
 def _col(records: list[dict], key: str, default: float = math.nan) -> np.ndarray:
@@ -161,4 +163,5 @@ def node_view(records: list[dict], conversion, benchmark_work, now: float, timeo
         joined_at=np.array([first_seen.setdefault(x, now) for x in ids], np.float64),
         energy=energy_scores(_col(records, "energy_price_per_mwh"), _col(records, "carbon_g_per_kwh"),
                              _col(records, "power_kw"), carbon_weight),
+        racks=[rack_endpoint(r.get("rack") or "") for r in records],
     )

@@ -14,6 +14,13 @@ import numpy as np
 from core.quality import DEFAULT_MODEL, QualityModel, combine, dimension_utilities
 from core.vocabulary import NETWORK_PROFILES
 
+RACK_PREFIX = "rack:"
+
+
+def rack_endpoint(rack: str) -> str:
+    """The endpoint name of a rack's probes, ``rack:<rack>`` ('' for a node that reports no rack)."""
+    return f"{RACK_PREFIX}{rack}" if rack else ""
+
 
 def merge_window(record: dict | None, window: dict) -> dict:
     """The record with this window result as its latest for the window's metric (newer wins)."""

@@ -24,10 +24,11 @@ def _endpoints_of(task: Task) -> list:
     return [e for e in (task.data_source, task.model_repo) if e is not None]
 
 
-def endpoints(nodes: NodeView, tasks: list[Task]) -> list[str]:
-    """Endpoint rows: every node first (so node i is endpoint i), then the tasks' other endpoints."""
-    extra = sorted({e.node for t in tasks for e in _endpoints_of(t)} - set(nodes.ids))
-    return list(nodes.ids) + extra
+def endpoints(tasks: list[Task]) -> list[str]:
+    """Endpoint rows: the endpoints the tasks name (data source, model repository), sorted. A node's
+    row as an endpoint (a gang's first member) is read apart (NetworkInputs.from_node): gathering
+    every node as an endpoint would make each decision O(nodes^2)."""
+    return sorted({e.node for t in tasks for e in _endpoints_of(t)})
 
 
 def scoring_inputs(tasks: list[Task], alphas: list[float], nodes: NodeView, endpoint_ids: list[str], net,

@@ -40,6 +40,10 @@ def add_parsers(sub) -> None:
     br.add_argument("--peers", type=int, default=10, help="paths per node (x 4 metrics each)")
     br.add_argument("--tasks", type=int, default=1000)
     br.add_argument("--json", action="store_true")
+    bd = bsub.add_parser("decide", help="decisions per second: a burst one call each vs one batch")
+    bd.add_argument("--nodes", type=int, nargs="+", default=[1000, 5000])
+    bd.add_argument("--tasks", type=int, default=500, help="tasks per burst")
+    bd.add_argument("--json", action="store_true")
 
 
 def cmd_bench(args, settings: Settings) -> int:
@@ -71,6 +75,13 @@ def cmd_bench(args, settings: Settings) -> int:
         else:
             with EmbeddedBroker() as bootstrap:
                 print_result(asyncio.run(bench_sink(settings.with_bootstrap(bootstrap), args.results)), args.json)
+        return 0
+    if args.bench == "decide":
+        from streams.dev.bench.decide import bench_decide
+
+        if args.tasks < 1 or min(args.nodes) < 1:
+            raise UsageError("--nodes and --tasks must be at least 1")
+        print_result(bench_decide(tuple(args.nodes), args.tasks), args.json)
         return 0
     if args.bench == "reschedule":
         for name in ("nodes", "peers", "tasks"):

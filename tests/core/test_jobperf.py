@@ -42,3 +42,14 @@ def test_shares_are_seeded_and_in_range():
     assert np.array_equal(a, b) and a.min() >= 0.1 and a.max() <= 0.5
     with pytest.raises(ValueError):
         PerfModel(comm_share_low=0.6, comm_share_high=0.5)
+
+
+def test_faster_cards_shorten_only_the_computing_share():
+    # the worked example's job on cards 1.5x the reference: 1000 * (0.7 / 1.5 + 0.3 * 10.22444) + 72
+    t = job_time([1000.0], [0.3], [4], [5.0], [10.0], [100.0], [10.0], M, speed=[1.5])
+    assert t[0] == pytest.approx(1000 * (0.7 / 1.5 + 0.3 * 1.23 / 0.1203) + 72, rel=1e-12)
+    rng = np.random.default_rng(2)
+    args = (rng.uniform(10, 1e4, 50), comm_shares(50, M, seed=1), rng.integers(1, 9, 50), rng.uniform(0.05, 50, 50),
+            rng.uniform(1, 100, 50), np.zeros(50), np.ones(50))
+    speed = rng.uniform(0.5, 2.0, 50)
+    np.testing.assert_allclose(job_time(*args, M, speed=speed), job_time_reference(*args, M, speed=speed), rtol=1e-12)

@@ -41,3 +41,21 @@ def test_observations_are_seeded_and_centred_on_the_truth():
     # p95 of lognormal(0, 0.05) around the truth: exp(1.645 x 0.05) = 1.0857
     assert a["p95"] == pytest.approx([10.857, 217.1], rel=0.02)
     assert a["loss"][0] == 0.0 and a["loss"][1] == pytest.approx(0.1, abs=0.02)
+
+
+def test_row_quantiles_match_numpy_nanquantile_with_nan_empty_and_constant_rows():
+    from core.observe import row_quantiles
+
+    rng = np.random.default_rng(4)
+    x = rng.lognormal(0, 1, (50, 37))
+    x[rng.random(x.shape) < 0.3] = np.nan
+    x[3] = np.nan  # a row of lost probes only
+    x[4] = 2.5  # constant
+    x[5, 1:] = np.nan  # one value
+    qs = [0.0, 0.5, 0.95, 0.99, 1.0]
+    with np.errstate(invalid="ignore"), __import__("warnings").catch_warnings():
+        __import__("warnings").simplefilter("ignore")
+        want = np.nanquantile(x, qs, axis=1)
+    np.testing.assert_allclose(row_quantiles(x, qs), want, rtol=1e-12, equal_nan=True)
+    assert row_quantiles(np.zeros((0, 5)), qs).shape == (5, 0)
+    assert row_quantiles(np.zeros((3, 0)), qs).shape == (5, 3)

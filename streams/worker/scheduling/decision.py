@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.placement import Placement, rank
+from core.placement import Placement, top
 from core.scoring import REASONS
 from schemas.sched import Candidate, Decision, Fallback, ScoreBreakdown, Task
 from streams.adapters.inventory import NodeView
@@ -33,19 +33,20 @@ def finite(v) -> float | None:
 
 
 def candidates(s: Scored, nodes: NodeView, with_energy: bool) -> list[Candidate]:
-    return [Candidate(node=nodes.ids[i], compute_score=round(float(s.compute[i]), 4),
+    return [Candidate.model_construct(node=nodes.ids[i], compute_score=round(float(s.compute[i]), 4),
                       network_score=round(float(s.network[i]), 4) if s.alpha < 1 else 0.0,
                       alpha=s.alpha, composite=round(float(s.composite[i]), 4),
                       energy_score=round(float(nodes.energy[i]), 4) if with_energy else None)
-            for i in rank(s.composite)[:TOP_CANDIDATES]]
+            for i in top(s.composite, TOP_CANDIDATES)]
 
 
 def rejections(reasons: np.ndarray, nodes: NodeView) -> tuple[dict[str, str], dict[str, int]]:
     """(node -> reason, reason -> count) of the nodes a filter rejected."""
-    rejected = {nodes.ids[i]: REASONS[r] for i, r in enumerate(reasons) if r != 0}
-    counts: dict[str, int] = {}
-    for r in rejected.values():
-        counts[r] = counts.get(r, 0) + 1
+    out = np.flatnonzero(reasons)
+    names = np.asarray(REASONS)[reasons[out]].tolist()
+    rejected = dict(zip([nodes.ids[i] for i in out.tolist()], names, strict=True))
+    n = np.bincount(reasons[out].astype(np.int64), minlength=len(REASONS))
+    counts = {REASONS[r]: int(n[r]) for r in np.flatnonzero(n).tolist()}
     return rejected, counts
 
 
@@ -55,7 +56,9 @@ def decision(task: Task, profile: str, s: Scored, nodes: NodeView, placement: Pl
     rejected, counts = rejections(reasons, nodes)
     chosen = [nodes.ids[i] for i in placement.nodes]
     co = compute_only[0] if compute_only else -1
-    return Decision(
+    # built here from checked values: constructed without validation (a rejected-node map of a
+    # large cluster costs more to validate than the decision takes)
+    return Decision.model_construct(
         task_id=task.id, status="placed" if chosen else "unschedulable", nodes=chosen, alpha=s.alpha,
         network_profile=profile, candidates=candidates(s, nodes, w > 0), rejected=rejected, rejected_counts=counts,
         fallbacks=[Fallback(node=nodes.ids[n] if n >= 0 else "", reason=r) for n, r in placement.fallbacks],

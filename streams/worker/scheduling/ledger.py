@@ -30,29 +30,43 @@ class Hold:
 
 
 class Ledger:
+    """Holds per task, and their sum per node kept in step with every change (so what is allocated
+    is O(nodes) to read, not O(holds): decisions in a burst read it every time)."""
+
     def __init__(self) -> None:
         self._holds: dict[str, list[Hold]] = {}
+        self._totals: dict[str, np.ndarray] = {}  # node -> sum of its holds
+        self._view: tuple[dict, int, np.ndarray] | None = None  # (index, n, totals as rows of that index)
+
+    def _count(self, holds: list[Hold], sign: float) -> None:
+        for h in holds:
+            tot = self._totals.get(h.node)
+            tot = self._totals.setdefault(h.node, np.zeros(3)) if tot is None else tot
+            tot += sign * h.need
+            if sign < 0 and not tot.any():
+                del self._totals[h.node]
+            if self._view is not None and (i := self._view[0].get(h.node)) is not None:
+                self._view[2][i] += sign * h.need
 
     def book(self, task_id: str, nodes: list[str], need: np.ndarray, at: float, kind: str = PLACED) -> None:
         """Hold ``need`` on each of ``nodes`` for the task, besides what it already holds."""
-        held = self._holds.setdefault(task_id, [])
-        held += [Hold(n, np.asarray(need, np.float64).copy(), kind, at) for n in nodes]
+        new = [Hold(n, np.asarray(need, np.float64).copy(), kind, at) for n in nodes]
+        self._holds.setdefault(task_id, []).extend(new)
+        self._count(new, 1.0)
 
     def release(self, task_id: str, nodes: list[str] | None = None) -> None:
         """Give back the task's holds on ``nodes`` (all of them when None)."""
-        if nodes is None:
-            self._holds.pop(task_id, None)
-            return
-        kept = [h for h in self._holds.get(task_id, []) if h.node not in nodes]
+        held = self._holds.pop(task_id, [])
+        kept = [] if nodes is None else [h for h in held if h.node not in nodes]
+        self._count([h for h in held if nodes is None or h.node in nodes], -1.0)
         if kept:
             self._holds[task_id] = kept
-        else:
-            self._holds.pop(task_id, None)
 
     def settle(self, task_id: str, nodes: list[str], at: float) -> None:
         """The task now runs on exactly ``nodes``: holds elsewhere are released, those there placed."""
-        self._holds[task_id] = [Hold(h.node, h.need, PLACED, at) for h in self._holds.get(task_id, [])
-                                if h.node in nodes]
+        self.release(task_id, [h.node for h in self._holds.get(task_id, []) if h.node not in nodes])
+        if task_id in self._holds:
+            self._holds[task_id] = [Hold(h.node, h.need, PLACED, at) for h in self._holds[task_id]]
 
     def nodes_of(self, task_id: str) -> list[str]:
         return [h.node for h in self._holds.get(task_id, [])]
@@ -63,6 +77,14 @@ class Ledger:
     def allocated(self, index: dict[str, int], n: int, since: np.ndarray | None = None) -> np.ndarray:
         """float[N, 3]: held per node (``index``: node -> row); only holds booked after ``since[row]``
         when given (what a node's report could not know yet)."""
+        if since is None:
+            if self._view is None or self._view[0] is not index or self._view[1] != n:
+                rows = np.zeros((n, 3))
+                for node, tot in self._totals.items():
+                    if (i := index.get(node)) is not None:
+                        rows[i] = tot
+                self._view = (index, n, rows)
+            return self._view[2].copy()
         out = np.zeros((n, 3))
         for held in self._holds.values():
             for h in held:

@@ -67,7 +67,7 @@ def migrate_singles(sched, runs: list, now: float) -> list[RescheduleEvent]:
 
 def _migrate_group(sched, nodes: NodeView, group: list, profile: str, now: float) -> list[RescheduleEvent]:
     tasks = [r.task for r in group]
-    eps = endpoints(nodes, tasks)
+    eps = endpoints(tasks)
     net = sched.network(eps, nodes, profile)
     alphas = [r.alpha for r in group]
     x = scoring_inputs(tasks, alphas, nodes, eps, net, sched.types)
@@ -131,7 +131,7 @@ def _evaluate_group(sched, nodes: NodeView, group: list, x, net, eps: list[str],
         r.seen_forecast_version = sched.forecast_version
         if not np.isnan(newest[t]):
             r.seen_window_end = max(r.seen_window_end, float(newest[t]))
-    cost = migration_cost_s(np.array([r.state_gb for r in group]), net.bandwidth[best_node, cur],
+    cost = migration_cost_s(np.array([r.state_gb for r in group]), net.between_nodes(best_node, cur),
                             nodes.queue_s[best_node], sched.policy)
     remaining = np.array([max(r.task.expected_duration_s - (now - r.placed_at), 0.0) for r in group])
     joined = nodes.joined_at[best_node] > np.array([r.placed_at for r in group])
@@ -145,7 +145,7 @@ def migrate_gang(sched, r, nodes: NodeView, now: float) -> RescheduleEvent | Non
     the gang placement made now with the gang's own resources given back. It moves (the members
     that change) under the same rules as a single task, against the slowest member's move."""
     task, alpha, w = r.task, r.alpha, r.task.cost_sensitivity
-    eps = endpoints(nodes, [task])
+    eps = endpoints([task])
     net = sched.network(eps, nodes, r.profile)
     members = [nodes.index[n] for n in r.nodes]
     usable = nodes.usable.copy()
@@ -156,7 +156,7 @@ def migrate_gang(sched, r, nodes: NodeView, now: float) -> RescheduleEvent | Non
     compute = nodes.compute[:, x.kind[0]].astype(np.float64)
 
     def peer(first: int) -> np.ndarray:
-        return peer_scores(alpha, compute, net.quality[first], x.unknown_quality, nodes.energy, w)
+        return peer_scores(alpha, compute, net.from_node("q", first), x.unknown_quality, nodes.energy, w)
 
     current = gang_value(scores, peer(members[0]), members)
     current = current if np.isfinite(current) else 0.0  # a member's node failed
@@ -168,17 +168,17 @@ def migrate_gang(sched, r, nodes: NodeView, now: float) -> RescheduleEvent | Non
     leaving = [m for m in members if m not in alt.nodes]
     arriving = [m for m in alt.nodes if m not in members]
     rows = endpoint_rows(x, 0)
-    p95_now, loss_now = gang_path_state(net.p95, net.loss, rows, members)
+    p95_now, loss_now = gang_path_state(net.p95, net.loss, rows, members, net.from_node("loss", members[0]))
     deg = degraded(np.array([p95_now]), np.array([r.baseline_p95]), np.array([loss_now]), sched.policy,
                    np.array([alpha]), loss_baseline=np.array([r.baseline_loss]))
     # its paths: the endpoints' at every member, and each member's path to the first
     newest = worst_known([endpoint_worst(net.end, rows, m) for m in members]
-                         + [net.end[members[0], m] for m in members[1:]])
+                         + list(net.from_node("end", members[0])[members[1:]]))
     fresh = not newest <= r.seen_window_end or sched.forecast_version > r.seen_forecast_version
     r.seen_forecast_version = sched.forecast_version
     if not np.isnan(newest):
         r.seen_window_end = max(r.seen_window_end, newest)
-    cost = migration_cost_s(np.full(len(leaving), r.state_gb), net.bandwidth[leaving, arriving],
+    cost = migration_cost_s(np.full(len(leaving), r.state_gb), net.between_nodes(leaving, arriving),
                             nodes.queue_s[arriving], sched.policy)
     remaining = max(task.expected_duration_s - (now - r.placed_at), 0.0)
     joined = bool((nodes.joined_at[arriving] > r.placed_at).any())
@@ -193,16 +193,16 @@ def migrate_gang(sched, r, nodes: NodeView, now: float) -> RescheduleEvent | Non
         task_id=task.id, from_nodes=list(r.nodes), to_nodes=[nodes.ids[m] for m in alt.nodes],
         trigger=str(ev.trigger[0]), expected_gain_s=round(float(ev.gain_s[0]), 3),
         migration_cost_s=round(float(ev.cost_s[0]), 3),
-        before=breakdown(compute[members].mean(), _gang_network(network[0], net.quality, x, members), current, alpha),
-        after=breakdown(compute[alt.nodes].mean(), _gang_network(network[0], net.quality, x, alt.nodes), best, alpha),
+        before=breakdown(compute[members].mean(), _gang_network(network[0], net, x, members), current, alpha),
+        after=breakdown(compute[alt.nodes].mean(), _gang_network(network[0], net, x, alt.nodes), best, alpha),
         state_version=sched.version, at=now)
     moved(sched, r, [nodes.ids[m] for m in alt.nodes], now, net, rows, alt.nodes, not nodes.available[members].all())
     return event
 
 
-def _gang_network(network: np.ndarray, quality: np.ndarray, x, members: list[int]) -> float:
+def _gang_network(network: np.ndarray, net, x, members: list[int]) -> float:
     """The network part of a gang's value, composed as gang_value composes the composite: the first
     member's network score and each other member's path quality to the first, averaged."""
-    q = quality[members[0], members[1:]]
+    q = net.from_node("q", members[0])[members[1:]]
     q = np.where(np.isnan(q), x.unknown_quality, q)
     return float((network[members[0]] + q.sum()) / len(members))

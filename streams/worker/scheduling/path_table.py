@@ -2,17 +2,30 @@
 its p95 RTT and loss, indexed by endpoint, plus each node's mean quality and NIC headroom.
 
 Built once per version of the network view (numpy over :class:`~streams.adapters.network.PathColumns`,
-O(paths)); each decision then gathers only its own endpoints' rows. In preventive mode the quality
-uses the worse of measured and forecast p95 RTT (``p95_eff``); ``p95`` stays as measured.
+O(paths)); each decision then gathers only its own endpoints' rows (O(nodes) each), and a node's row
+as an endpoint only when a gang asks for it. In preventive mode the quality uses the worse of
+measured and forecast p95 RTT (``p95_eff``); ``p95`` stays as measured.
+
+Rack-level probes: probing every node pair is O(N^2) paths; operators probe between top-of-rack
+points instead (Pingmesh's inter-rack level). A path towards ``rack:<R>`` (``R`` the ``rack`` the
+nodes report) stands for every node of rack R where no node-level path is known, and a path from
+``rack:<R>`` stands for the nodes of R as sources: between two nodes, the node pair's own path wins,
+else their racks' path (``rack:R`` to itself: inside the rack).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from core.quality import DEFAULT_LINK_GBPS, mean_by_group, path_bandwidth_gbps, path_quality
+from core.quality import (
+    DEFAULT_LINK_GBPS,
+    HEADROOM_FLOOR,
+    mean_by_group,
+    path_bandwidth_gbps,
+    path_quality,
+)
 from streams.adapters.inventory import NodeView
 from streams.adapters.network import PathColumns
 
@@ -31,19 +44,32 @@ class PathTable:
     by_ep: dict[str, tuple[np.ndarray, np.ndarray]]  # endpoint -> (node columns, path rows)
     node_q: np.ndarray  # float32[N] mean quality of a node's known paths
     headroom: np.ndarray  # float64[N] 1 - NIC utilisation (1 where unknown)
+    node_rack: np.ndarray = field(default_factory=lambda: _EMPTY)  # int64[N] rack code (-1: none)
+    to_racks: dict[str, np.ndarray] = field(default_factory=dict)  # endpoint -> int64[racks] path row (-1)
+    rack_of: dict[str, str] = field(default_factory=dict)  # node -> its rack endpoint
 
     def gather(self, name: str, endpoints: list[str], n_nodes: int, dtype=np.float64) -> np.ndarray:
-        """[E, N] of one per-path column (NaN where no path is known)."""
+        """[E, N] of one per-path column (NaN where no path is known): node-level paths, and where
+        none is known, the path from the endpoint (or its rack) to the node's rack."""
         col = getattr(self, name)
         out = np.full((len(endpoints), n_nodes), np.nan, dtype)
         for a, ep in enumerate(endpoints):
             cols, rows = self.by_ep.get(ep, (_EMPTY, _EMPTY))
             out[a, cols] = col[rows]
+            racks = self.to_racks.get(ep)
+            if racks is None and ep in self.rack_of:
+                racks = self.to_racks.get(self.rack_of[ep])
+            if racks is not None:
+                r = np.where(self.node_rack >= 0, racks[np.maximum(self.node_rack, 0)], -1)
+                fill = (r >= 0) & np.isnan(out[a])
+                out[a, fill] = col[r[fill]]
         return out
 
 
 def build_path_table(cols: PathColumns, node_ids: list[str], profile: str,
-                     forecast_p95: dict[tuple[str, str], float] | None = None) -> PathTable:
+                     forecast_p95: dict[tuple[str, str], float] | None = None,
+                     node_racks: list[str] | None = None) -> PathTable:
+    """``node_racks``: each node's rack endpoint (streams.adapters.network.rack_endpoint; '' none)."""
     rows, x = cols.path_inputs()
     src, dst = cols.src[rows], cols.dst[rows]
     p95 = x["p95_rtt_ms"]
@@ -57,12 +83,39 @@ def build_path_table(cols: PathColumns, node_ids: list[str], profile: str,
     ent_row, ent_col, ent_ep = _entries(cols, src, dst, pos)
     by_ep = _by_endpoint(cols.names, ent_row, ent_col, ent_ep)
     util = np.array([cols.local_value(node, "bw_util") for node in node_ids], np.float64)
+    node_q = mean_by_group(ent_col, q[ent_row], len(node_ids)).astype(np.float32)
+    racks = _racks(cols, src, dst, q, node_ids, node_racks or [""] * len(node_ids))
+    node_q = np.where(np.isnan(node_q), racks["node_q"], node_q).astype(np.float32)
     return PathTable(
         q=q, p95=p95, p95_eff=p95_eff, loss=x["loss"], probes=cols.column("count", rows),
         end=cols.column("end", rows), path_nodes=np.stack([pos[src], pos[dst]], axis=1).reshape(-1, 2), by_ep=by_ep,
-        node_q=mean_by_group(ent_col, q[ent_row], len(node_ids)).astype(np.float32),
-        headroom=np.where(np.isnan(util), 1.0, 1.0 - util),
+        node_q=node_q, headroom=np.where(np.isnan(util), 1.0, 1.0 - util), node_rack=racks["node_rack"],
+        to_racks=racks["to_racks"], rack_of=racks["rack_of"],
     )
+
+
+def _racks(cols: PathColumns, src: np.ndarray, dst: np.ndarray, q: np.ndarray, node_ids: list[str],
+           node_racks: list[str]) -> dict:
+    """The rack-level side of the table: each node's rack code, each source's path row towards every
+    rack, and a node's mean quality from its rack's paths (for nodes without node-level paths)."""
+    names = sorted({r for r in node_racks if r})
+    code = {r: i for i, r in enumerate(names)}
+    node_rack = np.array([code.get(r, -1) for r in node_racks], np.int64)
+    dst_rack = np.array([code.get(n, -1) for n in cols.names], np.int64)[dst] if names else np.full(dst.size, -1)
+    rows = np.flatnonzero(dst_rack >= 0)  # the rack-level paths
+    srcs, inv = np.unique(src[rows], return_inverse=True)
+    towards = np.full((srcs.size, len(names)), -1, np.int64)
+    towards[inv, dst_rack[rows]] = rows
+    to_racks = {cols.names[int(c)]: towards[k] for k, c in enumerate(srcs)}
+    src_rack = np.array([code.get(cols.names[int(c)], -1) for c in srcs], np.int64)[inv] if rows.size else rows
+    ok = (src_rack >= 0) & ~np.isnan(q[rows])
+    rack_sum = np.bincount(src_rack[ok], q[rows][ok].astype(np.float64), len(names))
+    rack_cnt = np.bincount(src_rack[ok], minlength=len(names))
+    with np.errstate(invalid="ignore"):
+        rack_q = np.where(rack_cnt > 0, rack_sum / np.maximum(rack_cnt, 1), np.nan)
+    node_q = np.where(node_rack >= 0, rack_q[np.maximum(node_rack, 0)] if names else np.nan, np.nan)
+    rack_of = {n: r for n, r in zip(node_ids, node_racks, strict=True) if r}
+    return {"node_rack": node_rack, "to_racks": to_racks, "rack_of": rack_of, "node_q": node_q}
 
 
 def _node_rows(cols: PathColumns, node_ids: list[str]) -> np.ndarray:
@@ -101,7 +154,8 @@ def _by_endpoint(names: list[str], ent_row, ent_col, ent_ep) -> dict[str, tuple[
 
 @dataclass
 class NetworkInputs:
-    """What the kernel and the migration rules read of the network, for E endpoints x N nodes."""
+    """What the kernel and the migration rules read of the network, for the E endpoints the tasks
+    name x N nodes; a node's own row as an endpoint (a gang's first member) through :meth:`from_node`."""
 
     quality: np.ndarray  # float32[E, N] (NaN unknown; a node to itself 100)
     bandwidth: np.ndarray  # float32[E, N] usable Gbit/s
@@ -110,6 +164,22 @@ class NetworkInputs:
     loss: np.ndarray  # float64[E, N]
     probes: np.ndarray  # float64[E, N]
     end: np.ndarray  # float64[E, N]
+    table: PathTable | None = None
+    nodes: NodeView | None = None
+
+    def from_node(self, name: str, node: int) -> np.ndarray:
+        """[N] of one column (``q``, ``p95``, ``loss``, ``end``...) from node row ``node`` to every node."""
+        row = self.table.gather(name, [self.nodes.ids[node]], len(self.nodes.ids),
+                                np.float32 if name == "q" else np.float64)[0]
+        if name == "q":
+            row[node] = 100.0
+        return row
+
+    def between_nodes(self, a, b) -> np.ndarray:
+        """Usable Gbit/s from node rows ``a`` to node rows ``b`` (elementwise): the slower link, times
+        the receiving node's NIC headroom."""
+        link = self.nodes.link_gbps
+        return (np.minimum(link[a], link[b]) * np.maximum(self.table.headroom[b], HEADROOM_FLOOR)).astype(np.float32)
 
 
 def network_inputs(pt: PathTable, endpoints: list[str], nodes: NodeView) -> NetworkInputs:
@@ -122,4 +192,5 @@ def network_inputs(pt: PathTable, endpoints: list[str], nodes: NodeView) -> Netw
                         for ep in endpoints], np.float32)
     return NetworkInputs(quality=quality, bandwidth=path_bandwidth_gbps(nodes.link_gbps, ep_link, pt.headroom),
                          node_quality=pt.node_q, p95=pt.gather("p95", endpoints, n), loss=pt.gather("loss", endpoints, n),
-                         probes=pt.gather("probes", endpoints, n), end=pt.gather("end", endpoints, n))
+                         probes=pt.gather("probes", endpoints, n), end=pt.gather("end", endpoints, n),
+                         table=pt, nodes=nodes)

@@ -14,7 +14,7 @@ import numpy as np
 
 from core.energy import blend
 from core.metering import DEFAULT_BENCHMARK_WORK, DEFAULT_MODEL_CONVERSION
-from core.placement import peer_scores, place, queue_order, rank
+from core.placement import peer_scores, place, queue_order, top
 from core.reschedule import ReschedulePolicy, endpoint_worst, worst_known
 from core.scoring import filter_reasons, score_all, score_parts
 from core.sensitivity import task_alpha
@@ -118,11 +118,13 @@ class Scheduler:
         """The inventory as arrays (rebuilt when it changes, at most once a second for the
         timeouts), with what is usable after the ledger's holds (recomputed every call; see
         ledger.usable for the headroom on what nodes report)."""
-        key = ("nodes", getattr(self.inv, "version", None), int(now))
+        # an infinite node timeout (the replay's nodes never go silent) makes the view timeless
+        key = ("nodes", getattr(self.inv, "version", None), int(now) if math.isfinite(self.node_timeout_s) else 0)
         base = self._nodes(now) if key[1] is None else self._cached(key, lambda: self._nodes(now))
         n = len(base.ids)
         allocated = self.ledger.allocated(base.index, n)
-        since = self.ledger.allocated(base.index, n, since=base.report_at)
+        reports = ~np.isnan(base.reported_free).all()  # only a node's own report needs the holds since it
+        since = self.ledger.allocated(base.index, n, since=base.report_at) if reports else allocated
         free = usable(base.capacity.astype(np.float64), allocated, base.reported_free, since, now - base.report_at,
                       self.margin, self.node_timeout_s)
         failed, _ = self.health(base, now)  # a node whose every path is lost takes nothing either
@@ -137,7 +139,8 @@ class Scheduler:
         versions = (getattr(self.net, "version", None), getattr(self.inv, "version", None))
         if None in versions:
             return build()
-        return self._cached(("health", versions, int(now), tuple(nodes.ids)), build)
+        second = int(now) if math.isfinite(self.node_timeout_s) else 0
+        return self._cached(("health", versions, second, tuple(nodes.ids)), build)
 
     def _nodes(self, now: float) -> NodeView:
         return node_view(self.inv.records(), self.conversion, self.benchmark_work, now, self.node_timeout_s,
@@ -148,7 +151,7 @@ class Scheduler:
         version = getattr(self.net, "version", None)
 
         def build() -> PathTable:
-            return build_path_table(self.net.columns(), nodes.ids, profile, self.forecast_p95)
+            return build_path_table(self.net.columns(), nodes.ids, profile, self.forecast_p95, nodes.racks)
 
         if version is None:
             return build()
@@ -160,32 +163,51 @@ class Scheduler:
     # --------------------------------------------------------------------------- decide
     def decide(self, task: Task, now: float | None = None, reserve=None, exclude: list[str] = ()) -> Decision:
         """Filter, score, rank, reserve; ``exclude``: nodes not to try (they refused the task)."""
+        return self.decide_many([task], now, reserve, exclude)[0]
+
+    def decide_many(self, tasks: list[Task], now: float | None = None, reserve=None,
+                    exclude: list[str] = ()) -> list[Decision]:
+        """Decide ``tasks`` in this order, each seeing what the ones before it took: one node view,
+        one kernel call per network profile for all of them (scores do not depend on what is free;
+        feasibility is checked again at each reservation), then a placement each."""
         now = time.time() if now is None else now
-        alpha = task_alpha(task.type, task.alpha, task.strategy, self.types)
-        profile = task.network_profile or self.types[task.type].profile
         nodes = self.nodes(now)
         if exclude:
             nodes = dataclasses.replace(nodes, available=nodes.available & ~np.isin(nodes.ids, list(exclude)))
-        eps = endpoints(nodes, [task])
-        net = self.network(eps, nodes, profile)
-        x = scoring_inputs([task], [alpha], nodes, eps, net, self.types)
+        usable = nodes.usable.copy()  # what each placement of the batch leaves to the next
+        scored = {}
+        for profile in sorted({self._profile(t) for t in tasks}):
+            group = [j for j, t in enumerate(tasks) if self._profile(t) == profile]
+            scored[profile] = _BatchScores(self, [tasks[j] for j in group], nodes, profile), {j: k for k, j in
+                                                                                               enumerate(group)}
+        out = []
+        for j, task in enumerate(tasks):
+            batch, pos = scored[self._profile(task)]
+            out.append(self._place_one(task, batch, pos[j], nodes, usable, reserve, now))
+        return out
+
+    def _profile(self, task: Task) -> str:
+        return task.network_profile or self.types[task.type].profile
+
+    def _place_one(self, task: Task, b: _BatchScores, t: int, nodes: NodeView, usable: np.ndarray, reserve,
+                   now: float) -> Decision:
+        alpha, x, net = b.alphas[t], b.x, b.net
+        s = Scored(alpha, b.composite[t], nodes.compute[:, x.kind[t]], b.network[t])
+        compute_only = [int(i) for i in top(b.compute_only[t], task.peers)]
+        reasons = filter_reasons(dataclasses.replace(x, usable=usable), t) if nodes.ids else np.zeros(0, np.int8)
         w = task.cost_sensitivity
-        s = _scored_one(x, alpha, nodes, w)
-        # the compute-only counterfactual: the same task at alpha 1 (composite only)
-        co_scores = score_all(dataclasses.replace(x, alpha=np.ones(1, np.float32)))[0] if nodes.ids else np.zeros(0)
-        compute_only = [int(i) for i in rank(co_scores)[: task.peers]]
-        reasons = filter_reasons(x, 0) if nodes.ids else np.zeros(0, np.int8)
 
         def peer(first: int) -> np.ndarray:
-            return peer_scores(alpha, s.compute, net.quality[first], x.unknown_quality, nodes.energy, w)
+            return peer_scores(alpha, s.compute, net.from_node("q", first), x.unknown_quality, nodes.energy, w)
 
-        p = place(s.composite, need(task), nodes.usable.copy(), gang=task.peers, reserve=reserve, peer_scores=peer)
+        p = place(np.where(reasons == 0, s.composite, -np.inf) if nodes.ids else s.composite, need(task), usable,
+                  gang=task.peers, reserve=reserve, peer_scores=peer)
         if p.placed:
             prior = self.pending.pop(task.id, None)  # a re-queued task keeps its restarts and checkpoint
             # the task's own paths (its endpoints) at placement: what later p95s are compared with
-            rows = endpoint_rows(x, 0)
+            rows = endpoint_rows(x, t)
             base = worst_known([endpoint_worst(net.p95, rows, c) for c in p.nodes])
-            run = Running(task, [nodes.ids[i] for i in p.nodes], alpha, profile, now, base,
+            run = Running(task, [nodes.ids[i] for i in p.nodes], alpha, b.profile, now, base,
                           baseline_loss=worst_known([endpoint_worst(net.loss, rows, c) for c in p.nodes]),
                           seen_window_end=worst_known([endpoint_worst(net.end, rows, c) for c in p.nodes]),
                           seen_forecast_version=self.forecast_version,
@@ -194,7 +216,7 @@ class Scheduler:
             self.add_running(run)
         else:
             self.pending.setdefault(task.id, Pending(task, task.submitted_at or now))
-        d = decision(task, profile, s, nodes, p, reasons, compute_only, self.version, now)
+        d = decision(task, b.profile, s, nodes, p, reasons, compute_only, self.version, now)
         queued = self.pending.get(task.id)
         if p.placed and self.running[task.id].restarts:
             run = self.running[task.id]
@@ -319,12 +341,7 @@ class Scheduler:
             return []
         order = queue_order(np.array([p.task.priority for p in items]),
                             np.array([now - p.submitted_at for p in items]), self.max_wait_s)
-        out = []
-        for i in order:
-            d = self.decide(items[i].task, now)
-            if d.status == "placed":
-                out.append(d)
-        return out
+        return [d for d in self.decide_many([items[i].task for i in order], now) if d.status == "placed"]
 
     # ------------------------------------------------------------------------ reschedule
     def watch(self, now: float | None = None) -> list[Incident]:
@@ -356,11 +373,22 @@ def _known(v: float) -> float | None:
     return v if math.isfinite(v) else None
 
 
-def _scored_one(x, alpha: float, nodes: NodeView, cost_sensitivity: float) -> Scored:
-    """The one task of ``x`` scored on every node, energy blended in when it asks for it."""
-    if not nodes.ids:
-        empty = np.zeros(0, np.float32)
-        return Scored(alpha, empty, empty, empty)
-    raw, network = score_parts(x)
-    composite = blend(raw, [cost_sensitivity], nodes.energy)[0] if cost_sensitivity > 0 else raw[0]
-    return Scored(alpha, composite, nodes.compute[:, x.kind[0]], network[0])
+class _BatchScores:
+    """Tasks of one network profile scored on every node in one kernel call: the composite (energy
+    blended in for the tasks that ask), its network part, and the compute-only counterfactual (the
+    same tasks at alpha 1, composite only)."""
+
+    def __init__(self, sched: Scheduler, tasks: list[Task], nodes: NodeView, profile: str) -> None:
+        self.profile = profile
+        self.alphas = alphas = [task_alpha(t.type, t.alpha, t.strategy, sched.types) for t in tasks]
+        eps = endpoints(tasks)
+        self.net = sched.network(eps, nodes, profile)
+        self.x = scoring_inputs(tasks, alphas, nodes, eps, self.net, sched.types)
+        if not nodes.ids:
+            empty = np.zeros((len(tasks), 0), np.float32)
+            self.composite = self.network = self.compute_only = empty
+            return
+        raw, self.network = score_parts(self.x)
+        w = np.array([t.cost_sensitivity for t in tasks])
+        self.composite = blend(raw, w, nodes.energy) if (w > 0).any() else raw
+        self.compute_only = score_all(dataclasses.replace(self.x, alpha=np.ones(len(tasks), np.float32)))

@@ -135,3 +135,31 @@ def test_no_path_touches_a_known_node_yet():
                    "mean": 1.0, "p50": 1.0, "p95": 2.0, "p99": 2.0, "min": 1.0, "max": 2.0}}}).encode()})
     pt = build_path_table(net.columns(), ["n0", "n1"], "balanced")
     assert pt.by_ep == {} and np.isnan(pt.node_q).all() and pt.gather("q", ["n0"], 2).shape == (1, 2)
+
+
+def test_rack_level_paths_stand_for_the_nodes_behind_them():
+    # n0, n1 in rack A, n2 in rack B, n3 reports no rack. Probes: A<->A (inside), A->B, B->A, the
+    # store to both racks, and one node pair n0->n2 of its own (that one wins over the racks' path)
+    def rec(src, dst, p95):
+        return {"src": src, "dst": dst, "metrics": {"rtt_ms": {
+            "window_start": 0.0, "window_end": 10.0, "count": 100, "kept": 100, "outliers": 0, "lost": 0,
+            "mean": p95, "p50": p95, "p95": p95, "p99": p95, "min": p95, "max": p95}}}
+
+    paths = [("rack:A", "rack:A", 0.05), ("rack:A", "rack:B", 40.0), ("rack:B", "rack:A", 40.0),
+             ("store", "rack:A", 60.0), ("store", "rack:B", 0.3), ("n0", "n2", 5.0)]
+    net = NetState({f"{s}|{d}".encode(): __import__("json").dumps(rec(s, d, v)).encode() for s, d, v in paths})
+    ids = ["n0", "n1", "n2", "n3"]
+    pt = build_path_table(net.columns(), ids, "balanced", node_racks=["rack:A", "rack:A", "rack:B", ""])
+    p95 = pt.gather("p95", ["n0", "n1", "n2", "n3", "store"], 4)
+    nan = np.nan
+    np.testing.assert_array_equal(p95, [
+        [0.05, 0.05, 5.0, nan],    # n0: its rack inside, its own pair to n2, n3 has no rack
+        [0.05, 0.05, 40.0, nan],   # n1 -> n2 through the racks' path
+        [5.0, 40.0, nan, nan],     # n2: n0's pair path serves the way back; rack B has none inside
+        [nan, nan, nan, nan],      # no rack: nothing stands for it
+        [60.0, 60.0, 0.3, nan],    # the store towards each rack's nodes
+    ])
+    q = pt.gather("q", ["rack:A"], 4)[0]
+    # a node without node-level paths takes its rack's mean quality to the racks it probes
+    assert pt.node_q[1] == pytest.approx(np.mean(q[[0, 2]]))
+    assert np.isnan(pt.node_q[3])
