@@ -16,7 +16,7 @@ import pyarrow as pa
 from schemas.compute import node_class
 from schemas.windows import WINDOW_ARROW_SCHEMA
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 # files are written in the storage format of DuckDB 1.4, so any DuckDB client from 1.4 on (the
 # `duckdb` CLI included) can read them, whatever newer library version the sink runs
 STORAGE_COMPATIBILITY = "v1.4.0"
@@ -97,6 +97,26 @@ _MIGRATIONS: dict[int, str] = {
         node VARCHAR NOT NULL, detected_at DOUBLE NOT NULL, status VARCHAR NOT NULL, cause VARCHAR,
         located_at DOUBLE, recovered_at DOUBLE, tasks VARCHAR[], work_lost_s DOUBLE,
         PRIMARY KEY (node, detected_at, status)
+    );
+    """,
+    7: """
+    CREATE TABLE sim_runs (
+        run_id VARCHAR NOT NULL, created_at DOUBLE NOT NULL, trace VARCHAR, network VARCHAR,
+        policy VARCHAR NOT NULL, class VARCHAR NOT NULL, jobs BIGINT, jct_mean_s DOUBLE, jct_p50_s DOUBLE,
+        jct_p95_s DOUBLE, jct_p99_s DOUBLE, wait_mean_s DOUBLE, makespan_s DOUBLE, card_utilisation DOUBLE,
+        migrations BIGINT, migration_cost_s DOUBLE, restarts BIGINT, failed BIGINT, unschedulable BIGINT,
+        config VARCHAR, PRIMARY KEY (run_id, policy, class)
+    );
+    CREATE TABLE sim_changes (
+        run_id VARCHAR NOT NULL, policy VARCHAR NOT NULL, against VARCHAR NOT NULL, class VARCHAR NOT NULL,
+        jct_change DOUBLE, ci_low DOUBLE, ci_high DOUBLE, interval_over VARCHAR,
+        PRIMARY KEY (run_id, policy, against, class)
+    );
+    CREATE TABLE sim_jobs (
+        run_id VARCHAR NOT NULL, policy VARCHAR NOT NULL, seed BIGINT NOT NULL, job BIGINT NOT NULL,
+        class VARCHAR, nodes INTEGER, cards INTEGER, submit_s DOUBLE, start_s DOUBLE, end_s DOUBLE, jct_s DOUBLE,
+        wait_s DOUBLE, state VARCHAR, reason VARCHAR, migrations INTEGER, migration_s DOUBLE, restarts INTEGER,
+        PRIMARY KEY (run_id, policy, seed, job)
     );
     """,
 }
@@ -236,6 +256,18 @@ class DuckStore:
         if not rows:
             return 0
         return self._insert_table(table, pa.Table.from_pylist(rows, schema=schema))
+
+    def write_replay(self, run_id: str, runs: list[dict], changes: list[dict], jobs: list[dict]) -> None:
+        """One replay (``cnsched simulate``): its summaries, changes and jobs, each row keyed by the run
+        id (written again, the same run replaces itself)."""
+        self.con.execute("BEGIN")
+        for table, rows in (("sim_runs", runs), ("sim_changes", changes), ("sim_jobs", jobs)):
+            self.con.execute(f"DELETE FROM {table} WHERE run_id = ?", [run_id])
+            if rows:
+                batch = pa.Table.from_pylist([{"run_id": run_id, **r} for r in rows])  # noqa: F841 (read by SQL)
+                cols = ", ".join(batch.column_names)
+                self.con.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM batch")
+        self.con.execute("COMMIT")
 
     def _insert_table(self, table: str, batch: pa.Table) -> int:
         if batch.num_rows == 0:

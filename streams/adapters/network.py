@@ -116,6 +116,23 @@ class PathColumns:
         for field, metric, which in self.FIELDS:
             self.cols[field][row] = stat(rec, metric, which)
 
+    def set_many(self, src: list[str], dst: list[str], values: dict[str, np.ndarray]) -> None:
+        """Many paths' latest windows at once (``values``: a column of ``FIELDS`` -> float[P]; columns
+        not given become NaN): what :meth:`set` does per record, vectorised over the rows."""
+        rows = np.empty(len(src), np.int64)
+        for i, (a, b) in enumerate(zip(src, dst, strict=True)):
+            s, d = self.code(a), self.code(b)
+            row = self.rows.get((s, d))
+            if row is None:
+                if self.n == self._cap:
+                    self._grow()
+                row = self.rows[(s, d)] = self.n
+                self.n += 1
+                self.src[row], self.dst[row] = s, d
+            rows[i] = row
+        for f, _, _ in self.FIELDS:
+            self.cols[f][rows] = values.get(f, np.nan)
+
     def path_inputs(self) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """(rows of the paths, their quality inputs), vectorised.
 

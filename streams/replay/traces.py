@@ -201,3 +201,12 @@ def load_skyplane(latency_path, throughput_path) -> SitePaths:
     for i, r in thr:
         mats["gbps"][idx[r["src_region"]], idx[r["dst_region"]]] = _num(thr_path, i, r, "throughput_received_gbps")
     return SitePaths(sites, mats["avg_rtt"], mats["min_rtt"], mats["max_rtt"], mats["mdev_rtt"], mats["gbps"])
+
+
+def head(trace: JobTrace, n: int) -> JobTrace:
+    """The first ``n`` jobs (by submission)."""
+    def cut(xs):
+        return None if xs is None else xs[:n]
+
+    return JobTrace(trace.source, trace.submit_s[:n], trace.duration_s[:n], trace.gpus[:n], trace.nodes[:n],
+                    trace.user[:n], trace.status[:n], cut(trace.job_type), cut(trace.data_gb), cut(trace.data_site))

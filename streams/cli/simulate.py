@@ -1,0 +1,149 @@
+"""`cnsched simulate`: replay a job trace over network measurements with every policy side by side
+(streams.replay) and print, store (DuckDB sim_runs, sim_changes, sim_jobs) or emit JSON of the result."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from streams.cli.common import UsageError
+from streams.config import Settings
+
+DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+PHILLY = DATA / "jobs" / "philly" / "philly_data_training.csv"
+SKYPLANE = DATA / "network" / "skyplane"
+
+
+def add_parsers(sub) -> None:
+    p = sub.add_parser("simulate", help="replay a job trace over network measurements, every policy side by side")
+    p.add_argument("--jobs", default=f"philly:{PHILLY}", help="FORMAT:PATH, FORMAT philly, itp or generic")
+    p.add_argument("--network", default=f"skyplane:{SKYPLANE / 'latency.csv.gz'},{SKYPLANE / 'throughput.csv.gz'}",
+                   help="skyplane:LATENCY,THROUGHPUT or generic:PATH")
+    p.add_argument("--limit", type=int, default=0, help="replay the first N jobs only (0: all)")
+    p.add_argument("--sites", type=int, default=4)
+    p.add_argument("--racks-per-site", type=int, default=4)
+    p.add_argument("--nodes-per-rack", type=int, default=8)
+    p.add_argument("--cards-per-node", type=int, default=8)
+    p.add_argument("--oversubscription", type=float, default=4.0)
+    p.add_argument("--epoch", type=float, default=300.0, help="seconds per probe window")
+    p.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 (intervals are over seeds)")
+    p.add_argument("--policies", default="ours,ours-static,compute-only,topology,random")
+    p.add_argument("--data-share", type=float, default=0.3, help="jobs reading data from a home site")
+    p.add_argument("--failures-per-node-day", type=float, default=0.002)
+    p.add_argument("--no-store", action="store_true", help="do not write the result to DuckDB")
+    p.add_argument("--json", action="store_true")
+
+
+def _load(args):
+    from streams.replay.traces import (
+        TraceError,
+        load_generic_jobs,
+        load_generic_network,
+        load_itp,
+        load_philly,
+        load_skyplane,
+    )
+
+    fmt, _, path = args.jobs.partition(":")
+    loaders = {"philly": load_philly, "itp": load_itp, "generic": load_generic_jobs}
+    if fmt not in loaders or not path:
+        raise UsageError(f"--jobs: unknown trace format {fmt!r}: use philly:PATH, itp:PATH or generic:PATH")
+    nfmt, _, npath = args.network.partition(":")
+    try:
+        trace = loaders[fmt](path)
+        if nfmt == "skyplane" and npath.count(",") == 1:
+            paths = load_skyplane(*npath.split(","))
+        elif nfmt == "generic" and npath:
+            paths = load_generic_network(npath)
+        else:
+            raise UsageError(f"--network: {args.network!r}: use skyplane:LATENCY,THROUGHPUT or generic:PATH")
+    except TraceError as exc:
+        raise UsageError(str(exc)) from None
+    return trace, paths
+
+
+def cmd_simulate(args, settings: Settings) -> int:
+    from streams.replay.cluster import ClusterSpec, build_cluster
+    from streams.replay.engine import POLICIES
+    from streams.replay.results import changes, job_table, replay, summary
+    from streams.replay.traces import TraceError, head
+    from streams.replay.world import SimConfig
+
+    policies = tuple(p.strip() for p in args.policies.split(",") if p.strip())
+    bad = [p for p in policies if p not in POLICIES]
+    if bad or not policies:
+        raise UsageError(f"--policies: unknown {bad[0] if bad else '(none)'!r}; known: {', '.join(POLICIES)}")
+    if args.seeds < 1 or args.limit < 0:
+        raise UsageError("--seeds must be at least 1 and --limit at least 0")
+    try:
+        spec = ClusterSpec(args.sites, args.racks_per_site, args.nodes_per_rack, args.cards_per_node,
+                           oversubscription=args.oversubscription)
+        cfg = SimConfig(cluster=spec, epoch_s=args.epoch, data_share=args.data_share,
+                        failures_per_node_day=args.failures_per_node_day)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    trace, paths = _load(args)
+    if args.limit:
+        trace = head(trace, args.limit)
+    t0 = time.perf_counter()
+    try:
+        cluster = build_cluster(paths, spec)
+        run = replay(trace, cluster, cfg, policies, tuple(range(args.seeds)),
+                     progress=None if args.json else lambda p, s, w: print(f"  {p} seed {s}: {w:.1f} s", file=sys.stderr))
+    except TraceError as exc:
+        raise UsageError(str(exc)) from None
+    rows = summary(run, len(cluster.node_ids) * spec.cards_per_node)
+    delta = changes(run)
+    config = {**cfg.flat(), "jobs": args.jobs, "network": args.network, "sites": cluster.sites,
+              "limit": args.limit, "seeds": args.seeds, "fill_rule_missing_gbps": _fill_rule()}
+    result = {"trace": trace.source, "jobs": len(trace), "nodes": len(cluster.node_ids), "sites": cluster.sites,
+              "wall_s": round(time.perf_counter() - t0, 1), "config": config, "summary": rows, "changes": delta}
+    if not args.no_store:
+        from sinks.duckdb_store import DuckStore
+
+        run_id = f"sim-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}"
+        result["run_id"] = run_id
+        store_rows = [{**r, "created_at": time.time(), "trace": args.jobs, "network": args.network,
+                       "config": json.dumps(config, default=str)} for r in rows]
+        with DuckStore.open(settings.duckdb_path) as store:
+            store.write_replay(run_id, store_rows, delta, job_table(run))
+    if args.json:
+        print(json.dumps(result, indent=2, default=str))
+    else:
+        _print(result)
+    return 0
+
+
+def _fill_rule() -> str:
+    from streams.replay.traces import FILL_RULE
+
+    return FILL_RULE
+
+
+def _print(result: dict) -> None:
+    print(f"replay of {result['jobs']} {result['trace']} jobs on {result['nodes']} nodes at "
+          f"{', '.join(result['sites'])} ({result['wall_s']} s)")
+    head = ("policy", "class", "jobs", "jct_mean_s", "jct_p50_s", "jct_p95_s", "jct_p99_s", "wait_mean_s",
+            "card_utilisation", "migrations", "restarts", "unschedulable")
+    print("  ".join(f"{h:>14}" for h in head))
+    for r in result["summary"]:
+        print("  ".join(f"{_cell(r[h]):>14}" for h in head))
+    print("\nmean JCT change (negative: sooner), 95 % bootstrap interval")
+    for c in result["changes"]:
+        print(f"  {c['policy']:>13} vs {c['against']:<13} {c['class']:<10} {c['jct_change']:+8.1%} "
+              f"[{c['ci_low']:+.1%}, {c['ci_high']:+.1%}] over {c['interval_over']}")
+    if "run_id" in result:
+        print(f"\nstored as {result['run_id']}: cnsched sql \"SELECT * FROM sim_runs WHERE run_id = "
+              f"'{result['run_id']}'\"")
+
+
+def _cell(v) -> str:
+    if isinstance(v, float):
+        return f"{v:.3f}" if abs(v) < 10 else f"{v:,.0f}"
+    return str(v)
+
+
+COMMANDS = {"simulate": cmd_simulate}

@@ -1,0 +1,371 @@
+"""The discrete-event replay of one policy: arrivals, finishes, probe epochs, network events and node
+failures on a simulated clock, with the real Scheduler (ledger, scoring, placement, rescheduling)
+deciding for the policies that are ours, and the baselines placing on the same capacity.
+
+Policies: ``ours`` (default alphas, rescheduling on), ``ours-static`` (no rescheduling),
+``compute-only`` (alpha 1), ``topology`` (fewest sites, then fewest racks, best fit: what Slurm's
+topology plugin or Volcano's network tiers do) and ``random``. Each sees identical jobs, network,
+events and seeds. Invariants checked at every event (a violation stops the run naming the event):
+no node holds more cards than it has, the Scheduler's ledger is never overbooked, time never goes
+back; at the end every job is finished, failed or unschedulable with a reason.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from core.jobperf import job_time
+from core.topology import placement_paths
+from streams.replay.cluster import Cluster
+from streams.replay.jobs import SimJobs, task_of
+from streams.replay.world import T0, SimConfig, SimInventory, SimNet, Truth, observe_epoch
+
+POLICIES = ("ours", "ours-static", "compute-only", "topology", "random")
+SCHEDULED = ("ours", "ours-static", "compute-only")
+ARRIVE, FINISH, EPOCH, NET, FAIL, REPAIR = range(6)
+
+
+class InvariantError(RuntimeError):
+    """A replay invariant broke: the message names the event."""
+
+
+@dataclass
+class Run:
+    members: list[int]
+    work: float = 0.0  # ideal seconds done
+    pause: float = 0.0  # restart / migration / data load still to sit out before working
+    per_work: float = 1.0  # wall seconds per ideal second here
+    last: float = 0.0
+    token: int = 0
+
+
+@dataclass
+class Outcome:
+    start: np.ndarray
+    end: np.ndarray
+    state: list[str]  # finished / failed / unschedulable
+    reason: list[str]
+    migrations: np.ndarray
+    migration_s: np.ndarray
+    restarts: np.ndarray
+    card_seconds: float
+    makespan: float
+    events: dict = field(default_factory=dict)
+
+
+class Replay:
+    def __init__(self, jobs: SimJobs, cluster: Cluster, cfg: SimConfig, policy: str, events: list[tuple]) -> None:
+        if policy not in POLICIES:
+            raise ValueError(f"unknown policy {policy!r}; known: {', '.join(POLICIES)}")
+        self.jobs, self.cluster, self.cfg, self.policy = jobs, cluster, cfg, policy
+        spec = cluster.spec
+        n = len(cluster.node_ids)
+        self.rng = np.random.default_rng(cfg.seed + 101)
+        g = cluster.node_site * spec.racks_per_site + cluster.node_rack
+        self.rack = g
+        self.fast = (cluster.node_rack % 2) == 0  # half the racks of each site: the newer card
+        self.speed = np.where(self.fast, cfg.fast_speed, 1.0)
+        self.free = np.full(n, spec.cards_per_node, np.int64)
+        self.up = np.ones(n, bool)
+        self.truth = Truth.of(cluster)
+        self.uplink = np.zeros((len(cluster.sites), spec.racks_per_site), np.int64)
+        self.running: dict[int, Run] = {}
+        self.queue: list[int] = []  # baselines' FIFO queue
+        J = len(jobs)
+        self.out = Outcome(np.full(J, np.nan), np.full(J, np.nan), [""] * J, [""] * J, np.zeros(J, np.int64),
+                           np.zeros(J), np.zeros(J, np.int64), 0.0, 0.0)
+        self.heap: list[tuple] = []
+        self.seq = 0
+        self.others = 0  # events in the heap besides epochs (when none is left and nothing runs, it is over)
+        self.resume: dict[int, float] = {}  # work a re-queued job resumes from
+        self.observed = -1  # the epoch the Scheduler's network view holds
+        self.now = 0.0
+        self.left = J
+        for j in range(J):
+            self._push(float(jobs.submit[j]), ARRIVE, j)
+        for ev in events:
+            self._push(*ev)
+        self._push(0.0, EPOCH, 0)
+        self.sched = None
+        if policy in SCHEDULED:
+            from core.reschedule import ReschedulePolicy
+            from streams.worker.scheduling.state import Scheduler
+
+            self.net = SimNet()
+            self.sched = Scheduler(self.net, SimInventory(cluster, self.fast),
+                                   node_timeout_s=math.inf, policy=ReschedulePolicy())
+            self.index = {x: i for i, x in enumerate(cluster.node_ids)}
+
+    # ------------------------------------------------------------------ events
+    def _push(self, t: float, kind: int, a: int, b=0) -> None:
+        self.seq += 1
+        self.others += kind != EPOCH
+        heapq.heappush(self.heap, (t, self.seq, kind, a, b))
+
+    def run(self) -> Outcome:
+        while self.heap and self.left > 0:
+            t, _, kind, a, b = heapq.heappop(self.heap)
+            self.others -= kind != EPOCH
+            if kind == EPOCH and not self.running and self.others == 0:
+                break  # nothing runs and nothing will happen: the queued jobs never fit
+            if t < self.now - 1e-9:
+                raise InvariantError(f"time went back: event {kind} at {t} after {self.now}")
+            self._advance(t)
+            self.now = t
+            if kind == ARRIVE:
+                self._arrive(a)
+            elif kind == FINISH:
+                if a in self.running and self.running[a].token == b:
+                    self._finish(a)
+            elif kind == EPOCH:
+                self._epoch()
+            elif kind == NET:
+                self._network(a, b)
+            elif kind == FAIL:
+                self._fail(a)
+            elif kind == REPAIR:
+                self.up[a] = True
+                if self.sched is not None:
+                    self.sched.inv.set_status(a, "up")
+                self._place_queued()
+            self._check(kind, a)
+        for j in range(len(self.jobs)):
+            if not self.out.state[j]:
+                self.out.state[j], self.out.reason[j] = "unschedulable", "never placed: no capacity fitting it"
+        self.out.makespan = float(np.nanmax(self.out.end)) if np.isfinite(self.out.end).any() else 0.0
+        return self.out
+
+    def _check(self, kind: int, a: int) -> None:
+        cap = self.cluster.spec.cards_per_node
+        if (self.free < 0).any() or (self.free > cap).any():
+            bad = int(np.flatnonzero((self.free < 0) | (self.free > cap))[0])
+            raise InvariantError(f"node {self.cluster.node_ids[bad]} over-allocated after event {kind} ({a}) "
+                                 f"at t={self.now:.0f}: {cap - self.free[bad]} of {cap} cards")
+        if self.sched is not None and (kind != EPOCH or self.policy == "ours"):  # what can change the books
+            nodes = self.sched.nodes(T0 + self.now)
+            over = self.sched.ledger.overbooked(nodes.index, nodes.capacity)
+            if over:
+                raise InvariantError(f"the scheduler's ledger overbooks {over[0]} after event {kind} ({a})")
+
+    # -------------------------------------------------------------- progress
+    def _advance(self, t: float) -> None:
+        """Every running job's progress up to ``t``; card-seconds in use."""
+        for j, r in self.running.items():
+            dt = t - r.last
+            used = min(dt, r.pause)
+            r.pause -= used
+            r.work = min(r.work + (dt - used) / r.per_work, self.jobs.ideal[j])
+            r.last = t
+            self.out.card_seconds += dt * self.jobs.cards[j] * len(r.members)
+
+    def _rate(self, j: int, members: list[int]) -> float:
+        c = self.cluster
+        rtt, gbps = placement_paths(members, c.node_site, c.node_rack, self.truth.site_rtt(), self.truth.site_gbps(),
+                                    self.uplink, self.truth.fabric)
+        return float(job_time([1.0], [self.jobs.comm[j]], [len(members)], [rtt], [gbps], [0.0], [1.0],
+                              self.cfg.perf, speed=[self.speed[members].min()])[0])
+
+    def _load_s(self, j: int, members: list[int]) -> float:
+        """Extra time to load the job's data from its home site (over the slowest member's path)."""
+        home, gb = int(self.jobs.home[j]), float(self.jobs.data_gb[j])
+        if home < 0 or gb <= 0:
+            return 0.0
+        c, f = self.cluster, self.truth.fabric
+        share = f.uplink_gbps / np.maximum(self.uplink[c.node_site[members], c.node_rack[members]] + 1, 1)
+        path = np.where(c.node_site[members] == home, np.minimum(f.node_gbps, share),
+                        np.minimum(share, self.truth.site_gbps()[home, c.node_site[members]]))
+        return max(gb * 8 / float(path.min()) - gb * 8 / self.cfg.perf.ideal_gbps, 0.0)
+
+    def _reschedule_finish(self, j: int) -> None:
+        r = self.running[j]
+        r.token += 1
+        left = r.pause + max(self.jobs.ideal[j] - r.work, 0.0) * r.per_work
+        self._push(self.now + left, FINISH, j, r.token)
+
+    def _uplinks(self, members: list[int], sign: int) -> None:
+        c = self.cluster
+        racks = {(int(c.node_site[m]), int(c.node_rack[m])) for m in members}
+        if len(racks) > 1:
+            for s, r in racks:
+                self.uplink[s, r] += sign
+
+    def _refresh_rates(self) -> None:
+        """Gangs' rates after the network changed (uplink sharing, reroutes, loss)."""
+        for j, r in self.running.items():
+            if len(r.members) > 1:
+                rate = self._rate(j, r.members)
+                if rate != r.per_work:
+                    r.per_work = rate
+                    self._reschedule_finish(j)
+
+    # ------------------------------------------------------------- lifecycle
+    def _start(self, j: int, members: list[int], resumed_work: float) -> None:
+        if not np.all(self.free[members] >= self.jobs.cards[j]) or not self.up[members].all():
+            raise InvariantError(f"job {j} placed on {members} without room at t={self.now:.0f}")
+        self.free[members] -= self.jobs.cards[j]
+        if math.isnan(self.out.start[j]):
+            self.out.start[j] = self.now
+        self._uplinks(members, +1)
+        pause = self._load_s(j, members) + (self.cfg.restart_s if resumed_work > 0 else 0.0)
+        self.running[j] = Run(members, resumed_work, pause, self._rate(j, members), self.now)
+        self._reschedule_finish(j)
+        if len(members) > 1:
+            self._refresh_rates()
+
+    def _stop(self, j: int) -> Run:
+        r = self.running.pop(j)
+        self.free[r.members] += self.jobs.cards[j]
+        self._uplinks(r.members, -1)
+        if len(r.members) > 1:
+            self._refresh_rates()
+        return r
+
+    def _finish(self, j: int) -> None:
+        self._stop(j)
+        self.out.end[j], self.out.state[j] = self.now, "finished"
+        self.left -= 1
+        if self.sched is not None:
+            self.sched.end(f"j{j}")
+        self._place_queued()
+
+    def _fail(self, node: int) -> None:
+        self.up[node] = False
+        if self.sched is not None:
+            self.sched.inv.set_status(node, "down")
+        for j in [j for j, r in self.running.items() if node in r.members]:
+            r = self._stop(j)
+            ce = self.cfg.checkpoint_every_s
+            resume = math.floor(r.work / ce) * ce
+            self.out.restarts[j] += 1
+            gone = self.out.restarts[j] > self.cfg.max_restarts
+            if self.sched is not None:
+                gone = self.sched.fail(f"j{j}", T0 + self.now, self.cfg.max_restarts) is None
+            if gone:
+                self.out.end[j], self.out.state[j], self.out.reason[j] = self.now, "failed", "restarts exhausted"
+                self.left -= 1
+                continue
+            self.resume[j] = resume
+            if self.sched is None:
+                self.queue.insert(0, j)  # a restarted job goes first
+        self._place_queued()
+
+    # ------------------------------------------------------------- deciding
+    def _arrive(self, j: int) -> None:
+        if self.sched is not None:
+            self._observe()
+            alpha = 1.0 if self.policy == "compute-only" else None
+            d = self.sched.decide(task_of(self.jobs, j, self.cluster, self.cfg, alpha), T0 + self.now)
+            if d.status == "placed":
+                self._placed(j, d.nodes)
+            return
+        self.queue.append(j)
+        self._place_queued()
+
+    def _placed(self, j: int, nodes: list[str]) -> None:
+        self.sched.start(f"j{j}", nodes)
+        self._start(j, [self.index[n] for n in nodes], self.resume.pop(j, 0.0))
+
+    def _place_queued(self) -> None:
+        if self.sched is not None:
+            if self.sched.pending:
+                self._observe()
+                for d in self.sched.retry_pending(T0 + self.now):
+                    self._placed(int(d.task_id[1:]), d.nodes)
+            return
+        waiting = []
+        for j in self.queue:
+            members = self._choose(j)
+            if members is None:
+                waiting.append(j)
+            else:
+                self._start(j, members, self.resume.pop(j, 0.0))
+        self.queue = waiting
+
+    def _choose(self, j: int) -> list[int] | None:
+        n, c = int(self.jobs.nodes[j]), int(self.jobs.cards[j])
+        ok = np.flatnonzero(self.up & (self.free >= c))
+        if ok.size < n:
+            return None
+        if self.policy == "random":
+            return sorted(int(x) for x in self.rng.choice(ok, n, replace=False))
+        return topology_pick(ok, n, self.cluster.node_site[ok], self.rack[ok])
+
+    # ------------------------------------------------------------- network
+    def _observe(self) -> None:
+        """The newest epoch's windows into the Scheduler's view, drawn when it reads them (the same
+        windows whenever they are drawn: seeded by the epoch)."""
+        epoch = int(self.now // self.cfg.epoch_s)
+        if self.sched is not None and epoch != self.observed:
+            self.observed = epoch
+            observe_epoch(self.net, self.truth, self.uplink, self.cfg.probes, T0 + epoch * self.cfg.epoch_s,
+                          self.cfg.seed * 1_000_003 + epoch)
+
+    def _epoch(self) -> None:
+        if self.policy == "ours":  # the worker re-evaluates running tasks on every window
+            self._observe()
+            if self.running:
+                for ev in self.sched.reschedule(T0 + self.now):
+                    self._move(int(ev.task_id[1:]), [self.index[x] for x in ev.to_nodes])
+        self._push(self.now + self.cfg.epoch_s, EPOCH, 0)
+
+    def _move(self, j: int, to: list[int]) -> None:
+        """Checkpoint, transfer the state, start again at the target."""
+        old = self._stop(j)
+        c = self.cluster
+        _, gbps = placement_paths([old.members[0], to[0]], c.node_site, c.node_rack, self.truth.site_rtt(),
+                                  self.truth.site_gbps(), self.uplink, self.truth.fabric)
+        cost = self.cfg.restart_s + self.cfg.checkpoint_gb * 8 / min(gbps, c.spec.node_gbps)
+        self._start(j, to, old.work)
+        self.running[j].pause = cost + self._load_s(j, to)
+        self._reschedule_finish(j)
+        self.sched.start(f"j{j}", [c.node_ids[m] for m in to])
+        self.out.migrations[j] += 1
+        self.out.migration_s[j] += cost
+
+    def _network(self, what: int, pair: int) -> None:
+        """Network events: ``what`` 1 reroute on, 2 off, 3 loss burst on, 4 off; ``pair`` a * S + b."""
+        k = len(self.cluster.sites)
+        a, b = divmod(pair, k)
+        if what in (1, 2):
+            self.truth.rtt_factor[a, b] = self.truth.rtt_factor[b, a] = self.cfg.reroute_factor if what == 1 else 1.0
+        else:
+            self.truth.loss[a, b] = self.truth.loss[b, a] = self.cfg.burst_loss if what == 3 else 0.0
+        self._refresh_rates()
+
+
+def topology_pick(ok: np.ndarray, n: int, site: np.ndarray, rack: np.ndarray) -> list[int]:
+    """Fewest sites, then fewest racks, best fit (the fullest group that still holds the job),
+    lowest node index first. ``ok``: the nodes that fit one member; ``site``/``rack`` theirs."""
+    for groups in (rack, site):
+        ids, counts = np.unique(groups, return_counts=True)
+        fits = ids[counts >= n]
+        if fits.size:
+            best = fits[np.argmin(counts[counts >= n])]
+            inside = groups == best
+            # inside the group, the best-stocked racks first (fewest racks), then the lower index
+            order = np.lexsort((ok[inside], -np.bincount(rack)[rack[inside]]))
+            return sorted(int(x) for x in ok[inside][order][:n])
+    order = np.lexsort((ok, -np.bincount(rack)[rack], -np.bincount(site)[site]))  # best-stocked sites, racks
+    return sorted(int(x) for x in ok[order][:n])
+
+
+def network_events(cfg: SimConfig, sites: int, nodes: int, horizon_s: float) -> list[tuple]:
+    """Reroutes and loss bursts per site pair, node failures and repairs, up to ``horizon_s``
+    (Poisson, seeded): (t, kind, a, b) for Replay."""
+    rng = np.random.default_rng(cfg.seed + 7)
+    out = []
+    days = horizon_s / 86400.0
+    hold = cfg.event_hours * 3600.0
+    for a in range(sites):
+        for b in range(a + 1, sites):
+            for rate, on, off, length in ((cfg.reroutes_per_day, 1, 2, hold), (cfg.bursts_per_day, 3, 4, hold / 4)):
+                for t in np.sort(rng.uniform(0, horizon_s, rng.poisson(rate * days))):
+                    out += [(float(t), NET, on, a * sites + b), (float(t) + length, NET, off, a * sites + b)]
+    for node in range(nodes):
+        for t in np.sort(rng.uniform(0, horizon_s, rng.poisson(cfg.failures_per_node_day * days))):
+            out += [(float(t), FAIL, node, 0), (float(t) + cfg.repair_hours * 3600.0, REPAIR, node, 0)]
+    return out

@@ -1,0 +1,79 @@
+"""A trace's jobs as the replay runs them: cards per node, communication shares, home sites and data,
+class, and the Task each policy's scheduler is asked to place."""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from core.jobperf import comm_shares
+from schemas.sched import Task
+from streams.replay.cluster import Cluster
+from streams.replay.traces import JobTrace, TraceError
+from streams.replay.world import T0, SimConfig
+
+
+@dataclass
+class SimJobs:
+    submit: np.ndarray  # float64[J] seconds from the trace start
+    ideal: np.ndarray  # float64[J] the trace's duration (its time on one rack, data at hand)
+    nodes: np.ndarray  # int64[J]
+    cards: np.ndarray  # int64[J] cards per node
+    comm: np.ndarray  # float64[J] communication share at the ideal placement
+    home: np.ndarray  # int64[J] site of its data (-1: none)
+    data_gb: np.ndarray  # float64[J]
+    types: list[str]
+
+    def __len__(self) -> int:
+        return int(self.submit.size)
+
+    @property
+    def sensitive(self) -> np.ndarray:
+        """bool[J]: network-sensitive (several nodes, or data to load from a home site)."""
+        return (self.nodes > 1) | (self.home >= 0)
+
+
+def sim_jobs(trace: JobTrace, cluster: Cluster, cfg: SimConfig) -> SimJobs:
+    """The trace's jobs on this cluster; TraceError when one cannot fit it at all."""
+    cpn = cluster.spec.cards_per_node
+    nodes = np.maximum(trace.nodes, -(-trace.gpus // cpn))  # more cards than a node has: more nodes
+    cards = np.maximum(-(-trace.gpus // nodes), 1)
+    big = int(np.argmax(nodes))
+    if nodes[big] > len(cluster.node_ids):
+        raise TraceError(f"{trace.source}: job {big + 1} needs {nodes[big]} nodes; the cluster has "
+                         f"{len(cluster.node_ids)} (raise --racks-per-site or --nodes-per-rack)")
+    rng = np.random.default_rng(cfg.seed + 17)
+    sites = {s: i for i, s in enumerate(cluster.sites)}
+    if trace.data_site is not None and any(trace.data_site):
+        missing = sorted({s for s in trace.data_site if s and s not in sites})
+        if missing:
+            raise TraceError(f"{trace.source}: data_site {missing[0]!r} is not among the sites of the network "
+                             f"data ({', '.join(cluster.sites)})")
+        home = np.array([sites.get(s, -1) for s in trace.data_site], np.int64)
+        data_gb = np.where(home >= 0, trace.data_gb if trace.data_gb is not None else cfg.data_gb, 0.0)
+    else:  # users hashed to sites; a share of jobs read their data there
+        user_site = np.array([zlib.crc32(f"{cfg.seed}:{u}".encode()) % len(sites) for u in trace.user], np.int64)
+        home = np.where(rng.random(len(trace)) < cfg.data_share, user_site, -1)
+        data_gb = np.where(home >= 0, cfg.data_gb, 0.0)
+    if trace.job_type is not None:
+        from core.vocabulary import TASK_TYPES
+
+        bad = next((i for i, t in enumerate(trace.job_type) if t not in TASK_TYPES), None)
+        if bad is not None:
+            raise TraceError(f"{trace.source}: job {bad + 1}: type: {trace.job_type[bad]!r} is not one of "
+                             f"{', '.join(TASK_TYPES)}")
+    types = trace.job_type or ["training-data-parallel" if n > 1 else ("data-intensive" if h >= 0 else "fine-tune")
+                               for n, h in zip(nodes, home, strict=True)]
+    return SimJobs(trace.submit_s.astype(np.float64), np.maximum(trace.duration_s.astype(np.float64), 1.0),
+                   nodes.astype(np.int64), cards.astype(np.int64), comm_shares(len(trace), cfg.perf, cfg.seed),
+                   home, data_gb.astype(np.float64), list(types))
+
+
+def task_of(jobs: SimJobs, j: int, cluster: Cluster, cfg: SimConfig, alpha: float | None = None) -> Task:
+    data = ({"data_source": {"node": f"store.{cluster.sites[jobs.home[j]]}", "size_gb": float(jobs.data_gb[j])}}
+            if jobs.home[j] >= 0 else {})
+    return Task(id=f"j{j}", type=jobs.types[j], resources={"cards": int(jobs.cards[j])}, peers=int(jobs.nodes[j]),
+                submitted_at=T0 + float(jobs.submit[j]), expected_duration_s=float(jobs.ideal[j]),
+                checkpoint_gb=cfg.checkpoint_gb, alpha=alpha, **data)

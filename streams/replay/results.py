@@ -1,0 +1,141 @@
+"""A replay's results: every policy on every seed over identical inputs; summaries per policy and
+job class (network-sensitive, other) and the change against compute-only and topology-packing with
+bootstrap confidence intervals over seeds (over jobs, paired, when there is one seed)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from streams.replay.cluster import Cluster
+from streams.replay.engine import POLICIES, Outcome, Replay, network_events
+from streams.replay.jobs import SimJobs, sim_jobs
+from streams.replay.traces import JobTrace
+from streams.replay.world import SimConfig
+
+CLASSES = ("sensitive", "other", "all")
+BASELINES = ("compute-only", "topology")
+
+
+@dataclass
+class ReplayRun:
+    config: SimConfig
+    trace: str
+    policies: tuple[str, ...]
+    seeds: tuple[int, ...]
+    jobs: dict[int, SimJobs]  # per seed
+    outcomes: dict[tuple[str, int], Outcome]
+    wall_s: dict[tuple[str, int], float]
+
+
+def replay(trace: JobTrace, cluster: Cluster, cfg: SimConfig, policies=POLICIES, seeds=(0,), progress=None) -> ReplayRun:
+    outcomes, walls, jobs = {}, {}, {}
+    for seed in seeds:
+        c = replace(cfg, seed=seed)
+        jobs[seed] = sim_jobs(trace, cluster, c)
+        horizon = float(jobs[seed].submit.max() + 3 * jobs[seed].ideal.max()) if len(trace) else 0.0
+        events = network_events(c, len(cluster.sites), len(cluster.node_ids), horizon)
+        for p in policies:
+            t = time.perf_counter()
+            outcomes[(p, seed)] = Replay(jobs[seed], cluster, c, p, events).run()
+            walls[(p, seed)] = time.perf_counter() - t
+            if progress is not None:
+                progress(p, seed, walls[(p, seed)])
+    return ReplayRun(cfg, trace.source, tuple(policies), tuple(seeds), jobs, outcomes, walls)
+
+
+def _mask(jobs: SimJobs, cls: str) -> np.ndarray:
+    return jobs.sensitive if cls == "sensitive" else (~jobs.sensitive if cls == "other" else np.ones(len(jobs), bool))
+
+
+def job_table(run: ReplayRun) -> list[dict]:
+    """One row per (policy, seed, job)."""
+    rows = []
+    for (p, seed), o in run.outcomes.items():
+        jobs = run.jobs[seed]
+        for j in range(len(jobs)):
+            rows.append({"policy": p, "seed": seed, "job": j, "class": "sensitive" if jobs.sensitive[j] else "other",
+                         "nodes": int(jobs.nodes[j]), "cards": int(jobs.cards[j]), "submit_s": float(jobs.submit[j]),
+                         "start_s": _f(o.start[j]), "end_s": _f(o.end[j]), "jct_s": _f(o.end[j] - jobs.submit[j]),
+                         "wait_s": _f(o.start[j] - jobs.submit[j]), "state": o.state[j], "reason": o.reason[j],
+                         "migrations": int(o.migrations[j]), "migration_s": float(o.migration_s[j]),
+                         "restarts": int(o.restarts[j])})
+    return rows
+
+
+def _f(v) -> float | None:
+    v = float(v)
+    return v if np.isfinite(v) else None
+
+
+def summary(run: ReplayRun, cards_total: int) -> list[dict]:
+    """Per policy and class, pooled over seeds."""
+    out = []
+    for p in run.policies:
+        for cls in CLASSES:
+            jct, wait, mig, mig_s, restarts, fails, unsched = [], [], 0, 0.0, 0, 0, 0
+            util, makespan = [], []
+            for seed in run.seeds:
+                o, jobs = run.outcomes[(p, seed)], run.jobs[seed]
+                m = _mask(jobs, cls)
+                done = m & np.array([s == "finished" for s in o.state])
+                jct.append((o.end - jobs.submit)[done])
+                wait.append((o.start - jobs.submit)[done])
+                mig += int(o.migrations[m].sum())
+                mig_s += float(o.migration_s[m].sum())
+                restarts += int(o.restarts[m].sum())
+                fails += sum(o.state[j] == "failed" for j in np.flatnonzero(m))
+                unsched += sum(o.state[j] == "unschedulable" for j in np.flatnonzero(m))
+                makespan.append(o.makespan)
+                util.append(o.card_seconds / (cards_total * o.makespan) if o.makespan > 0 else 0.0)
+            jct_a, wait_a = np.concatenate(jct), np.concatenate(wait)
+            q = np.percentile(jct_a, [50, 95, 99]) if jct_a.size else [np.nan] * 3
+            out.append({"policy": p, "class": cls, "jobs": int(jct_a.size), "jct_mean_s": _mean(jct_a),
+                        "jct_p50_s": float(q[0]), "jct_p95_s": float(q[1]), "jct_p99_s": float(q[2]),
+                        "wait_mean_s": _mean(wait_a), "makespan_s": float(np.mean(makespan)),
+                        "card_utilisation": float(np.mean(util)), "migrations": mig, "migration_cost_s": mig_s,
+                        "restarts": restarts, "failed": fails, "unschedulable": unsched})
+    return out
+
+
+def _mean(a: np.ndarray) -> float:
+    return float(a.mean()) if a.size else float("nan")
+
+
+def changes(run: ReplayRun, resamples: int = 2000, level: float = 0.95) -> list[dict]:
+    """Mean JCT change of each policy against each baseline, per class, with a bootstrap interval:
+    over seeds (the per-seed change of mean JCT resampled), or over jobs paired by id when one seed."""
+    rng = np.random.default_rng(12345)
+    lo_q, hi_q = (1 - level) / 2 * 100, (1 + level) / 2 * 100
+    out = []
+    for base in BASELINES:
+        if base not in run.policies:
+            continue
+        for p in run.policies:
+            if p == base:
+                continue
+            for cls in CLASSES:
+                per_seed, pairs = [], []
+                for seed in run.seeds:
+                    a, b, jobs = run.outcomes[(p, seed)], run.outcomes[(base, seed)], run.jobs[seed]
+                    done = _mask(jobs, cls) & np.isfinite(a.end) & np.isfinite(b.end)
+                    ja, jb = (a.end - jobs.submit)[done], (b.end - jobs.submit)[done]
+                    if ja.size:
+                        per_seed.append(ja.mean() / jb.mean() - 1)
+                        pairs.append((ja, jb))
+                if not per_seed:
+                    continue
+                est = float(np.mean(per_seed))
+                if len(per_seed) > 1:
+                    boots = rng.choice(np.array(per_seed), (resamples, len(per_seed))).mean(axis=1)
+                else:
+                    ja, jb = pairs[0]
+                    idx = rng.integers(0, ja.size, (resamples, ja.size))
+                    boots = ja[idx].mean(axis=1) / jb[idx].mean(axis=1) - 1
+                lo, hi = np.percentile(boots, [lo_q, hi_q])
+                out.append({"policy": p, "against": base, "class": cls, "jct_change": est,
+                            "ci_low": float(lo), "ci_high": float(hi),
+                            "interval_over": "seeds" if len(per_seed) > 1 else "jobs"})
+    return out

@@ -1,0 +1,165 @@
+"""The replay's world: its configuration, the ground-truth network between racks, and the views the
+real Scheduler reads (inventory records, window results) — drawn around that truth, never the truth.
+
+- Nodes report like compute probes do (``rack``, accelerator model, peaks, memory); half the racks of
+  every site hold the newer card (``fast_speed`` x the trace's reference card), so compute matters.
+- Probes run at rack level (see streams.worker.scheduling.path_table): every rack pair both ways
+  (inside a rack too) and each site's store to every rack, one window per ``epoch_s``, drawn by
+  core.observe around the truth: RTT (inter-site pairs from the measurements, x ``reroute_factor``
+  during a reroute), loss (``burst_loss`` during a loss burst) and bandwidth utilisation of the
+  busier rack uplink, ``1 - 1 / (1 + jobs crossing it)``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from core.jobperf import PerfModel
+from core.observe import ProbeModel, observe
+from core.topology import Fabric
+from streams.adapters.network import PathColumns
+from streams.replay.cluster import Cluster, ClusterSpec
+
+T0 = 1_700_000_000.0  # the scheduler's clock at the trace's second 0 (its messages want epoch seconds)
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    cluster: ClusterSpec = field(default_factory=ClusterSpec)
+    perf: PerfModel = field(default_factory=PerfModel)
+    probes: ProbeModel = field(default_factory=ProbeModel)
+    epoch_s: float = 300.0  # one probe window per epoch
+    fast_speed: float = 1.5  # the newer card against the trace's reference card
+    data_share: float = 0.3  # jobs with their data at a home site (users hashed to sites)
+    data_gb: float = 500.0
+    checkpoint_every_s: float = 1800.0  # of work; a failure or a move resumes from the last one
+    checkpoint_gb: float = 20.0
+    restart_s: float = 60.0  # to start again after a move or a failure
+    reroutes_per_day: float = 0.5  # per site pair: RTT x reroute_factor for event_hours
+    reroute_factor: float = 2.0
+    bursts_per_day: float = 0.5  # per site pair: loss burst_loss for event_hours / 4
+    burst_loss: float = 0.05
+    event_hours: float = 4.0
+    failures_per_node_day: float = 0.002  # down for repair_hours, its jobs resume from checkpoints
+    repair_hours: float = 2.0
+    max_restarts: int = 10
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("epoch_s", "fast_speed", "restart_s", "reroute_factor", "event_hours", "repair_hours",
+                     "checkpoint_every_s"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be > 0")
+        if not 0 <= self.data_share <= 1 or not 0 <= self.burst_loss < 1:
+            raise ValueError("data_share in [0, 1] and burst_loss in [0, 1)")
+        for name in ("data_gb", "checkpoint_gb", "reroutes_per_day", "bursts_per_day", "failures_per_node_day"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0")
+
+    def flat(self) -> dict:
+        """Every parameter, flat (printed and stored with the results)."""
+        out = {}
+        for k, v in dataclasses.asdict(self).items():
+            if isinstance(v, dict):
+                out.update({f"{k}.{a}": b for a, b in v.items()})
+            else:
+                out[k] = v
+        return out
+
+
+class SimInventory:
+    """The inventory the Scheduler reads (duck-typed streams.worker.state_tables.Inventory)."""
+
+    def __init__(self, cluster: Cluster, fast: np.ndarray) -> None:
+        self.version = 0
+        self._records = [{
+            "node": node, "ts": T0, "received_at": T0, "status": "up", "rack": f"{cluster.sites[s]}.r{r}",
+            "region": cluster.sites[s], "cards": cluster.spec.cards_per_node,
+            "accel_model": "H100" if f else "A100", "peak_tflops": {"fp16": 990.0 if f else 660.0, "fp32": 60.0},
+            "mem_gb": 80.0, "host_mem_gb": 2048.0, "inter_bw_gbps": cluster.spec.node_gbps,
+        } for node, s, r, f in zip(cluster.node_ids, cluster.node_site, cluster.node_rack, fast, strict=True)]
+
+    def records(self) -> list[dict]:
+        return self._records
+
+    def set_status(self, node: int, status: str) -> None:
+        self._records[node] = {**self._records[node], "status": status}
+        self.version += 1
+
+
+class SimNet:
+    """The network view the Scheduler reads (duck-typed streams.worker.state_tables.NetState):
+    window results of the rack-level probes, one per path per epoch."""
+
+    def __init__(self) -> None:
+        self.version = 0
+        self._cols = PathColumns()
+
+    def columns(self) -> PathColumns:
+        return self._cols
+
+    def put(self, src: list[str], dst: list[str], res: dict[str, np.ndarray], util: np.ndarray, end: float) -> None:
+        """One window per path: RTT statistics (``res``, core.observe) and bandwidth utilisation."""
+        self._cols.set_many(src, dst, {"p95": res["p95"], "p50": res["p50"], "lost": res["lost"],
+                                       "count": res["count"], "bw_util": util, "end": np.full(len(src), end)})
+        self.version += 1
+
+
+@dataclass
+class Truth:
+    """Rack-level ground truth. Racks are numbered site-major: rack g = site x racks_per_site + r."""
+
+    cluster: Cluster
+    fabric: Fabric
+    rtt_factor: np.ndarray  # float64[S, S] reroutes in force
+    loss: np.ndarray  # float64[S, S] loss bursts in force
+    rack_names: list[str]
+    rack_site: np.ndarray  # int64[G]
+
+    @classmethod
+    def of(cls, cluster: Cluster) -> Truth:
+        spec = cluster.spec
+        k = len(cluster.sites)
+        racks = [f"{cluster.sites[s]}.r{r}" for s in range(k) for r in range(spec.racks_per_site)]
+        return cls(cluster, Fabric(node_gbps=spec.node_gbps, uplink_gbps=spec.uplink_gbps), np.ones((k, k)),
+                   np.zeros((k, k)), racks, np.repeat(np.arange(k), spec.racks_per_site))
+
+    def site_rtt(self) -> np.ndarray:
+        return self.cluster.rtt_ms * self.rtt_factor
+
+    def site_gbps(self) -> np.ndarray:
+        """Measured throughput, cut by loss in force (x max(0.05, 1 - 10 x loss))."""
+        return self.cluster.gbps * np.maximum(0.05, 1.0 - 10.0 * self.loss)
+
+    def probe_paths(self, uplink_jobs: np.ndarray) -> tuple[list[str], list[str], np.ndarray, np.ndarray, np.ndarray]:
+        """(src, dst, rtt_ms, loss, bw_util) of every probed path: rack pairs and store -> rack."""
+        f, site = self.fabric, self.rack_site
+        g = np.arange(site.size)
+        a, b = np.meshgrid(g, g, indexing="ij")
+        a, b = a.ravel(), b.ravel()
+        srtt, sl = self.site_rtt(), self.loss
+        rtt = np.where(a == b, f.rack_rtt_ms, np.where(site[a] == site[b], f.site_rtt_ms, srtt[site[a], site[b]]))
+        loss = np.where(site[a] == site[b], 0.0, sl[site[a], site[b]])
+        crossing = uplink_jobs.ravel()
+        util = 1.0 - 1.0 / (1.0 + np.maximum(crossing[a], crossing[b]))
+        names = [f"rack:{x}" for x in self.rack_names]
+        src, dst = [names[i] for i in a], [names[i] for i in b]
+        k = len(self.cluster.sites)
+        s_idx, r_idx = np.meshgrid(np.arange(k), g, indexing="ij")
+        s_idx, r_idx = s_idx.ravel(), r_idx.ravel()
+        src += [f"store.{self.cluster.sites[s]}" for s in s_idx]
+        dst += [names[r] for r in r_idx]
+        rtt = np.concatenate([rtt, np.where(site[r_idx] == s_idx, f.site_rtt_ms, srtt[s_idx, site[r_idx]])])
+        loss = np.concatenate([loss, np.where(site[r_idx] == s_idx, 0.0, sl[s_idx, site[r_idx]])])
+        util = np.concatenate([util, 1.0 - 1.0 / (1.0 + crossing[r_idx])])
+        return src, dst, rtt, loss, util
+
+
+def observe_epoch(net: SimNet, truth: Truth, uplink_jobs: np.ndarray, probes: ProbeModel, end: float,
+                  seed: int) -> None:
+    """One window per probed path, drawn around the truth, into the Scheduler's network view."""
+    src, dst, rtt, loss, util = truth.probe_paths(uplink_jobs)
+    net.put(src, dst, observe(rtt, loss, probes, seed), util, end)
