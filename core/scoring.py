@@ -119,8 +119,17 @@ def score_parts(x: ScoringInputs) -> tuple[np.ndarray, np.ndarray]:
     return out, net
 
 
-@nb.njit(parallel=True, cache=True)
-def _score_rows(out, net_out, want_net, compute_t, usable_t, available, node_class, has_accel, node_quality, quality, log_bw,
+def _score_rows(out, *args):
+    """The kernel, in parallel over jobs when the work is worth the threads (a small call — one
+    decision on a small cluster — runs serially: starting the thread pool costs more than it saves)."""
+    kernel = _score_rows_parallel if out.size >= PARALLEL_MIN_CELLS else _score_rows_serial
+    kernel(out, *args)
+
+
+PARALLEL_MIN_CELLS = 65_536
+
+
+def _score_rows_impl(out, net_out, want_net, compute_t, usable_t, available, node_class, has_accel, node_quality, quality, log_bw,
                 kind, alpha, need, class_mask, ep_ptr, ep_idx, data_ep, data_gb, accel_penalty,
                 load_good_s, load_bad_s, load_weight):
     J, N = out.shape
@@ -182,6 +191,10 @@ def _score_rows(out, net_out, want_net, compute_t, usable_t, available, node_cla
             if mask != 0:
                 ok = ok and ((mask >> node_class[n]) & 1) == 1
             row[n] = v if ok else neg_inf
+
+
+_score_rows_parallel = nb.njit(parallel=True, cache=True)(_score_rows_impl)
+_score_rows_serial = nb.njit(cache=True)(_score_rows_impl)
 
 
 def filter_reasons(x: ScoringInputs, j: int) -> np.ndarray:

@@ -78,7 +78,7 @@ class SimInventory:
         self._records = [{
             "node": node, "ts": T0, "received_at": T0, "status": "up", "rack": f"{cluster.sites[s]}.r{r}",
             "region": cluster.sites[s], "cards": cluster.spec.cards_per_node,
-            "accel_model": "H100" if f else "A100", "peak_tflops": {"fp16": 990.0 if f else 660.0, "fp32": 60.0},
+            "accel_model": "H100" if f else "A100", "accel_class": "gpu-80g", "peak_tflops": {"fp16": 990.0 if f else 660.0, "fp32": 60.0},
             "mem_gb": 80.0, "host_mem_gb": 2048.0, "inter_bw_gbps": cluster.spec.node_gbps,
         } for node, s, r, f in zip(cluster.node_ids, cluster.node_site, cluster.node_rack, fast, strict=True)]
 

@@ -141,3 +141,12 @@ def test_alpha_defaults_and_explicit_alpha():
     assert task_alpha("inference") == 0.8
     assert task_alpha("inference", explicit=0.35) == 0.35
     assert task_alpha("fine-tune", strategy="data-parallel") == 0.2
+
+
+@pytest.mark.parametrize("threshold", [0, 10**12])
+def test_parallel_and_serial_kernels_agree_with_the_reference(monkeypatch, threshold):
+    import core.scoring as scoring
+
+    monkeypatch.setattr(scoring, "PARALLEL_MIN_CELLS", threshold)  # 0: always parallel; huge: always serial
+    x = synthetic_inputs(40, 300, 20, seed=9)
+    assert_same(scoring.score_all(x), scoring.score_reference(x))
