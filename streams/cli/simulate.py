@@ -33,6 +33,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--policies", default="ours,ours-static,compute-only,topology,random")
     p.add_argument("--data-share", type=float, default=0.3, help="jobs reading data from a home site")
     p.add_argument("--failures-per-node-day", type=float, default=0.002)
+    p.add_argument("--png", help="write the JCT distributions of network-sensitive jobs per policy here")
     p.add_argument("--no-store", action="store_true", help="do not write the result to DuckDB")
     p.add_argument("--json", action="store_true")
 
@@ -101,6 +102,15 @@ def cmd_simulate(args, settings: Settings) -> int:
               "limit": args.limit, "seeds": args.seeds, "fill_rule_missing_gbps": _fill_rule()}
     result = {"trace": trace.source, "jobs": len(trace), "nodes": len(cluster.node_ids), "sites": cluster.sites,
               "wall_s": round(time.perf_counter() - t0, 1), "config": config, "summary": rows, "changes": delta}
+    if args.png:
+        import numpy as np
+
+        from streams.render.replay import jct_png
+
+        jobs = job_table(run)
+        jct_png({p: np.array([r["jct_s"] for r in jobs if r["policy"] == p and r["class"] == "sensitive"
+                              and r["jct_s"] is not None]) for p in policies}, args.png)
+        result["png"] = args.png
     if not args.no_store:
         from sinks.duckdb_store import DuckStore
 
