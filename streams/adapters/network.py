@@ -116,9 +116,19 @@ class PathColumns:
         for field, metric, which in self.FIELDS:
             self.cols[field][row] = stat(rec, metric, which)
 
-    def set_many(self, src: list[str], dst: list[str], values: dict[str, np.ndarray]) -> None:
+    def set_many(self, src: list[str], dst: list[str], values: dict[str, np.ndarray],
+                 rows: np.ndarray | None = None) -> np.ndarray:
         """Many paths' latest windows at once (``values``: a column of ``FIELDS`` -> float[P]; columns
-        not given become NaN): what :meth:`set` does per record, vectorised over the rows."""
+        not given become NaN): what :meth:`set` does per record, vectorised over the rows. Returns the
+        rows written; passing them back with the same paths skips looking them up."""
+        if rows is None:
+            rows = self.rows_of(src, dst)
+        for f, _, _ in self.FIELDS:
+            self.cols[f][rows] = values.get(f, np.nan)
+        return rows
+
+    def rows_of(self, src: list[str], dst: list[str]) -> np.ndarray:
+        """The rows of these paths (added where new)."""
         rows = np.empty(len(src), np.int64)
         for i, (a, b) in enumerate(zip(src, dst, strict=True)):
             s, d = self.code(a), self.code(b)
@@ -130,8 +140,7 @@ class PathColumns:
                 self.n += 1
                 self.src[row], self.dst[row] = s, d
             rows[i] = row
-        for f, _, _ in self.FIELDS:
-            self.cols[f][rows] = values.get(f, np.nan)
+        return rows
 
     def path_inputs(self) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """(rows of the paths, their quality inputs), vectorised.

@@ -97,14 +97,17 @@ class SimNet:
     def __init__(self) -> None:
         self.version = 0
         self._cols = PathColumns()
+        self._rows = None  # (the paths of the last put, their rows): the probed paths rarely change
 
     def columns(self) -> PathColumns:
         return self._cols
 
     def put(self, src: list[str], dst: list[str], res: dict[str, np.ndarray], util: np.ndarray, end: float) -> None:
         """One window per path: RTT statistics (``res``, core.observe) and bandwidth utilisation."""
-        self._cols.set_many(src, dst, {"p95": res["p95"], "p50": res["p50"], "lost": res["lost"],
-                                       "count": res["count"], "bw_util": util, "end": np.full(len(src), end)})
+        values = {"p95": res["p95"], "p50": res["p50"], "lost": res["lost"], "count": res["count"],
+                  "bw_util": util, "end": np.full(len(src), end)}
+        same = self._rows is not None and self._rows[0] == (src, dst)
+        self._rows = ((src, dst), self._cols.set_many(src, dst, values, self._rows[1] if same else None))
         self.version += 1
 
 
