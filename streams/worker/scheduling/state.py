@@ -192,16 +192,17 @@ class Scheduler:
     def _place_one(self, task: Task, b: _BatchScores, t: int, nodes: NodeView, usable: np.ndarray, reserve,
                    now: float) -> Decision:
         alpha, x, net = b.alphas[t], b.x, b.net
-        s = Scored(alpha, b.composite[t], nodes.compute[:, x.kind[t]], b.network[t])
-        compute_only = [int(i) for i in top(b.compute_only[t], task.peers)]
+        # what the batch's earlier placements took is infeasible now (the kernel saw the batch's start)
         reasons = filter_reasons(dataclasses.replace(x, usable=usable), t) if nodes.ids else np.zeros(0, np.int8)
+        fits = reasons == 0
+        s = Scored(alpha, np.where(fits, b.composite[t], -np.inf), nodes.compute[:, x.kind[t]], b.network[t])
+        compute_only = [int(i) for i in top(np.where(fits, b.compute_only[t], -np.inf), task.peers)]
         w = task.cost_sensitivity
 
         def peer(first: int) -> np.ndarray:
             return peer_scores(alpha, s.compute, net.from_node("q", first), x.unknown_quality, nodes.energy, w)
 
-        p = place(np.where(reasons == 0, s.composite, -np.inf) if nodes.ids else s.composite, need(task), usable,
-                  gang=task.peers, reserve=reserve, peer_scores=peer)
+        p = place(s.composite, need(task), usable, gang=task.peers, reserve=reserve, peer_scores=peer)
         if p.placed:
             prior = self.pending.pop(task.id, None)  # a re-queued task keeps its restarts and checkpoint
             # the task's own paths (its endpoints) at placement: what later p95s are compared with
