@@ -166,3 +166,21 @@ def test_simulate_stores_queryable_tables(tmp_path, monkeypatch, capsys):
     assert [(p, c) for p, c, _ in got] == [(p, c) for p, c, _ in want]
     assert all(math.isclose(a[2], b[2]) for a, b in zip(got, want, strict=True) if not math.isnan(b[2]))
     assert con.execute("SELECT count(*) FROM sim_changes WHERE run_id = ?", [out["run_id"]]).fetchone()[0] > 0
+
+
+def test_replay_of_the_real_philly_trace_over_skyplane_holds_its_invariants():
+    from tests.streams.replay.test_traces import DATA
+
+    if not DATA.is_dir():
+        pytest.skip("../shared/data is not beside this checkout")
+    from streams.replay.traces import head, load_philly, load_skyplane
+
+    t = head(load_philly(DATA / "jobs" / "philly" / "philly_data_training.csv"), 120)
+    sky = DATA / "network" / "skyplane"
+    cluster = build_cluster(load_skyplane(sky / "latency.csv.gz", sky / "throughput.csv.gz"), ClusterSpec())
+    cfg = SimConfig(cluster=ClusterSpec(), epoch_s=3600.0)
+    run = replay(t, cluster, cfg, ("ours", "compute-only", "topology"))  # InvariantError if one breaks
+    for o in run.outcomes.values():
+        assert set(o.state) <= {"finished", "failed", "unschedulable"} and o.state.count("finished") >= 110
+    rows = {(r["policy"], r["class"]): r for r in summary(run, len(cluster.node_ids) * 8)}
+    assert rows[("ours", "all")]["jobs"] + rows[("ours", "all")]["failed"] + rows[("ours", "all")]["unschedulable"] == 120
