@@ -138,6 +138,8 @@ def _print(result: dict) -> None:
           f"{', '.join(result['sites'])} ({result['wall_s']} s)")
     head = ("policy", "class", "jobs", "jct_mean_s", "jct_p50_s", "jct_p95_s", "jct_p99_s", "wait_mean_s",
             "card_utilisation", "migrations", "restarts", "unschedulable")
+    cfg = result["config"]
+    print("config: " + ", ".join(f"{k}={v}" for k, v in cfg.items() if k not in ("jobs", "network", "sites")))
     print("  ".join(f"{h:>14}" for h in head))
     for r in result["summary"]:
         print("  ".join(f"{_cell(r[h]):>14}" for h in head))

@@ -114,7 +114,6 @@ class Replay:
                 break  # nothing runs and nothing will happen: the queued jobs never fit
             if t < self.now - 1e-9:
                 raise InvariantError(f"time went back: event {kind} at {t} after {self.now}")
-            self._advance(t)
             self.now = t
             if kind == ARRIVE:
                 self._arrive(a)
@@ -152,15 +151,17 @@ class Replay:
                 raise InvariantError(f"the scheduler's ledger overbooks {over[0]} after event {kind} ({a})")
 
     # -------------------------------------------------------------- progress
-    def _advance(self, t: float) -> None:
-        """Every running job's progress up to ``t``; card-seconds in use."""
-        for j, r in self.running.items():
-            dt = t - r.last
-            used = min(dt, r.pause)
-            r.pause -= used
-            r.work = min(r.work + (dt - used) / r.per_work, self.jobs.ideal[j])
-            r.last = t
-            self.out.card_seconds += dt * self.jobs.cards[j] * len(r.members)
+    def _sync(self, j: int) -> Run:
+        """Job j's progress brought up to now (lazily: only when its rate or place changes, or it
+        stops), and the card-seconds it held meanwhile."""
+        r = self.running[j]
+        dt = self.now - r.last
+        used = min(dt, r.pause)
+        r.pause -= used
+        r.work = min(r.work + (dt - used) / r.per_work, self.jobs.ideal[j])
+        r.last = self.now
+        self.out.card_seconds += dt * self.jobs.cards[j] * len(r.members)
+        return r
 
     def _rate(self, j: int, members: list[int]) -> float:
         c = self.cluster
@@ -199,7 +200,7 @@ class Replay:
             if len(r.members) > 1:
                 rate = self._rate(j, r.members)
                 if rate != r.per_work:
-                    r.per_work = rate
+                    self._sync(j).per_work = rate
                     self._reschedule_finish(j)
 
     # ------------------------------------------------------------- lifecycle
@@ -217,6 +218,7 @@ class Replay:
             self._refresh_rates()
 
     def _stop(self, j: int) -> Run:
+        self._sync(j)
         r = self.running.pop(j)
         self.free[r.members] += self.jobs.cards[j]
         self._uplinks(r.members, -1)

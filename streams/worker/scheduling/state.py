@@ -166,10 +166,12 @@ class Scheduler:
         return self.decide_many([task], now, reserve, exclude)[0]
 
     def decide_many(self, tasks: list[Task], now: float | None = None, reserve=None,
-                    exclude: list[str] = ()) -> list[Decision]:
+                    exclude: list[str] = (), placeable_only: bool = False) -> list[Decision]:
         """Decide ``tasks`` in this order, each seeing what the ones before it took: one node view,
         one kernel call per network profile for all of them (scores do not depend on what is free;
-        feasibility is checked again at each reservation), then a placement each."""
+        feasibility is checked again at each reservation), then a placement each. ``placeable_only``:
+        a task that fits on fewer nodes than it needs, after what the batch took so far, is left as
+        it is (queued) without a decision — what retrying a long queue needs."""
         now = time.time() if now is None else now
         nodes = self.nodes(now)
         if exclude:
@@ -182,6 +184,8 @@ class Scheduler:
                                                                                                enumerate(group)}
         out = []
         for j, task in enumerate(tasks):
+            if placeable_only and int(np.all(usable[nodes.available] >= need(task), axis=1).sum()) < task.peers:
+                continue
             batch, pos = scored[self._profile(task)]
             out.append(self._place_one(task, batch, pos[j], nodes, usable, reserve, now))
         return out
@@ -342,7 +346,14 @@ class Scheduler:
             return []
         order = queue_order(np.array([p.task.priority for p in items]),
                             np.array([now - p.submitted_at for p in items]), self.max_wait_s)
-        return [d for d in self.decide_many([items[i].task for i in order], now) if d.status == "placed"]
+        # a task that fits on too few nodes (after what this pass placed before it) stays queued
+        # without being decided again: nothing is placed or published for it either way
+        nodes = self.nodes(now)
+        room = nodes.usable[nodes.available]
+        needs = np.array([need(items[i].task) for i in order]).reshape(-1, 3)
+        fitting = (room[None, :, :] >= needs[:, None, :]).all(axis=2).sum(axis=1)
+        tasks = [items[i].task for k, i in enumerate(order) if fitting[k] >= items[i].task.peers]
+        return [d for d in self.decide_many(tasks, now, placeable_only=True) if d.status == "placed"] if tasks else []
 
     # ------------------------------------------------------------------------ reschedule
     def watch(self, now: float | None = None) -> list[Incident]:
