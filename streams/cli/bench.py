@@ -46,6 +46,15 @@ def add_parsers(sub) -> None:
     bd.add_argument("--json", action="store_true")
 
 
+def _bench_decide(args) -> int:
+    from streams.dev.bench.decide import bench_decide
+
+    if args.tasks < 1 or min(args.nodes) < 1:
+        raise UsageError("--nodes and --tasks must be at least 1")
+    print_result(bench_decide(tuple(args.nodes), args.tasks), args.json)
+    return 0
+
+
 def cmd_bench(args, settings: Settings) -> int:
     import tempfile
     from pathlib import Path
@@ -77,12 +86,7 @@ def cmd_bench(args, settings: Settings) -> int:
                 print_result(asyncio.run(bench_sink(settings.with_bootstrap(bootstrap), args.results)), args.json)
         return 0
     if args.bench == "decide":
-        from streams.dev.bench.decide import bench_decide
-
-        if args.tasks < 1 or min(args.nodes) < 1:
-            raise UsageError("--nodes and --tasks must be at least 1")
-        print_result(bench_decide(tuple(args.nodes), args.tasks), args.json)
-        return 0
+        return _bench_decide(args)
     if args.bench == "reschedule":
         for name in ("nodes", "peers", "tasks"):
             if getattr(args, name) < 1:

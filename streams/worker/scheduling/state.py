@@ -12,16 +12,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from core.energy import blend
 from core.metering import DEFAULT_BENCHMARK_WORK, DEFAULT_MODEL_CONVERSION
 from core.placement import peer_scores, place, queue_order, top
 from core.reschedule import ReschedulePolicy, endpoint_worst, worst_known
-from core.scoring import filter_reasons, score_all, score_parts
-from core.sensitivity import task_alpha
+from core.scoring import filter_reasons
 from core.vocabulary import DEFAULT_TYPES
 from schemas.sched import Decision, Fallback, Incident, RescheduleEvent, ScoreBreakdown, Task
 from streams.adapters.inventory import NodeView, node_view
-from streams.adapters.tasks import endpoint_rows, endpoints, need, scoring_inputs
+from streams.adapters.tasks import endpoint_rows, need
+from streams.worker.scheduling.batch import BatchScores
 from streams.worker.scheduling.decision import Scored, decision
 from streams.worker.scheduling.failures import IncidentBook, health
 from streams.worker.scheduling.ledger import Ledger, usable
@@ -180,7 +179,7 @@ class Scheduler:
         scored = {}
         for profile in sorted({self._profile(t) for t in tasks}):
             group = [j for j, t in enumerate(tasks) if self._profile(t) == profile]
-            scored[profile] = _BatchScores(self, [tasks[j] for j in group], nodes, profile), {j: k for k, j in
+            scored[profile] = BatchScores(self, [tasks[j] for j in group], nodes, profile), {j: k for k, j in
                                                                                                enumerate(group)}
         out = []
         for j, task in enumerate(tasks):
@@ -193,7 +192,7 @@ class Scheduler:
     def _profile(self, task: Task) -> str:
         return task.network_profile or self.types[task.type].profile
 
-    def _place_one(self, task: Task, b: _BatchScores, t: int, nodes: NodeView, usable: np.ndarray, reserve,
+    def _place_one(self, task: Task, b: BatchScores, t: int, nodes: NodeView, usable: np.ndarray, reserve,
                    now: float) -> Decision:
         alpha, x, net = b.alphas[t], b.x, b.net
         # what the batch's earlier placements took is infeasible now (the kernel saw the batch's start)
@@ -383,24 +382,3 @@ class Scheduler:
 
 def _known(v: float) -> float | None:
     return v if math.isfinite(v) else None
-
-
-class _BatchScores:
-    """Tasks of one network profile scored on every node in one kernel call: the composite (energy
-    blended in for the tasks that ask), its network part, and the compute-only counterfactual (the
-    same tasks at alpha 1, composite only)."""
-
-    def __init__(self, sched: Scheduler, tasks: list[Task], nodes: NodeView, profile: str) -> None:
-        self.profile = profile
-        self.alphas = alphas = [task_alpha(t.type, t.alpha, t.strategy, sched.types) for t in tasks]
-        eps = endpoints(tasks)
-        self.net = sched.network(eps, nodes, profile)
-        self.x = scoring_inputs(tasks, alphas, nodes, eps, self.net, sched.types)
-        if not nodes.ids:
-            empty = np.zeros((len(tasks), 0), np.float32)
-            self.composite = self.network = self.compute_only = empty
-            return
-        raw, self.network = score_parts(self.x)
-        w = np.array([t.cost_sensitivity for t in tasks])
-        self.composite = blend(raw, w, nodes.energy) if (w > 0).any() else raw
-        self.compute_only = score_all(dataclasses.replace(self.x, alpha=np.ones(len(tasks), np.float32)))
