@@ -104,8 +104,9 @@ class PathColumns:
         self.cols = {f: np.resize(v, cap) for f, v in self.cols.items()}
         self._cap = cap
 
-    def set(self, rec: dict) -> None:
-        s, d = self.code(rec["src"]), self.code(rec["dst"])
+    def _row(self, src: str, dst: str) -> int:
+        """The row of the path (added where new)."""
+        s, d = self.code(src), self.code(dst)
         row = self.rows.get((s, d))
         if row is None:
             if self.n == self._cap:
@@ -113,6 +114,10 @@ class PathColumns:
             row = self.rows[(s, d)] = self.n
             self.n += 1
             self.src[row], self.dst[row] = s, d
+        return row
+
+    def set(self, rec: dict) -> None:
+        row = self._row(rec["src"], rec["dst"])
         for field, metric, which in self.FIELDS:
             self.cols[field][row] = stat(rec, metric, which)
 
@@ -129,18 +134,7 @@ class PathColumns:
 
     def rows_of(self, src: list[str], dst: list[str]) -> np.ndarray:
         """The rows of these paths (added where new)."""
-        rows = np.empty(len(src), np.int64)
-        for i, (a, b) in enumerate(zip(src, dst, strict=True)):
-            s, d = self.code(a), self.code(b)
-            row = self.rows.get((s, d))
-            if row is None:
-                if self.n == self._cap:
-                    self._grow()
-                row = self.rows[(s, d)] = self.n
-                self.n += 1
-                self.src[row], self.dst[row] = s, d
-            rows[i] = row
-        return rows
+        return np.array([self._row(a, b) for a, b in zip(src, dst, strict=True)], np.int64)
 
     def path_inputs(self) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """(rows of the paths, their quality inputs), vectorised.

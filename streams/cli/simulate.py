@@ -70,7 +70,7 @@ def cmd_simulate(args, settings: Settings) -> int:
     from streams.replay.cluster import ClusterSpec, build_cluster
     from streams.replay.engine import POLICIES
     from streams.replay.results import changes, job_table, replay, summary
-    from streams.replay.traces import TraceError, head
+    from streams.replay.traces import FILL_RULE, TraceError, head
     from streams.replay.world import SimConfig
 
     policies = tuple(p.strip() for p in args.policies.split(",") if p.strip())
@@ -99,7 +99,7 @@ def cmd_simulate(args, settings: Settings) -> int:
     rows = summary(run, len(cluster.node_ids) * spec.cards_per_node)
     delta = changes(run)
     config = {**cfg.flat(), "jobs": args.jobs, "network": args.network, "sites": cluster.sites,
-              "limit": args.limit, "seeds": args.seeds, "fill_rule_missing_gbps": _fill_rule()}
+              "limit": args.limit, "seeds": args.seeds, "fill_rule_missing_gbps": FILL_RULE}
     result = {"trace": trace.source, "jobs": len(trace), "nodes": len(cluster.node_ids), "sites": cluster.sites,
               "wall_s": round(time.perf_counter() - t0, 1), "config": config, "summary": rows, "changes": delta}
     if args.png:
@@ -125,12 +125,6 @@ def cmd_simulate(args, settings: Settings) -> int:
     else:
         _print(result)
     return 0
-
-
-def _fill_rule() -> str:
-    from streams.replay.traces import FILL_RULE
-
-    return FILL_RULE
 
 
 def _print(result: dict) -> None:

@@ -121,6 +121,7 @@ class Truth:
     loss: np.ndarray  # float64[S, S] loss bursts in force
     rack_names: list[str]
     rack_site: np.ndarray  # int64[G]
+    _names: tuple[list[str], list[str]] | None = None  # (src, dst) of the probed paths
 
     @classmethod
     def of(cls, cluster: Cluster) -> Truth:
@@ -148,13 +149,14 @@ class Truth:
         loss = np.where(site[a] == site[b], 0.0, sl[site[a], site[b]])
         crossing = uplink_jobs.ravel()
         util = 1.0 - 1.0 / (1.0 + np.maximum(crossing[a], crossing[b]))
-        names = [f"rack:{x}" for x in self.rack_names]
-        src, dst = [names[i] for i in a], [names[i] for i in b]
         k = len(self.cluster.sites)
         s_idx, r_idx = np.meshgrid(np.arange(k), g, indexing="ij")
         s_idx, r_idx = s_idx.ravel(), r_idx.ravel()
-        src += [f"store.{self.cluster.sites[s]}" for s in s_idx]
-        dst += [names[r] for r in r_idx]
+        if self._names is None:  # the probed paths never change: their names are built once
+            names = [f"rack:{x}" for x in self.rack_names]
+            self._names = ([names[i] for i in a] + [f"store.{self.cluster.sites[s]}" for s in s_idx],
+                           [names[i] for i in b] + [names[r] for r in r_idx])
+        src, dst = self._names
         rtt = np.concatenate([rtt, np.where(site[r_idx] == s_idx, f.site_rtt_ms, srtt[s_idx, site[r_idx]])])
         loss = np.concatenate([loss, np.where(site[r_idx] == s_idx, 0.0, sl[s_idx, site[r_idx]])])
         util = np.concatenate([util, 1.0 - 1.0 / (1.0 + crossing[r_idx])])

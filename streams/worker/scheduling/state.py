@@ -176,17 +176,17 @@ class Scheduler:
         if exclude:
             nodes = dataclasses.replace(nodes, available=nodes.available & ~np.isin(nodes.ids, list(exclude)))
         usable = nodes.usable.copy()  # what each placement of the batch leaves to the next
-        scored = {}
-        for profile in sorted({self._profile(t) for t in tasks}):
-            group = [j for j, t in enumerate(tasks) if self._profile(t) == profile]
-            scored[profile] = BatchScores(self, [tasks[j] for j in group], nodes, profile), {j: k for k, j in
-                                                                                               enumerate(group)}
+        profiles = [self._profile(t) for t in tasks]
+        scored, row = {}, {}  # profile -> its tasks scored; task position -> its row there
+        for profile in sorted(set(profiles)):
+            group = [j for j, p in enumerate(profiles) if p == profile]
+            scored[profile] = BatchScores(self, [tasks[j] for j in group], nodes, profile)
+            row.update({j: k for k, j in enumerate(group)})
         out = []
         for j, task in enumerate(tasks):
             if placeable_only and int(np.all(usable[nodes.available] >= need(task), axis=1).sum()) < task.peers:
                 continue
-            batch, pos = scored[self._profile(task)]
-            out.append(self._place_one(task, batch, pos[j], nodes, usable, reserve, now))
+            out.append(self._place_one(task, scored[profiles[j]], row[j], nodes, usable, reserve, now))
         return out
 
     def _profile(self, task: Task) -> str:

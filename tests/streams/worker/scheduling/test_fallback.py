@@ -71,13 +71,19 @@ def _degrade_home(s, now):
     s.touch()
 
 
-def test_a_move_holds_both_ends_until_the_task_starts_at_the_target():
-    now = time.time()
+def _moved(now):
+    """A task started on n0 whose home paths degrade: the reschedule event moving it."""
     s = world(now)
     s.decide(job(), now)
     s.start("j", ["n0"])
     _degrade_home(s, now + 10)
     (ev,) = s.reschedule(now + 11)
+    return s, ev
+
+
+def test_a_move_holds_both_ends_until_the_task_starts_at_the_target():
+    now = time.time()
+    s, ev = _moved(now)
     assert ev.to_nodes == ["n1"] and sorted(s.ledger.nodes_of("j")) == ["n0", "n1"]  # both held
     s.start("j", ["n1"])
     assert s.ledger.nodes_of("j") == ["n1"]  # the source is free once it runs at the target
@@ -85,11 +91,7 @@ def test_a_move_holds_both_ends_until_the_task_starts_at_the_target():
 
 def test_a_move_that_never_starts_rolls_back():
     now = time.time()
-    s = world(now)
-    s.decide(job(), now)
-    s.start("j", ["n0"])
-    _degrade_home(s, now + 10)
-    (ev,) = s.reschedule(now + 11)
+    s, ev = _moved(now)
     beat(s, now + 400)
     (back,) = s.expire_starts(now + 400, 300.0, 3)
     assert (back.trigger, back.from_nodes, back.to_nodes) == ("rollback", ["n1"], ["n0"])
