@@ -3,10 +3,12 @@
 - rank: feasible nodes by composite, best first; ties go to the lower node index (deterministic);
 - reserve: the caller's ``reserve(node) -> bool`` (the state may be seconds old: a node can refuse);
   a refusal is recorded as a fallback and the next candidate is tried;
-- gangs: a job of ``gang`` workers takes ``gang`` distinct nodes or none. The first worker goes to
-  the best node for the job; the others are ranked by ``alpha x compute + (1 - alpha) x quality to the
-  first`` (co-workers want a good path to each other). If the gang cannot be completed every
-  reservation made for it is released (``unreserve``);
+- gangs: a job of ``gang`` workers takes ``gang`` distinct nodes or none. The others are ranked by
+  ``alpha x compute + (1 - alpha) x quality to the first`` (co-workers want a good path to each
+  other). The first worker goes to the node that leads the best whole gang among the ``lookahead``
+  best nodes for the job (a node whose rack has room for its co-workers beats an equal one whose
+  co-workers would sit across the fabric); when none of those can lead a full gang, to the best node.
+  If the gang cannot be completed every reservation made for it is released (``unreserve``);
 - priorities: the queue is served starving tasks first (waited at least ``max_wait_s``, longest
   first), then by priority, then first come first served;
 - every reservation subtracts the job's needs from ``usable`` so later jobs see what is left.
@@ -14,6 +16,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -69,6 +72,7 @@ def place(
     reserve: Callable[[int], bool] | None = None,
     unreserve: Callable[[int], None] | None = None,
     peer_scores: Callable[[int], np.ndarray] | None = None,
+    lookahead: int = 8,
 ) -> Placement:
     """Place one job (``scores``: its composite per node, -inf where infeasible).
 
@@ -78,6 +82,7 @@ def place(
     result = Placement()
     reserve = reserve or (lambda n: True)
     refused: set[int] = set()
+    others_of = functools.cache(peer_scores or (lambda first: scores))  # each first's peers, once
 
     def take(values: np.ndarray, exclude: set[int]) -> int | None:
         """The best node by ``values`` that fits now and reserves (best first, ties by index)."""
@@ -99,13 +104,14 @@ def place(
                 return None
             k *= 4
 
-    first = take(scores, set())
+    ahead = gang > 1 and peer_scores is not None and lookahead > 1
+    first = take(_leads(scores, usable, need, gang, others_of, lookahead), set()) if ahead else None
+    first = take(scores, set()) if first is None else first
     if first is None:
         return result
     chosen = [first]
     if gang > 1:
-        others = peer_scores(first) if peer_scores is not None else scores
-        order = np.where(np.isfinite(scores), others, -np.inf)
+        order = np.where(np.isfinite(scores), others_of(first), -np.inf)
         while len(chosen) < gang:
             n = take(order, set(chosen))
             if n is None:
@@ -118,6 +124,24 @@ def place(
             chosen.append(n)
     result.nodes = chosen
     return result
+
+
+def _leads(scores: np.ndarray, usable: np.ndarray, need: np.ndarray, gang: int,
+           others_of: Callable[[int], np.ndarray], k: int) -> np.ndarray:
+    """float64[N]: for the ``k`` best nodes that fit, the value (``gang_value``) of the best gang each
+    would lead with what fits now; -inf for every other node and for a node that cannot lead a full
+    gang."""
+    fits = np.isfinite(scores) & np.all(usable >= need, axis=1)
+    lead = np.full(scores.shape, -np.inf)
+    for c in top(np.where(fits, scores, -np.inf), k):
+        c = int(c)
+        peer = others_of(c)
+        cand = fits.copy()
+        cand[c] = False
+        rest = top(np.where(cand, peer, -np.inf), gang - 1)
+        if rest.size == gang - 1:
+            lead[c] = gang_value(scores, peer, [c, *(int(m) for m in rest)])
+    return lead
 
 
 def gang_value(scores: np.ndarray, peer: np.ndarray, members: list[int]) -> float:

@@ -20,7 +20,9 @@ Per task and evaluation (one per window of fresh state):
 - cost of a move (s) = checkpoint save + state transfer (checkpoint GB x 8 / path Gbit/s) + restore
   + queueing at the target; expected gain (s) = remaining time x (1 - current / target composite)
   (throughput taken proportional to the composite score); the task moves when gain > cost x (1 +
-  ``margin``);
+  ``margin``). Remaining time is the expected duration less the time it has run (all placements),
+  but never less than ``min_remaining_share`` of the expected duration: an estimate is an estimate,
+  and a task that overran it — often because it runs slowly where it is — must stay movable;
 - a moved task rests for ``cooldown_s``.
 Deterministic: the same arrays in give the same moves out.
 """
@@ -54,6 +56,7 @@ class ReschedulePolicy:
     restore_s: float = 30.0
     margin: float = 0.2
     cooldown_s: float = 600.0
+    min_remaining_share: float = 0.1
 
     def by_sensitivity(self, alpha: np.ndarray, sensitive, default, stable) -> np.ndarray:
         """Per task: ``sensitive`` below ``sensitive_alpha``, ``stable`` from ``stable_alpha``, else ``default``."""
@@ -95,6 +98,13 @@ def migration_cost_s(checkpoint_gb: np.ndarray, path_gbps: np.ndarray, queue_s: 
         transfer = np.where(gb > 0, gb * 8.0 / bw, 0.0)
     transfer = np.where(np.isfinite(transfer), transfer, np.inf)
     return policy.checkpoint_save_s + transfer + policy.restore_s + np.asarray(queue_s, dtype=np.float64)
+
+
+def remaining_s(expected_s: np.ndarray, ran_s: np.ndarray, policy: ReschedulePolicy = DEFAULT_POLICY) -> np.ndarray:
+    """What is left of each task: its expected duration less what it has run, at least
+    ``min_remaining_share`` of the expected duration (an overrunning task is not done)."""
+    expected = np.asarray(expected_s, dtype=np.float64)
+    return np.maximum(expected - np.asarray(ran_s, dtype=np.float64), policy.min_remaining_share * expected)
 
 
 def expected_gain_s(current: np.ndarray, target: np.ndarray, remaining_s: np.ndarray) -> np.ndarray:

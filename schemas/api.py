@@ -155,6 +155,7 @@ class RunningState(ApiModel):
     checkpoint_gb: float | None = None
     restarts: int = 0
     started: bool = False  # a runner reported it started where it runs (no start timeout after a restart)
+    ran_s: float = 0.0  # time it ran at its earlier placements
 
 
 class TaskRecord(ApiModel):

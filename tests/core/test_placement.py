@@ -43,9 +43,26 @@ def test_gang_members_follow_the_quality_to_the_first_worker():
     # node 1 is best for the job; from node 1, node 3 is much closer than node 2
     scores = np.array([10.0, 90.0, 85.0, 60.0])
     usable = np.full((4, 1), 8.0)
-    to_first = {1: np.array([0.0, 0.0, 20.0, 95.0])}
+    to_first = {0: np.zeros(4), 1: np.array([0.0, 0.0, 20.0, 95.0]), 2: np.array([0.0, 20.0, 0.0, 10.0]),
+                3: np.array([0.0, 95.0, 20.0, 0.0])}
+    # gangs led by 1: (90 + 95) / 2 = 92.5; by 2: (85 + 20) / 2 = 52.5; by 3: (60 + 95) / 2 = 77.5
     p = place(scores, np.array([8.0]), usable, gang=2, peer_scores=lambda n: to_first[n])
     assert p.nodes == [1, 3]
+
+
+def test_the_first_worker_is_the_one_that_leads_the_best_gang():
+    # node 0 is a shade better alone, but its co-workers would sit across the fabric (40); node 1's
+    # rack has room for one (95). Led by 0: (90 + 40) / 2 = 65; led by 1: (89 + 95) / 2 = 92
+    scores = np.array([90.0, 89.0, 50.0, 50.0])
+    to_first = {0: np.array([0.0, 40.0, 40.0, 40.0]), 1: np.array([40.0, 0.0, 95.0, 95.0]),
+                2: np.array([40.0, 95.0, 0.0, 95.0]), 3: np.array([40.0, 95.0, 95.0, 0.0])}
+    peer = lambda n: to_first[n]  # noqa: E731
+    assert place(scores, np.array([8.0]), np.full((4, 1), 8.0), gang=2, peer_scores=peer).nodes == [1, 2]
+    # without looking ahead: the best node first, then its best co-worker (ties: lower index)
+    assert place(scores, np.array([8.0]), np.full((4, 1), 8.0), gang=2, peer_scores=peer, lookahead=1).nodes == [0, 1]
+    # node 1 refuses: the next best leader (2, (50 + 95) / 2 = 72.5 > 65) leads, never a half gang
+    p = place(scores, np.array([8.0]), np.full((4, 1), 8.0), gang=2, peer_scores=peer, reserve=lambda n: n != 1)
+    assert p.nodes == [2, 3] and p.fallbacks == [(1, "reservation_failed")]
 
 
 def test_anti_starvation_order():

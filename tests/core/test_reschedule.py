@@ -7,6 +7,7 @@ from core.reschedule import (
     evaluate,
     expected_gain_s,
     migration_cost_s,
+    remaining_s,
 )
 from core.vocabulary import DEGRADATION, IMPROVEMENT, NODE_JOINED
 
@@ -29,6 +30,16 @@ def test_cost_and_gain_worked_example():
     assert expected_gain_s(np.array([40.0]), np.array([80.0]), np.array([7200.0]))[0] == pytest.approx(3600.0)
     assert expected_gain_s(np.array([80.0]), np.array([40.0]), np.array([7200.0]))[0] == 0.0
     assert migration_cost_s(np.array([1.0]), np.array([0.0]), np.array([0.0]))[0] == np.inf  # no path
+
+
+def test_remaining_time_worked_example_and_an_overrunning_task_stays_movable():
+    # expected 10 h: ran 4 h -> 6 h left; ran 9.5 h -> 1 h (the 10 % floor, not 0.5 h); ran 30 h -> 1 h
+    got = remaining_s(np.array([36000.0] * 3), np.array([14400.0, 34200.0, 108000.0]))
+    assert got.tolist() == [21600.0, 3600.0, 3600.0]
+    assert remaining_s(np.zeros(0), np.zeros(0)).shape == (0,)
+    # a gang that runs 3x slower than estimated overran; composite 54 -> 74 still pays for a 62 s move
+    left = remaining_s(np.array([237670.0]), np.array([400000.0]))
+    assert one(54.0, 74.0, streak=5, remaining=left[0], cost=62.0).move[0]
 
 
 def test_sensitive_job_moves_when_latency_doubles():

@@ -88,7 +88,7 @@ class SchedulingService:
                     moves=r.moves, baseline_loss=_nan(r.baseline_loss),
                     seen_window_end=-math.inf if r.seen_window_end is None else r.seen_window_end,
                     checkpoint_at=_nan(r.checkpoint_at), checkpoint_gb=_nan(r.checkpoint_gb), restarts=r.restarts,
-                    started=r.started))
+                    started=r.started, ran_s=r.ran_s))
             elif rec.status == "queued":
                 self.sched.pending[task.id] = Pending(task, task.submitted_at or time.time())
         self.restored = True

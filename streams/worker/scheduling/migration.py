@@ -19,6 +19,7 @@ from core.reschedule import (
     evaluate,
     gang_path_state,
     migration_cost_s,
+    remaining_s,
     worst_known,
     worst_loss_per_task,
     worst_per_task,
@@ -45,6 +46,7 @@ def moved(sched, run, to_nodes: list[str], now: float, net, rows: np.ndarray, co
     else:
         run.rollback = (list(run.nodes), run.baseline_p95, run.baseline_loss, run.seen_window_end, leaving)
     run.nodes = to_nodes
+    run.ran_s = run.ran_for(now)
     run.placed_at = now
     run.cooldown_until = now + sched.policy.cooldown_s
     run.moves += 1
@@ -133,7 +135,7 @@ def _evaluate_group(sched, nodes: NodeView, group: list, x, net, eps: list[str],
             r.seen_window_end = max(r.seen_window_end, float(newest[t]))
     cost = migration_cost_s(np.array([r.state_gb for r in group]), net.between_nodes(best_node, cur),
                             nodes.queue_s[best_node], sched.policy)
-    remaining = np.array([max(r.task.expected_duration_s - (now - r.placed_at), 0.0) for r in group])
+    remaining = remaining_s([r.task.expected_duration_s for r in group], [r.ran_for(now) for r in group], sched.policy)
     joined = nodes.joined_at[best_node] > np.array([r.placed_at for r in group])
     return evaluate(current, best, deg, joined, alpha, np.array([r.streak for r in group]), remaining, cost,
                     np.array([now < r.cooldown_until for r in group]), sched.policy, forecast=forecast_only,
@@ -180,10 +182,10 @@ def migrate_gang(sched, r, nodes: NodeView, now: float) -> RescheduleEvent | Non
         r.seen_window_end = max(r.seen_window_end, newest)
     cost = migration_cost_s(np.full(len(leaving), r.state_gb), net.between_nodes(leaving, arriving),
                             nodes.queue_s[arriving], sched.policy)
-    remaining = max(task.expected_duration_s - (now - r.placed_at), 0.0)
+    remaining = remaining_s([task.expected_duration_s], [r.ran_for(now)], sched.policy)
     joined = bool((nodes.joined_at[arriving] > r.placed_at).any())
     ev = evaluate(np.array([current]), np.array([best]), deg, np.array([joined]), np.array([alpha]),
-                  np.array([r.streak]), np.array([remaining]), np.array([float(cost.max())]),
+                  np.array([r.streak]), remaining, np.array([float(cost.max())]),
                   np.array([now < r.cooldown_until]), sched.policy, fresh=np.array([fresh]),
                   node_failed=np.array([not nodes.available[members].all()]))
     r.streak = int(ev.streak[0])

@@ -53,6 +53,11 @@ class Running:
     started: bool = False  # the runner said it started where it is now
     refused: list[str] = field(default_factory=list)  # nodes that refused it or where it failed to start
     rollback: tuple | None = None  # a move not confirmed yet: (nodes, baseline p95, loss, window end, left)
+    ran_s: float = 0.0  # time it ran at its earlier placements (a move adds the time since placed_at)
+
+    def ran_for(self, now: float) -> float:
+        """How long it has run, over all its placements (what its remaining time is estimated from)."""
+        return self.ran_s + max(now - self.placed_at, 0.0)
 
     @property
     def progress_since(self) -> float:

@@ -85,6 +85,9 @@ def test_a_move_holds_both_ends_until_the_task_starts_at_the_target():
     now = time.time()
     s, ev = _moved(now)
     assert ev.to_nodes == ["n1"] and sorted(s.ledger.nodes_of("j")) == ["n0", "n1"]  # both held
+    # the 11 s it ran on n0 still count towards its expected duration at n1
+    r = s.running["j"]
+    assert (r.ran_s, r.placed_at, r.ran_for(now + 20)) == (11.0, now + 11, 20.0)
     s.start("j", ["n1"])
     assert s.ledger.nodes_of("j") == ["n1"]  # the source is free once it runs at the target
 
