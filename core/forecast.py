@@ -1,19 +1,36 @@
-"""Forecasting many series at once from their own history: trend + daily rhythm + weekday offsets.
+"""Forecasting many network series at once from their own history: the current regime's level, a
+daily profile only where the series' own past shows it helps, and an upper quantile.
 
-Input: ``history`` float[S, T] at a fixed step, oldest first, NaN for gaps; ``day`` = samples per day.
-Model per series, robust to outliers and gaps:
-1. trend: a straight line fitted by iteratively reweighted least squares with Huber weights
-   (outliers barely pull it), first to the raw history, then to history minus the daily profile;
-2. daily profile: per slot of the day, the median over the days of history minus the trend
-   (steps 1 and 2 alternate twice);
-3. weekday offsets: per day of the week, the median of what is left (0 where a weekday has no data).
-Forecast of step k after the history: level + slope (T + k) + profile[(T + k) mod day] + offset.
-Vectorised over series: numpy reductions over a [S, days, day] view, no loop over series.
+Real RTT series sit on flat levels that jump (reroutes), with upward spikes and failed probes; a few
+carry a daily rhythm. A straight line or a daily profile fitted over all days follows neither. Model
+per series (``history`` float[S, T] at a fixed step, oldest first, NaN for gaps, index 0 at UTC
+midnight so the daily slots line up with the calendar; ``day`` = samples per day):
 
-Baselines for backtests: last value, and seasonal naive (the value one day earlier).
+1. noise scale ``sigma``: 1.4826 x median |one-step change| / sqrt 2 over the last day (changes of
+   consecutive known samples; spikes and shifts barely move a median);
+2. level (``regime_level``): the median of the last ``base`` known samples — unless the newest ones
+   form a run of at least ``run_min`` samples all on one side of that median by more than
+   ``shift_k`` sigma: a level shift, and the level is the median of that run (a lone spike is not a
+   run; a shift shows after ``run_min`` samples);
+3. daily profile: per slot of the day, the median over days of the sample less its day's level
+   (linear between the medians of neighbouring days, so a trend is not taken for a rhythm), smoothed
+   over 1/192 of a day either side, centred. Used only when, over origins every ``horizon`` steps in the last ``select_days`` days,
+   level + profile (the level taken on the series less its profile, the profile from the days
+   before those origins; with less than ``select_days`` + 2 days of history, the origins after its
+   first two days) beats the level alone by ``profile_gain`` in median |error| (spikes in the truth
+   must not decide); otherwise the series has no rhythm worth the noise it adds;
+4. forecast (p50) of step k: level + profile[(T + k) mod day] (profile 0 when not used); ``upper``:
+   p50 + the ``quantile`` of the errors the same method made at those origins (all steps pooled, at
+   least 0) — preventive rescheduling acts on it, not on the point.
+Vectorised over series: one numba kernel, parallel over series, no Python loop over series.
+
+Baselines: last value and seasonal naive (the value one day earlier). Errors: MAE, and MASE scaled
+by the in-sample MAE of the one-step naive forecast (the change from one known sample to the next).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numba as nb
 import numpy as np
@@ -22,105 +39,214 @@ from core.quiet import quiet_nan_warnings
 from core.vocabulary import MAD_TO_SIGMA
 
 
-def fit_forecast(history: np.ndarray, horizon: int, day: int, week_days: int = 7) -> np.ndarray:
-    """float[S, horizon]: the forecast of every series for the next ``horizon`` steps."""
+@dataclass(frozen=True)
+class ForecastModel:
+    base: int = 15  # samples the calm level is the median of
+    run_min: int = 2  # newest samples beyond the threshold on one side that make a shift
+    shift_k: float = 3.0  # sigmas a shifted sample lies from the level
+    window: int = 30  # longest run (and newest samples) the level looks at
+    select_days: float = 2.0  # the series' own past the profile must prove itself on
+    profile_gain: float = 0.1  # the profile is used when it cuts that past error by this share
+    quantile: float = 0.9  # of the past errors, for ``upper``
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.base <= self.window or self.run_min < 1 or self.shift_k <= 0:
+            raise ValueError("1 <= base <= window, run_min >= 1, shift_k > 0")
+        if self.select_days <= 0 or not 0 <= self.profile_gain < 1 or not 0.5 <= self.quantile < 1:
+            raise ValueError("select_days > 0, 0 <= profile_gain < 1, 0.5 <= quantile < 1")
+
+
+DEFAULT_MODEL = ForecastModel()
+
+
+@dataclass
+class Forecast:
+    p50: np.ndarray  # float64[S, horizon]
+    upper: np.ndarray  # float64[S, horizon] the model's quantile
+    seasonal: np.ndarray  # bool[S] the daily profile was used
+
+
+def forecast(history: np.ndarray, horizon: int, day: int, model: ForecastModel = DEFAULT_MODEL) -> Forecast:
+    """The forecast of every series for the next ``horizon`` steps (NaN for a series with no data)."""
     y = np.asarray(history, dtype=np.float64)
     if y.ndim != 2:
         raise ValueError("history must be [series, time]")
-    s, t = y.shape
-    if t < 2 * day:
-        raise ValueError(f"need at least two days of history ({2 * day} samples), got {t}")
-    # index 0 of the history is slot 0 of day 0 (give histories that start at midnight for calendar
-    # days); a last partial day is padded with gaps so every day lines up
-    days = -(-t // day)
-    padded = np.full((s, days * day), np.nan)
-    padded[:, :t] = y
-    a, b, prof, offsets = _fit_rows(padded.reshape(s, days, day), week_days)
-    future = t + np.arange(horizon)
-    return (a[:, None] + b[:, None] * future + prof[:, future % day]
-            + offsets[:, (future // day) % week_days])
+    if horizon < 1 or day < 2:
+        raise ValueError("horizon >= 1 and day >= 2 samples")
+    p50, upper, seasonal = _forecast_rows(np.ascontiguousarray(y), horizon, day, model.base, model.run_min,
+                                          model.shift_k, model.window, int(round(model.select_days * day)),
+                                          model.profile_gain, model.quantile)
+    return Forecast(p50, upper, seasonal)
 
 
-@nb.njit(parallel=True, cache=True)
-def _fit_rows(y3, week_days):
-    """Per series (in parallel): line and daily profile alternated twice, then weekday offsets."""
-    s, days, day = y3.shape
-    t = days * day
-    a_out = np.zeros(s)
-    b_out = np.zeros(s)
-    prof_out = np.zeros((s, day))
-    off_out = np.zeros((s, week_days))
-    for r in nb.prange(s):
-        yr = y3[r].ravel()
-        prof = np.zeros(day)
-        work = np.empty(t)
-        buf = np.empty(max(days, t))
-        a = 0.0
-        b = 0.0
-        for _ in range(2):
-            for i in range(t):
-                work[i] = yr[i] - prof[i % day]
-            a, b = _huber_line(work, buf)
-            for j in range(day):  # the profile: median over days of what the line leaves
-                m = 0
-                for d in range(days):
-                    v = yr[d * day + j]
-                    if v == v:
-                        buf[m] = v - (a + b * (d * day + j))
-                        m += 1
-                prof[j] = np.median(buf[:m]) if m else 0.0
-        for wd in range(week_days):  # weekday offsets: median of what is left on that weekday
-            m = 0
-            for d in range(wd, days, week_days):
-                for j in range(day):
-                    i = d * day + j
-                    v = yr[i]
-                    if v == v:
-                        buf[m] = v - (a + b * i) - prof[j]
-                        m += 1
-            off_out[r, wd] = np.median(buf[:m]) if m else 0.0
-        a_out[r] = a
-        b_out[r] = b
-        prof_out[r] = prof
-    return a_out, b_out, prof_out, off_out
+def fit_forecast(history: np.ndarray, horizon: int, day: int, model: ForecastModel = DEFAULT_MODEL) -> np.ndarray:
+    """float[S, horizon]: the p50 forecast (see :func:`forecast`)."""
+    return forecast(history, horizon, day, model).p50
 
 
 @nb.njit(cache=True)
-def _huber_line(y, buf, iterations=4, c=1.345):
-    """Intercept and slope of y ~ a + b i by Huber IRLS (scale from the least-squares fit), NaN ignored."""
-    t = y.shape[0]
-    a = 0.0
-    b = 0.0
-    scale = -1.0
-    for _ in range(iterations):
-        sw = sx = sy = sxx = sxy = 0.0
-        for i in range(t):
-            v = y[i]
+def _newest(y, end, n, out):
+    """The newest ``n`` known samples of ``y`` before index ``end`` into ``out`` (oldest first); how many."""
+    m = 0
+    i = end - 1
+    while i >= 0 and m < n:
+        if y[i] == y[i]:
+            m += 1
+            out[n - m] = y[i]
+        i -= 1
+    for j in range(m):  # shift them to the front
+        out[j] = out[n - m + j]
+    return m
+
+
+@nb.njit(cache=True)
+def regime_level(y, end, sigma, base, run_min, shift_k, window, buf):
+    """The level of ``y[:end]`` (module docstring, step 2); NaN when nothing is known."""
+    m = _newest(y, end, window, buf)
+    if m == 0:
+        return np.nan
+    b = min(base, m)
+    level = np.median(buf[m - b:m])
+    limit = shift_k * sigma
+    last = buf[m - 1] - level
+    if abs(last) <= limit:
+        return level
+    run = 0
+    while run < m and abs(buf[m - 1 - run] - level) > limit and (buf[m - 1 - run] - level) * last > 0:
+        run += 1
+    if run < run_min:
+        return level
+    return np.median(buf[m - run:m])
+
+
+@nb.njit(cache=True)
+def _sigma(y, end, day, buf):
+    """Noise scale from the one-step changes of the last day's known samples (module docstring, step 1)."""
+    m = 0
+    prev = np.nan
+    for i in range(max(0, end - day), end):
+        v = y[i]
+        if v == v:
+            if prev == prev:
+                buf[m] = abs(v - prev)
+                m += 1
+            prev = v
+    s = MAD_TO_SIGMA * np.median(buf[:m]) / np.sqrt(2.0) if m else 0.0
+    return s if s > 1e-12 else 1e-12
+
+
+@nb.njit(cache=True)
+def _profile(y, end, day, out, buf):
+    """Daily profile of ``y[:end]`` (module docstring, step 3) into ``out``; False with under two days."""
+    days = end // day
+    if days < 2:
+        out[:] = 0.0
+        return False
+    med = np.empty(days)
+    for d in range(days):
+        m = 0
+        for j in range(day):
+            v = y[d * day + j]
             if v == v:
-                if scale > 0:
-                    u = abs(v - (a + b * i)) / (c * scale)
-                    wi = 1.0 if u <= 1.0 else 1.0 / u
-                else:
-                    wi = 1.0
-                sw += wi
-                sx += wi * i
-                sy += wi * v
-                sxx += wi * i * i
-                sxy += wi * i * v
-        det = sw * sxx - sx * sx
-        b = (sw * sxy - sx * sy) / det if det > 1e-12 else 0.0
-        a = (sy - b * sx) / sw if sw > 0 else 0.0
-        if scale < 0:
-            m = 0
-            for i in range(t):
-                v = y[i]
-                if v == v:
-                    buf[m] = abs(v - (a + b * i))
-                    m += 1
-            scale = MAD_TO_SIGMA * np.median(buf[:m]) if m else 1.0
-            if not scale > 0:
-                scale = 1.0
-    return a, b
+                buf[m] = v
+                m += 1
+        med[d] = np.median(buf[:m]) if m else np.nan
+    for j in range(day):
+        m = 0
+        for d in range(days):
+            v = y[d * day + j] - _day_base(med, d, (j + 0.5) / day - 0.5)
+            if v == v:
+                buf[m] = v
+                m += 1
+        out[j] = np.median(buf[:m]) if m else 0.0
+    w = day // 192  # smoothed over the slots within 1/192 of a day either side (7.5 min at 1-min slots)
+    if w > 0:
+        raw = out.copy()
+        for j in range(day):
+            acc = 0.0
+            for k in range(-w, w + 1):
+                acc += raw[(j + k) % day]
+            out[j] = acc / (2 * w + 1)
+    out -= np.median(out)
+    return True
+
+
+@nb.njit(cache=True)
+def _day_base(med, d, x):
+    """The series' level at ``x`` days from the middle of day ``d``: linear between the medians of
+    neighbouring days (a trend does not leak into the profile as a ramp), the nearest segment's line
+    at the ends, day d's own median when a neighbour has none."""
+    days = med.size
+    e = d + 1 if (x >= 0 and d + 1 < days) or d == 0 else d - 1
+    if e < 0 or e >= days or med[e] != med[e]:
+        return med[d]
+    return med[d] + (med[e] - med[d]) * x / (e - d)
+
+
+@nb.njit(cache=True)
+def _past_errors(y, z, prof, start, end, horizon, day, sigma, base, run_min, shift_k, window, buf, errs):
+    """Signed errors (truth - forecast) at origins ``start``, ``start + horizon``, ... up to ``end``:
+    of the level on ``z`` plus ``prof`` (all zero: the plain level); their count."""
+    n = 0
+    o = start
+    while o + horizon <= end:
+        lv = regime_level(z, o, sigma, base, run_min, shift_k, window, buf)
+        for k in range(horizon):
+            v = y[o + k]
+            if v == v and lv == lv:
+                errs[n] = v - (lv + prof[(o + k) % day])
+                n += 1
+        o += horizon
+    return n
+
+
+@nb.njit(cache=True)
+def _typical_abs(errs, n):
+    """Median |error| (spikes in the truth are no one's to forecast: they must not decide)."""
+    return np.median(np.abs(errs[:n])) if n else np.inf
+
+
+@nb.njit(parallel=True, cache=True)
+def _forecast_rows(y, horizon, day, base, run_min, shift_k, window, select, gain, q):
+    s, t = y.shape
+    p50 = np.full((s, horizon), np.nan)
+    upper = np.full((s, horizon), np.nan)
+    seasonal = np.zeros(s, np.bool_)
+    start = max(t - select, 0)
+    start -= start % day  # the profile is judged on whole days of its own future
+    if start < 2 * day <= t - day:
+        start = 2 * day  # a short history: judged on what follows its first two days
+    for r in nb.prange(s):
+        yr = y[r]
+        buf = np.empty(max(t, window, 2))
+        errs = np.empty(2 * (t - start) + 2)
+        flat = np.zeros(day)
+        sigma = _sigma(yr, t, day, buf)
+        n_plain = _past_errors(yr, yr, flat, start, t, horizon, day, sigma, base, run_min, shift_k, window, buf, errs)
+        plain = _typical_abs(errs, n_plain)
+        prof = np.zeros(day)
+        use = False
+        n_seas = 0
+        if _profile(yr, start, day, prof, buf):  # judged with a profile from the days before
+            z = yr - prof[np.arange(t) % day]
+            n_seas = _past_errors(yr, z, prof, start, t, horizon, day, sigma, base, run_min, shift_k, window, buf,
+                                  errs[n_plain:])
+            use = n_seas > 0 and _typical_abs(errs[n_plain:], n_seas) < (1.0 - gain) * plain
+        if use:
+            errs[:n_seas] = errs[n_plain:n_plain + n_seas].copy()
+            n = n_seas
+            _profile(yr, t, day, prof, buf)  # the forecast uses every day
+        else:
+            prof[:] = 0.0
+            n = n_plain
+        z = yr - prof[np.arange(t) % day]
+        level = regime_level(z, t, sigma, base, run_min, shift_k, window, buf)
+        spread = max(np.quantile(errs[:n], q), 0.0) if n else 0.0
+        for k in range(horizon):
+            p50[r, k] = level + prof[(t + k) % day]
+            upper[r, k] = p50[r, k] + spread
+        seasonal[r] = use
+    return p50, upper, seasonal
 
 
 def last_value(history: np.ndarray, horizon: int) -> np.ndarray:
@@ -144,9 +270,19 @@ def mae(forecast: np.ndarray, actual: np.ndarray) -> np.ndarray:
         return np.nanmean(np.abs(forecast - actual), axis=1)
 
 
-def mase(forecast: np.ndarray, actual: np.ndarray, history: np.ndarray, day: int) -> np.ndarray:
-    """MAE scaled by the in-sample MAE of the seasonal-naive forecast (lag one day)."""
+def naive_scale(history: np.ndarray) -> np.ndarray:
+    """float[S]: the in-sample MAE of the one-step naive forecast — the mean |change| between
+    consecutive known samples of each series (NaN with fewer than two)."""
     h = np.asarray(history, dtype=np.float64)
-    with quiet_nan_warnings():
-        scale = np.nanmean(np.abs(h[:, day:] - h[:, :-day]), axis=1)
+    out = np.full(h.shape[0], np.nan)
+    for i, row in enumerate(h):
+        v = row[~np.isnan(row)]
+        if v.size >= 2:
+            out[i] = np.abs(np.diff(v)).mean()
+    return out
+
+
+def mase(forecast: np.ndarray, actual: np.ndarray, history: np.ndarray) -> np.ndarray:
+    """MAE scaled by the in-sample one-step naive MAE (:func:`naive_scale`); NaN where that is 0."""
+    scale = naive_scale(history)
     return mae(forecast, actual) / np.where(scale > 0, scale, np.nan)

@@ -95,7 +95,8 @@ class ComputeAnswer(ApiModel):
 
 class ForecastPoint(ApiModel):
     t: float
-    value: float
+    value: float  # p50
+    upper: float | None = None  # the forecaster's upper quantile (``quantile`` of the answer)
 
 
 class ForecastAnswer(ApiModel):
@@ -111,6 +112,8 @@ class ForecastAnswer(ApiModel):
     history_steps: int
     start: float = Field(alias="from")
     points: list[ForecastPoint]
+    quantile: float | None = None  # of ``upper``
+    seasonal: bool | None = None  # a daily profile was used (the series' own past showed it helps)
 
 
 class PowerSizing(ApiModel):

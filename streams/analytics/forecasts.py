@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from core.forecast import fit_forecast
+from core.forecast import DEFAULT_MODEL, forecast
 from sinks.duckdb_store import DuckStore
 from sinks.queries import load_series
 
@@ -56,10 +56,11 @@ def forecast_series(values: np.ndarray, start: float, step_s: float, horizon_ste
     have = int(observed[-1] - observed[0] + 1) if observed.size else 0
     if have < 2 * per_day:
         raise NotEnoughHistory(2 * per_day, have, step_s)
-    f = fit_forecast(values[None, :], horizon_steps, per_day)[0]
+    f = forecast(values[None, :], horizon_steps, per_day)
     t0 = start + len(values) * step_s
-    return {"history_steps": have, "from": t0,
-            "points": [{"t": t0 + k * step_s, "value": round(float(v), 6)} for k, v in enumerate(f)]}
+    return {"history_steps": have, "from": t0, "quantile": DEFAULT_MODEL.quantile, "seasonal": bool(f.seasonal[0]),
+            "points": [{"t": t0 + k * step_s, "value": round(float(v), 6), "upper": round(float(u), 6)}
+                       for k, (v, u) in enumerate(zip(f.p50[0], f.upper[0], strict=True))]}
 
 
 def forecast_path(path, src: str, dst: str, metric: str, stat: str, step_s: float, horizon_steps: int,
@@ -71,9 +72,9 @@ def forecast_path(path, src: str, dst: str, metric: str, stat: str, step_s: floa
 
 def worst_forecasts(path, metric: str, stat: str, step_s: float, horizon_steps: int, days: float = 7.0,
                     timeout_s: float = 5.0) -> dict[tuple[str, str], float]:
-    """(src, dst) -> the highest forecast value over the horizon, for every path with two days of
-    history in the last ``days`` (preventive rescheduling reads p95 rtt_ms); one vectorised fit for
-    all of them."""
+    """(src, dst) -> the highest upper-quantile forecast over the horizon (preventive rescheduling acts
+    on a bad outcome that is likely enough, not on the point), for every path with two days of
+    history in the last ``days`` (it reads p95 rtt_ms); one vectorised fit for all of them."""
     with DuckStore.open(path, read_only=True, timeout_s=timeout_s) as store:
         paths, values, first = load_series(store.con, metric, stat, step_s, days)
     if not paths:
@@ -86,7 +87,6 @@ def worst_forecasts(path, metric: str, stat: str, step_s: float, horizon_steps: 
     ok = finite.any(axis=1) & (last_i - first_i + 1 >= 2 * per_day)
     if not ok.any():
         return {}
-    f = fit_forecast(values[ok], horizon_steps, per_day)
-    worst = np.nanmax(f, axis=1)
+    worst = np.nanmax(forecast(values[ok], horizon_steps, per_day).upper, axis=1)
     chosen = [p for p, keep in zip(paths, ok, strict=True) if keep]
     return {p: float(w) for p, w in zip(chosen, worst, strict=True) if math.isfinite(w)}

@@ -24,9 +24,12 @@ def add_parsers(sub) -> None:
     bs.add_argument("--nodes", type=int, default=10_000)
     bs.add_argument("--endpoints", type=int, default=1000, help="distinct endpoints (data sources, repos, peers)")
     bs.add_argument("--json", action="store_true")
-    bf = bsub.add_parser("forecast", help="forecast many 1-minute series (7 days of history) vs seasonal naive")
-    bf.add_argument("--series", type=int, default=10_000)
+    bf = bsub.add_parser("forecast", help="forecast accuracy and speed beside last value, seasonal naive, AutoETS")
+    bf.add_argument("--series", type=int, default=10_000, help="diurnal 1-minute series")
     bf.add_argument("--days", type=int, default=7)
+    bf.add_argument("--ets-series", type=int, default=20, help="diurnal series AutoETS also forecasts (slow)")
+    bf.add_argument("--rtt-dir", default=None, help="labelled RTT traces (default ../shared/data/rtt/artificial_labelled)")
+    bf.add_argument("--no-real", action="store_true", help="the synthetic diurnal class only")
     bf.add_argument("--json", action="store_true")
     bb = bsub.add_parser("battery", help="battery sizing of a year of 1-minute power vs a per-sample reference")
     bb.add_argument("--samples", type=int, default=525_600)
@@ -40,10 +43,51 @@ def add_parsers(sub) -> None:
     br.add_argument("--peers", type=int, default=10, help="paths per node (x 4 metrics each)")
     br.add_argument("--tasks", type=int, default=1000)
     br.add_argument("--json", action="store_true")
+    bt = bsub.add_parser("detect", help="degradation detector vs the 'latency doubles' rule on labelled RTT traces")
+    bt.add_argument("--rtt-dir", default=None, help="labelled RTT traces (default ../shared/data/rtt/artificial_labelled)")
+    bt.add_argument("--min-ratio", type=float, default=1.2, help="rises that count as events (default 1.2x)")
+    bt.add_argument("--json", action="store_true")
     bd = bsub.add_parser("decide", help="decisions per second: a burst one call each vs one batch")
     bd.add_argument("--nodes", type=int, nargs="+", default=[1000, 5000])
     bd.add_argument("--tasks", type=int, default=500, help="tasks per burst")
     bd.add_argument("--json", action="store_true")
+
+
+def _bench_forecast(args) -> int:
+    from pathlib import Path
+
+    from streams.analytics.rtt_series import SeriesError
+    from streams.dev.bench.forecast import bench_forecast
+
+    if args.series < 1 or args.days < 2 or args.ets_series < 0:
+        raise UsageError("--series must be at least 1, --days at least 2 and --ets-series at least 0")
+    if args.rtt_dir is not None and not Path(args.rtt_dir).is_dir():
+        raise UsageError(f"--rtt-dir {args.rtt_dir}: not a directory")
+    kw = {"rtt_dir": None} if args.no_real else ({} if args.rtt_dir is None else {"rtt_dir": args.rtt_dir})
+    try:
+        print_result(bench_forecast(args.series, args.days, ets_series=args.ets_series, **kw), args.json)
+    except SeriesError as exc:
+        raise UsageError(str(exc)) from None
+    return 0
+
+
+def _bench_detect(args) -> int:
+    from pathlib import Path
+
+    from streams.dev.bench.detect import DEFAULT_RTT_DIR, bench_detect
+
+    rtt_dir = args.rtt_dir or DEFAULT_RTT_DIR
+    if not Path(rtt_dir).is_dir():
+        raise UsageError(f"--rtt-dir {rtt_dir}: not a directory (the labelled RTT traces of ../shared/data/rtt)")
+    if args.min_ratio <= 1:
+        raise UsageError("--min-ratio must be above 1")
+    from streams.analytics.rtt_series import SeriesError
+
+    try:
+        print_result(bench_detect(rtt_dir, args.min_ratio), args.json)
+    except SeriesError as exc:
+        raise UsageError(str(exc)) from None
+    return 0
 
 
 def _bench_decide(args) -> int:
@@ -60,7 +104,6 @@ def cmd_bench(args, settings: Settings) -> int:
     from pathlib import Path
 
     from streams.dev.bench.battery import bench_battery
-    from streams.dev.bench.forecast import bench_forecast
     from streams.dev.bench.ingest import bench_ingest
     from streams.dev.bench.reschedule import bench_reschedule
     from streams.dev.bench.scoring import bench_scoring
@@ -72,10 +115,7 @@ def cmd_bench(args, settings: Settings) -> int:
         print_result(bench_battery(args.samples, args.window), args.json)
         return 0
     if args.bench == "forecast":
-        if args.series < 1 or args.days < 2:
-            raise UsageError("--series must be at least 1 and --days at least 2")
-        print_result(bench_forecast(args.series, args.days), args.json)
-        return 0
+        return _bench_forecast(args)
     if args.bench == "sink":
         if args.results < 1:
             raise UsageError("--results must be at least 1")
@@ -87,6 +127,8 @@ def cmd_bench(args, settings: Settings) -> int:
         return 0
     if args.bench == "decide":
         return _bench_decide(args)
+    if args.bench == "detect":
+        return _bench_detect(args)
     if args.bench == "reschedule":
         for name in ("nodes", "peers", "tasks"):
             if getattr(args, name) < 1:

@@ -22,7 +22,9 @@ def print_result(result: dict, as_json: bool) -> None:
         print(json.dumps(result, indent=2))
         return
     for k, v in result.items():
-        if isinstance(v, float):
+        if isinstance(v, dict):  # nested: dotted names
+            print_result({f"{k}.{a}": b for a, b in v.items()}, False)
+        elif isinstance(v, float):
             print(f"{k:36} {v:,.6f}" if v < 1 else f"{k:36} {v:,.2f}")
         else:
             print(f"{k:36} {v}")

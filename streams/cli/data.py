@@ -20,6 +20,9 @@ def add_parsers(sub) -> None:
     bt.add_argument("--step-seconds", type=int, default=60)
     bt.add_argument("--horizon-minutes", type=float, default=60.0)
     bt.add_argument("--day-seconds", type=int, default=86400, help="length of the daily rhythm")
+    bt.add_argument("--days", type=float, default=7.0, help="origins over the last D days (default 7)")
+    bt.add_argument("--every-minutes", type=float, default=0.0, help="between origins (default: the horizon)")
+    bt.add_argument("--rows", action="store_true", help="per-series MASE of every method")
     bt.add_argument("--json", action="store_true")
 
     bat = sub.add_parser("battery", help="size a battery that smooths a power series (MW)")
@@ -89,19 +92,23 @@ def cmd_backtest(args, settings: Settings) -> int:
     from sinks.queries import load_series
     from streams.analytics.backtest import HistoryError, backtest
 
-    if args.step_seconds < 1 or args.horizon_minutes <= 0 or args.day_seconds < args.step_seconds:
-        raise UsageError("--step-seconds >= 1, --horizon-minutes > 0 and --day-seconds >= --step-seconds")
+    if (args.step_seconds < 1 or args.horizon_minutes <= 0 or args.day_seconds < 2 * args.step_seconds
+            or args.days <= 0 or args.every_minutes < 0):
+        raise UsageError("--step-seconds >= 1, --horizon-minutes > 0, --day-seconds >= 2 steps, --days > 0 and "
+                         "--every-minutes >= 0")
     store = DuckStore.open(settings.duckdb_path, read_only=True)
     try:
         try:
-            paths, values, _ = load_series(store.con, args.metric, args.stat, args.step_seconds)
+            paths, values, first = load_series(store.con, args.metric, args.stat, args.step_seconds)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
     finally:
         store.close()
     horizon = max(1, int(round(args.horizon_minutes * 60 / args.step_seconds)))
+    every = int(round(args.every_minutes * 60 / args.step_seconds))
     try:
-        result = backtest(values, horizon, args.day_seconds // args.step_seconds)
+        result = backtest(values, first, args.step_seconds, horizon, args.day_seconds // args.step_seconds,
+                          days=args.days, every=every, rows=args.rows, names=[f"{a}->{b}" for a, b in paths])
     except HistoryError as exc:
         print(f"cnsched: backtest: {len(paths)} series of {args.metric} {args.stat}: {exc}", file=sys.stderr)
         return 1

@@ -1,7 +1,23 @@
+"""The regime forecaster (core/forecast.py): worked examples (a level shift an hour before the origin,
+a shift three samples before it, a lone spike, a diurnal series, gaps and failed probes), the
+kernel against a plain one-series-at-a-time reference, and the error scales."""
+
+import warnings
+
 import numpy as np
 import pytest
 
-from core.forecast import fit_forecast, last_value, mae, mase, seasonal_naive
+from core.forecast import (
+    DEFAULT_MODEL,
+    ForecastModel,
+    fit_forecast,
+    forecast,
+    last_value,
+    mae,
+    mase,
+    naive_scale,
+    seasonal_naive,
+)
 
 DAY = 1440  # 1-minute samples
 
@@ -23,85 +39,185 @@ def synthetic(series=60, days=7, horizon=60, seed=0):
     return hist, clean[:, days * DAY:]
 
 
-def test_beats_seasonal_naive_and_last_value_on_diurnal_series_with_trend_noise_outliers():
+def noisy_level(n, level=10.0, seed=0):
+    return level + np.random.default_rng(seed).normal(0, 0.1, n)
+
+
+def test_a_level_shift_an_hour_before_the_origin_is_the_level():
+    y = noisy_level(3 * DAY)
+    y[-60:] += 30.0  # rerouted an hour ago: 10 -> 40
+    f = forecast(y[None], 30, DAY)
+    assert f.p50[0] == pytest.approx(np.full(30, 40.0), abs=0.1)
+    assert not f.seasonal[0]
+    # the straight line and daily profile of the old model stayed near 10; last value is one noisy sample
+    assert abs(f.p50[0, 0] - 40.0) <= abs(last_value(y[None], 1)[0, 0] - 40.0) + 0.1
+
+
+def test_a_shift_shows_after_two_samples_and_a_lone_spike_is_not_one():
+    y = np.full(3 * DAY, 10.0)
+    y[-2:] = 20.0  # two samples at the new level: a shift
+    assert fit_forecast(y[None], 5, DAY)[0] == pytest.approx(np.full(5, 20.0))
+    y[-2] = 10.0  # one sample at 20: a spike, the level stays
+    assert fit_forecast(y[None], 5, DAY)[0] == pytest.approx(np.full(5, 10.0))
+    y[-40::7] = 150.0  # spikes every 7 samples, the last sample among them
+    y[-1] = 150.0
+    assert fit_forecast(y[None], 5, DAY)[0] == pytest.approx(np.full(5, 10.0))
+
+
+def test_a_diurnal_series_keeps_its_rhythm_and_a_flat_one_gets_no_profile():
+    t = np.arange(int(4.5 * DAY) + 30)  # ends mid-day
+    wave = lambda i: 10 + 3 * np.sin(2 * np.pi * i / DAY)  # noqa: E731
+    f = forecast(np.stack([wave(t), noisy_level(t.size)]), 120, DAY)
+    assert f.seasonal.tolist() == [True, False]
+    assert f.p50[0] == pytest.approx(wave(t.size + np.arange(120)), abs=0.05)
+    assert f.p50[1] == pytest.approx(np.full(120, 10.0), abs=0.1)
+
+
+def test_gaps_and_failed_probes_at_the_end_leave_the_last_known_level():
+    y = noisy_level(3 * DAY)
+    y[-100:-40] = 25.0
+    y[-40:] = np.nan  # the probe stopped answering
+    assert fit_forecast(y[None], 10, DAY)[0] == pytest.approx(np.full(10, 25.0))
+    empty = forecast(np.full((2, 3 * DAY), np.nan), 4, DAY)
+    assert np.isnan(empty.p50).all() and np.isnan(empty.upper).all()
+    assert forecast(np.zeros((0, 3 * DAY)), 4, DAY).p50.shape == (0, 4)
+    short = forecast(np.array([[5.0, np.nan, 5.0]]), 3, DAY)  # less than a day: level only
+    assert short.p50.tolist() == [[5.0] * 3] and not short.seasonal[0]
+
+
+def test_upper_quantile_covers_about_its_share():
+    rng = np.random.default_rng(3)
+    hist = 20 + rng.gamma(2.0, 1.0, (200, 4 * DAY + 60))  # skewed upwards, like RTT
+    f = forecast(hist[:, :-60], 60, DAY, ForecastModel(quantile=0.9))
+    assert (f.upper >= f.p50).all()
+    assert np.mean(hist[:, -60:] <= f.upper) == pytest.approx(0.9, abs=0.03)
+
+
+def test_beats_last_value_and_seasonal_naive_on_diurnal_series_with_trend_noise_outliers():
     hist, truth = synthetic()
     ours = mae(fit_forecast(hist, 60, DAY), truth)
     naive = mae(seasonal_naive(hist, 60, DAY), truth)
     last = mae(last_value(hist, 60), truth)
-    assert np.nanmean(ours) < 0.5 * np.nanmean(naive)
-    assert np.nanmean(ours) < np.nanmean(last)
-    assert (ours < naive).mean() > 0.9  # nearly every series
-    assert np.nanmean(mase(fit_forecast(hist, 60, DAY), truth, hist, DAY)) < 1.0
+    assert np.nanmean(ours) < 0.5 * np.nanmean(naive) and np.nanmean(ours) < 0.5 * np.nanmean(last)
+    assert (ours < last).mean() > 0.8  # most series
 
 
-def test_constant_and_linear_series_are_forecast_exactly():
-    t = np.arange(3 * DAY)
-    hist = np.stack([np.full(t.size, 5.0), 2.0 + 0.01 * t])
-    f = fit_forecast(hist, 10, DAY)
-    assert f[0] == pytest.approx(np.full(10, 5.0))
-    assert f[1] == pytest.approx(2.0 + 0.01 * (3 * DAY + np.arange(10)), rel=1e-6)
+def test_bad_arguments_are_errors():
+    with pytest.raises(ValueError, match="history must be"):
+        forecast(np.zeros(10), 3, DAY)
+    with pytest.raises(ValueError, match="horizon >= 1"):
+        forecast(np.zeros((1, 10)), 0, DAY)
+    with pytest.raises(ValueError, match="base <= window"):
+        ForecastModel(base=40, window=30)
 
 
-def test_too_little_history_is_an_error_naming_what_is_needed():
-    with pytest.raises(ValueError, match="need at least two days of history \\(2880 samples\\), got 100"):
-        fit_forecast(np.zeros((1, 100)), 10, DAY)
-
-
-def test_baselines_worked_example():
+def test_baselines_and_scales_worked_example():
     hist = np.array([[1.0, 2.0, 3.0, 4.0, np.nan]])
     assert last_value(hist, 2).tolist() == [[4.0, 4.0]]
     assert seasonal_naive(np.arange(6.0)[None], 3, 3).tolist() == [[3.0, 4.0, 5.0]]
     assert mae(np.array([[1.0, 3.0]]), np.array([[2.0, 1.0]])).tolist() == [1.5]
+    # one-step naive scale over known samples: 1, 3, (gap), 2 -> changes 2 and 1 -> 1.5
+    h = np.array([[1.0, 3.0, np.nan, 2.0], [7.0, np.nan, np.nan, np.nan]])
+    assert naive_scale(h)[0] == 1.5 and np.isnan(naive_scale(h)[1])
+    # forecast 4 against truth 1 and 7: MAE 3, scaled by 1.5 -> 2
+    assert mase(np.array([[4.0, 4.0]]), np.array([[1.0, 7.0]]), h[:1]).tolist() == [2.0]
 
 
-def test_a_history_ending_mid_day_continues_the_rhythm():
-    t = np.arange(int(3.5 * DAY) + 30)
-    wave = lambda i: 10 + 3 * np.sin(2 * np.pi * i / DAY)  # noqa: E731
-    f = fit_forecast(wave(t)[None], 120, DAY)
-    assert f[0] == pytest.approx(wave(t.size + np.arange(120)), abs=1e-3)
+# ---------------------------------------------------------------- the plain reference
+def ref_level(y, end, sigma, m: ForecastModel):
+    known = [v for v in y[:end] if not np.isnan(v)][-m.window:]
+    if not known:
+        return np.nan
+    x = np.array(known)
+    level = np.median(x[-m.base:])
+    limit = m.shift_k * sigma
+    if abs(x[-1] - level) <= limit:
+        return level
+    side = np.sign(x[-1] - level)
+    run = 0
+    for v in x[::-1]:
+        if abs(v - level) > limit and np.sign(v - level) == side:
+            run += 1
+        else:
+            break
+    return np.median(x[-run:]) if run >= m.run_min else level
 
 
-def reference_forecast(y, horizon, day, week_days=7):
-    """The same model, one series at a time in plain numpy (the kernel's reference)."""
-    import warnings
-
-    t = y.size
-    days = -(-t // day)
-    yp = np.full(days * day, np.nan)
-    yp[:t] = y
-    i = np.arange(days * day)
-    ok = ~np.isnan(yp)
-
-    def huber_line(v):
-        okv = ~np.isnan(v)
-        x, z = i[okv].astype(float), v[okv]
-        w = np.ones_like(z)
-        scale = None
-        for _ in range(4):
-            b, a = np.polyfit(x, z, 1, w=np.sqrt(w))
-            if scale is None:
-                scale = 1.4826 * np.median(np.abs(z - (a + b * x))) or 1.0
-            u = np.abs(z - (a + b * x)) / (1.345 * scale)
-            w = np.where(u <= 1, 1.0, 1.0 / u)
-        return a, b
-
-    prof = np.zeros(day)
+def ref_profile(y, end, day):
+    days = end // day
+    if days < 2:
+        return np.zeros(day), False
+    grid = y[: days * day].reshape(days, day)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        for _ in range(2):
-            a, b = huber_line(yp - prof[i % day])
-            prof = np.nan_to_num(np.nanmedian((yp - (a + b * i)).reshape(days, day), axis=0))
-        resid = (yp - (a + b * i) - prof[i % day]).reshape(days, day)
-        off = np.array([np.nan_to_num(np.nanmedian(resid[wd::week_days])) if resid[wd::week_days].size else 0.0
-                        for wd in range(week_days)])
-    assert ok.any()
-    f = t + np.arange(horizon)
-    return a + b * f + prof[f % day] + off[(f // day) % week_days]
+        med = np.nanmedian(grid, axis=1)
+    x = (np.arange(day) + 0.5) / day - 0.5  # days from the middle of the day
+    base = np.empty((days, day))
+    for d in range(days):  # linear between neighbouring days' medians (the nearest segment at the ends)
+        for j in range(day):
+            e = d + 1 if (x[j] >= 0 and d + 1 < days) or d == 0 else d - 1
+            ok = 0 <= e < days and not np.isnan(med[e])
+            base[d, j] = med[d] + (med[e] - med[d]) * x[j] / (e - d) if ok else med[d]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        prof = np.nan_to_num(np.nanmedian(grid - base, axis=0), nan=0.0)
+    w = day // 192
+    if w:
+        prof = np.array([np.mean(prof[np.arange(j - w, j + w + 1) % day]) for j in range(day)])
+    return prof - np.median(prof), True
 
 
-def test_kernel_matches_the_reference_on_gaps_outliers_and_a_partial_day():
-    hist, _ = synthetic(series=6, days=3, seed=4)
-    hist = hist[:, : 3 * DAY - 200]  # ends mid-day
-    got = fit_forecast(hist, 90, DAY)
-    for r in range(hist.shape[0]):
-        np.testing.assert_allclose(got[r], reference_forecast(hist[r], 90, DAY), rtol=1e-6, atol=1e-6)
+def reference_forecast(y, horizon, day, m: ForecastModel = DEFAULT_MODEL):
+    t = y.size
+    known = y[:t][~np.isnan(y[:t])]
+    last_day = [v for v in y[max(0, t - day):t] if not np.isnan(v)]
+    d = np.abs(np.diff(last_day)) if len(last_day) > 1 else np.zeros(0)
+    sigma = max(1.4826 * np.median(d) / np.sqrt(2) if d.size else 0.0, 1e-12)
+    start = max(t - int(round(m.select_days * day)), 0)
+    start -= start % day
+    if start < 2 * day <= t - day:
+        start = 2 * day
+
+    def past(z, prof):
+        errs = []
+        for o in range(start, t - horizon + 1, horizon):
+            lv = ref_level(z, o, sigma, m)
+            errs += [y[o + k] - (lv + prof[(o + k) % day]) for k in range(horizon)
+                     if not np.isnan(y[o + k]) and not np.isnan(lv)]
+        return np.array(errs)
+
+    plain = past(y, np.zeros(day))
+    prof, ok = ref_profile(y, start, day)
+    errs, seasonal = plain, False
+    if ok:
+        seas = past(y - prof[np.arange(t) % day], prof)
+        plain_typical = np.median(np.abs(plain)) if plain.size else np.inf
+        if seas.size and np.median(np.abs(seas)) < (1 - m.profile_gain) * plain_typical:
+            errs, seasonal = seas, True
+            prof, _ = ref_profile(y, t, day)
+    if not seasonal:
+        prof = np.zeros(day)
+    level = ref_level(y - prof[np.arange(t) % day], t, sigma, m)
+    f = level + prof[(t + np.arange(horizon)) % day]
+    spread = max(np.quantile(errs, m.quantile), 0.0) if errs.size else 0.0
+    assert known.size or np.isnan(f).all()
+    return f, f + spread, seasonal
+
+
+@pytest.mark.parametrize("day", [96, 288])  # 15- and 5-minute samples (the latter smooths the profile)
+def test_kernel_matches_the_reference_on_shifts_spikes_gaps_rhythm_and_a_partial_day(day):
+    rng = np.random.default_rng(4)
+    hist, _ = synthetic(series=4, days=4, seed=4)
+    rows = [hist[r, :: DAY // day] for r in range(4)]
+    level = 30 + rng.normal(0, 0.5, 5 * day - 7)
+    level[200:] += 12.0  # a shift
+    level[-3:] += 40.0  # and another, three samples old
+    level[rng.random(level.size) < 0.03] *= 6  # spikes
+    level[300:340] = np.nan  # failed probes
+    rows += [level, np.full(3 * day, 7.0), np.r_[np.full(2 * day, np.nan), rng.normal(5, 1, day)]]
+    for y in rows:
+        f = forecast(y[None], 9, day)
+        p50, upper, seasonal = reference_forecast(y, 9, day)
+        np.testing.assert_allclose(f.p50[0], p50, rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(f.upper[0], upper, rtol=1e-9, atol=1e-9)
+        assert f.seasonal[0] == seasonal

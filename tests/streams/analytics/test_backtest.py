@@ -36,15 +36,37 @@ def run(path, *args):
                           text=True, env=env, timeout=120)
 
 
-def test_backtest_reports_errors_of_forecast_and_baselines(tmp_path):
+def test_backtest_scores_rolling_origins_on_the_one_step_naive_scale(tmp_path):
     db = tmp_path / "h.duckdb"
     fill(db, days=7)
-    r = run(db, "--json")
+    r = run(db, "--json", "--days", "2", "--rows")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
-    assert out["series"] == 4 and out["horizon_steps"] == 60 and out["history_steps"] == 7 * 1440 - 60
-    assert out["forecast_mae"] < out["seasonal_naive_mae"] and out["forecast_mae"] < out["last_value_mae"]
-    assert out["forecast_mase"] < out["seasonal_naive_mase"]
+    # 7 days, 60-minute horizon every 60 minutes, origins over the last 2 days with two days behind
+    # each: 48 origins x 4 series scored
+    assert (out["series"], out["series_scored"], out["origins"], out["scores"]) == (4, 4, 48, 192)
+    assert out["scale"] == "in-sample MAE of the one-step naive forecast" and out["skipped"] == {}
+    assert out["forecast_mase"] < out["last_value_mase"] and out["forecast_mase"] < out["seasonal_naive_mase"]
+    assert out["forecast_vs_last_value"] == out["forecast_mase"] / out["last_value_mase"]
+    assert [row["series"] for row in out["rows"]] == ["n0->hub", "n1->hub", "n2->hub", "n3->hub"]
+    assert all(row["forecast"] < row["last_value"] for row in out["rows"])
+
+
+def test_backtest_mase_worked_example_and_skipped_series():
+    from streams.analytics.backtest import SKIP_CONSTANT, SKIP_NO_TRUTH, SKIP_SHORT, backtest
+
+    day, horizon = 24, 4  # hourly steps
+    t = 3 * day + horizon
+    up = np.where(np.arange(t) % 2 == 0, 10.0, 12.0)  # alternating: one-step naive error 2
+    values = np.stack([up, np.r_[np.full(t - day, np.nan), np.ones(day)],  # one day of history only
+                       np.r_[np.ones(t - horizon), np.full(horizon, np.nan)],  # nothing after the origin
+                       np.full(t, 5.0)])  # constant: naive error 0
+    out = backtest(values, 0.0, 3600.0, horizon, day, days=horizon / day)
+    assert out["origins"] == 1 and out["series_scored"] == 1
+    assert out["skipped"] == {SKIP_SHORT: 1, SKIP_NO_TRUTH: 1, SKIP_CONSTANT: 1}
+    # last value 12 against truth 10, 12, 10, 12: MAE 1, scale 2 -> MASE 0.5; seasonal naive (a day
+    # earlier: the same phase) is exact
+    assert out["last_value_mase"] == 0.5 and out["seasonal_naive_mase"] == 0.0
 
 
 def test_too_little_history_says_how_much_is_needed(tmp_path):

@@ -48,3 +48,17 @@ def test_bench_battery_runs_both_targets_beside_the_reference():
     for kind in ("block", "trailing"):
         assert out[f"{kind}_seconds"] > 0 and out[f"{kind}_reference_seconds"] > 0
         assert out[f"{kind}_ratio"] == pytest.approx(out[f"{kind}_reference_seconds"] / out[f"{kind}_seconds"])
+
+
+def test_bench_forecast_puts_ours_beside_last_value_seasonal_naive_and_autoets(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "streams.cli", "bench", "forecast", "--series", "30", "--days", "5",
+                        "--ets-series", "2", "--no-real", "--json"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    d = out["diurnal"]
+    assert d["series"] == 30 and d["autoets_series"] == 2 and "real_rtt" not in out
+    assert d["mase_ours"] < d["mase_last_value"] and d["mase_ours"] < d["mase_seasonal_naive"]
+    for args, says in ((["--rtt-dir", str(tmp_path / "x")], "not a directory"), (["--rtt-dir", str(tmp_path)], "no *.csv")):
+        bad = subprocess.run([sys.executable, "-m", "streams.cli", "bench", "forecast", "--series", "2", *args],
+                             capture_output=True, text=True, timeout=120)
+        assert bad.returncode == 2 and says in bad.stderr and len(bad.stderr.strip().splitlines()) == 1

@@ -1,0 +1,104 @@
+"""Degradation detection on a path's recent window results: a sustained shift against a baseline that
+follows the path's own regime, and loss clearly above the path's own loss.
+
+Latency leg, per window t of a series of window statistics (p95 RTT; NaN = no window):
+- baseline: the median of the ``baseline`` known windows before the last ``k`` (it follows a new
+  regime once that regime fills half of it);
+- recent: the last ``k`` known windows — a sustained shift needs every one of them at or above
+  ``factor`` x the baseline and above it by ``min_sigmas`` x the baseline's robust spread (1.4826 x
+  MAD; a quiet path's jitter is not a shift). One spike is one window: never an alarm with k >= 2.
+Defaults (15 windows of baseline, k = 2, 1.15x, 8 sigmas) were chosen on the even-numbered labelled
+RTT traces of ../shared/data/rtt and checked on the odd ones (`cnsched bench detect`).
+The seeds' rule "latency doubles" is ``factor=2, k=1, min_sigmas=0``.
+
+Loss leg: ``lost`` of ``count`` probes in the last ``k`` windows against the path's own loss rate over
+the baseline windows (at least ``loss_floor``): an alarm when the share lost is above ``loss_limit``
+and the binomial tail P(X >= lost | count, p0) is below ``alpha``, bounded by the Chernoff bound
+exp(-count x KL(lost/count || p0)) (no table, vectorised). Too few probes cannot pass it: 1 lost of
+50 at p0 = 0.1 % has a tail of ~5 %.
+
+Vectorised over series; ``alarms`` gives every window of a history at once (backtests, benchmarks),
+``alarm_now`` the newest window only (the live path).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from core.quiet import quiet_nan_warnings
+from core.vocabulary import MAD_TO_SIGMA
+
+
+@dataclass(frozen=True)
+class DetectorPolicy:
+    factor: float = 1.15
+    k: int = 2
+    baseline: int = 15
+    min_sigmas: float = 8.0
+    loss_limit: float = 0.01
+    loss_floor: float = 0.001
+    alpha: float = 1e-3
+
+    def __post_init__(self) -> None:
+        if self.factor <= 1 or self.k < 1 or self.baseline < 1 or self.min_sigmas < 0:
+            raise ValueError("factor > 1, k >= 1, baseline >= 1 and min_sigmas >= 0")
+        if not 0 <= self.loss_limit < 1 or not 0 < self.loss_floor < 1 or not 0 < self.alpha < 1:
+            raise ValueError("0 <= loss_limit < 1, 0 < loss_floor < 1 and 0 < alpha < 1")
+
+
+SEED_RULE = DetectorPolicy(factor=2.0, k=1, min_sigmas=0.0)  # "latency doubles"
+
+
+def _known_windows(x: np.ndarray, width: int) -> np.ndarray:
+    """float[S, T, width]: for every t, the last ``width`` known values up to and including t, oldest
+    first (NaN-padded in front where fewer are known)."""
+    s, t = x.shape
+    ok = np.isfinite(x)
+    out = np.full((s, t, width), np.nan)
+    rank = np.cumsum(ok, axis=1) - 1  # the position of each known value among the row's known values
+    for r in range(s):
+        vals = x[r, ok[r]]
+        pos = rank[r]
+        for j in range(width):
+            src = pos - (width - 1 - j)
+            good = src >= 0
+            out[r, good, j] = vals[src[good]]
+    return out
+
+
+def alarms(p95: np.ndarray, policy: DetectorPolicy = DetectorPolicy()) -> np.ndarray:
+    """bool[S, T]: the latency leg at every window (at windows with a value; False before the
+    baseline has ``baseline`` known windows)."""
+    x = np.asarray(p95, np.float64)
+    if x.ndim != 2:
+        raise ValueError("p95 must be [series, windows]")
+    w = _known_windows(x, policy.baseline + policy.k)
+    base, recent = w[..., : policy.baseline], w[..., policy.baseline:]
+    with quiet_nan_warnings():
+        level = np.median(base, axis=-1)  # NaN until the baseline is full
+        spread = MAD_TO_SIGMA * np.median(np.abs(base - level[..., None]), axis=-1)
+        low = np.min(recent, axis=-1)
+    up = (low >= policy.factor * level) & (low - level > policy.min_sigmas * spread)
+    return up & np.isfinite(x) & np.isfinite(level)
+
+
+def alarm_now(p95: np.ndarray, policy: DetectorPolicy = DetectorPolicy()) -> np.ndarray:
+    """bool[S]: the latency leg at the newest window of each series (its last column)."""
+    x = np.asarray(p95, np.float64)
+    return alarms(x[:, -(policy.baseline + policy.k) * 4:], policy)[:, -1] if x.shape[1] else np.zeros(x.shape[0], bool)
+
+
+def loss_alarm(lost: np.ndarray, count: np.ndarray, base_lost: np.ndarray, base_count: np.ndarray,
+               policy: DetectorPolicy = DetectorPolicy()) -> np.ndarray:
+    """bool[S]: the loss leg (module docstring): ``lost``/``count`` probes in the recent windows,
+    ``base_lost``/``base_count`` over the baseline windows."""
+    lost, count = np.asarray(lost, np.float64), np.asarray(count, np.float64)
+    bl, bc = np.asarray(base_lost, np.float64), np.asarray(base_count, np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p0 = np.maximum(np.where(bc > 0, bl / bc, 0.0), policy.loss_floor)
+        q = np.where(count > 0, lost / count, 0.0)
+        kl = np.where(q > 0, q * np.log(q / p0), 0.0) + np.where(q < 1, (1 - q) * np.log((1 - q) / (1 - p0)), -np.log(1 - p0))
+        tail = np.exp(-count * kl)
+    return (count > 0) & (q > policy.loss_limit) & (q > p0) & (tail < policy.alpha)

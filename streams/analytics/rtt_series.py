@@ -1,0 +1,73 @@
+"""Labelled RTT series (WenqinSHAO/rtt's artificial traces, `../shared/data/rtt/artificial_labelled`):
+``epoch;rtt;cp`` with a header; ``epoch`` ``YYYY-MM-DD HH:MM:SS`` or ``DD/MM/YYYY HH:MM`` (UTC); ``rtt``
+in ms with a decimal comma; ``cp`` 1 where a change point was placed. An empty or non-positive RTT is
+a failed ping (NaN). Samples land on a grid of ``step_s`` seconds from the first one."""
+
+from __future__ import annotations
+
+import glob
+import os
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+import numpy as np
+
+STEP_S = 240.0
+_FORMATS = ("%Y-%m-%d %H:%M:%S", "%d/%m/%Y %H:%M")
+
+
+class SeriesError(ValueError):
+    """A file that is not a labelled RTT series; the message names the file and line."""
+
+
+@dataclass
+class LabelledSeries:
+    name: str
+    start: float  # epoch seconds of the first grid step
+    step_s: float
+    rtt: np.ndarray  # float64[T] NaN: failed ping or no sample
+    change: np.ndarray  # bool[T] a change point was placed at this step
+
+
+def _epoch(text: str) -> float:
+    for fmt in _FORMATS:
+        try:
+            return datetime.strptime(text, fmt).replace(tzinfo=timezone.utc).timestamp()
+        except ValueError:
+            pass
+    raise ValueError(f"epoch {text!r} is neither YYYY-MM-DD HH:MM:SS nor DD/MM/YYYY HH:MM")
+
+
+def load_labelled(path: str, step_s: float = STEP_S) -> LabelledSeries:
+    ts, rtt, cp = [], [], []
+    with open(path, encoding="utf-8") as fh:
+        for n, line in enumerate(fh, 1):
+            f = line.rstrip("\n").split(";")
+            if n == 1 or f[0] == "epoch":  # the header (some files repeat it)
+                continue
+            if len(f) < 3:
+                raise SeriesError(f"{path}:{n}: expected epoch;rtt;cp, got {line.strip()!r}")
+            try:
+                ts.append(_epoch(f[0]))
+                v = float(f[1].replace(",", ".")) if f[1] else np.nan
+            except ValueError as exc:
+                raise SeriesError(f"{path}:{n}: {exc}") from None
+            rtt.append(v if v > 0 else np.nan)
+            cp.append(f[2].strip().startswith("1"))
+    if not ts:
+        raise SeriesError(f"{path}: no samples")
+    t = np.array(ts)
+    idx = np.round((t - t.min()) / step_s).astype(np.int64)
+    values = np.full(int(idx.max()) + 1, np.nan)
+    change = np.zeros(values.size, bool)
+    values[idx] = rtt
+    change[idx] = cp
+    return LabelledSeries(os.path.basename(path), float(t.min()), step_s, values, change)
+
+
+def load_dir(directory: str, step_s: float = STEP_S) -> list[LabelledSeries]:
+    """Every ``*.csv`` of a directory, by name."""
+    files = sorted(glob.glob(os.path.join(directory, "*.csv")), key=lambda p: (len(p), p))
+    if not files:
+        raise SeriesError(f"{directory}: no *.csv files")
+    return [load_labelled(p, step_s) for p in files]
