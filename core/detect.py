@@ -68,26 +68,55 @@ def _known_windows(x: np.ndarray, width: int) -> np.ndarray:
     return out
 
 
-def alarms(p95: np.ndarray, policy: DetectorPolicy = DetectorPolicy()) -> np.ndarray:
-    """bool[S, T]: the latency leg at every window (at windows with a value; False before the
-    baseline has ``baseline`` known windows)."""
+def shift_ratios(p95: np.ndarray, policy: DetectorPolicy = DetectorPolicy()) -> np.ndarray:
+    """float[S, T]: at every window, the lowest of the last ``k`` known windows over the baseline's
+    median where it is above the baseline by ``min_sigmas`` x the spread, else 0 (0 too at windows
+    without a value and before the baseline has ``baseline`` known windows). ``factor`` is not
+    applied: an alarm is a ratio at or above it (so one pass serves several sensitivities)."""
     x = np.asarray(p95, np.float64)
     if x.ndim != 2:
         raise ValueError("p95 must be [series, windows]")
-    w = _known_windows(x, policy.baseline + policy.k)
+    width = policy.baseline + policy.k
+    if np.isfinite(x).all() and x.shape[1] >= width:  # no gaps: plain sliding windows
+        w = np.full(x.shape + (width,), np.nan)
+        w[:, width - 1:] = np.lib.stride_tricks.sliding_window_view(x, width, axis=1)
+    else:
+        w = _known_windows(x, width)
+    return np.where(np.isfinite(x), _ratio(w, policy), 0.0)
+
+
+def _ratio(w: np.ndarray, policy: DetectorPolicy) -> np.ndarray:
+    """The shift ratio of windows ``w[..., baseline + k]`` (oldest first; NaN-padded: no ratio)."""
     base, recent = w[..., : policy.baseline], w[..., policy.baseline:]
-    with quiet_nan_warnings():
+    with quiet_nan_warnings(), np.errstate(invalid="ignore", divide="ignore"):
         level = np.median(base, axis=-1)  # NaN until the baseline is full
         spread = MAD_TO_SIGMA * np.median(np.abs(base - level[..., None]), axis=-1)
         low = np.min(recent, axis=-1)
-    up = (low >= policy.factor * level) & (low - level > policy.min_sigmas * spread)
-    return up & np.isfinite(x) & np.isfinite(level)
+        ratio = np.where((level > 0) & (low - level > policy.min_sigmas * spread), low / level, 0.0)
+    return np.where(np.isfinite(ratio), ratio, 0.0)
+
+
+def alarms(p95: np.ndarray, policy: DetectorPolicy = DetectorPolicy()) -> np.ndarray:
+    """bool[S, T]: the latency leg at every window (at windows with a value; False before the
+    baseline has ``baseline`` known windows)."""
+    return shift_ratios(p95, policy) >= policy.factor
+
+
+def ratio_now(p95: np.ndarray, policy: DetectorPolicy = DetectorPolicy()) -> np.ndarray:
+    """float[S]: :func:`shift_ratios` at the newest window of each series (its last column)."""
+    x = np.asarray(p95, np.float64)
+    width = policy.baseline + policy.k
+    if not x.shape[1]:
+        return np.zeros(x.shape[0])
+    ok = np.isfinite(x)
+    packed = np.take_along_axis(x, np.argsort(ok, axis=1, kind="stable"), axis=1)  # known ones last, in order
+    w = packed[:, -width:] if x.shape[1] >= width else np.c_[np.full((x.shape[0], width - x.shape[1]), np.nan), packed]
+    return np.where(ok[:, -1], _ratio(w, policy), 0.0)
 
 
 def alarm_now(p95: np.ndarray, policy: DetectorPolicy = DetectorPolicy()) -> np.ndarray:
     """bool[S]: the latency leg at the newest window of each series (its last column)."""
-    x = np.asarray(p95, np.float64)
-    return alarms(x[:, -(policy.baseline + policy.k) * 4:], policy)[:, -1] if x.shape[1] else np.zeros(x.shape[0], bool)
+    return ratio_now(p95, policy) >= policy.factor
 
 
 def loss_alarm(lost: np.ndarray, count: np.ndarray, base_lost: np.ndarray, base_count: np.ndarray,

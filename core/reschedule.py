@@ -4,8 +4,11 @@ Per task and evaluation (one per window of fresh state):
 - *better*: the best other node beats the current one by at least ``min_gain_points`` (a path
   the task depends on degrading lowers its current composite; so do a better node joining, or the
   network improving elsewhere);
-- *degraded* (names the trigger): a path the task depends on has p95 RTT >= a factor x its baseline
-  (the p95 when the task was placed), or a loss above a limit and that far above the path's loss at
+- *degraded* (names the trigger): a path the task depends on shifted — the degradation detector
+  (core/detect.py: its last two windows at least ``shift_factor`` x the median of the windows before,
+  beyond their noise; sensitive 1.15x, default 1.3x, stable 1.5x) — or has p95 RTT >= a factor x its
+  baseline (the p95 when the task was placed: a slow drift the detector's baseline follows), or a
+  loss above a limit and that far above the path's loss at
   placement, measured on at least ``min_loss_probes`` probes; factor and limit scale with
   sensitivity (sensitive 1.5x / 0.5 %, default 2x / 1 %, stable 3x / 2 %); *forecast* when only the
   forecast p95 is degraded (preventive rescheduling, where the caller scores paths at the worse of
@@ -56,6 +59,10 @@ class ReschedulePolicy:
     restore_s: float = 30.0
     margin: float = 0.2
     cooldown_s: float = 600.0
+    detector: bool = True  # False: the seeds' rule only ("latency doubles" against the placement p95)
+    shift_factor_sensitive: float = 1.15
+    shift_factor: float = 1.3
+    shift_factor_stable: float = 1.5
     min_remaining_share: float = 0.1
 
     def by_sensitivity(self, alpha: np.ndarray, sensitive, default, stable) -> np.ndarray:
@@ -72,9 +79,11 @@ DEFAULT_POLICY = ReschedulePolicy()
 
 def degraded(p95_now: np.ndarray, p95_baseline: np.ndarray, loss_now: np.ndarray,
              policy: ReschedulePolicy = DEFAULT_POLICY, alpha: np.ndarray | None = None,
-             probes: np.ndarray | None = None, loss_baseline: np.ndarray | None = None) -> np.ndarray:
+             probes: np.ndarray | None = None, loss_baseline: np.ndarray | None = None,
+             shift: np.ndarray | None = None) -> np.ndarray:
     """True where a task's worst path is degraded (NaN inputs count as not degraded). Without
-    ``alpha`` the default thresholds apply; without ``probes`` the loss leg needs no minimum count."""
+    ``alpha`` the default thresholds apply; without ``probes`` the loss leg needs no minimum count;
+    ``shift``: the largest detector shift ratio among its paths (core.detect.ratio_now)."""
     p95_now = np.asarray(p95_now, dtype=np.float64)
     base = np.asarray(p95_baseline, dtype=np.float64)
     a = np.full(p95_now.shape, 0.5 * (policy.sensitive_alpha + policy.stable_alpha)) if alpha is None else alpha
@@ -87,6 +96,10 @@ def degraded(p95_now: np.ndarray, p95_baseline: np.ndarray, loss_now: np.ndarray
     with np.errstate(invalid="ignore"):
         slow = (base > 0) & (p95_now >= factor * base)
         lossy = enough & (loss > limit) & (loss - loss_base > limit)
+        if shift is not None and policy.detector:
+            jump = policy.by_sensitivity(a, policy.shift_factor_sensitive, policy.shift_factor,
+                                         policy.shift_factor_stable)
+            slow |= np.asarray(shift, dtype=np.float64) >= jump
     return slow | lossy
 
 

@@ -71,7 +71,11 @@ class PathColumns:
 
     One row per record (paths and node-local records, ``dst`` empty); names are interned to codes.
     Columns: rtt p95/p50, probes lost and counted, and the means of loss_rate, bw_util and
-    retrans_rate (NaN where the record has no such metric)."""
+    retrans_rate (NaN where the record has no such metric). ``hist`` keeps each path's last
+    ``HISTORY`` rtt p95s, one per window (a window is pushed when its end is newer than the last
+    pushed): the degradation detector's memory (core/detect.py)."""
+
+    HISTORY = 24
 
     FIELDS = (("p95", "rtt_ms", "p95"), ("p50", "rtt_ms", "p50"), ("lost", "rtt_ms", "lost"),
               ("count", "rtt_ms", "count"), ("loss_rate", "loss_rate", "mean"), ("bw_util", "bw_util", "mean"),
@@ -86,6 +90,8 @@ class PathColumns:
         self.src = np.zeros(0, np.int64)
         self.dst = np.zeros(0, np.int64)
         self.cols = {f: np.zeros(0) for f, _, _ in self.FIELDS}
+        self.hist = np.zeros((0, self.HISTORY))
+        self.hist_end = np.zeros(0)
         self.empty = self.code("")
         for r in records or []:
             self.set(r)
@@ -102,6 +108,8 @@ class PathColumns:
         self.src = np.resize(self.src, cap)
         self.dst = np.resize(self.dst, cap)
         self.cols = {f: np.resize(v, cap) for f, v in self.cols.items()}
+        self.hist = np.vstack([self.hist, np.full((cap - self._cap, self.HISTORY), np.nan)])
+        self.hist_end = np.r_[self.hist_end, np.full(cap - self._cap, -np.inf)]
         self._cap = cap
 
     def _row(self, src: str, dst: str) -> int:
@@ -120,6 +128,7 @@ class PathColumns:
         row = self._row(rec["src"], rec["dst"])
         for field, metric, which in self.FIELDS:
             self.cols[field][row] = stat(rec, metric, which)
+        self._remember(np.array([row]))
 
     def set_many(self, src: list[str], dst: list[str], values: dict[str, np.ndarray],
                  rows: np.ndarray | None = None) -> np.ndarray:
@@ -130,7 +139,22 @@ class PathColumns:
             rows = self.rows_of(src, dst)
         for f, _, _ in self.FIELDS:
             self.cols[f][rows] = values.get(f, np.nan)
+        self._remember(rows)
         return rows
+
+    def _remember(self, rows: np.ndarray) -> None:
+        """Push the p95 of rows whose rtt window is newer than the last pushed (rows distinct)."""
+        end = self.cols["end"][rows]
+        new = end > self.hist_end[rows]  # NaN (no rtt window) is never newer
+        r = rows[new]
+        if r.size:
+            self.hist[r, :-1] = self.hist[r, 1:]
+            self.hist[r, -1] = self.cols["p95"][r]
+            self.hist_end[r] = end[new]
+
+    def history(self, rows: np.ndarray) -> np.ndarray:
+        """float[rows, HISTORY]: the rows' last rtt p95s, one per window, oldest first (NaN: none)."""
+        return self.hist[:self.n][rows]
 
     def rows_of(self, src: list[str], dst: list[str]) -> np.ndarray:
         """The rows of these paths (added where new)."""

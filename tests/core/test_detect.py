@@ -94,4 +94,21 @@ def test_vectorised_alarms_match_the_reference(policy):
     got = alarms(np.stack(rows), policy)
     for r, y in enumerate(rows):
         np.testing.assert_array_equal(got[r], reference(y, policy))
+    gap_free = np.stack([rows[0], rows[3]])  # the sliding-window path
+    assert np.isfinite(gap_free).all()
+    np.testing.assert_array_equal(alarms(gap_free, policy), np.stack([reference(rows[0], policy), reference(rows[3], policy)]))
     assert alarms(np.zeros((0, 10)), policy).shape == (0, 10)
+
+
+def test_ratio_now_is_the_last_column_of_the_full_pass():
+    from core.detect import ratio_now, shift_ratios
+
+    rng = np.random.default_rng(11)
+    x = 30 + rng.gamma(2.0, 0.3, (40, 60))
+    x[::3, 56:] *= 1.6  # shifted four windows ago
+    x[rng.random(x.shape) < 0.1] = np.nan
+    x[5, -1] = np.nan  # its newest window had no value
+    x[7, :50] = np.nan  # little history
+    np.testing.assert_allclose(ratio_now(x), shift_ratios(x)[:, -1])
+    assert ratio_now(x)[5] == 0.0 and ratio_now(x[:, :3]).tolist() == [0.0] * 40
+    assert (ratio_now(x)[::3] >= 1.15).mean() > 0.7  # rows whose newest window is a gap say 0

@@ -117,7 +117,8 @@ def _evaluate_group(sched, nodes: NodeView, group: list, x, net, eps: list[str],
     loss_now, probes = worst_loss_per_task(net.loss, net.probes, x.ep_ptr, x.ep_idx, cur)
     base = np.array([r.baseline_p95 for r in group])
     loss_base = np.array([r.baseline_loss for r in group])
-    deg = degraded(p95_now, base, loss_now, sched.policy, alpha, probes, loss_base)
+    shift = worst_per_task(net.shift, x.ep_ptr, x.ep_idx, cur)
+    deg = degraded(p95_now, base, loss_now, sched.policy, alpha, probes, loss_base, shift)
     forecast_only = np.zeros(len(group), bool)
     if sched.forecast_p95:
         p95_eff = sched.path_table(nodes, profile).gather("p95_eff", eps, len(nodes.ids))
@@ -172,10 +173,9 @@ def migrate_gang(sched, r, nodes: NodeView, now: float) -> RescheduleEvent | Non
     rows = endpoint_rows(x, 0)
     p95_now, loss_now = gang_path_state(net.p95, net.loss, rows, members, net.from_node("loss", members[0]))
     deg = degraded(np.array([p95_now]), np.array([r.baseline_p95]), np.array([loss_now]), sched.policy,
-                   np.array([alpha]), loss_baseline=np.array([r.baseline_loss]))
-    # its paths: the endpoints' at every member, and each member's path to the first
-    newest = worst_known([endpoint_worst(net.end, rows, m) for m in members]
-                         + list(net.from_node("end", members[0])[members[1:]]))
+                   np.array([alpha]), loss_baseline=np.array([r.baseline_loss]),
+                   shift=np.array([_gang_worst(net, "shift", rows, members)]))
+    newest = _gang_worst(net, "end", rows, members)
     fresh = not newest <= r.seen_window_end or sched.forecast_version > r.seen_forecast_version
     r.seen_forecast_version = sched.forecast_version
     if not np.isnan(newest):
@@ -200,6 +200,13 @@ def migrate_gang(sched, r, nodes: NodeView, now: float) -> RescheduleEvent | Non
         state_version=sched.version, at=now)
     moved(sched, r, [nodes.ids[m] for m in alt.nodes], now, net, rows, alt.nodes, not nodes.available[members].all())
     return event
+
+
+def _gang_worst(net, name: str, rows: np.ndarray, members: list[int]) -> float:
+    """The largest known ``name`` (``end``, ``shift``...) of a gang's paths: its endpoints' at every
+    member, and each member's path to the first."""
+    return worst_known([endpoint_worst(getattr(net, name), rows, m) for m in members]
+                       + list(net.from_node(name, members[0])[members[1:]]))
 
 
 def _gang_network(network: np.ndarray, net, x, members: list[int]) -> float:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from core.detect import ratio_now
 from core.quality import (
     DEFAULT_LINK_GBPS,
     HEADROOM_FLOOR,
@@ -44,6 +45,7 @@ class PathTable:
     by_ep: dict[str, tuple[np.ndarray, np.ndarray]]  # endpoint -> (node columns, path rows)
     node_q: np.ndarray  # float32[N] mean quality of a node's known paths
     headroom: np.ndarray  # float64[N] 1 - NIC utilisation (1 where unknown)
+    shift: np.ndarray = field(default_factory=lambda: np.zeros(0))  # float64[P] core.detect.ratio_now (0: none)
     node_rack: np.ndarray = field(default_factory=lambda: _EMPTY)  # int64[N] rack code (-1: none)
     to_racks: dict[str, np.ndarray] = field(default_factory=dict)  # endpoint -> int64[racks] path row (-1)
     rack_of: dict[str, str] = field(default_factory=dict)  # node -> its rack endpoint
@@ -89,7 +91,8 @@ def build_path_table(cols: PathColumns, node_ids: list[str], profile: str,
     return PathTable(
         q=q, p95=p95, p95_eff=p95_eff, loss=x["loss"], probes=cols.column("count", rows),
         end=cols.column("end", rows), path_nodes=np.stack([pos[src], pos[dst]], axis=1).reshape(-1, 2), by_ep=by_ep,
-        node_q=node_q, headroom=np.where(np.isnan(util), 1.0, 1.0 - util), node_rack=racks["node_rack"],
+        node_q=node_q, headroom=np.where(np.isnan(util), 1.0, 1.0 - util), shift=ratio_now(cols.history(rows)),
+        node_rack=racks["node_rack"],
         to_racks=racks["to_racks"], rack_of=racks["rack_of"],
     )
 
@@ -164,6 +167,7 @@ class NetworkInputs:
     loss: np.ndarray  # float64[E, N]
     probes: np.ndarray  # float64[E, N]
     end: np.ndarray  # float64[E, N]
+    shift: np.ndarray | None = None  # float64[E, N] the detector's shift ratio (0: none, NaN: no path)
     table: PathTable | None = None
     nodes: NodeView | None = None
 
@@ -193,4 +197,4 @@ def network_inputs(pt: PathTable, endpoints: list[str], nodes: NodeView) -> Netw
     return NetworkInputs(quality=quality, bandwidth=path_bandwidth_gbps(nodes.link_gbps, ep_link, pt.headroom),
                          node_quality=pt.node_q, p95=pt.gather("p95", endpoints, n), loss=pt.gather("loss", endpoints, n),
                          probes=pt.gather("probes", endpoints, n), end=pt.gather("end", endpoints, n),
-                         table=pt, nodes=nodes)
+                         shift=pt.gather("shift", endpoints, n), table=pt, nodes=nodes)

@@ -1,0 +1,55 @@
+"""The degradation detector in the scheduler: each path keeps its last window p95s (PathColumns),
+the path table carries their shift ratio, and a task's trigger says `degradation` when its path
+shifted by its sensitivity's factor, even far below the placement rule's 1.5x-3x."""
+
+import time
+
+import numpy as np
+
+from core.reschedule import DEFAULT_POLICY, ReschedulePolicy, degraded
+from streams.adapters.network import PathColumns
+from tests.helpers.scheduling import gpu_node, make_scheduler, win
+
+
+def test_each_path_remembers_one_p95_per_window():
+    cols = PathColumns()
+    rec = {"src": "a", "dst": "b", "metrics": {"rtt_ms": win(10.0, 5.0)}}
+    cols.set(rec)
+    cols.set(rec)  # the same window again (a replayed changelog): not a second entry
+    cols.set({**rec, "metrics": {"rtt_ms": win(20.0, 6.0)}})
+    rows = cols.set_many(["a", "c"], ["b", "d"], {"p95": np.array([7.0, 1.0]), "end": np.array([30.0, 30.0])})
+    cols.set_many(["a", "c"], ["b", "d"], {"p95": np.array([8.0, 2.0]), "end": np.array([30.0, 40.0])}, rows)
+    h = cols.history(rows)
+    assert h.shape == (2, PathColumns.HISTORY)
+    assert h[0, -3:].tolist() == [5.0, 6.0, 7.0] and np.isnan(h[0, :-3]).all()  # end 30 twice: pushed once
+    assert h[1, -2:].tolist() == [1.0, 2.0]
+    for i in range(100):  # growth keeps the rings of the old rows, new rows start empty
+        cols.set({"src": f"x{i}", "dst": "y", "metrics": {"rtt_ms": win(10.0, 1.0)}})
+    assert cols.history(rows)[0, -3:].tolist() == [5.0, 6.0, 7.0]
+    assert np.isnan(cols.history(np.array([cols.n - 1]))[0, :-1]).all()
+
+
+def test_a_shifted_path_carries_its_ratio_to_the_task_and_names_the_trigger():
+    now = time.time()
+    s = make_scheduler([gpu_node(n, now) for n in ("n0", "n1")],
+                       {(n, "store"): {"rtt_ms": win(now, 10.0)} for n in ("n0", "n1")})
+    s.net.columns()  # the worker's columns exist from its first decision on; windows after it are remembered
+    rng = np.random.default_rng(0)
+    for i in range(1, 21):  # 20 windows: n0's path jumps 1.3x for the last two, n1's stays
+        for n in ("n0", "n1"):
+            p95 = 10.0 + rng.normal(0, 0.05) + (3.0 if n == "n0" and i > 18 else 0.0)
+            s.net.put(f"{n}|store".encode(), {"src": n, "dst": "store", "metrics": {"rtt_ms": win(now + 10 * i, p95)}})
+    s.touch()
+    nodes = s.nodes(now + 300)
+    net = s.network(["store"], nodes, "bandwidth")
+    shift = net.shift[0, [nodes.index["n0"], nodes.index["n1"]]]
+    assert 1.25 < shift[0] < 1.35 and shift[1] == 0.0
+    # the placement rule (1.5x for a sensitive task) sees nothing; the detector (1.15x) does
+    alpha = np.array([0.2])
+    assert not degraded(np.array([13.0]), np.array([10.0]), np.array([0.0]), DEFAULT_POLICY, alpha)[0]
+    assert degraded(np.array([13.0]), np.array([10.0]), np.array([0.0]), DEFAULT_POLICY, alpha, shift=shift[:1])[0]
+    # a stable task (inference, 1.5x) lets a 1.3x shift pass; detector off: the seeds' rule only
+    assert not degraded(np.array([13.0]), np.array([10.0]), np.array([0.0]), DEFAULT_POLICY, np.array([0.8]),
+                        shift=shift[:1])[0]
+    assert not degraded(np.array([13.0]), np.array([10.0]), np.array([0.0]), ReschedulePolicy(detector=False), alpha,
+                        shift=shift[:1])[0]
