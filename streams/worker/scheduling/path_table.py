@@ -45,10 +45,20 @@ class PathTable:
     by_ep: dict[str, tuple[np.ndarray, np.ndarray]]  # endpoint -> (node columns, path rows)
     node_q: np.ndarray  # float32[N] mean quality of a node's known paths
     headroom: np.ndarray  # float64[N] 1 - NIC utilisation (1 where unknown)
-    shift: np.ndarray = field(default_factory=lambda: np.zeros(0))  # float64[P] core.detect.ratio_now (0: none)
     node_rack: np.ndarray = field(default_factory=lambda: _EMPTY)  # int64[N] rack code (-1: none)
     to_racks: dict[str, np.ndarray] = field(default_factory=dict)  # endpoint -> int64[racks] path row (-1)
     rack_of: dict[str, str] = field(default_factory=dict)  # node -> its rack endpoint
+    history: tuple | None = None  # (PathColumns, path rows): the window p95s the shift is read from
+    _shift: np.ndarray | None = None
+
+    @property
+    def shift(self) -> np.ndarray:
+        """float64[P] core.detect.ratio_now of every path (0: none), computed on first use: deciding
+        does not need it, and at 5,000 nodes the rack-level paths are 400,000."""
+        if self._shift is None:
+            cols, rows = self.history if self.history is not None else (None, _EMPTY)
+            self._shift = ratio_now(cols.history(rows)) if cols is not None else np.zeros(self.q.size)
+        return self._shift
 
     def gather(self, name: str, endpoints: list[str], n_nodes: int, dtype=np.float64) -> np.ndarray:
         """[E, N] of one per-path column (NaN where no path is known): node-level paths, and where
@@ -91,7 +101,7 @@ def build_path_table(cols: PathColumns, node_ids: list[str], profile: str,
     return PathTable(
         q=q, p95=p95, p95_eff=p95_eff, loss=x["loss"], probes=cols.column("count", rows),
         end=cols.column("end", rows), path_nodes=np.stack([pos[src], pos[dst]], axis=1).reshape(-1, 2), by_ep=by_ep,
-        node_q=node_q, headroom=np.where(np.isnan(util), 1.0, 1.0 - util), shift=ratio_now(cols.history(rows)),
+        node_q=node_q, headroom=np.where(np.isnan(util), 1.0, 1.0 - util), history=(cols, rows),
         node_rack=racks["node_rack"],
         to_racks=racks["to_racks"], rack_of=racks["rack_of"],
     )
@@ -167,9 +177,18 @@ class NetworkInputs:
     loss: np.ndarray  # float64[E, N]
     probes: np.ndarray  # float64[E, N]
     end: np.ndarray  # float64[E, N]
-    shift: np.ndarray | None = None  # float64[E, N] the detector's shift ratio (0: none, NaN: no path)
     table: PathTable | None = None
     nodes: NodeView | None = None
+    endpoints: list[str] | None = None
+    _shift: np.ndarray | None = None
+
+    @property
+    def shift(self) -> np.ndarray:
+        """float64[E, N] the detector's shift ratio of each endpoint's path (0: none; NaN: no path),
+        gathered on first use (the migration rules read it, deciding does not)."""
+        if self._shift is None:
+            self._shift = self.table.gather("shift", self.endpoints, len(self.nodes.ids))
+        return self._shift
 
     def from_node(self, name: str, node: int) -> np.ndarray:
         """[N] of one column (``q``, ``p95``, ``loss``, ``end``...) from node row ``node`` to every node."""
@@ -197,4 +216,4 @@ def network_inputs(pt: PathTable, endpoints: list[str], nodes: NodeView) -> Netw
     return NetworkInputs(quality=quality, bandwidth=path_bandwidth_gbps(nodes.link_gbps, ep_link, pt.headroom),
                          node_quality=pt.node_q, p95=pt.gather("p95", endpoints, n), loss=pt.gather("loss", endpoints, n),
                          probes=pt.gather("probes", endpoints, n), end=pt.gather("end", endpoints, n),
-                         shift=pt.gather("shift", endpoints, n), table=pt, nodes=nodes)
+                         table=pt, nodes=nodes, endpoints=list(endpoints))
