@@ -69,6 +69,9 @@ def print_forecast(settings: Settings, path) -> None:
           f"steps of {f['step_s']:g} s history)")
     print("  " + "  ".join(f"{time.strftime('%H:%M', time.localtime(p['t']))} {p['value']:.1f}" for p in pts[::10])
           + f"   (min {min(vals):.1f}, max {max(vals):.1f} ms)")
+    if pts and pts[0].get("upper") is not None:
+        rhythm = "a daily profile" if f.get("seasonal") else "the current level (no daily rhythm worth using)"
+        print(f"  p{round(100 * f['quantile'])} up to {max(p['upper'] for p in pts):.1f} ms; from {rhythm}")
 
 
 def print_power(settings: Settings, site: str) -> None:
