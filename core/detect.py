@@ -128,6 +128,14 @@ def loss_alarm(lost: np.ndarray, count: np.ndarray, base_lost: np.ndarray, base_
     with np.errstate(invalid="ignore", divide="ignore"):
         p0 = np.maximum(np.where(bc > 0, bl / bc, 0.0), policy.loss_floor)
         q = np.where(count > 0, lost / count, 0.0)
-        kl = np.where(q > 0, q * np.log(q / p0), 0.0) + np.where(q < 1, (1 - q) * np.log((1 - q) / (1 - p0)), -np.log(1 - p0))
-        tail = np.exp(-count * kl)
-    return (count > 0) & (q > policy.loss_limit) & (q > p0) & (tail < policy.alpha)
+    return (count > 0) & (q > policy.loss_limit) & (q > p0) & (loss_tail(q, count, p0) < policy.alpha)
+
+
+def loss_tail(q: np.ndarray, count: np.ndarray, p0: np.ndarray) -> np.ndarray:
+    """Chernoff bound on P(X >= q x count) for X ~ Binomial(count, p0), q > p0 (1 elsewhere):
+    exp(-count x KL(q || p0))."""
+    q, count, p0 = (np.asarray(v, np.float64) for v in (q, count, p0))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        kl = (np.where(q > 0, q * np.log(q / p0), 0.0)
+              + np.where(q < 1, (1 - q) * np.log((1 - q) / (1 - p0)), -np.log(1 - p0)))
+        return np.where(q > p0, np.exp(-np.nan_to_num(count) * kl), 1.0)

@@ -9,7 +9,9 @@ Per task and evaluation (one per window of fresh state):
   beyond their noise; sensitive 1.15x, default 1.3x, stable 1.5x) — or has p95 RTT >= a factor x its
   baseline (the p95 when the task was placed: a slow drift the detector's baseline follows), or a
   loss above a limit and that far above the path's loss at
-  placement, measured on at least ``min_loss_probes`` probes; factor and limit scale with
+  placement, measured on at least ``min_loss_probes`` probes (with the detector: a loss above the
+  limit whose binomial tail under the path's loss at placement, at least ``loss_floor``, is below
+  ``loss_alpha`` — the probes decide how sure it is); factor and limit scale with
   sensitivity (sensitive 1.5x / 0.5 %, default 2x / 1 %, stable 3x / 2 %); *forecast* when only the
   forecast p95 is degraded (preventive rescheduling, where the caller scores paths at the worse of
   measured and forecast p95);
@@ -37,6 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from core.detect import loss_tail
 from core.vocabulary import DEGRADATION, FORECAST, IMPROVEMENT, NODE_FAILED, NODE_JOINED
 
 
@@ -59,7 +62,9 @@ class ReschedulePolicy:
     restore_s: float = 30.0
     margin: float = 0.2
     cooldown_s: float = 600.0
-    detector: bool = True  # False: the seeds' rule only ("latency doubles" against the placement p95)
+    detector: bool = True  # False: the seeds' rules only (latency x factor, loss over the limit, 200 probes)
+    loss_floor: float = 0.003  # a path's own loss is taken as at least this (background loss)
+    loss_alpha: float = 1e-3  # the binomial tail of the loss leg
     shift_factor_sensitive: float = 1.15
     shift_factor: float = 1.3
     shift_factor_stable: float = 1.5
@@ -95,7 +100,11 @@ def degraded(p95_now: np.ndarray, p95_baseline: np.ndarray, loss_now: np.ndarray
     enough = True if probes is None else np.nan_to_num(np.asarray(probes, float)) >= policy.min_loss_probes
     with np.errstate(invalid="ignore"):
         slow = (base > 0) & (p95_now >= factor * base)
-        lossy = enough & (loss > limit) & (loss - loss_base > limit)
+        if policy.detector and probes is not None:  # binomial: the probes decide how sure a loss is
+            p0 = np.maximum(loss_base, policy.loss_floor)
+            lossy = (loss > limit) & (loss_tail(loss, probes, p0) < policy.loss_alpha)
+        else:
+            lossy = enough & (loss > limit) & (loss - loss_base > limit)
         if shift is not None and policy.detector:
             jump = policy.by_sensitivity(a, policy.shift_factor_sensitive, policy.shift_factor,
                                          policy.shift_factor_stable)

@@ -112,3 +112,11 @@ def test_ratio_now_is_the_last_column_of_the_full_pass():
     np.testing.assert_allclose(ratio_now(x), shift_ratios(x)[:, -1])
     assert ratio_now(x)[5] == 0.0 and ratio_now(x[:, :3]).tolist() == [0.0] * 40
     assert (ratio_now(x)[::3] >= 1.15).mean() > 0.7  # rows whose newest window is a gap say 0
+
+
+def test_loss_tail_worked_example():
+    from core.detect import loss_tail
+
+    # 10 of 100 at p0 0.3 %: KL = 0.1 ln(0.1 / 0.003) + 0.9 ln(0.9 / 0.997) = 0.35066 - 0.09212 = 0.25854
+    assert loss_tail([0.1], [100], [0.003])[0] == pytest.approx(math.exp(-25.854), rel=1e-3)
+    assert loss_tail([0.002, 0.1], [100, np.nan], [0.003, 0.003]).tolist() == [1.0, 1.0]  # not above p0; no probes

@@ -72,6 +72,13 @@ def test_the_loss_leg_needs_probes_and_a_loss_above_the_paths_own():
     # a path that always lost 1.5 % is not degraded at 2 %: 0.5 points above its own loss
     assert degraded([1.0], [1.0], [0.02], DEFAULT_POLICY, alpha=[0.5], probes=[400],
                     loss_baseline=[0.015]).tolist() == [False]
+    # the binomial leg: 10 lost of 100 against the 0.3 % background is sure (KL(0.1 || 0.003) =
+    # 0.1 ln(33.3) + 0.9 ln(0.9 / 0.997) = 0.2590, tail exp(-25.9) = 6e-12), though under 200 probes;
+    # the seeds' rule (detector off) still wants 200
+    from core.reschedule import ReschedulePolicy
+
+    assert degraded([1.0], [1.0], [0.1], DEFAULT_POLICY, alpha=[0.5], probes=[100]).tolist() == [True]
+    assert degraded([1.0], [1.0], [0.1], ReschedulePolicy(detector=False), alpha=[0.5], probes=[100]).tolist() == [False]
 
 
 def test_a_few_lost_probes_are_not_a_degradation():
