@@ -146,16 +146,21 @@ def decode_samples(payload: bytes) -> ProbeBatch:
 def _decode_arrow(payload: bytes) -> ProbeBatch:
     try:
         batches = list(ipc.open_stream(payload))
+        for rb in batches:  # offsets, dictionary codes, UTF-8: a corrupted batch must not reach memory access
+            rb.validate(full=True)
     except (pa.ArrowInvalid, pa.ArrowException, OSError) as exc:
         raise DecodeError(f"neither JSON nor an Arrow IPC stream: {exc}") from None
     if not batches:
         raise DecodeError("Arrow stream holds no record batch")
-    if len(batches) == 1:
-        rb = batches[0]
-    else:
-        table = pa.Table.from_batches(batches).unify_dictionaries().combine_chunks()
-        rb = table.to_batches()[0] if table.num_rows else batches[0].slice(0, 0)
-    names = rb.schema.names
+    try:
+        if len(batches) == 1:
+            rb = batches[0]
+        else:
+            table = pa.Table.from_batches(batches).unify_dictionaries().combine_chunks()
+            rb = table.to_batches()[0] if table.num_rows else batches[0].slice(0, 0)
+        names = rb.schema.names
+    except (pa.ArrowException, UnicodeDecodeError) as exc:  # batches that disagree; names not UTF-8
+        raise DecodeError(f"unusable Arrow stream: {exc}") from None
     missing = [c for c in ("ts", "src", "metric", "value") if c not in names]
     if missing:
         raise DecodeError(f"Arrow stream lacks column(s) {', '.join(missing)}")
@@ -169,7 +174,7 @@ def _decode_arrow(payload: bytes) -> ProbeBatch:
         else:
             dst, dst_names = np.zeros(n, dtype=np.int32), [""]
         metric, metric_names = _string_codes(rb.column("metric"))
-    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError) as exc:
+    except (pa.ArrowException, TypeError, UnicodeDecodeError) as exc:
         raise DecodeError(f"Arrow column of the wrong type: {exc}") from None
     batch = ProbeBatch(ts, value, src, dst, metric, src_names, dst_names, metric_names)
     for name in ("ts", "src", "metric"):
@@ -208,8 +213,8 @@ def _string_codes(col: pa.Array) -> tuple[np.ndarray, list[str]]:
 def _decode_json(payload: bytes) -> ProbeBatch:
     try:
         doc = json.loads(payload)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise DecodeError(f"invalid JSON: {exc}") from None
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # ValueError: also ints over 4,300 digits
+        raise DecodeError(f"invalid JSON: {type(exc).__name__}: {str(exc)[:200]}") from None
     if isinstance(doc, dict):
         doc = [doc]
     if not isinstance(doc, list):
@@ -267,6 +272,9 @@ def _json_row_problem(obj) -> str | None:
     v = obj["value"]
     if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
         return "value must be a number or null"
+    for k in ("ts", "value"):  # an int beyond float64 would raise OverflowError further on
+        if isinstance(obj[k], int) and not -1e308 < obj[k] < 1e308:
+            return f"{k} out of range"
     return None
 
 
