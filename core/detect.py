@@ -48,6 +48,7 @@ class DetectorPolicy:
             raise ValueError("0 <= loss_limit < 1, 0 < loss_floor < 1 and 0 < alpha < 1")
 
 
+DEFAULT_POLICY = DetectorPolicy()
 SEED_RULE = DetectorPolicy(factor=2.0, k=1, min_sigmas=0.0)  # "latency doubles"
 
 
@@ -68,7 +69,7 @@ def _known_windows(x: np.ndarray, width: int) -> np.ndarray:
     return out
 
 
-def shift_ratios(p95: np.ndarray, policy: DetectorPolicy = DetectorPolicy()) -> np.ndarray:
+def shift_ratios(p95: np.ndarray, policy: DetectorPolicy = DEFAULT_POLICY) -> np.ndarray:
     """float[S, T]: at every window, the lowest of the last ``k`` known windows over the baseline's
     median where it is above the baseline by ``min_sigmas`` x the spread, else 0 (0 too at windows
     without a value and before the baseline has ``baseline`` known windows). ``factor`` is not
@@ -96,13 +97,13 @@ def _ratio(w: np.ndarray, policy: DetectorPolicy) -> np.ndarray:
     return np.where(np.isfinite(ratio), ratio, 0.0)
 
 
-def alarms(p95: np.ndarray, policy: DetectorPolicy = DetectorPolicy()) -> np.ndarray:
+def alarms(p95: np.ndarray, policy: DetectorPolicy = DEFAULT_POLICY) -> np.ndarray:
     """bool[S, T]: the latency leg at every window (at windows with a value; False before the
     baseline has ``baseline`` known windows)."""
     return shift_ratios(p95, policy) >= policy.factor
 
 
-def ratio_now(p95: np.ndarray, policy: DetectorPolicy = DetectorPolicy()) -> np.ndarray:
+def ratio_now(p95: np.ndarray, policy: DetectorPolicy = DEFAULT_POLICY) -> np.ndarray:
     """float[S]: :func:`shift_ratios` at the newest window of each series (its last column)."""
     x = np.asarray(p95, np.float64)
     width = policy.baseline + policy.k
@@ -114,13 +115,13 @@ def ratio_now(p95: np.ndarray, policy: DetectorPolicy = DetectorPolicy()) -> np.
     return np.where(ok[:, -1], _ratio(w, policy), 0.0)
 
 
-def alarm_now(p95: np.ndarray, policy: DetectorPolicy = DetectorPolicy()) -> np.ndarray:
+def alarm_now(p95: np.ndarray, policy: DetectorPolicy = DEFAULT_POLICY) -> np.ndarray:
     """bool[S]: the latency leg at the newest window of each series (its last column)."""
     return ratio_now(p95, policy) >= policy.factor
 
 
 def loss_alarm(lost: np.ndarray, count: np.ndarray, base_lost: np.ndarray, base_count: np.ndarray,
-               policy: DetectorPolicy = DetectorPolicy()) -> np.ndarray:
+               policy: DetectorPolicy = DEFAULT_POLICY) -> np.ndarray:
     """bool[S]: the loss leg (module docstring): ``lost``/``count`` probes in the recent windows,
     ``base_lost``/``base_count`` over the baseline windows."""
     lost, count = np.asarray(lost, np.float64), np.asarray(count, np.float64)

@@ -274,12 +274,15 @@ def naive_scale(history: np.ndarray) -> np.ndarray:
     """float[S]: the in-sample MAE of the one-step naive forecast — the mean |change| between
     consecutive known samples of each series (NaN with fewer than two)."""
     h = np.asarray(history, dtype=np.float64)
-    out = np.full(h.shape[0], np.nan)
-    for i, row in enumerate(h):
-        v = row[~np.isnan(row)]
-        if v.size >= 2:
-            out[i] = np.abs(np.diff(v)).mean()
-    return out
+    ok = ~np.isnan(h)
+    prev = np.where(ok, np.arange(h.shape[1]), -1)
+    np.maximum.accumulate(prev, axis=1, out=prev)  # the newest known index at or before each step
+    before = np.c_[np.full((h.shape[0], 1), -1), prev[:, :-1]]  # ... strictly before it
+    step = ok & (before >= 0)
+    change = np.abs(h - np.take_along_axis(h, np.maximum(before, 0), axis=1))
+    n = step.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(n > 0, np.where(step, change, 0.0).sum(axis=1) / n, np.nan)
 
 
 def mase(forecast: np.ndarray, actual: np.ndarray, history: np.ndarray) -> np.ndarray:

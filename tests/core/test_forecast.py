@@ -119,6 +119,13 @@ def test_baselines_and_scales_worked_example():
     # one-step naive scale over known samples: 1, 3, (gap), 2 -> changes 2 and 1 -> 1.5
     h = np.array([[1.0, 3.0, np.nan, 2.0], [7.0, np.nan, np.nan, np.nan]])
     assert naive_scale(h)[0] == 1.5 and np.isnan(naive_scale(h)[1])
+    # vectorised against one row at a time, with gaps, an empty row and a lone sample
+    rng = np.random.default_rng(0)
+    r = rng.random((30, 40))
+    r[rng.random(r.shape) < 0.4] = np.nan
+    r[3], r[4] = np.nan, np.r_[np.full(7, np.nan), 1.0, np.full(32, np.nan)]
+    ref = [np.abs(np.diff(v[~np.isnan(v)])).mean() if (~np.isnan(v)).sum() >= 2 else np.nan for v in r]
+    np.testing.assert_allclose(naive_scale(r), ref)
     # forecast 4 against truth 1 and 7: MAE 3, scaled by 1.5 -> 2
     assert mase(np.array([[4.0, 4.0]]), np.array([[1.0, 7.0]]), h[:1]).tolist() == [2.0]
 

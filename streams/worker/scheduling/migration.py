@@ -117,7 +117,7 @@ def _evaluate_group(sched, nodes: NodeView, group: list, x, net, eps: list[str],
     loss_now, probes = worst_loss_per_task(net.loss, net.probes, x.ep_ptr, x.ep_idx, cur)
     base = np.array([r.baseline_p95 for r in group])
     loss_base = np.array([r.baseline_loss for r in group])
-    shift = worst_per_task(net.shift, x.ep_ptr, x.ep_idx, cur)
+    shift = worst_per_task(net.shift, x.ep_ptr, x.ep_idx, cur) if sched.policy.detector else None
     deg = degraded(p95_now, base, loss_now, sched.policy, alpha, probes, loss_base, shift)
     forecast_only = np.zeros(len(group), bool)
     if sched.forecast_p95:
@@ -174,7 +174,7 @@ def migrate_gang(sched, r, nodes: NodeView, now: float) -> RescheduleEvent | Non
     p95_now, loss_now = gang_path_state(net.p95, net.loss, rows, members, net.from_node("loss", members[0]))
     deg = degraded(np.array([p95_now]), np.array([r.baseline_p95]), np.array([loss_now]), sched.policy,
                    np.array([alpha]), loss_baseline=np.array([r.baseline_loss]),
-                   shift=np.array([_gang_worst(net, "shift", rows, members)]))
+                   shift=np.array([_gang_worst(net, "shift", rows, members)]) if sched.policy.detector else None)
     newest = _gang_worst(net, "end", rows, members)
     fresh = not newest <= r.seen_window_end or sched.forecast_version > r.seen_forecast_version
     r.seen_forecast_version = sched.forecast_version
