@@ -34,9 +34,9 @@ class Peaks(BaseModel):
 class Benchmark(BaseModel):
     model_config = ConfigDict(extra="allow", allow_inf_nan=False)
 
-    name: str = Field(min_length=1, description="standard workload, e.g. resnet50-train")
+    name: str = Field(min_length=1, max_length=128, description="standard workload, e.g. resnet50-train")
     value: float = Field(gt=0, description="measured throughput in `unit`")
-    unit: str = Field(default="samples/s", min_length=1)
+    unit: str = Field(default="samples/s", min_length=1, max_length=64)
     measured_at: float = Field(gt=0, description="epoch seconds")
 
 
@@ -45,7 +45,7 @@ class Free(BaseModel):
 
     model_config = ConfigDict(extra="allow", allow_inf_nan=False)
 
-    cards: int | None = Field(default=None, ge=0)
+    cards: int | None = Field(default=None, ge=0, le=1024)
     mem_gb: float | None = NonNeg
     host_mem_gb: float | None = NonNeg
 
@@ -56,16 +56,16 @@ class ComputeReport(BaseModel):
     node: str = Field(pattern=NODE_ID_PATTERN)
     ts: float = Field(gt=0, description="epoch seconds of the report")
     status: Literal["up", "leaving", "down"] = "up"
-    region: str = ""
-    zone: str = ""
-    rack: str = ""
-    accel_model: str = Field(default="", description="e.g. H100-SXM; keys the conversion table")
-    accel_class: str = Field(default="", description="nodes are compared within a class; default: model")
+    region: str = Field(default="", max_length=128)
+    zone: str = Field(default="", max_length=128)
+    rack: str = Field(default="", max_length=128)
+    accel_model: str = Field(default="", max_length=128, description="e.g. H100-SXM; keys the conversion table")
+    accel_class: str = Field(default="", max_length=128, description="nodes are compared within a class; default: model")
     cards: int = Field(default=0, ge=0, le=1024)
     peak_tflops: Peaks = Field(default_factory=Peaks)
-    tensor_cores: int | None = Field(default=None, ge=0)
+    tensor_cores: int | None = Field(default=None, ge=0, le=10**7)
     clock_mhz: float | None = NonNeg
-    benchmarks: list[Benchmark] = Field(default_factory=list)
+    benchmarks: list[Benchmark] = Field(default_factory=list, max_length=256)
     mem_gb: float | None = NonNeg
     mem_bw_gbs: float | None = NonNeg
     host_mem_gb: float | None = NonNeg

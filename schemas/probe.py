@@ -35,6 +35,8 @@ NON_NEGATIVE_METRICS = frozenset({RTT_MS, BW_GBPS, POWER_MW})
 REASON_UNDECODABLE = "undecodable"
 REASON_SCHEMA = "schema"
 REASON_OUT_OF_RANGE = "out_of_range"
+REASON_TOO_LARGE = "too_large"
+REASON_INTERNAL = "internal_error"  # an input the code did not foresee: the message goes, the worker stays
 
 class DecodeError(ValueError):
     """The message as a whole cannot be read: nothing in it is usable."""

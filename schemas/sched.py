@@ -3,7 +3,7 @@ reschedule events (`sched.reschedules`)."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -32,7 +32,8 @@ class Resources(BaseModel):
     cards: int = Field(default=0, ge=0, le=1024, description="accelerators")
     accel_mem_gb: float = Field(default=0.0, ge=0, description="accelerator memory, all cards together")
     host_mem_gb: float = Field(default=0.0, ge=0)
-    accel_classes: list[str] = Field(default_factory=list, description="allowed accelerator classes; empty: any")
+    accel_classes: list[Annotated[str, Field(max_length=128)]] = Field(
+        default_factory=list, max_length=64, description="allowed accelerator classes; empty: any")
 
 
 class Endpoint(BaseModel):
@@ -53,7 +54,7 @@ class Task(BaseModel):
     data_source: Endpoint | None = None
     model_repo: Endpoint | None = None
     priority: int = Field(default=50, ge=0, le=100)
-    team: str = ""
+    team: str = Field(default="", max_length=128)
     alpha: float | None = Field(default=None, ge=0, le=1, description="compute weight; default from the type")
     network_profile: NetworkProfile | None = None
     submitted_at: float | None = Field(default=None, gt=0)
@@ -134,13 +135,13 @@ class TaskEvent(BaseModel):
     task_id: str = Field(pattern=ID_PATTERN)
     event: Literal["started", "refused", "checkpoint", "finished", "failed"]
     at: float = Field(gt=0, description="epoch seconds")
-    nodes: list[str] = Field(default_factory=list)
+    nodes: list[Annotated[str, Field(pattern=ID_PATTERN)]] = Field(default_factory=list, max_length=4096)
     duration_s: float | None = Field(default=None, ge=0)
     throughput: float | None = Field(default=None, ge=0, description="achieved, in `unit`")
-    unit: str = "samples/s"
+    unit: str = Field(default="samples/s", max_length=64)
     checkpoint_at: float | None = Field(default=None, gt=0, description="checkpoint: when the state was saved")
     checkpoint_gb: float | None = Field(default=None, ge=0, description="checkpoint: its size")
-    checkpoint_location: str | None = Field(default=None, description="checkpoint: where it is stored")
+    checkpoint_location: str | None = Field(default=None, max_length=1024, description="checkpoint: where it is stored")
 
 
 class Incident(BaseModel):

@@ -16,7 +16,7 @@ import pyarrow as pa
 from schemas.compute import node_class
 from schemas.windows import WINDOW_ARROW_SCHEMA
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 # files are written in the storage format of DuckDB 1.4, so any DuckDB client from 1.4 on (the
 # `duckdb` CLI included) can read them, whatever newer library version the sink runs
 STORAGE_COMPATIBILITY = "v1.4.0"
@@ -119,6 +119,13 @@ _MIGRATIONS: dict[int, str] = {
         PRIMARY KEY (run_id, policy, seed, job)
     );
     """,
+    8: """
+    CREATE TABLE sink_rejects (
+        topic VARCHAR NOT NULL, part INTEGER NOT NULL, "offset" BIGINT NOT NULL, reason VARCHAR NOT NULL,
+        detail VARCHAR, original BLOB, rejected_at DOUBLE,
+        PRIMARY KEY (topic, part, "offset")
+    );
+    """,
 }
 
 _DECISIONS = pa.schema([
@@ -149,6 +156,10 @@ _INCIDENTS = pa.schema([
     ("node", pa.string()), ("detected_at", pa.float64()), ("status", pa.string()), ("cause", pa.string()),
     ("located_at", pa.float64()), ("recovered_at", pa.float64()), ("tasks", pa.list_(pa.string())),
     ("work_lost_s", pa.float64()),
+])
+_REJECTS = pa.schema([
+    ("topic", pa.string()), ("part", pa.int32()), ("offset", pa.int64()), ("reason", pa.string()),
+    ("detail", pa.string()), ("original", pa.binary()), ("rejected_at", pa.float64()),
 ])
 _RESCHEDULES = pa.schema([
     ("task_id", pa.string()), ("moved_at", pa.float64()), ("from_nodes", pa.list_(pa.string())),
@@ -229,10 +240,10 @@ class DuckStore:
         """Insert window results (one Arrow batch); return how many were new."""
         return self._insert("windows", rows, WINDOW_ARROW_SCHEMA)
 
-    def write_windows_json(self, values: list[bytes]) -> tuple[int, int]:
+    def write_windows_json(self, values: list[bytes]) -> tuple[int, list[int]]:
         """Insert window results straight from their JSON messages: parsed by Arrow in one pass (no
-        Python object per row). Returns (new rows, skipped messages); a batch with a malformed
-        message is parsed message by message so that only the bad ones are skipped."""
+        Python object per row). Returns (new rows, positions of the skipped messages); a batch with
+        a malformed message is parsed message by message so that only the bad ones are skipped."""
         import io
 
         import pyarrow.json as pj
@@ -241,15 +252,15 @@ class DuckStore:
         try:
             table = pj.read_json(io.BytesIO(b"\n".join(v.replace(b"\n", b" ") for v in values)),
                                  parse_options=options)
-            return self._insert_table("windows", table.select(WINDOW_ARROW_SCHEMA.names)), 0
-        except (pa.ArrowInvalid, pa.ArrowTypeError, duckdb.Error):
+            return self._insert_table("windows", table.select(WINDOW_ARROW_SCHEMA.names)), []
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, duckdb.Error):
             if len(values) == 1:
-                return 0, 1
-            stored = skipped = 0
-            for v in values:
+                return 0, [0]
+            stored, skipped = 0, []
+            for i, v in enumerate(values):
                 n, bad = self.write_windows_json([v])
                 stored += n
-                skipped += bad
+                skipped += [i] * len(bad)
             return stored, skipped
 
     def _insert(self, table: str, rows: list[dict], schema: pa.Schema) -> int:
@@ -328,6 +339,11 @@ class DuckStore:
     def write_incidents(self, docs: list[dict]) -> int:
         """sched.incidents messages: one row per incident and status (open, recovered)."""
         return self._insert("incidents", [{k: d.get(k) for k in _INCIDENTS.names} for d in docs], _INCIDENTS)
+
+    def write_rejects(self, rows: list[dict]) -> int:
+        """Messages the sink would not store (``sink_rejects``: topic, part, offset, reason, detail, the
+        original bytes), once each under redelivery."""
+        return self._insert("sink_rejects", rows, _REJECTS)
 
     def query(self, sql: str, params: list | None = None) -> list[tuple]:
         return self.con.execute(sql, params or []).fetchall()

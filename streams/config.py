@@ -43,7 +43,14 @@ class Settings(BaseSettings):
     window_seconds: int = Field(default=10, ge=1, le=86_400)
     window_step_seconds: int = Field(default=10, ge=1, le=86_400)
     allowed_lateness_seconds: float = Field(default=2.0, ge=0, le=3_600)
-    max_clock_skew_seconds: float = Field(default=86_400.0, gt=0)
+    max_clock_skew_seconds: float = Field(
+        default=300.0, gt=0, le=86_400, description="samples further ahead of the worker's clock are rejected: "
+        "one sample can move its partition's event time at most this far past real time")
+    max_sample_age_seconds: float = Field(
+        default=7 * 86_400.0, gt=0, description="samples older than this (by the worker's clock) are rejected")
+    max_message_bytes: int = Field(
+        default=16 * 2**20, ge=1024, description="larger probe messages are dead-lettered unread")
+    max_message_rows: int = Field(default=2_000_000, ge=1, description="probe messages with more rows: dead-lettered")
     hampel_k: float = Field(default=3.0, gt=0, description="outliers: |x - median| > k * 1.4826 * MAD")
     idle_close_seconds: float = Field(
         default=30.0, ge=0, description="a partition without messages this long: its event time follows the "

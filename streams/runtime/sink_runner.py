@@ -2,6 +2,11 @@
 sched.reschedules and sched.events (task lifecycle) in batches, writes each batch through Arrow, commits offsets only after the write
 (at-least-once; the store is idempotent).
 
+Every message is checked against its contract (schemas/) before it is stored — the same models the
+worker applies; window results by Arrow's typed JSON reader in bulk. A message that fails is not
+stored: it goes to ``sink_rejects`` (topic, partition, offset, reason, detail, original bytes), and
+the sink moves on.
+
 The file is open only while a batch is written, so `cnsched sql` (and any DuckDB client) can read it
 between batches while the pipeline runs; each side waits briefly while the other holds it."""
 
@@ -15,7 +20,11 @@ import time
 
 import duckdb
 import pyarrow as pa
+from pydantic import BaseModel, ValidationError
 
+from schemas.api import field_errors
+from schemas.compute import ComputeReport
+from schemas.sched import Decision, Incident, RescheduleEvent, TaskEvent
 from schemas.topics import (
     COMPUTE_NODES,
     NETSTATE_WINDOWS,
@@ -35,6 +44,28 @@ _MAX_BATCH = 400_000  # window results held while a write runs (~100 MB)
 WRITERS = {SCHED_DECISIONS: "write_decisions", SCHED_RESCHEDULES: "write_reschedules",
            SCHED_EVENTS: "write_task_events", COMPUTE_NODES: "write_compute_reports",
            SCHED_INCIDENTS: "write_incidents"}
+CONTRACTS: dict[str, type[BaseModel]] = {
+    SCHED_DECISIONS: Decision, SCHED_RESCHEDULES: RescheduleEvent, SCHED_EVENTS: TaskEvent,
+    COMPUTE_NODES: ComputeReport, SCHED_INCIDENTS: Incident}
+
+
+def reject(msg, reason: str, detail: str) -> dict:
+    """A ``sink_rejects`` row for a message the sink will not store."""
+    return {"topic": msg.topic, "part": msg.partition, "offset": msg.offset, "reason": reason,
+            "detail": detail[:2000], "original": bytes(msg.value or b""), "rejected_at": time.time()}
+
+
+def checked(msg, model: type[BaseModel]) -> tuple[dict | None, dict | None]:
+    """(the message as a dict, None) when it keeps its contract, else (None, its reject row)."""
+    try:
+        model.model_validate_json(msg.value or b"")
+        return json.loads(msg.value), None
+    except ValidationError as exc:
+        errors = field_errors(exc)
+        reason = "undecodable" if any(e["type"] == "json_invalid" for e in exc.errors()) else "schema"
+        return None, reject(msg, reason, json.dumps(errors[:20]))
+    except (ValueError, TypeError, RecursionError) as exc:
+        return None, reject(msg, "undecodable", f"{type(exc).__name__}: {exc}")
 
 
 class WindowSink:
@@ -42,7 +73,7 @@ class WindowSink:
         self.settings = settings
         self.messages = 0  # read from Kafka, duplicates and bad ones included
         self.stored = 0  # new rows in DuckDB (window results, decisions, migrations)
-        self.skipped = 0  # undecodable
+        self.skipped = 0  # not stored (each one a row of sink_rejects)
         self.first_batch_at: float | None = None  # perf_counter of the first non-empty batch
         self.stop = asyncio.Event()
 
@@ -50,6 +81,7 @@ class WindowSink:
         DuckStore.open(self.settings.duckdb_path).close()  # create and migrate up front
         windows_topic = self.settings.topic(NETSTATE_WINDOWS)
         names = {self.settings.topic(t): method for t, method in WRITERS.items()}
+        models = {self.settings.topic(t): model for t, model in CONTRACTS.items()}
         c = consumer(self.settings, NETSTATE_WINDOWS, *WRITERS,
                      group_id=f"{self.settings.app_id}-duckdb-sink",
                      enable_auto_commit=False, max_poll_records=200_000,
@@ -58,8 +90,9 @@ class WindowSink:
         writing: asyncio.Task | None = None
         # what was read since the last write started: while a write runs, reading goes on and
         # accumulates, so batches grow when the store is the slower side (fewer opens and commits)
-        rows: dict[str, list[dict]] = {}
-        raw_windows: list[bytes] = []
+        rows: dict[str, list[tuple[dict, object]]] = {}  # per topic: (document, its message)
+        raw_windows: list = []  # the window-result messages themselves
+        rejects: list[dict] = []
         offsets: dict = {}
         try:
             while not self.stop.is_set():
@@ -73,15 +106,14 @@ class WindowSink:
                     self.messages += len(msgs)
                     offsets[tp] = msgs[-1].offset + 1
                     if tp.topic == windows_topic:  # the high-rate topic: parsed by Arrow in bulk
-                        raw_windows += [m.value for m in msgs if m.value]
-                        self.skipped += sum(1 for m in msgs if not m.value)
+                        raw_windows += msgs
                         continue
                     for m in msgs:
-                        try:
-                            rows.setdefault(tp.topic, []).append(json.loads(m.value))
-                        except (ValueError, TypeError):
-                            self.skipped += 1
-                            log.warning("skipping undecodable message at %s:%d@%d", m.topic, m.partition, m.offset)
+                        doc, bad = checked(m, models[tp.topic])
+                        if doc is not None:
+                            rows.setdefault(tp.topic, []).append((doc, m))
+                        else:
+                            rejects.append(bad)
                 if writing is not None and not writing.done() and len(raw_windows) < _MAX_BATCH:
                     continue
                 if writing is not None:
@@ -90,45 +122,52 @@ class WindowSink:
                 if offsets:
                     # the write runs in a thread while the next messages are fetched; offsets are
                     # committed only after it (at-least-once; the store is idempotent)
-                    writing = asyncio.create_task(self._write_and_commit(c, rows, raw_windows, names, offsets))
-                    rows, raw_windows, offsets = {}, [], {}
+                    writing = asyncio.create_task(
+                        self._write_and_commit(c, rows, raw_windows, rejects, names, offsets))
+                    rows, raw_windows, rejects, offsets = {}, [], [], {}
             if writing is not None:
                 await writing
             if offsets:  # what was read after the last write started
-                await self._write_and_commit(c, rows, raw_windows, names, offsets)
+                await self._write_and_commit(c, rows, raw_windows, rejects, names, offsets)
         finally:
             await c.stop()
         log.info("sink stopped: %d messages read, %d new rows stored", self.messages, self.stored)
         return 0
 
-    async def _write_and_commit(self, c, rows, raw_windows, names, offsets) -> None:
-        if rows or raw_windows:
-            await asyncio.to_thread(self._write_batch, rows, raw_windows, names)
+    async def _write_and_commit(self, c, rows, raw_windows, rejects, names, offsets) -> None:
+        if rows or raw_windows or rejects:
+            await asyncio.to_thread(self._write_batch, rows, raw_windows, rejects, names)
         await c.commit(offsets)
 
-    def _write_batch(self, rows: dict[str, list[dict]], raw_windows: list[bytes], names: dict[str, str]) -> None:
+    def _write_batch(self, rows: dict[str, list[tuple[dict, object]]], raw_windows: list, rejects: list[dict],
+                     names: dict[str, str]) -> None:
         store = DuckStore.open(self.settings.duckdb_path, False, 60.0)
         try:
             if raw_windows:
-                stored, skipped = store.write_windows_json(raw_windows)
+                values = [m.value or b"" for m in raw_windows]
+                stored, bad = store.write_windows_json(values)
                 self.stored += stored
-                self.skipped += skipped
-            for topic, docs in rows.items():
-                self._write(store, names[topic], docs)
+                rejects = rejects + [reject(raw_windows[i], "schema", "not a window result") for i in bad]
+            for topic, items in rows.items():
+                self._write(store, names[topic], items, rejects)
+            if rejects:
+                self.skipped += len(rejects)
+                log.warning("%d message(s) not stored; see the sink_rejects table", len(rejects))
+                store.write_rejects(rejects)
         finally:
             store.close()
 
-    def _write(self, store: DuckStore, method: str, docs: list[dict]) -> None:
+    def _write(self, store: DuckStore, method: str, items: list[tuple[dict, object]], rejects: list[dict]) -> None:
         write = getattr(store, method)
         try:
-            self.stored += write(docs)
-        except _BAD_ROW as exc:  # a message of the wrong shape: one at a time
-            for doc in docs:
+            self.stored += write([doc for doc, _ in items])
+        except _BAD_ROW as exc:  # valid by its contract, yet not storable: one at a time
+            log.warning("a batch for %s failed (%s); writing its messages one by one", method, exc)
+            for doc, msg in items:
                 try:
                     self.stored += write([doc])
-                except _BAD_ROW:
-                    self.skipped += 1
-                    log.warning("skipping malformed message for %s: %s", method, exc)
+                except _BAD_ROW as one:
+                    rejects.append(reject(msg, "unstorable", f"{type(one).__name__}: {one}"))
 
 
 async def run_sink(settings: Settings) -> int:

@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 
 from pydantic import ValidationError
 
 from schemas.api import field_errors
+
+log = logging.getLogger(__name__)
+REASON_INTERNAL = "internal_error"
 
 
 def raw_value(event) -> bytes:
@@ -43,3 +47,20 @@ async def validated(model, event, deadletter_topic, what: str = ""):
         await deadletter_topic.send(key=msg.key, value=dead_letter(
             raw, msg, reason, f"{what}{len(errors)} invalid field(s)", errors=errors[:100]))
         return None, reason
+
+
+async def guarded(event, deadletter_topic, counters, step) -> bool:
+    """Run ``step()`` (the handling of one valid message); if it raises, log it, count it and send the
+    message to ``deadletter_topic`` (None: log and count only) with reason `internal_error`, so one
+    message nobody foresaw never stops its agent. True when the step succeeded."""
+    try:
+        await step()
+        return True
+    except Exception as exc:  # the message, not the worker
+        msg = event.message
+        log.exception("message at %s:%d@%d not handled", msg.topic, msg.partition, msg.offset)
+        counters.inc("messages_failed_total", topic=msg.topic)
+        if deadletter_topic is not None:
+            await deadletter_topic.send(key=msg.key, value=dead_letter(
+                raw_value(event), msg, REASON_INTERNAL, f"{type(exc).__name__}: {str(exc)[:200]}"))
+        return False

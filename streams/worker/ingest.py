@@ -31,6 +31,8 @@ import faust
 
 from schemas.probe import (
     MAX_LISTED,
+    REASON_INTERNAL,
+    REASON_TOO_LARGE,
     REASON_UNDECODABLE,
     DecodeError,
     ProbeBatch,
@@ -109,7 +111,13 @@ class Ingest:
         for k, v in list(data.items()):
             if isinstance(k, bytes) and k.startswith(prefix) and v:
                 panes[parse_pane_table_key(k)[1]] = v
-        state.restore(decode_mark(raw_mark), panes)
+        mark = decode_mark(raw_mark)
+        ceiling = time.time() + self.settings.max_clock_skew_seconds
+        if mark.max_ts > ceiling:  # persisted by an older version that allowed far-future samples
+            log.warning("partition %d: event time %.0f is ahead of the clock; set back to %.0f",
+                        partition, mark.max_ts, ceiling)
+            mark.max_ts = ceiling
+        state.restore(mark, panes)
         log.info("partition %d: restored %d panes, windows closed up to %s",
                  partition, len(panes), state.mark.closed_before)
 
@@ -119,23 +127,39 @@ class Ingest:
         if self.started_at is None:
             self.started_at = time.time()
             self.counters.set("ingest_first_event_unixtime", self.started_at)
-        by_partition: dict[int, tuple[list, list]] = {}
+        by_partition: dict[int, tuple[list, list, list]] = {}
         for event in events:
             batch = await self._checked(event)
             msg = event.message
-            batches, offsets = by_partition.setdefault(msg.partition, ([], []))
+            batches, offsets, evs = by_partition.setdefault(msg.partition, ([], [], []))
             batches.append(batch)
             offsets.append(msg.offset)
+            evs.append(event)
             self.pending[msg.partition].append(event)
         c = self.counters
-        for partition, (batches, offsets) in by_partition.items():
+        for partition, (batches, offsets, evs) in by_partition.items():
             state = self.partition_state(partition)
-            late = state.add_many(batches, offsets)
+            try:
+                late = state.add_many(batches, offsets)
+            except Exception:  # never expected after validation; find the message, keep the rest
+                log.exception("partition %d: a step of %d messages failed; applying them one by one",
+                              partition, len(batches))
+                late = await self._add_one_by_one(state, batches, offsets, evs)
             if late:
                 c.inc("samples_late_total", late, reason=LATE_WINDOW_CLOSED)
             self.last_arrival[partition] = (time.monotonic(), state.mark.max_ts)
             await self._emit(state.close_ready())
         c.set("ingest_last_event_unixtime", time.time())
+
+    async def _add_one_by_one(self, state: PartitionWindows, batches: list, offsets: list, evs: list) -> int:
+        """Each message alone (panes that hold one already skip it); one that fails is dead-lettered."""
+        late = 0
+        for batch, offset, event in zip(batches, offsets, evs, strict=True):
+            try:
+                late += state.add(batch, offset, max(state.mark.closed_before, state.watermark))
+            except Exception as exc:
+                await self._dead_letter(event, REASON_INTERNAL, f"{type(exc).__name__}: {str(exc)[:200]}")
+        return late
 
     async def _emit(self, results: list[dict]) -> None:
         for result in results:
@@ -162,24 +186,30 @@ class Ingest:
                 await self._emit(results)
 
     async def _checked(self, event) -> ProbeBatch:
-        """The message's valid rows; what is invalid goes to the dead-letter topic."""
-        msg = event.message
+        """The message's valid rows; what is invalid goes to the dead-letter topic. Nothing a message
+        holds escapes as an exception: the worker and the partition go on."""
         payload = raw_value(event)
-        c = self.counters
+        c, cfg = self.counters, self.settings
         c.inc("messages_total")
         try:
+            if len(payload) > cfg.max_message_bytes:
+                return await self._dead_letter(event, REASON_TOO_LARGE, f"{len(payload)} bytes; the limit is "
+                                               f"{cfg.max_message_bytes} (CNSCHED_MAX_MESSAGE_BYTES)")
             batch = decode_samples(payload)
+            if len(batch) > cfg.max_message_rows:
+                return await self._dead_letter(event, REASON_TOO_LARGE, f"{len(batch)} rows; the limit is "
+                                               f"{cfg.max_message_rows} (CNSCHED_MAX_MESSAGE_ROWS)")
+            check = validate_batch(batch, time.time(), cfg.max_clock_skew_seconds, cfg.max_sample_age_seconds)
         except DecodeError as exc:
-            c.inc("samples_rejected_total", reason=REASON_UNDECODABLE)
-            await self.topics.deadletter.send(
-                key=msg.key,
-                value=dead_letter(payload, msg, REASON_UNDECODABLE, str(exc)),
-            )
-            return empty_batch()
-        check = validate_batch(batch, time.time(), self.settings.max_clock_skew_seconds)
+            return await self._dead_letter(event, REASON_UNDECODABLE, str(exc))
+        except Exception as exc:
+            log.exception("probe message at %s:%d@%d not handled", event.message.topic,
+                          event.message.partition, event.message.offset)
+            return await self._dead_letter(event, REASON_INTERNAL, f"{type(exc).__name__}: {str(exc)[:200]}")
         if check.rejected:
             for reason, n in check.rejected.items():
                 c.inc("samples_rejected_total", n, reason=reason)
+            msg = event.message
             await self.topics.deadletter.send(
                 key=msg.key,
                 value=dead_letter(
@@ -191,6 +221,13 @@ class Ingest:
             )
         c.inc("samples_accepted_total", len(check.good))
         return check.good
+
+    async def _dead_letter(self, event, reason: str, detail: str) -> ProbeBatch:
+        """The whole message to the dead-letter topic; nothing of it is applied."""
+        msg = event.message
+        self.counters.inc("messages_rejected_total", reason=reason)
+        await self.topics.deadletter.send(key=msg.key, value=dead_letter(raw_value(event), msg, reason, detail))
+        return empty_batch()
 
     # -------------------------------------------------------------------------- flush
     async def flush(self) -> None:
@@ -230,6 +267,7 @@ def register(app: faust.App, topics, settings: Settings, counters: Counters, sam
     counters.describe("messages_total", "probe.samples messages read")
     counters.describe("samples_accepted_total", "probe samples that passed validation")
     counters.describe("samples_rejected_total", "probe samples sent to the dead-letter topic, by reason")
+    counters.describe("messages_rejected_total", "whole probe messages sent to the dead-letter topic, by reason")
     counters.describe("samples_late_total", "samples later than the allowed lateness, dropped, by reason")
     counters.describe("windows_emitted_total", "window results sent to netstate.windows")
     counters.describe("idle_closes_total", "times an idle partition's event time followed the wall clock")

@@ -22,7 +22,7 @@ from streams.adapters.network import PathColumns
 from streams.config import Settings
 from streams.kafka import COMPUTE_TABLE, NETSTATE_TABLE, table_name
 from streams.metrics import Counters
-from streams.worker.deadletter import validated
+from streams.worker.deadletter import guarded, validated
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +99,7 @@ def register(app: faust.App, topics, settings: Settings, counters: Counters) -> 
     counters.describe("window_results_total", "netstate.windows messages applied to the network view")
     counters.describe("window_results_rejected_total", "netstate.windows messages that were not window results")
     counters.describe("compute_reports_total", "compute.nodes reports applied")
+    counters.describe("messages_failed_total", "messages whose handling raised: logged, dead-lettered, skipped")
     counters.describe("compute_reports_rejected_total", "compute.nodes reports sent to compute.deadletter, by reason")
     net_table = app.Table(table_name(settings, NETSTATE_TABLE), key_type=bytes, value_type=bytes, partitions=1)
     inv_table = app.Table(table_name(settings, COMPUTE_TABLE), key_type=bytes, value_type=bytes, partitions=1)
@@ -115,8 +116,9 @@ def register(app: faust.App, topics, settings: Settings, counters: Counters) -> 
                             event.message.partition, event.message.offset)
                 continue
             key = f"{w['src']}|{w['dst']}".encode()
-            net.put(key, merge_window(net.get_key(key), w))
-            counters.inc("window_results_total")
+            if await guarded(event, None, counters,
+                             lambda key=key, w=w: _put(net, key, merge_window(net.get_key(key), w))):
+                counters.inc("window_results_total")
 
     @app.agent(topics.compute_nodes, name="inventory")
     async def inventory_agent(stream):
@@ -127,8 +129,9 @@ def register(app: faust.App, topics, settings: Settings, counters: Counters) -> 
                 continue
             doc = report.model_dump(mode="json")
             doc["received_at"] = time.time()
-            inv.put(report.node.encode(), doc)
-            counters.inc("compute_reports_total")
+            if await guarded(event, topics.compute_deadletter, counters,
+                             lambda report=report, doc=doc: _put(inv, report.node.encode(), doc)):
+                counters.inc("compute_reports_total")
 
     @app.on_partitions_assigned.connect
     async def on_assigned(app, assigned, **kwargs):
@@ -136,3 +139,7 @@ def register(app: faust.App, topics, settings: Settings, counters: Counters) -> 
         inv.invalidate()
 
     return net, inv
+
+
+async def _put(table, key: bytes, value) -> None:
+    table.put(key, value)

@@ -160,3 +160,26 @@ def test_sparse_group_codes_take_the_hashed_path_and_agree():
     v = rng.lognormal(0, 1, 3000)
     v[::37] = np.nan
     assert_groups_equal(sketch_groups(codes, v), sketch_groups_reference(codes, v))
+
+
+def test_far_apart_values_take_the_sorted_path_agree_and_cost_memory_by_rows_not_key_span():
+    """Thousands of groups each holding -1e300 and 1e300 (a hostile message): dense accumulation
+    would allocate 2 * MAX_KEY + 1 cells per group (~1 MB each, GBs in all)."""
+    groups = 5000
+    codes = np.repeat(np.arange(groups), 3)
+    v = np.tile([-1e300, 1e300, np.nan], groups)
+    v[5] = 2.5  # one group with an ordinary value besides
+    got, ref = sketch_groups(codes, v), sketch_groups_reference(codes, v)
+    assert_groups_equal(got, ref)
+    assert got.key.size == 2 * groups + 1
+    assert got.key[0] == -MAX_KEY and got.key[1] == MAX_KEY
+    # merging the same far-apart sketches also sorts, and adds counts and sums exactly
+    gid = np.repeat(np.arange(len(got)), np.diff(got.start))
+    merged = merge_sets(groups, np.r_[gid, gid], np.r_[got.key, got.key], np.r_[got.bcount, got.bcount],
+                        np.r_[got.bsum, got.bsum], np.r_[np.arange(groups), np.arange(groups)],
+                        np.r_[got.count, got.count], np.r_[got.lost, got.lost],
+                        np.r_[got.vmin, got.vmin], np.r_[got.vmax, got.vmax])
+    np.testing.assert_array_equal(merged.key, got.key)
+    np.testing.assert_array_equal(merged.bcount, 2 * got.bcount)
+    np.testing.assert_array_equal(merged.bsum, 2 * got.bsum)
+    assert merged.count.tolist() == (2 * got.count).tolist()

@@ -168,7 +168,7 @@ async def test_worker_serves_metrics_with_per_reason_counters(make_settings, tmp
         while time.monotonic() < deadline:
             try:
                 body = await asyncio.to_thread(lambda: urllib.request.urlopen(url, timeout=2).read().decode())
-                if ('samples_rejected_total{reason="undecodable"} 1' in body
+                if ('messages_rejected_total{reason="undecodable"} 1' in body
                         and 'samples_late_total{reason="window_closed"} 1' in body):
                     break
             except OSError:
@@ -176,7 +176,7 @@ async def test_worker_serves_metrics_with_per_reason_counters(make_settings, tmp
             await asyncio.sleep(0.5)
     finally:
         stop_process(worker)
-    assert 'cnsched_samples_rejected_total{reason="undecodable"} 1' in body, body
+    assert 'cnsched_messages_rejected_total{reason="undecodable"} 1' in body, body
     assert 'cnsched_samples_late_total{reason="window_closed"} 1' in body, body
     assert "cnsched_samples_accepted_total 3" in body
     assert "# TYPE cnsched_messages_total counter" in body

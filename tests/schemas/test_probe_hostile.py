@@ -57,3 +57,48 @@ def test_deep_nesting_huge_integers_and_far_numbers_in_json():
     batch = decode_samples(json.dumps(rows).encode())
     assert batch.broken == {0: "ts out of range", 1: "value out of range"}
     assert batch.value[2] == 1.0 and np.isnan(batch.ts[0])
+
+
+NOW = 1_732_860_000.0
+
+
+def _check(rows, ahead=300.0, age=86_400.0):
+    from schemas.probe_validation import validate_batch
+
+    return validate_batch(decode_samples(json.dumps(rows).encode()), NOW, ahead, age)
+
+
+@pytest.mark.parametrize("src,dst,metric", [
+    ("n1\x1fx", "", "rtt_ms"),  # the separator of the worker's state keys
+    ("n1", "n2\x1f", "rtt_ms"),
+    ("n" * 129, "", "rtt_ms"),  # longer than an id may be
+    ("-n1", "", "rtt_ms"),
+    ("n1", "", "RTT ms"),
+    ("n1", "", "m" * 65),
+    ("n1", "n 2", "rtt_ms"),
+])
+def test_ids_and_metric_names_outside_their_patterns_are_schema_rejections(src, dst, metric):
+    check = _check([{"ts": NOW, "src": src, "dst": dst, "metric": metric, "value": 1.0},
+                    {"ts": NOW, "src": "n1", "dst": "n2", "metric": "rtt_ms", "value": 1.0}])
+    assert check.rejected == {"schema": 1} and len(check.good) == 1
+    assert check.listed[0].row == 0 and "matching" in check.listed[0].detail
+
+
+@pytest.mark.parametrize("metric,value,ok", [
+    ("rtt_ms", 3.6e6, True), ("rtt_ms", 3.7e6, False), ("bw_gbps", 2e6, False),
+    ("power_mw", 1e9, True), ("gpu_temp_c", -1e12, True), ("gpu_temp_c", 1e300, False),
+    ("gpu_temp_c", -1e13, False),
+])
+def test_values_beyond_the_bound_of_their_metric_are_out_of_range(metric, value, ok):
+    check = _check([{"ts": NOW, "src": "n1", "dst": "", "metric": metric, "value": value}])
+    assert (len(check.good) == 1) is ok
+    if not ok:
+        assert check.rejected == {"out_of_range": 1} and "must be at most" in check.listed[0].detail
+
+
+def test_samples_far_ahead_are_rejected_old_ones_only_past_the_age_limit():
+    rows = [{"ts": NOW + dt, "src": "n1", "dst": "", "metric": "bw_util", "value": 0.5}
+            for dt in (0, 299, 301, 23 * 3600, -3600, -86_399, -86_401)]
+    check = _check(rows, ahead=300, age=86_400)
+    assert sorted(e.row for e in check.listed) == [2, 3, 6]
+    assert all("clock skew" in e.detail for e in check.listed)

@@ -100,7 +100,7 @@ def test_bulk_json_windows_skip_only_the_bad_messages(tmp_path):
     store = DuckStore(tmp_path / "j.duckdb")
     good = [json.dumps(result(s, p95=None)).encode() for s in (0, 10, 20)]
     stored, skipped = store.write_windows_json(good + [b"not json", b'{"src": "a"}', good[0]])
-    assert (stored, skipped) == (3, 2)
+    assert (stored, skipped) == (3, [3, 4])  # positions of the bad messages
     assert store.query("SELECT count(*), count(p95) FROM windows") == [(3, 0)]  # null p95 kept as NULL
     store.close()
 

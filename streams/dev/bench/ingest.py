@@ -69,7 +69,7 @@ def bench_kernel(msgs, settings: Settings) -> dict:
     now = time.time()
     t = time.perf_counter()
     for i, (_, p) in enumerate(msgs):
-        w.add(validate_batch(decode_samples(p), now, settings.max_clock_skew_seconds).good, i)
+        w.add(validate_batch(decode_samples(p), now, settings.max_clock_skew_seconds, settings.max_sample_age_seconds).good, i)
         w.close_ready()
     w.take_changes()
     path_s = time.perf_counter() - t

@@ -26,7 +26,7 @@ from sinks.duckdb_store import StoreError
 from streams.config import Settings
 from streams.kafka import TASKS_TABLE, table_name
 from streams.metrics import Counters
-from streams.worker.deadletter import validated
+from streams.worker.deadletter import guarded, validated
 from streams.worker.scheduling.history import refresh_history
 from streams.worker.scheduling.state import Pending, Running, Scheduler
 from streams.worker.taskbook import TaskBook, running_state, updated
@@ -218,7 +218,7 @@ def register(app: faust.App, topics, settings: Settings, counters: Counters, net
             if task is None:
                 counters.inc("tasks_rejected_total")
                 continue
-            await service.on_task(task)
+            await guarded(event, topics.sched_deadletter, counters, lambda task=task: service.on_task(task))
 
     @app.agent(topics.events, name="task-events")
     async def lifecycle_agent(stream):
@@ -227,7 +227,7 @@ def register(app: faust.App, topics, settings: Settings, counters: Counters, net
             if ev is None:
                 counters.inc("tasks_rejected_total")
                 continue
-            await service.on_event(ev)
+            await guarded(event, topics.sched_deadletter, counters, lambda ev=ev: service.on_event(ev))
 
     _timers(app, service, settings, counters, owner)
     return book
