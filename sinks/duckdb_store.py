@@ -185,13 +185,18 @@ def _is_lock_error(exc: Exception) -> bool:
 class DuckStore:
     """One connection to the file. ``read_only`` connections never migrate or write."""
 
-    def __init__(self, path: str | Path, read_only: bool = False) -> None:
+    def __init__(self, path: str | Path, read_only: bool = False, external_access: bool = True) -> None:
+        """``external_access=False``: queries cannot read or write any other file, nor load extensions
+        (DuckDB's enable_external_access, which a query cannot turn back on)."""
         self.path = str(path)
         self.read_only = read_only
         if read_only and not Path(self.path).exists():
             raise StoreError(f"no DuckDB file at {self.path}: start `cnsched sink` (it creates it)")
         try:
-            config = {} if read_only else {"storage_compatibility_version": STORAGE_COMPATIBILITY}
+            config: dict = {} if read_only else {"storage_compatibility_version": STORAGE_COMPATIBILITY}
+            if not external_access:
+                config.update(enable_external_access=False, autoinstall_known_extensions=False,
+                              autoload_known_extensions=False)
             self.con = duckdb.connect(self.path, read_only=read_only, config=config)
         except duckdb.Error as exc:
             if _is_lock_error(exc):
@@ -204,7 +209,8 @@ class DuckStore:
             self.migrate()
 
     @classmethod
-    def open(cls, path: str | Path, read_only: bool = False, timeout_s: float = 10.0) -> DuckStore:
+    def open(cls, path: str | Path, read_only: bool = False, timeout_s: float = 10.0,
+             external_access: bool = True) -> DuckStore:
         """Open, waiting up to ``timeout_s`` while another process holds the file."""
         import time
 
@@ -212,7 +218,7 @@ class DuckStore:
         delay = 0.01
         while True:
             try:
-                return cls(path, read_only)
+                return cls(path, read_only, external_access)
             except StoreBusy:
                 if time.monotonic() >= deadline:
                     raise

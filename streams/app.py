@@ -76,6 +76,7 @@ def faust_app(settings: Settings, app_id: str, **overrides) -> faust.App:
         broker_heartbeat_interval=settings.heartbeat_interval_seconds,
         consumer_auto_offset_reset="earliest",
         web_host=settings.web_host,
+        web_bind=settings.web_bind or settings.web_host,
         web_port=settings.web_port,
         datadir=str(settings.data_dir / app_id),
         producer_linger_ms=5,
@@ -85,12 +86,21 @@ def faust_app(settings: Settings, app_id: str, **overrides) -> faust.App:
     return faust.App(app_id, **conf)
 
 
+def guarded_web(settings: Settings, counters: Counters) -> dict:
+    """Faust's web_application_options: the request guard (streams/web/guard.py) and the body limit."""
+    from streams.web.guard import MAX_BODY_BYTES, guard_middleware
+
+    return {"middlewares": [guard_middleware(settings, counters)], "client_max_size": MAX_BODY_BYTES}
+
+
 def create_app(
     settings: Settings, sample_partitions: int | None = None
 ) -> tuple[faust.App, Topics, Counters]:
+    counters = Counters()
     app = faust_app(
         settings,
         settings.app_id,
+        web_application_options=guarded_web(settings, counters),
         # the ingest agent acks events itself, after the flush that persisted them; Faust must not
         # wait for those acks on shutdown or rebalance (a revoke flushes, see streams/ingest.py)
         stream_wait_empty=False,
@@ -119,7 +129,6 @@ def create_app(
         events=topic(T.SCHED_EVENTS),
         incidents=topic(T.SCHED_INCIDENTS),
     )
-    counters = Counters()
 
     from streams.web import routes as web
     from streams.worker import ingest, state_tables

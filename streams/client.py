@@ -4,6 +4,7 @@ and the tests): (status, JSON body); connection problems raise OSError."""
 from __future__ import annotations
 
 import json
+import os
 import urllib.error
 import urllib.request
 
@@ -13,10 +14,15 @@ def base_url(host: str, port: int) -> str:
     return f"http://{host}:{port}"
 
 
-def call(base: str, method: str, path: str, body: dict | None = None, timeout: float = 30.0) -> tuple[int, dict]:
+def call(base: str, method: str, path: str, body: dict | None = None, timeout: float = 30.0,
+         token: str | None = None) -> tuple[int, dict]:
+    """``token``: a bearer token for the API (default: $CNSCHED_API_TOKEN, when set)."""
     data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(base.rstrip("/") + path, data=data, method=method,
-                                 headers={"Content-Type": "application/json"})
+    headers = {"Content-Type": "application/json"}
+    token = token or os.environ.get("CNSCHED_API_TOKEN")
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    req = urllib.request.Request(base.rstrip("/") + path, data=data, method=method, headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=timeout) as r:
             return r.status, json.loads(r.read())

@@ -60,8 +60,16 @@ class Settings(BaseSettings):
     flush_interval_seconds: float = Field(
         default=1.0, gt=0, le=60, description="how often window state is persisted and offsets acked"
     )
-    web_host: str = Field(default="127.0.0.1", min_length=1)
+    web_host: str = Field(default="127.0.0.1", min_length=1, description="the API's address as other workers reach it")
+    web_bind: str | None = Field(default=None, min_length=1, description="the address the API listens on; "
+                                 "default CNSCHED_WEB_HOST")
     web_port: int = Field(default=6066, ge=1, le=65_535)
+    api_tokens: dict[str, Literal["read", "write"]] | None = Field(
+        default=None, repr=False, description='JSON {"<token>": "read" | "write"}; state changes need a write '
+        "token (none configured: from the loopback interface only)")
+    api_read_needs_token: bool = Field(default=False, description="reads need a read or write token too")
+    api_task_rate: float = Field(default=100.0, gt=0, description="POST /tasks per second per client (burst 2x)")
+    web_request_timeout_seconds: float = Field(default=30.0, gt=0, le=600, description="longest a request may take")
     duckdb_path: Path = Path("cnsched.duckdb")
     data_dir: Path = Field(default=Path(".cnsched-data"), description="worker scratch data")
     log_level: LogLevel = "INFO"
@@ -78,6 +86,9 @@ class Settings(BaseSettings):
     max_fallbacks: int = Field(default=3, ge=0, description="nodes tried after the first refuses or fails to start a task")
     max_restarts: int = Field(default=3, ge=0, description="a failed task is re-queued from its checkpoint this often")
     max_wait_seconds: float = Field(default=600.0, gt=0, description="anti-starvation: past it a task goes first")
+    queue_timeout_seconds: float = Field(
+        default=86_400.0, ge=0, description="a queued task not placed by then leaves the queue (an unschedulable "
+        "decision says why); 0: never")
     rescore_interval_seconds: float = Field(default=0.5, gt=0, le=3600, description="at most one rescoring per")
     decision_timeout_seconds: float = Field(default=10.0, gt=0, le=300, description="POST /tasks waits this long")
     migration_cooldown_seconds: float = Field(default=600.0, ge=0, description="a moved task rests this long")
@@ -115,6 +126,11 @@ class Settings(BaseSettings):
             )
         if not divides_day(self.forecast_step_seconds):
             problems.append(f"{env_name('forecast_step_seconds')} must divide a day (e.g. 60, 300, 3600)")
+        if self.web_request_timeout_seconds <= self.decision_timeout_seconds:
+            problems.append(f"{env_name('web_request_timeout_seconds')} must exceed "
+                            f"{env_name('decision_timeout_seconds')}")
+        if any(len(t) < 16 for t in self.api_tokens or {}):
+            problems.append(f"{env_name('api_tokens')}: every token must be at least 16 characters")
         if self.heartbeat_interval_seconds * 3 > self.session_timeout_seconds:
             problems.append(
                 f"{env_name('heartbeat_interval_seconds')} must be at most a third of "

@@ -13,6 +13,8 @@ def add_parsers(sub) -> None:
     q.add_argument("query", help="SQL, e.g. \"SELECT count(*) FROM windows\"")
     q.add_argument("--json", action="store_true", help="rows as a JSON array of objects")
     q.add_argument("--timeout", type=float, default=10.0, help="seconds to wait while the sink writes")
+    q.add_argument("--allow-files", action="store_true",
+                   help="let the query read and write other files (COPY ... TO 'x.parquet', read_csv); off by default")
 
     bt = sub.add_parser("backtest", help="forecast stored path history and score it against what followed")
     bt.add_argument("--metric", default="rtt_ms")
@@ -63,7 +65,8 @@ def cmd_sql(args, settings: Settings) -> int:
     from sinks.duckdb_store import DuckStore
     from sinks.queries import run_query
 
-    store = DuckStore.open(settings.duckdb_path, read_only=True, timeout_s=args.timeout)
+    store = DuckStore.open(settings.duckdb_path, read_only=True, timeout_s=args.timeout,
+                           external_access=args.allow_files)
     try:
         try:
             cols, rows = run_query(store.con, args.query)

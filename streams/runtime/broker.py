@@ -56,7 +56,10 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def port_in_use(host: str, port: int) -> bool:
+    """True when something listens on the port. Connections of a stopped broker still in TIME_WAIT do
+    not count (SO_REUSEADDR, as the broker itself binds): a restart reuses its port at once."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host, port))
         except OSError as exc:

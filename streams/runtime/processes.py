@@ -4,6 +4,7 @@ SIGKILL), started with exactly our settings, stopped in order."""
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import signal
 import subprocess
@@ -45,7 +46,7 @@ def settings_env(settings: Settings) -> dict[str, str]:
             continue
         if isinstance(value, SecretStr):
             value = value.get_secret_value()
-        env[env_name(name)] = str(value)
+        env[env_name(name)] = json.dumps(value) if isinstance(value, (dict, list)) else str(value)
     return env
 
 

@@ -89,10 +89,24 @@ _SIZING_NUMBERS = (("margin", "1.2", lambda v: v > 0, "must be > 0"),
                    ("ramp_limit", None, lambda v: v > 0, "must be > 0 MW/min"))
 
 
+MAX_SIZING_SAMPLES = 1_000_000  # the work of one sizing request is bounded by it (a week at 1 s is 604,800)
+MAX_SIZING_PERIOD_S = 31 * 86_400
+
+
 def smoothing_query(query: Mapping[str, str]) -> dict | ErrorBody:
     """{interval, period, window, margin, dod, ramp_limit, trailing} of a battery sizing request."""
     fields: list[FieldError] = []
     out: dict = durations(query, fields, interval="1min", period="1d")
+    if out.get("interval", 1.0) < 1.0:
+        fields.append(FieldError(field="interval", value=query.get("interval"),
+                                 reason="must be at least 1s (the finest window)"))
+        out.pop("interval")
+    if out.get("period", 0.0) > MAX_SIZING_PERIOD_S:
+        fields.append(FieldError(field="period", value=query.get("period"), reason="must be at most 31d"))
+        out.pop("period")
+    if "interval" in out and "period" in out and out["period"] / out["interval"] > MAX_SIZING_SAMPLES:
+        fields.append(FieldError(field="interval", value=query.get("interval"),
+                                 reason=f"period / interval must be at most {MAX_SIZING_SAMPLES:,} samples"))
     raw_window = query.get("window", "15min")
     if "interval" in out:
         try:

@@ -33,22 +33,23 @@ class Tasks(Resource):
     async def post(self, request: Request) -> Response:
         """Submit a task: 422 with field errors, else the decision once it is made (202 after
         CNSCHED_DECISION_TIMEOUT_SECONDS without one)."""
+        raw = await request.read()  # at most 1 MiB (streams/web/guard.py)
         try:
-            body = await request.json()
-        except ValueError:
-            return self.answer(ErrorBody(error="invalid task", fields=[FieldError(field="body", reason="not JSON")]), 422)
-        try:
-            task = Task.model_validate(body)
+            task = Task.model_validate_json(raw)  # nesting depth is bounded by the parser: a 422, never a 500
         except ValidationError as exc:
+            if any(e["type"] == "json_invalid" for e in exc.errors()):
+                return self.answer(ErrorBody(error="invalid task",
+                                             fields=[FieldError(field="body", reason="not JSON")]), 422)
             return self.answer(ErrorBody(error="invalid task", fields=field_errors(exc)), 422)
         if task.submitted_at is None:
             task = task.model_copy(update={"submitted_at": time.time()})
-        before = await task_record(self.ctx, task.id)
+        auth = {"Authorization": request.headers["Authorization"]} if "Authorization" in request.headers else {}
+        before = await task_record(self.ctx, task.id, auth)
         known = len(before.history) if before else 0
         await self.ctx.tasks_topic.send(key=task.id.encode(), value=task.model_dump_json().encode())
         deadline = time.monotonic() + self.ctx.settings.decision_timeout_seconds
         while time.monotonic() < deadline:
-            rec = await task_record(self.ctx, task.id)
+            rec = await task_record(self.ctx, task.id, auth)
             if rec is not None and len(rec.history) > known:
                 return self.answer(TaskAnswer(task_id=task.id, status=rec.status, nodes=rec.nodes,
                                               decision=rec.history[-1].get("decision")))
@@ -57,7 +58,7 @@ class Tasks(Resource):
                                       detail="no decision yet; see GET /tasks/" + task.id), 202)
 
 
-async def task_record(ctx: WebContext, task_id: str) -> TaskRecord | None:
+async def task_record(ctx: WebContext, task_id: str, headers: dict | None = None) -> TaskRecord | None:
     """The task's record: from this worker's table when it owns it, else from the owner's API
     (None while the owner is unknown or rebalancing: the caller asks again)."""
     table = ctx.tasks.table
@@ -70,7 +71,7 @@ async def task_record(ctx: WebContext, task_id: str) -> TaskRecord | None:
     if (owner.host, owner.port) == (me.host, me.port):
         return ctx.tasks.get(task_id)
     try:
-        async with ctx.app.http_client.get(owner.with_path(f"/tasks/{task_id}")) as resp:
+        async with ctx.app.http_client.get(owner.with_path(f"/tasks/{task_id}"), headers=headers) as resp:
             return TaskRecord.model_validate(await resp.json()) if resp.status == 200 else None
     except Exception:  # the owner is rebalancing: try again
         return None

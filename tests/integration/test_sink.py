@@ -3,7 +3,13 @@ import json
 
 import pytest
 
-from schemas.topics import COMPUTE_NODES, NETSTATE_WINDOWS, SCHED_DECISIONS, SCHED_EVENTS, SCHED_RESCHEDULES
+from schemas.topics import (
+    COMPUTE_NODES,
+    NETSTATE_WINDOWS,
+    SCHED_DECISIONS,
+    SCHED_EVENTS,
+    SCHED_RESCHEDULES,
+)
 from sinks.duckdb_store import DuckStore
 from streams.kafka import ensure_topics, producer
 from streams.runtime.sink_runner import WindowSink

@@ -95,9 +95,18 @@ def test_sql_exports_parquet_from_the_read_only_connection(audit, tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("CNSCHED_")}
     env["CNSCHED_DUCKDB_PATH"] = str(audit)
     out = tmp_path / "audit.parquet"
-    r = subprocess.run([sys.executable, "-m", "streams.cli", "sql",
-                        f"COPY (SELECT task_id, migrations FROM task_audit ORDER BY task_id) TO '{out}' (FORMAT parquet)"],
-                       capture_output=True, text=True, env=env, timeout=120)
+    copy = f"COPY (SELECT task_id, migrations FROM task_audit ORDER BY task_id) TO '{out}' (FORMAT parquet)"
+
+    def sql(query, *flags):
+        return subprocess.run([sys.executable, "-m", "streams.cli", "sql", query, *flags],
+                              capture_output=True, text=True, env=env, timeout=120)
+
+    # other files are out of reach unless the flag allows them (issue 15)
+    for query in (copy, "SELECT * FROM read_csv('/etc/passwd')", "SET enable_external_access = true"):
+        r = sql(query)
+        assert r.returncode == 1 and r.stderr.startswith("cnsched: sql:"), (query, r.stderr)
+    assert not out.exists()
+    r = sql(copy, "--allow-files")
     assert r.returncode == 0, r.stderr
     assert pq.read_table(out).to_pydict() == {"task_id": ["t1", "t2", "t3"], "migrations": [0, 0, 0]}
 

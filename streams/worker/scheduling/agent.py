@@ -26,13 +26,14 @@ from sinks.duckdb_store import StoreError
 from streams.config import Settings
 from streams.kafka import TASKS_TABLE, table_name
 from streams.metrics import Counters
-from streams.worker.deadletter import guarded, validated
+from streams.worker.deadletter import dead_letter, guarded, raw_value, validated
 from streams.worker.scheduling.history import refresh_history
 from streams.worker.scheduling.state import Pending, Running, Scheduler
 from streams.worker.taskbook import TaskBook, running_state, updated
 
 log = logging.getLogger(__name__)
-ENDED = ("finished", "failed")
+ENDED = ("finished", "failed", "expired")
+UNKNOWN_TASK = "unknown_task"
 
 METRICS = {
     "tasks_total": "tasks received on sched.tasks",
@@ -48,6 +49,8 @@ METRICS = {
     "task_restarts_total": "failed tasks re-queued to resume from their last checkpoint",
     "task_fallbacks_total": "tasks placed again because a node refused them or they failed to start, by reason",
     "incidents_open": "node failures not recovered yet",
+    "tasks_expired_total": "queued tasks that waited past CNSCHED_QUEUE_TIMEOUT_SECONDS and left the queue",
+    "task_events_unknown_total": "task events about no known task, sent to sched.deadletter",
 }
 
 
@@ -67,12 +70,14 @@ def make_scheduler(settings: Settings, net, inv) -> Scheduler:
 
 class SchedulingService:
     def __init__(self, sched: Scheduler, book: TaskBook, topics, counters: Counters, max_restarts: int = 3,
-                 max_fallbacks: int = 3, start_timeout_s: float = 0.0) -> None:
+                 max_fallbacks: int = 3, start_timeout_s: float = 0.0, queue_timeout_s: float = 0.0) -> None:
         self.sched, self.book, self.topics, self.counters = sched, book, topics, counters
         self.max_restarts, self.max_fallbacks, self.start_timeout_s = max_restarts, max_fallbacks, start_timeout_s
+        self.queue_timeout_s = queue_timeout_s
         self.lock = asyncio.Lock()
         self.restored = False
         self.scored_version = -1
+        self.retried_key: tuple | None = None  # the capacity the queue was last retried against
 
     def restore(self) -> None:
         """Running and queued tasks from the task records (once, after the table recovered)."""
@@ -99,8 +104,8 @@ class SchedulingService:
         run = running_state(self.sched.running.get(task.id))
         await self.book.put(updated(rec, task, status, nodes, entry, run))
 
-    async def publish_decision(self, task: Task, d: Decision) -> None:
-        status = "placed" if d.status == "placed" else "queued"
+    async def publish_decision(self, task: Task, d: Decision, status: str | None = None) -> None:
+        status = status or ("placed" if d.status == "placed" else "queued")
         await self._book(task, status, d.nodes, {"decision": d.model_dump(mode="json")})
         await self.topics.decisions.send(key=task.id.encode(), value=d.model_dump_json().encode())
         self.counters.inc("decisions_total", status=d.status)
@@ -121,15 +126,17 @@ class SchedulingService:
                 return  # a redelivered task: decided (or even run) already
             await self.publish_decision(task, self.sched.decide(task))
 
-    async def on_event(self, ev: TaskEvent) -> None:
+    async def on_event(self, ev: TaskEvent) -> str | None:
         """A finished task releases its nodes; a failed one is re-queued to resume from its last
         checkpoint (failed for good after CNSCHED_MAX_RESTARTS); a checkpoint is remembered; every
-        event joins the task's history."""
+        event joins the task's history. Returns UNKNOWN_TASK for an event about no task we know."""
         async with self.lock:
             self.restore()
             rec = self.book.get(ev.task_id)
-            if rec is None or rec.status in ENDED:
-                return  # not ours, or redelivered after the end
+            if rec is None:
+                return UNKNOWN_TASK
+            if rec.status in ENDED:
+                return None  # redelivered after the end
             self.counters.inc("task_events_total", event=ev.event)
             status, entry = rec.status, {"event": ev.model_dump(mode="json", exclude_none=True)}
             if ev.event == "started":
@@ -150,6 +157,7 @@ class SchedulingService:
                     self.counters.inc("task_restarts_total")
             task = Task.model_validate(rec.task)
             await self._book(task, status, [] if status == "queued" else rec.nodes, entry, rec)
+            return None
 
     def _started(self, task_id: str) -> bool:
         run = self.sched.running.get(task_id)
@@ -180,9 +188,14 @@ class SchedulingService:
                     continue
                 self.counters.inc("task_fallbacks_total", reason="start_timeout")
                 await self.publish_decision(self.sched.task_of(out.task_id), out)
-            if self.sched.version != self.scored_version or self.sched.pending or self.sched.incidents.open:
-                for d in self.sched.retry_pending():
+            for task, d in self.sched.expire_queued(time.time(), self.queue_timeout_s):
+                self.counters.inc("tasks_expired_total")
+                await self.publish_decision(task, d, "expired")
+            if self.sched.pending and self.sched.capacity_key() != self.retried_key:
+                for d in self.sched.retry_pending():  # only when what is free may have changed
                     await self.publish_decision(self.sched.running[d.task_id].task, d)
+                self.retried_key = self.sched.capacity_key()
+            if self.sched.version != self.scored_version or self.sched.incidents.open:
                 for ev in self.sched.reschedule():
                     await self.publish_move(ev)
                 incidents += self.sched.watch()  # recovered by these moves
@@ -203,7 +216,7 @@ def register(app: faust.App, topics, settings: Settings, counters: Counters, net
     book = TaskBook(app.Table(table_name(settings, TASKS_TABLE), key_type=bytes, value_type=bytes, partitions=1))
     sched = make_scheduler(settings, net, inv)
     service = SchedulingService(sched, book, topics, counters, settings.max_restarts, settings.max_fallbacks,
-                                settings.start_timeout_seconds)
+                                settings.start_timeout_seconds, settings.queue_timeout_seconds)
     net.on_change = sched.touch
     inv.on_change = sched.touch
 
@@ -227,7 +240,13 @@ def register(app: faust.App, topics, settings: Settings, counters: Counters, net
             if ev is None:
                 counters.inc("tasks_rejected_total")
                 continue
-            await guarded(event, topics.sched_deadletter, counters, lambda ev=ev: service.on_event(ev))
+            async def step(ev=ev, event=event):
+                if await service.on_event(ev) == UNKNOWN_TASK:
+                    counters.inc("task_events_unknown_total")
+                    await topics.sched_deadletter.send(key=event.message.key, value=dead_letter(
+                        raw_value(event), event.message, UNKNOWN_TASK, f"no task {ev.task_id!r} is known"))
+
+            await guarded(event, topics.sched_deadletter, counters, step)
 
     _timers(app, service, settings, counters, owner)
     return book

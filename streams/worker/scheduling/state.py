@@ -76,6 +76,10 @@ class Pending:
     submitted_at: float
     restarts: int = 0
     resume_from: float | None = None  # the checkpoint a re-queued task resumes from
+    queued_at: float = math.nan  # when it (last) joined the queue; nan: at submission
+
+    def waited(self, now: float) -> float:
+        return now - (self.queued_at if math.isfinite(self.queued_at) else self.submitted_at)
 
 
 @dataclass
@@ -224,7 +228,7 @@ class Scheduler:
                           checkpoint_at=prior.resume_from if prior and prior.resume_from else math.nan)
             self.add_running(run)
         else:
-            self.pending.setdefault(task.id, Pending(task, task.submitted_at or now))
+            self.pending.setdefault(task.id, Pending(task, task.submitted_at or now, queued_at=now))
         d = decision(task, b.profile, s, nodes, p, reasons, compute_only, self.version, now)
         queued = self.pending.get(task.id)
         if p.placed and self.running[task.id].restarts:
@@ -280,7 +284,8 @@ class Scheduler:
             return None  # running, or a move to roll back instead (roll_back)
         tried = run.refused + [n for n in run.nodes if n not in run.refused]
         self.end(task_id)
-        self.pending[task_id] = Pending(run.task, run.task.submitted_at or now, run.restarts, _known(run.checkpoint_at))
+        self.pending[task_id] = Pending(run.task, run.task.submitted_at or now, run.restarts, _known(run.checkpoint_at),
+                                        queued_at=now)
         fallbacks = [Fallback(node=n, reason=reason) for n in run.nodes]
         if len(tried) > max_fallbacks:  # enough tried: it waits in the queue, retried as the state changes
             d = self.decide(run.task, now, exclude=list(self.nodes(now).ids))
@@ -328,7 +333,7 @@ class Scheduler:
             return None
         self.end(task_id)
         self.pending[task_id] = Pending(run.task, run.task.submitted_at or at, run.restarts + 1,
-                                        _known(run.checkpoint_at))
+                                        _known(run.checkpoint_at), queued_at=at)
         self.touch()
         return max(at - run.progress_since, 0.0)
 
@@ -341,6 +346,31 @@ class Scheduler:
             self.allocation_version += 1
             self.touch()
         return ran
+
+    def expire_queued(self, now: float, timeout_s: float) -> list[tuple[Task, Decision]]:
+        """Queued tasks that waited longer than ``timeout_s`` (0: never) leave the queue, each with an
+        unschedulable decision saying why."""
+        if timeout_s <= 0:
+            return []
+        out = []
+        for task_id, p in list(self.pending.items()):
+            if p.waited(now) > timeout_s:
+                del self.pending[task_id]
+                t = p.task
+                out.append((t, Decision(
+                    task_id=t.id, status="unschedulable", alpha=t.alpha if t.alpha is not None else self.types[t.type].alpha,
+                    network_profile=self._profile(t), state_version=self.version, decided_at=now,
+                    fallbacks=[Fallback(node="", reason=f"expired: queued {p.waited(now):.0f} s without a placement "
+                                                          f"(CNSCHED_QUEUE_TIMEOUT_SECONDS={timeout_s:g})")],
+                    task_type=t.type, submitted_at=t.submitted_at, cards=t.resources.cards, peers=t.peers,
+                    restarts=p.restarts, resume_from=p.resume_from)))
+        return out
+
+    def capacity_key(self) -> tuple:
+        """What decides whether a queued task could fit now: the inventory and the allocations (not
+        the network, which moves scores, never feasibility). Retrying the queue when it is unchanged
+        cannot place anything."""
+        return (getattr(self.inv, "version", self.version), self.allocation_version, len(self.pending))
 
     def retry_pending(self, now: float | None = None) -> list[Decision]:
         """Queued tasks in service order (starving first); the ones placed now."""

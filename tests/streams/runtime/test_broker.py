@@ -81,3 +81,19 @@ def test_broker_dies_with_its_parent_even_on_sigkill(tmp_path):
     while _alive(child) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not _alive(child), "broker outlived its SIGKILLed parent"
+
+
+def test_a_restart_reuses_the_port_while_old_connections_are_in_time_wait():
+    first = EmbeddedBroker()
+    host, port = first.start().split(":")
+    client = socket.create_connection((host, int(port)))
+    try:
+        first.stop()  # the broker closes its side first: that side of the connection sits in TIME_WAIT
+    finally:
+        client.close()
+    again = EmbeddedBroker(port=int(port))
+    try:
+        assert again.start() == f"{host}:{port}"
+        assert kafka_api_versions(host, int(port))
+    finally:
+        again.stop()

@@ -52,3 +52,18 @@ def test_smoothing_query_defaults_and_errors():
     bad = fields(smoothing_query({"margin": "0", "dod": "1.5", "ramp_limit": "inf", "trailing": "yes",
                                   "window": "90s"}))
     assert set(bad) == {"margin", "dod", "ramp_limit", "trailing", "window"}
+
+
+@pytest.mark.parametrize("query,field", [
+    ({"interval": "1e-6s"}, "interval"),  # took 167 s and 10.9 GB before the bound (issue 15)
+    ({"interval": "0.5s"}, "interval"),
+    ({"interval": "1s", "period": "30d"}, "interval"),  # 2,592,000 samples
+    ({"period": "60d"}, "period"),
+])
+def test_smoothing_work_is_bounded(query, field):
+    assert field in fields(smoothing_query(query))
+
+
+def test_smoothing_at_the_bounds_is_accepted():
+    assert smoothing_query({"interval": "1s", "period": "11d"})["period"] == 11 * 86400  # 950,400 samples
+    assert smoothing_query({"interval": "1min", "period": "31d"})["interval"] == 60.0

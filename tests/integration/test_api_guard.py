@@ -1,0 +1,111 @@
+"""The API closed by default (issue 15): the bind address, bearer tokens and their scopes, JSON bodies
+only, hostile bodies, and the rate limit on POST /tasks — against a live worker."""
+
+import json
+import socket
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from streams.kafka import ensure_topics
+from streams.runtime.processes import start_worker, stop_process
+
+pytestmark = pytest.mark.integration
+
+WRITE, READ = "w" * 20, "r" * 20
+
+
+def request(port, method, path, body=None, token=None, ctype="application/json", host="127.0.0.1"):
+    headers = {"Content-Type": ctype} if ctype else {}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    req = urllib.request.Request(f"http://{host}:{port}{path}", data=body, method=method, headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=15) as r:
+            return r.status, r.headers, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers, e.read()
+
+
+def wait_up(port, deadline_s=90.0):
+    """Until the worker answers from its state tables (it owns their partitions)."""
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        try:
+            if request(port, "GET", "/network/nodes")[0] == 200:
+                return
+        except OSError:
+            pass
+        time.sleep(0.3)
+    raise AssertionError("worker API never came up")
+
+
+def outside_address() -> str | None:
+    """An address of this machine that is not loopback, if it has one."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect(("10.255.255.255", 1))
+            ip = s.getsockname()[0]
+        except OSError:
+            return None
+    return None if ip.startswith("127.") else ip
+
+
+TASK = {"id": "guard-1", "type": "inference", "resources": {"cards": 1}}
+
+
+async def test_tokens_scopes_content_type_nesting_rate_limit_and_bind(make_settings, tmp_path):
+    settings = make_settings(api_tokens={WRITE: "write", READ: "read"}, api_task_rate=1.0,
+                             decision_timeout_seconds=1.0)
+    await ensure_topics(settings)
+    worker = start_worker(settings, tmp_path / "w.log")
+    port = settings.web_port
+    body = json.dumps(TASK).encode()
+    try:
+        wait_up(port)
+        # reads are open (CNSCHED_API_READ_NEEDS_TOKEN unset); a wrong token is refused anyway
+        assert request(port, "GET", "/network/nodes")[0] == 200
+        assert request(port, "GET", "/network/nodes", token="x" * 20)[0] == 401
+        # state changes: no token 401, a read token 403, a write token with a text body 415
+        status, headers, _ = request(port, "POST", "/tasks", body)
+        assert status == 401 and headers["WWW-Authenticate"] == "Bearer"
+        assert request(port, "POST", "/tasks", body, token=READ)[0] == 403
+        assert request(port, "POST", "/tasks", body, token=WRITE, ctype="text/plain")[0] == 415
+        assert request(port, "POST", "/tasks", body, token=WRITE, ctype=None)[0] == 415
+        # a write token and JSON: decided (200) or accepted (202); then nested JSON is a 422, not a 500
+        assert request(port, "POST", "/tasks", body, token=WRITE)[0] in (200, 202)
+        status, _, out = request(port, "POST", "/tasks", b"[" * 50_000 + b"]" * 50_000, token=WRITE)
+        assert status == 422 and json.loads(out)["error"] == "invalid task"
+        # burst of 2 per client at 1/s: spent by now, the next is 429 with Retry-After
+        status, headers, out = request(port, "POST", "/tasks", b"{}", token=WRITE)
+        assert status == 429 and int(headers["Retry-After"]) >= 1, out
+        assert request(port, "GET", "/health")[0] == 200  # never limited, never needs a token
+        _, _, metrics = request(port, "GET", "/metrics")
+        assert b'cnsched_api_refused_total{status="429"} 1' in metrics
+        # bound to 127.0.0.1 by default: another address of this machine is refused
+        other = outside_address()
+        if other is not None:
+            with pytest.raises(OSError):
+                request(port, "GET", "/health", host=other)
+    finally:
+        stop_process(worker)
+
+
+async def test_without_tokens_state_changes_come_from_loopback_only(make_settings, tmp_path):
+    other = outside_address()
+    if other is None:
+        pytest.skip("this machine has no address besides loopback")
+    settings = make_settings(web_bind="0.0.0.0")
+    await ensure_topics(settings)
+    worker = start_worker(settings, tmp_path / "w.log")
+    try:
+        wait_up(settings.web_port)
+        body = json.dumps({**TASK, "id": "guard-2"}).encode()
+        status, _, out = request(settings.web_port, "POST", "/tasks", body, host=other)
+        assert status == 403 and b"CNSCHED_API_TOKENS" in out
+        assert request(settings.web_port, "GET", "/health", host=other)[0] == 200
+        assert request(settings.web_port, "POST", "/tasks", body)[0] in (200, 202)
+    finally:
+        stop_process(worker)
