@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
 
-.PHONY: demo test lint unit install-dev install-run clean bench
+.PHONY: demo test lint unit install-dev install-run clean bench fuzz
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,11 @@ unit: install-dev
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 test: lint unit
+
+# 100,000 hostile messages over every input topic through a real worker and sink (a smaller campaign
+# runs in `make test`); exits non-zero on a crash, a vanished message or an inexact window
+fuzz: install-dev
+	$(BIN)/cnsched fuzz --messages $(or $(FUZZ_MESSAGES),100000) $(FUZZ_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

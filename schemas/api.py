@@ -46,8 +46,14 @@ class Page(ApiModel, Generic[T]):
 
 
 class Health(ApiModel):
-    status: Literal["ok"] = "ok"
+    """GET /health (= /health/ready) and /health/live: 503 with the problems when not ready."""
+
+    status: Literal["ok", "not_ready"] = "ok"
     app: str
+    problems: list[str] = []
+
+    def body(self) -> dict:
+        return self.model_dump(mode="json", exclude={"problems"} if not self.problems else None)
 
 
 class PathAnswer(ApiModel):

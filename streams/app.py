@@ -132,10 +132,14 @@ def create_app(
 
     from streams.web import routes as web
     from streams.worker import ingest, state_tables
+    from streams.worker.health import Readiness
     from streams.worker.scheduling import agent as sched_agent
 
     ingest.register(app, topics, settings, counters, sample_partitions or settings.partitions)
     net, inv = state_tables.register(app, topics, settings, counters)
     tasks = sched_agent.register(app, topics, settings, counters, net, inv)
-    web.register(app, counters, settings, net, inv, tasks, topics.tasks)
+    readiness = Readiness(app)
+    for agent in app.agents.values():
+        agent._on_error = readiness.agent_crashed  # what app.agent(on_error=...) sets; Faust restarts the agent after it
+    web.register(app, counters, settings, net, inv, tasks, topics.tasks, readiness)
     return app, topics, counters

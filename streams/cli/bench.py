@@ -52,6 +52,11 @@ def add_parsers(sub) -> None:
     bd.add_argument("--tasks", type=int, default=500, help="tasks per burst")
     bd.add_argument("--json", action="store_true")
 
+    fz = sub.add_parser("fuzz", help="hostile messages on every input topic through a real worker and sink")
+    fz.add_argument("--messages", type=int, default=100_000, help="hostile messages (plus one valid in ten)")
+    fz.add_argument("--seed", type=int, default=0)
+    fz.add_argument("--json", action="store_true")
+
 
 def _bench_forecast(args) -> int:
     from pathlib import Path
@@ -159,4 +164,28 @@ def cmd_bench(args, settings: Settings) -> int:
     return 0
 
 
-COMMANDS = {"bench": cmd_bench}
+def cmd_fuzz(args, settings: Settings) -> int:
+    """Exit 1 when the campaign found a crash, a vanished message or a wrong window."""
+    import tempfile
+    import uuid
+    from pathlib import Path
+
+    from streams.dev.fuzz import passed, run_fuzz
+
+    if args.messages < 1:
+        raise UsageError("--messages must be at least 1")
+    workdir = Path(tempfile.mkdtemp(prefix="cnsched-fuzz-"))
+    run = uuid.uuid4().hex[:8]
+    s = settings.model_copy(update={"topic_prefix": f"{settings.topic_prefix}fuzz{run}.", "app_id": f"cnsched-fuzz-{run}",
+                                    "duckdb_path": workdir / "fuzz.duckdb", "data_dir": workdir / "data"})
+    if settings.kafka_bootstrap:
+        result = asyncio.run(run_fuzz(s, args.messages, args.seed, workdir))
+    else:
+        with EmbeddedBroker() as bootstrap:
+            result = asyncio.run(run_fuzz(s.with_bootstrap(bootstrap), args.messages, args.seed, workdir))
+    result["logs"] = str(workdir)
+    print_result(result, args.json)
+    return 0 if passed(result) else 1
+
+
+COMMANDS = {"bench": cmd_bench, "fuzz": cmd_fuzz}

@@ -26,6 +26,7 @@ class WebContext:
     inv: object  # streams.worker.state_tables.Inventory
     tasks: object  # streams.worker.taskbook.TaskBook
     tasks_topic: object
+    readiness: object = None  # streams.worker.health.Readiness
     _known_metadata: set = field(default_factory=set)
 
     async def ensure_metadata(self, table) -> None:

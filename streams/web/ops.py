@@ -14,5 +14,17 @@ class Metrics(Resource):
 
 
 class HealthView(Resource):
+    """Readiness (see streams/worker/health.py): 200 when ready, 503 with the problems otherwise."""
+
+    async def get(self, request: Request) -> Response:
+        problems = self.ctx.readiness.problems() if self.ctx.readiness is not None else []
+        if problems:
+            return self.answer(Health(status="not_ready", app=self.ctx.app.conf.id, problems=problems), 503)
+        return self.answer(Health(status="ok", app=self.ctx.app.conf.id))
+
+
+class LiveView(Resource):
+    """Liveness: the worker's event loop answers."""
+
     async def get(self, request: Request) -> Response:
         return self.answer(Health(status="ok", app=self.ctx.app.conf.id))

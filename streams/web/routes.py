@@ -17,6 +17,8 @@ from streams.web.base import Resource, WebContext
 ROUTES: tuple[tuple[str, type[Resource]], ...] = (
     ("/metrics", ops.Metrics),
     ("/health", ops.HealthView),
+    ("/health/ready", ops.HealthView),
+    ("/health/live", ops.LiveView),
     ("/network/nodes/{node}", network.NetworkNode),
     ("/network/nodes", network.NetworkNodes),
     ("/network/paths/{src}/{dst}", network.NetworkPath),
@@ -31,8 +33,9 @@ ROUTES: tuple[tuple[str, type[Resource]], ...] = (
 )
 
 
-def register(app: faust.App, counters: Counters, settings: Settings, net, inv, book, tasks_topic) -> WebContext:
-    ctx = WebContext(app, counters, settings, net, inv, book, tasks_topic)
+def register(app: faust.App, counters: Counters, settings: Settings, net, inv, book, tasks_topic,
+             readiness=None) -> WebContext:
+    ctx = WebContext(app, counters, settings, net, inv, book, tasks_topic, readiness)
     for path, view in ROUTES:
         attrs: dict = {"ctx": ctx}
         if view.routed is not None:

@@ -23,6 +23,7 @@ from streams.adapters.tasks import endpoint_rows, need
 from streams.worker.scheduling.batch import BatchScores
 from streams.worker.scheduling.decision import Scored, decision
 from streams.worker.scheduling.failures import IncidentBook, health
+from streams.worker.scheduling.held import Pending, Running
 from streams.worker.scheduling.ledger import Ledger, usable
 from streams.worker.scheduling.migration import migrate_gang, migrate_singles
 from streams.worker.scheduling.path_table import (
@@ -31,55 +32,6 @@ from streams.worker.scheduling.path_table import (
     build_path_table,
     network_inputs,
 )
-
-
-@dataclass
-class Running:
-    task: Task
-    nodes: list[str]
-    alpha: float
-    profile: str
-    placed_at: float
-    baseline_p95: float
-    streak: int = 0
-    cooldown_until: float = 0.0
-    moves: int = 0
-    baseline_loss: float = math.nan  # the loss of its worst path at placement
-    seen_window_end: float = -math.inf  # the newest window of its paths it was evaluated on
-    seen_forecast_version: int = 0  # the forecasts it was evaluated on (preventive mode)
-    checkpoint_at: float = math.nan  # its last checkpoint (NaN: none yet)
-    checkpoint_gb: float = math.nan  # that checkpoint's size (NaN: the task's declared checkpoint_gb)
-    restarts: int = 0
-    started: bool = False  # the runner said it started where it is now
-    refused: list[str] = field(default_factory=list)  # nodes that refused it or where it failed to start
-    rollback: tuple | None = None  # a move not confirmed yet: (nodes, baseline p95, loss, window end, left)
-    ran_s: float = 0.0  # time it ran at its earlier placements (a move adds the time since placed_at)
-
-    def ran_for(self, now: float) -> float:
-        """How long it has run, over all its placements (what its remaining time is estimated from)."""
-        return self.ran_s + max(now - self.placed_at, 0.0)
-
-    @property
-    def progress_since(self) -> float:
-        """Where a restart resumes from: its last checkpoint, else its placement."""
-        return self.checkpoint_at if math.isfinite(self.checkpoint_at) else self.placed_at
-
-    @property
-    def state_gb(self) -> float:
-        """What a move or a restart transfers: the last checkpoint's size, else the declared one."""
-        return self.checkpoint_gb if math.isfinite(self.checkpoint_gb) else self.task.checkpoint_gb
-
-
-@dataclass
-class Pending:
-    task: Task
-    submitted_at: float
-    restarts: int = 0
-    resume_from: float | None = None  # the checkpoint a re-queued task resumes from
-    queued_at: float = math.nan  # when it (last) joined the queue; nan: at submission
-
-    def waited(self, now: float) -> float:
-        return now - (self.queued_at if math.isfinite(self.queued_at) else self.submitted_at)
 
 
 @dataclass

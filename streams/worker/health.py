@@ -1,0 +1,43 @@
+"""Liveness and readiness of a worker.
+
+Live: the event loop answers (``/health/live`` is 200 whenever it can be served). Ready: the worker
+does its job — not while tables recover from their changelogs or partitions are being rebalanced, and
+not while an agent crash-loops (CRASH_LOOP crashes of one agent within CRASH_WINDOW_S: Faust restarts
+a crashed agent, so a crash loop would otherwise look healthy). ``/health`` and ``/health/ready``
+answer 503 with the problems when not ready.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+
+CRASH_WINDOW_S = 60.0
+CRASH_LOOP = 3
+
+
+class Readiness:
+    def __init__(self, app) -> None:
+        self.app = app
+        self.crashes: deque[tuple[float, str, str]] = deque(maxlen=256)  # (monotonic, agent, error)
+
+    async def agent_crashed(self, agent, exc: BaseException) -> None:
+        """Faust's ``on_error`` of every agent."""
+        self.crashes.append((time.monotonic(), getattr(agent, "name", str(agent)), f"{type(exc).__name__}: {exc}"))
+
+    def problems(self, now: float | None = None) -> list[str]:
+        now = time.monotonic() if now is None else now
+        out = []
+        if getattr(self.app, "in_recovery", False):
+            out.append("recovering state tables from their changelogs")
+        if getattr(self.app, "rebalancing", False):
+            out.append("partitions are being rebalanced")
+        recent: dict[str, list[str]] = {}
+        for at, agent, error in self.crashes:
+            if now - at <= CRASH_WINDOW_S:
+                recent.setdefault(agent, []).append(error)
+        for agent, errors in sorted(recent.items()):
+            if len(errors) >= CRASH_LOOP:
+                out.append(f"agent {agent} crash-looping: {len(errors)} crashes in {CRASH_WINDOW_S:g} s, "
+                           f"last {errors[-1][:200]}")
+        return out

@@ -1,0 +1,24 @@
+"""Readiness: not ready while recovering or rebalancing, or while an agent crash-loops."""
+
+import asyncio
+from types import SimpleNamespace
+
+from streams.worker.health import CRASH_LOOP, CRASH_WINDOW_S, Readiness
+
+
+def test_ready_unless_recovering_rebalancing_or_crash_looping():
+    app = SimpleNamespace(in_recovery=False, rebalancing=False)
+    r = Readiness(app)
+    assert r.problems(now=1000.0) == []
+    app.in_recovery, app.rebalancing = True, True
+    assert len(r.problems(now=1000.0)) == 2
+    app.in_recovery, app.rebalancing = False, False
+    agent = SimpleNamespace(name="ingest")
+    for _ in range(CRASH_LOOP - 1):
+        asyncio.run(r.agent_crashed(agent, KeyError("x")))
+    assert r.problems() == []  # two crashes: restarted, not a loop
+    asyncio.run(r.agent_crashed(agent, KeyError("x")))
+    (problem,) = r.problems()
+    assert problem.startswith(f"agent ingest crash-looping: {CRASH_LOOP} crashes") and "KeyError" in problem
+    last = r.crashes[-1][0]
+    assert r.problems(now=last + CRASH_WINDOW_S + 1) == []  # the loop ended
