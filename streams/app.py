@@ -42,28 +42,12 @@ def faust_credentials(settings: Settings):
     return None
 
 
-def _use_fetch_max_wait(ms: int) -> None:
-    """Faust builds its aiokafka consumer with fetch_max_wait_ms=1500, fixed. A broker that holds a
-    fetch for the whole wait when no data is there (the embedded Tansu broker does) then adds up to
-    1.5 s of latency; set the wait from configuration instead (Apache Kafka answers as soon as data
-    arrives either way)."""
-    from faust.transport.drivers import aiokafka as faust_aiokafka
-
-    cls = faust_aiokafka.AIOKafkaConsumerThread
-    original = getattr(cls, "_cnsched_original_create_worker_consumer", cls._create_worker_consumer)
-
-    def create_worker_consumer(self, transport):
-        consumer = original(self, transport)
-        consumer._fetch_max_wait_ms = ms  # read by aiokafka when the consumer starts its fetcher
-        return consumer
-
-    cls._cnsched_original_create_worker_consumer = original
-    cls._create_worker_consumer = create_worker_consumer
-
-
 def faust_app(settings: Settings, app_id: str, **overrides) -> faust.App:
     """A Faust app configured from Settings (brokers, security, timeouts, web)."""
-    _use_fetch_max_wait(settings.fetch_max_wait_ms)
+    from streams.runtime.faust_patches import use_fetch_max_wait, use_true_highwaters
+
+    use_fetch_max_wait(settings.fetch_max_wait_ms)
+    use_true_highwaters(settings.kafka_client_kwargs())
     conf = dict(
         broker=[f"kafka://{hp}" for hp in settings.bootstrap_servers],
         broker_credentials=faust_credentials(settings),
@@ -75,15 +59,28 @@ def faust_app(settings: Settings, app_id: str, **overrides) -> faust.App:
         broker_session_timeout=settings.session_timeout_seconds,
         broker_heartbeat_interval=settings.heartbeat_interval_seconds,
         consumer_auto_offset_reset="earliest",
-        web_host=settings.web_host,
+        web_host=advertised_host(settings),
         web_bind=settings.web_bind or settings.web_host,
         web_port=settings.web_port,
         datadir=str(settings.data_dir / app_id),
+        # no standby replicas: Faust's memory store drops every key of a non-active partition when a
+        # recovery completes, standby keys included, while its recovery offsets say they were read; a
+        # standby partition that became active later was missing those keys (window state lost after a
+        # restart with a rebalance). Active partitions recover from their changelog instead.
+        table_standby_replicas=0,
         producer_linger_ms=5,
         producer_max_request_size=8 << 20,
     )
     conf.update(overrides)
     return faust.App(app_id, **conf)
+
+
+def advertised_host(settings: Settings) -> str:
+    """The name other workers reach this one's API by: CNSCHED_WEB_HOST, or this machine's hostname when
+    that is a wildcard (0.0.0.0 / ::: listen everywhere, as in docker-compose.yml)."""
+    import socket
+
+    return socket.gethostname() if settings.web_host in ("0.0.0.0", "::") else settings.web_host
 
 
 def guarded_web(settings: Settings, counters: Counters) -> dict:

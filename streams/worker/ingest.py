@@ -11,7 +11,8 @@ State and crash safety (at-least-once delivery, exact results):
   Faust table (raw bytes, changelog-backed), key ``P|<partition>|<src>\\x1f<dst>\\x1f<metric>\\x1f<pane>``
   and ``M|<partition>``; the table is written with an explicit partition, coalesced: every
   ``flush_interval_s`` the changed panes are written once each, not once per message;
-- events are acked (so their offsets may be committed) only after the flush that persisted them;
+- events are acked (so their offsets may be committed) only after the flush that persisted them, and
+  only once the broker has those writes (the producer is flushed before the acks);
 - a flush first waits for the window results sent so far, then writes the mark, then the panes;
 - every pane carries the offset of the last message applied to it, so after a crash the replayed
   messages are applied to the panes that lack them and to no other; windows at or before the
@@ -128,9 +129,12 @@ class Ingest:
             self.started_at = time.time()
             self.counters.set("ingest_first_event_unixtime", self.started_at)
         by_partition: dict[int, tuple[list, list, list]] = {}
+        owned = self._owned()
         for event in events:
-            batch = await self._checked(event)
             msg = event.message
+            if owned is not None and msg.partition not in owned:
+                continue  # fetched before its partition was revoked: not ours now (never acked: read again)
+            batch = await self._checked(event)
             batches, offsets, evs = by_partition.setdefault(msg.partition, ([], [], []))
             batches.append(batch)
             offsets.append(msg.offset)
@@ -160,6 +164,14 @@ class Ingest:
             except Exception as exc:
                 await self._dead_letter(event, REASON_INTERNAL, f"{type(exc).__name__}: {str(exc)[:200]}")
         return late
+
+    def _owned(self) -> set[int] | None:
+        """The probe partitions this worker is assigned now (None: unknown, e.g. outside a worker)."""
+        try:
+            name = self.topics.samples.get_topic_name()
+            return {tp.partition for tp in self.app.consumer.assignment() if tp.topic == name}
+        except Exception:  # no consumer yet
+            return None
 
     async def _emit(self, results: list[dict]) -> None:
         for result in results:
@@ -249,6 +261,9 @@ class Ingest:
                     data[key] = value
                 # straight to the producer (not Faust's one-by-one send_soon buffer), in order
                 await changelog.send(key=key, value=value, partition=partition)
+        # the sends above are only queued: the events are acked (their offsets may be committed) once
+        # the state that holds their effects is delivered, or a SIGKILL now would lose it
+        await self.app.producer.flush()
         for events in self.pending.values():
             for ev in events:
                 ev.ack()
@@ -261,6 +276,14 @@ class Ingest:
             for p in partitions:
                 self.windows.pop(p, None)
                 self.pending.pop(p, None)
+
+    async def assign(self, partitions: set[int]) -> None:
+        """Newly assigned partitions start from their recovered table state: whatever this worker held
+        for them before (from before a revoke) is dropped, to be restored on first use."""
+        async with self.lock:
+            for p in partitions:
+                self.windows.pop(p, None)
+                self.last_arrival.pop(p, None)
 
 
 def register(app: faust.App, topics, settings: Settings, counters: Counters, sample_partitions: int) -> Ingest:
@@ -301,5 +324,9 @@ def register(app: faust.App, topics, settings: Settings, counters: Counters, sam
     @app.on_partitions_revoked.connect
     async def on_revoked(app, revoked, **kwargs):
         await ingest.revoke({tp.partition for tp in revoked if tp.topic == topics.samples.get_topic_name()})
+
+    @app.on_partitions_assigned.connect
+    async def on_assigned(app, assigned, **kwargs):
+        await ingest.assign({tp.partition for tp in assigned if tp.topic == topics.samples.get_topic_name()})
 
     return ingest

@@ -90,9 +90,16 @@ class PartitionWindows:
                 max_ts = max(max_ts, float(b.ts.max()))
         late = 0
         i = 0
-        while i < len(batches) and offsets[i] <= self.replay_horizon:
-            late += self.add(batches[i], offsets[i], thresholds[i])
-            i += 1
+        # a message at or below an offset already applied here — replayed after a restore, or delivered
+        # twice (the embedded broker re-sends a partition's last record) — and every message after it
+        # in an out-of-order group go one by one, so each pane takes exactly the messages it lacks
+        horizon = max(self.replay_horizon, self.mark.applied_offset)
+        if any(a >= b for a, b in zip(offsets, offsets[1:], strict=False)):
+            i = len(batches)
+        else:
+            i = next((k for k, o in enumerate(offsets) if o > horizon), len(batches))
+        for k in range(i):
+            late += self.add(batches[k], offsets[k], thresholds[k])
         rest = batches[i:]
         if rest:
             per_row = np.concatenate([np.full(len(b), t) for b, t in zip(rest, thresholds[i:], strict=True)])

@@ -69,3 +69,29 @@ def test_sasl_settings_reach_the_kafka_clients(monkeypatch):
     assert (kw["sasl_plain_username"], kw["sasl_plain_password"]) == ("sched", "s3cret")
     assert "ssl_context" not in kw
     assert "s3cret" not in repr(load_settings())  # secrets never show in logs
+
+
+def test_a_wildcard_web_host_binds_everywhere_and_advertises_the_hostname():
+    import socket
+
+    from streams.app import advertised_host
+    from streams.config import load_settings
+
+    s = load_settings(web_host="0.0.0.0")
+    assert advertised_host(s) == socket.gethostname()
+    assert advertised_host(load_settings()) == "127.0.0.1"  # the default: loopback, bound and advertised
+
+
+def test_api_tokens_are_checked_and_never_shown():
+    import pytest
+
+    from streams.config import ConfigError, load_settings
+
+    s = load_settings(api_tokens={"a" * 20: "write"})
+    assert "a" * 20 not in repr(s)
+    with pytest.raises(ConfigError, match="at least 16 characters"):
+        load_settings(api_tokens={"short": "write"})
+    with pytest.raises(ConfigError, match="CNSCHED_API_TOKENS"):
+        load_settings(api_tokens={"b" * 20: "admin"})
+    with pytest.raises(ConfigError, match="must exceed"):
+        load_settings(web_request_timeout_seconds=5, decision_timeout_seconds=10)

@@ -222,3 +222,23 @@ def test_grouping_messages_gives_the_one_by_one_results(seed, groups, jitter):
     out_g += grouped.flush_all()
     assert late_g == late_one
     assert [(r["window_start"], r["count"]) for r in out_g] == [(r["window_start"], r["count"]) for r in out_one]
+
+
+@pytest.mark.parametrize("groups", [
+    [[0, 1, 2], [2, 3, 4]],  # the last message of a group delivered again at the head of the next
+    [[0, 1, 2], [1, 2]],  # delivered again, nothing new
+    [[0, 1], [2, 3, 3]],  # twice within one group
+    [[0, 1, 2], [0, 1, 2, 3, 4]],  # a replay from an earlier offset (a partition read again)
+])
+def test_a_message_delivered_twice_counts_once_and_takes_nothing_from_its_neighbours(groups):
+    """The embedded broker re-delivers a partition's last record. In a group, a duplicate was merged
+    with its neighbours under the group's last offset: counted twice (+1), or, when it came last, the
+    panes that held it skipped its neighbours' samples (-1) (issue 15, SIGKILL at one sample per message)."""
+    msgs = [batch([100.0 + i], [float(i + 1)]) for i in range(5)]
+    w = PartitionWindows(10, 10, 1)
+    for g in groups:
+        w.add_many([msgs[o] for o in g], g)
+    (r,) = w.flush_all()
+    delivered = sorted({o for g in groups for o in g})
+    assert r["count"] == len(delivered)
+    assert r["mean"] == pytest.approx(np.mean([o + 1.0 for o in delivered]))
