@@ -39,31 +39,39 @@ def window(src, dst, metric, end, **stats):
     return base
 
 
-NOW = time.time()
-WINDOWS = [
-    # a -> b: p95 90 ms, p50 85 ms (jitter 5), 1 of 100 probes lost
-    window("a", "b", "rtt_ms", NOW - 5, count=100, kept=99, lost=1, mean=86.0, p50=85.0, p95=90.0, p99=95.0, min=80.0, max=96.0),
-    window("a", "c", "rtt_ms", NOW - 5, mean=0.2, p50=0.2, p95=0.25, p99=0.3, min=0.1, max=0.3),
-    window("a", "", "bw_util", NOW - 5, count=10, kept=10, mean=0.65, p50=0.65, p95=0.7, p99=0.7, min=0.6, max=0.7),
-    window("b", "", "bw_util", NOW - 5, count=10, kept=10, mean=0.2, p50=0.2, p95=0.2, p99=0.2, min=0.2, max=0.2),
-    window("a", "", "retrans_rate", NOW - 5, count=10, kept=10, mean=0.0, p50=0.0, p95=0.0, p99=0.0, min=0.0, max=0.0),
-    # an older a -> b window arriving late must not replace the newer one
-    window("a", "b", "rtt_ms", NOW - 15, mean=999.0, p50=999.0, p95=999.0, p99=999.0, min=999.0, max=999.0),
-]
+def _data(NOW: float):  # noqa: N803 - the test's clock, read when the test starts (not at import)
+    WINDOWS = [
+        # a -> b: p95 90 ms, p50 85 ms (jitter 5), 1 of 100 probes lost
+        window("a", "b", "rtt_ms", NOW - 5, count=100, kept=99, lost=1, mean=86.0, p50=85.0, p95=90.0, p99=95.0, min=80.0, max=96.0),
+        window("a", "c", "rtt_ms", NOW - 5, mean=0.2, p50=0.2, p95=0.25, p99=0.3, min=0.1, max=0.3),
+        window("a", "", "bw_util", NOW - 5, count=10, kept=10, mean=0.65, p50=0.65, p95=0.7, p99=0.7, min=0.6, max=0.7),
+        window("b", "", "bw_util", NOW - 5, count=10, kept=10, mean=0.2, p50=0.2, p95=0.2, p99=0.2, min=0.2, max=0.2),
+        window("a", "", "retrans_rate", NOW - 5, count=10, kept=10, mean=0.0, p50=0.0, p95=0.0, p99=0.0, min=0.0, max=0.0),
+        # an older a -> b window arriving late must not replace the newer one
+        window("a", "b", "rtt_ms", NOW - 15, mean=999.0, p50=999.0, p95=999.0, p99=999.0, min=999.0, max=999.0),
+    ]
 
-REPORTS = [
-    {"node": "n1", "ts": NOW, "accel_model": "H100-SXM", "cards": 8, "peak_tflops": {"fp16": 1979, "int8": 3958},
-     "mem_gb": 80, "mem_bw_gbs": 3350, "host_mem_bw_gbs": 400, "intra_bw_gbps": 7200, "inter_bw_gbps": 400,
-     "availability": 1.0, "idle_rate": 0.5, "queue_delay_s": 0, "rack_color": "blue"},
-    {"node": "n2", "ts": NOW, "accel_model": "H100-SXM", "cards": 4, "peak_tflops": {"fp16": 1979, "int8": 3958},
-     "mem_gb": 80, "mem_bw_gbs": 3350, "host_mem_bw_gbs": 400, "intra_bw_gbps": 7200, "inter_bw_gbps": 400,
-     "availability": 1.0, "idle_rate": 0.5, "queue_delay_s": 0},
-    {"node": "n3", "ts": NOW, "status": "down", "cards": 0, "host_mem_bw_gbs": 100},
-]
-BAD_REPORT = {"node": "n9", "ts": NOW, "inter_bw_gbps": -5, "availability": 1.5}
+    REPORTS = [
+        {"node": "n1", "ts": NOW, "accel_model": "H100-SXM", "cards": 8, "peak_tflops": {"fp16": 1979, "int8": 3958},
+         "mem_gb": 80, "mem_bw_gbs": 3350, "host_mem_bw_gbs": 400, "intra_bw_gbps": 7200, "inter_bw_gbps": 400,
+         "availability": 1.0, "idle_rate": 0.5, "queue_delay_s": 0, "rack_color": "blue"},
+        {"node": "n2", "ts": NOW, "accel_model": "H100-SXM", "cards": 4, "peak_tflops": {"fp16": 1979, "int8": 3958},
+         "mem_gb": 80, "mem_bw_gbs": 3350, "host_mem_bw_gbs": 400, "intra_bw_gbps": 7200, "inter_bw_gbps": 400,
+         "availability": 1.0, "idle_rate": 0.5, "queue_delay_s": 0},
+        {"node": "n3", "ts": NOW, "status": "down", "cards": 0, "host_mem_bw_gbs": 100},
+    ]
+    BAD_REPORT = {"node": "n9", "ts": NOW, "inter_bw_gbps": -5, "availability": 1.5}
+    return WINDOWS, REPORTS, BAD_REPORT
+
+
+NOW = time.time()
+WINDOWS, REPORTS, BAD_REPORT = _data(NOW)
 
 
 async def test_network_and_compute_endpoints(make_settings, tmp_path):
+    global NOW, WINDOWS, REPORTS, BAD_REPORT  # fresh: the suite may reach this test minutes after import
+    NOW = time.time()
+    WINDOWS, REPORTS, BAD_REPORT = _data(NOW)
     settings = make_settings()
     await ensure_topics(settings)
     worker = start_worker(settings, tmp_path / "w1.log")
