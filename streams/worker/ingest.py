@@ -128,6 +128,8 @@ class Ingest:
         if self.started_at is None:
             self.started_at = time.time()
             self.counters.set("ingest_first_event_unixtime", self.started_at)
+        if self._settling():
+            return  # fetched before a rebalance: read again from the committed offsets once it is over
         by_partition: dict[int, tuple[list, list, list]] = {}
         owned = self._owned()
         for event in events:
@@ -165,6 +167,12 @@ class Ingest:
                 await self._dead_letter(event, REASON_INTERNAL, f"{type(exc).__name__}: {str(exc)[:200]}")
         return late
 
+    def _settling(self) -> bool:
+        """While partitions are rebalanced or tables recover, the events still flowing were fetched
+        before: applying them would restore window state from a table the recovery is rewriting (an
+        older value of a pane could be read), so they are left unacked and read again afterwards."""
+        return bool(getattr(self.app, "rebalancing", False) or getattr(self.app, "in_recovery", False))
+
     def _owned(self) -> set[int] | None:
         """The probe partitions this worker is assigned now (None: unknown, e.g. outside a worker)."""
         try:
@@ -183,7 +191,7 @@ class Ingest:
         with the wall clock from its last sample, so the windows it holds open close (a sample that
         arrives later for a closed window is late, as it would have been anyway)."""
         idle = self.settings.idle_close_seconds
-        if idle <= 0:
+        if idle <= 0 or self._settling():
             return
         now = time.monotonic()
         for partition, state in self.windows.items():
