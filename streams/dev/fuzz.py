@@ -130,7 +130,7 @@ async def read_topic(settings: Settings, name: str, idle_s: float = 3.0, limit_s
     return out
 
 
-def _metric(port: int, name: str) -> float:
+def worker_counter(port: int, name: str) -> float:
     """The sum of a counter over its labels, from the worker's /metrics (nan when it does not answer)."""
     import urllib.request
 
@@ -146,7 +146,7 @@ async def wait_drained(settings: Settings, probe_messages: int, worker, limit_s:
     """Until the worker has read every probe message (or ``limit_s`` passed, or it died)."""
     end = time.monotonic() + limit_s
     while time.monotonic() < end and worker.poll() is None:
-        if await asyncio.to_thread(_metric, settings.web_port, "messages_total") >= probe_messages:
+        if await asyncio.to_thread(worker_counter, settings.web_port, "messages_total") >= probe_messages:
             break
         await asyncio.sleep(1.0)
     await asyncio.sleep(3 * settings.idle_close_seconds + 2 * settings.flush_interval_seconds)
@@ -263,7 +263,7 @@ async def run_fuzz(settings: Settings, messages: int, seed: int, workdir: Path, 
         sampler.cancel()
         raw = {t: await read_topic(settings, t) for t in set(DEADLETTER_OF.values())}
         emitted = await read_topic(settings, NETSTATE_WINDOWS)
-        failed = await asyncio.to_thread(_metric, settings.web_port, "messages_failed_total")
+        failed = await asyncio.to_thread(worker_counter, settings.web_port, "messages_failed_total")
         expected = expected_windows(valid)
         sink_report = await asyncio.to_thread(sink_check, settings, sent, expected)
         alive = {"worker": worker.poll() is None, "sink": sink.poll() is None}

@@ -13,6 +13,7 @@ import pytest
 
 from schemas.probe import decode_samples, encode_arrow
 from schemas.topics import NETSTATE_WINDOWS, PROBE_SAMPLES
+from streams.dev.fuzz import worker_counter
 from streams.kafka import consumer, ensure_topics, producer
 from streams.runtime.processes import start_worker, stop_process
 from streams.worker.windowing import PartitionWindows
@@ -102,17 +103,23 @@ async def test_sigkill_mid_stream_then_restart_gives_the_uninterrupted_results(m
         await p.stop()
         await out.stop()
         stop_process(worker)
-    got: dict = {}
-    for r in received:
-        if r["dst"] == "closer":
-            continue
-        if key(r) in got:  # a result sent again after the crash must be the same result
-            assert _same(got[key(r)], r), (got[key(r)], r)
-        got[key(r)] = r
+    got = _results(received)
     assert 0 < killed_at < len(expected), "the kill did not happen mid-stream"
     assert set(got) == set(expected), log.read_text()[-3000:]
     for k, e in expected.items():
         assert _same(got[k], e), (k, got[k], e)
+
+
+def _results(received: list[dict]) -> dict:
+    """The window results by key; a result sent again after a crash must be the same result."""
+    got: dict = {}
+    for r in received:
+        if r["dst"] == "closer":
+            continue
+        if key(r) in got:
+            assert _same(got[key(r)], r), (got[key(r)], r)
+        got[key(r)] = r
+    return got
 
 
 def _same(a, b) -> bool:
@@ -185,7 +192,7 @@ async def test_sigkills_at_a_high_one_sample_message_rate_give_exact_windows(mak
             deadline = time.monotonic() + 60
             while len(received) == before and time.monotonic() < deadline:
                 await drain()
-                if await asyncio.to_thread(_read_so_far, settings.web_port) >= sent - len(thirds[i]) // 2:
+                if await asyncio.to_thread(worker_counter, settings.web_port, "messages_total") >= sent - len(thirds[i]) // 2:
                     break
             await asyncio.sleep(0.2 + 0.4 * i)  # mid-stream: some flushes done, some state not yet
             worker.send_signal(signal.SIGKILL)
@@ -200,24 +207,8 @@ async def test_sigkills_at_a_high_one_sample_message_rate_give_exact_windows(mak
         await p.stop()
         await out.stop()
         stop_process(worker)
-    got: dict = {}
-    for r in received:
-        if r["dst"] == "closer":
-            continue
-        if key(r) in got:
-            assert _same(got[key(r)], r), (got[key(r)], r)
-        got[key(r)] = r
+    got = _results(received)
     assert set(got) == set(expected), log.read_text()[-3000:]
     wrong = [k for k, e in expected.items() if not _same(got[k], e)]
     assert wrong == [], [(k, got[k]["count"], expected[k]["count"]) for k in wrong[:5]]
 
-
-def _read_so_far(port: int) -> float:
-    """Probe messages the worker has read (its messages_total counter); 0 while it does not answer."""
-    import urllib.request
-
-    try:
-        body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).read().decode()
-    except OSError:
-        return 0.0
-    return sum(float(line.split()[-1]) for line in body.splitlines() if line.startswith("cnsched_messages_total "))
