@@ -44,12 +44,13 @@ class DetectorPolicy:
     def __post_init__(self) -> None:
         if self.factor <= 1 or self.k < 1 or self.baseline < 1 or self.min_sigmas < 0:
             raise ValueError("factor > 1, k >= 1, baseline >= 1 and min_sigmas >= 0")
-        if not 0 <= self.loss_limit < 1 or not 0 < self.loss_floor < 1 or not 0 < self.alpha < 1:
-            raise ValueError("0 <= loss_limit < 1, 0 < loss_floor < 1 and 0 < alpha < 1")
+        if not 0 <= self.loss_limit < 1 or not 0 < self.loss_floor < 1 or not 0 < self.alpha <= 1:
+            raise ValueError("0 <= loss_limit < 1, 0 < loss_floor < 1 and 0 < alpha <= 1")
 
 
 DEFAULT_POLICY = DetectorPolicy()
-SEED_RULE = DetectorPolicy(factor=2.0, k=1, min_sigmas=0.0)  # "latency doubles"
+# "latency doubles or loss > 1 %": alpha = 1 drops the binomial test (any loss above 1 % and the path's own)
+SEED_RULE = DetectorPolicy(factor=2.0, k=1, min_sigmas=0.0, alpha=1.0)
 
 
 def _known_windows(x: np.ndarray, width: int) -> np.ndarray:
@@ -130,6 +131,23 @@ def loss_alarm(lost: np.ndarray, count: np.ndarray, base_lost: np.ndarray, base_
         p0 = np.maximum(np.where(bc > 0, bl / bc, 0.0), policy.loss_floor)
         q = np.where(count > 0, lost / count, 0.0)
     return (count > 0) & (q > policy.loss_limit) & (q > p0) & (loss_tail(q, count, p0) < policy.alpha)
+
+
+def loss_alarms(lost: np.ndarray, count: np.ndarray, policy: DetectorPolicy = DEFAULT_POLICY) -> np.ndarray:
+    """bool[S, T]: the loss leg at every window of a history: ``lost``/``count`` probes per window
+    (float[S, T]); the recent windows are the last ``k``, the baseline the ``baseline`` before them
+    (False until the history holds both)."""
+    lost, count = np.asarray(lost, np.float64), np.asarray(count, np.float64)
+    if lost.ndim != 2 or lost.shape != count.shape:
+        raise ValueError("lost and count must be [series, windows] of one shape")
+    s, n = lost.shape
+    cl = np.c_[np.zeros(s), np.cumsum(np.nan_to_num(lost), axis=1)]
+    cc = np.c_[np.zeros(s), np.cumsum(np.nan_to_num(count), axis=1)]
+    t = np.arange(n)
+    lo, mid = np.maximum(t - policy.k + 1, 0), np.maximum(t - policy.k - policy.baseline + 1, 0)
+    out = loss_alarm(cl[:, t + 1] - cl[:, lo], cc[:, t + 1] - cc[:, lo], cl[:, lo] - cl[:, mid],
+                     cc[:, lo] - cc[:, mid], policy)
+    return out & (t >= policy.k + policy.baseline - 1)
 
 
 def loss_tail(q: np.ndarray, count: np.ndarray, p0: np.ndarray) -> np.ndarray:

@@ -79,6 +79,13 @@ def forecast(history: np.ndarray, horizon: int, day: int, model: ForecastModel =
     return Forecast(p50, upper, seasonal)
 
 
+def min_history(horizon: int, model: ForecastModel = DEFAULT_MODEL) -> int:
+    """Steps of span a forecast needs: one horizon of its own past errors (for ``upper``) and the
+    level's ``window`` newest samples after it. The daily profile asks for no more: with less than
+    two days behind the origins it judges itself on, it is simply not used."""
+    return model.window + horizon
+
+
 def fit_forecast(history: np.ndarray, horizon: int, day: int, model: ForecastModel = DEFAULT_MODEL) -> np.ndarray:
     """float[S, horizon]: the p50 forecast (see :func:`forecast`)."""
     return forecast(history, horizon, day, model).p50
@@ -258,11 +265,14 @@ def last_value(history: np.ndarray, horizon: int) -> np.ndarray:
 
 
 def seasonal_naive(history: np.ndarray, horizon: int, day: int) -> np.ndarray:
-    """The value one day earlier (for horizons beyond a day, repeated)."""
+    """The value one day earlier (for horizons beyond a day, repeated); NaN where the history holds
+    no such day."""
     y = np.asarray(history, dtype=np.float64)
     t = y.shape[1]
     src = t - day + (np.arange(horizon) % day)
-    return y[:, src]
+    if not t:
+        return np.full((y.shape[0], horizon), np.nan)
+    return np.where(src >= 0, y[:, np.maximum(src, 0)], np.nan)
 
 
 def mae(forecast: np.ndarray, actual: np.ndarray) -> np.ndarray:

@@ -58,6 +58,34 @@ def load_series(con, metric: str, stat: str, step_s: float, days: float | None =
     return paths, values, float(first * step_s)
 
 
+def recent_windows(con, metric: str, stat: str, last: int, days: float = 1.0
+                   ) -> tuple[list[tuple[str, str]], np.ndarray, np.ndarray]:
+    """Every path's ``last`` newest windows of ``metric`` within ``days`` of the metric's newest window:
+    (paths, window ends float[P, last], values float[P, last]), oldest first, NaN in front where a
+    path has fewer. What the degradation detector remembers, read back after a restart."""
+    if stat not in STATS:
+        raise ValueError(f"stat must be one of {', '.join(STATS)}")
+    cols = con.execute(
+        f"""SELECT dense_rank() OVER (ORDER BY src, dst) - 1 AS path, src, dst, window_end AS e, {stat} AS v,
+                   row_number() OVER (PARTITION BY src, dst ORDER BY window_end DESC) AS back
+            FROM windows
+            WHERE metric = $metric AND dst <> '' AND {stat} IS NOT NULL
+              AND window_end >= (SELECT max(window_end) FROM windows WHERE metric = $metric) - $days * 86400
+            QUALIFY back <= $last ORDER BY path, e""",
+        {"metric": metric, "days": days, "last": last},
+    ).fetchnumpy()
+    n = len(cols["path"])
+    path = np.asarray(cols["path"], dtype=np.int64)
+    starts = np.flatnonzero(np.r_[True, path[1:] != path[:-1]]) if n else np.zeros(0, np.int64)
+    paths = [(str(cols["src"][i]), str(cols["dst"][i])) for i in starts]
+    ends, values = np.full((len(paths), last), np.nan), np.full((len(paths), last), np.nan)
+    if n:
+        slot = last - np.asarray(cols["back"], dtype=np.int64)  # the newest in the last column
+        ends[path, slot] = np.asarray(cols["e"], dtype=np.float64)
+        values[path, slot] = np.asarray(cols["v"], dtype=np.float64)
+    return paths, ends, values
+
+
 def latest_window_start(con, src: str, dst: str, metric: str) -> float | None:
     """When the newest window of one series started (None: no such series)."""
     return con.execute("SELECT max(window_start) FROM windows WHERE src = ? AND dst = ? AND metric = ?",

@@ -73,7 +73,8 @@ class PathColumns:
     Columns: rtt p95/p50, probes lost and counted, and the means of loss_rate, bw_util and
     retrans_rate (NaN where the record has no such metric). ``hist`` keeps each path's last
     ``HISTORY`` rtt p95s, one per window (a window is pushed when its end is newer than the last
-    pushed): the degradation detector's memory (core/detect.py)."""
+    pushed): the degradation detector's memory (core/detect.py). :meth:`seed` fills it from stored
+    windows older than any pushed (after a restart, the detector need not wait 17 windows)."""
 
     HISTORY = 24
 
@@ -92,6 +93,8 @@ class PathColumns:
         self.cols = {f: np.zeros(0) for f, _, _ in self.FIELDS}
         self.hist = np.zeros((0, self.HISTORY), np.float32)  # ms: float32 is plenty, and 400,000 paths x 24
         self.hist_end = np.zeros(0)
+        self.hist_first = np.zeros(0)  # end of the first window pushed into each row (+inf: none)
+        self.hist_count = np.zeros(0, np.int64)  # windows held (at most HISTORY)
         self.empty = self.code("")
         for r in records or []:
             self.set(r)
@@ -110,6 +113,8 @@ class PathColumns:
         self.cols = {f: np.resize(v, cap) for f, v in self.cols.items()}
         self.hist = np.vstack([self.hist, np.full((cap - self._cap, self.HISTORY), np.nan, np.float32)])
         self.hist_end = np.r_[self.hist_end, np.full(cap - self._cap, -np.inf)]
+        self.hist_first = np.r_[self.hist_first, np.full(cap - self._cap, np.inf)]
+        self.hist_count = np.r_[self.hist_count, np.zeros(cap - self._cap, np.int64)]
         self._cap = cap
 
     def _row(self, src: str, dst: str) -> int:
@@ -151,6 +156,28 @@ class PathColumns:
             self.hist[r, :-1] = self.hist[r, 1:]
             self.hist[r, -1] = self.cols["p95"][r]
             self.hist_end[r] = end[new]
+            self.hist_first[r] = np.where(self.hist_count[r] == 0, end[new], self.hist_first[r])
+            self.hist_count[r] = np.minimum(self.hist_count[r] + 1, self.HISTORY)
+
+    def seed(self, paths: list[tuple[str, str]], ends: np.ndarray, p95: np.ndarray) -> int:
+        """Put stored windows (``ends``/``p95`` float[P, K], oldest first, NaN: none) in front of the
+        windows each path already holds: only those that ended before its first held one, as many as
+        there is room for. Returns the windows added."""
+        added = 0
+        for (src, dst), e, v in zip(paths, ends, p95, strict=True):
+            row = self._row(src, dst)
+            ok = np.isfinite(e) & (e < self.hist_first[row])
+            take = min(int(ok.sum()), self.HISTORY - int(self.hist_count[row]))
+            if take <= 0:
+                continue
+            held = int(self.hist_count[row])
+            self.hist[row, self.HISTORY - held - take:self.HISTORY - held] = v[ok][-take:]
+            if held == 0:
+                self.hist_end[row] = e[ok][-1]
+            self.hist_first[row] = e[ok][-take]
+            self.hist_count[row] = held + take
+            added += take
+        return added
 
     def history(self, rows: np.ndarray) -> np.ndarray:
         """float[rows, HISTORY]: the rows' last rtt p95s, one per window, oldest first (NaN: none)."""

@@ -3,7 +3,8 @@
 Each path's series (a statistic of one metric, e.g. p95 of rtt_ms, read by sinks.queries.load_series
 into steps of ``step_s`` seconds on one time grid) is aligned to UTC midnight like the live forecast
 (streams.analytics.forecasts). Origins: every ``every`` steps (default: the horizon) over the last
-``days`` days; at each origin every series with the live path's minimum history (two days of span)
+``days`` days; at each origin every series with the live path's minimum history (``min_history``: the
+level's window and one horizon of span)
 within the ``history_days`` before it is forecast from exactly that history, vectorised over series,
 beside last value and seasonal naive. MASE divides a forecast's MAE over the held-out horizon by the
 in-sample MAE of the one-step naive forecast on that same history (mean |change| between known
@@ -15,13 +16,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.forecast import forecast, last_value, mae, naive_scale, seasonal_naive
+from core.forecast import forecast, last_value, mae, min_history, naive_scale, seasonal_naive
 from core.quiet import quiet_nan_warnings
 from streams.analytics.forecasts import midnight_aligned
 
 METHODS = ("forecast", "last_value", "seasonal_naive")
 SCALE = "in-sample MAE of the one-step naive forecast"
-SKIP_SHORT = "less than two days of history before every origin"
+SKIP_SHORT = "less than the minimum history before every origin"
 SKIP_NO_TRUTH = "no data in any held-out horizon"
 SKIP_CONSTANT = "history constant at every origin (naive error 0)"
 
@@ -31,13 +32,16 @@ class HistoryError(ValueError):
 
 
 def backtest(values: np.ndarray, first: float, step_s: float, horizon: int, day: int, days: float = 7.0,
-             every: int = 0, history_days: float = 7.0, rows: bool = False, names: list | None = None) -> dict:
-    """Scores of the forecaster and the baselines over rolling origins (module docstring)."""
+             every: int = 0, history_days: float = 7.0, rows: bool = False, names: list | None = None,
+             trace: int | None = None) -> dict:
+    """Scores of the forecaster and the baselines over rolling origins (module docstring). With
+    ``trace`` (a series index), ``out["trace"]`` holds that series over the scored span beside the
+    forecast and its upper quantile made at each origin (NaN where none was made): for a plot."""
     values = np.asarray(values, np.float64)
-    need = 2 * day
+    need = min_history(horizon)
     if values.shape[1] < need + horizon:
-        raise HistoryError(f"needs at least {need + horizon} steps of history (two days and the horizon), "
-                           f"has {values.shape[1]}")
+        raise HistoryError(f"needs at least {need + horizon} steps of history (the forecast's minimum and the "
+                           f"held-out horizon), has {values.shape[1]}")
     aligned, _ = midnight_aligned(values, first, step_s)
     s, t = aligned.shape
     every = every or horizon
@@ -46,6 +50,8 @@ def backtest(values: np.ndarray, first: float, step_s: float, horizon: int, day:
     span = int(round(history_days * day))
     err = {m: np.full((len(origins), s), np.nan) for m in METHODS}
     state = {"short": np.ones(s, bool), "no_truth": np.ones(s, bool), "constant": np.ones(s, bool)}
+    t0 = origins[0] if origins else t
+    band = np.full((2, t - t0), np.nan)  # the traced series' p50 and upper at each origin's horizon
     for k, o in enumerate(origins):
         lo = max(0, (o - span) // day * day)  # whole days: the grid stays midnight-aligned
         hist, truth = aligned[:, lo:o], aligned[:, o:o + horizon]
@@ -62,11 +68,19 @@ def backtest(values: np.ndarray, first: float, step_s: float, horizon: int, day:
         if not ok.any():
             continue
         h = hist[ok]
-        preds = {"forecast": forecast(h, horizon, day).p50, "last_value": last_value(h, horizon),
+        ours = forecast(h, horizon, day)
+        preds = {"forecast": ours.p50, "last_value": last_value(h, horizon),
                  "seasonal_naive": seasonal_naive(h, horizon, day)}
         for m, f in preds.items():
             err[m][k, ok] = mae(f, truth[ok]) / scale[ok]
-    return _summary(err, state, origins, horizon, s, rows, names)
+        if trace is not None and ok[trace]:
+            at = int(ok[:trace].sum())
+            band[:, o - t0:o - t0 + horizon] = ours.p50[at], ours.upper[at]
+    out = _summary(err, state, origins, horizon, s, rows, names)
+    if trace is not None:
+        out["trace"] = {"series": names[trace] if names else trace, "truth": aligned[trace, t0:],
+                        "p50": band[0], "upper": band[1]}
+    return out
 
 
 def _summary(err: dict, state: dict, origins: list, horizon: int, s: int, rows: bool, names) -> dict:

@@ -15,9 +15,9 @@ import math
 
 import numpy as np
 
-from core.forecast import DEFAULT_MODEL, forecast
+from core.forecast import DEFAULT_MODEL, forecast, min_history
 from sinks.duckdb_store import DuckStore
-from sinks.queries import load_series
+from sinks.queries import load_series, recent_windows
 
 DAY_S = 86_400
 
@@ -27,8 +27,8 @@ class NotEnoughHistory(ValueError):
 
     def __init__(self, needed_steps: int, have_steps: int, step_s: float) -> None:
         self.needed_steps, self.have_steps, self.step_s = needed_steps, have_steps, step_s
-        super().__init__(f"needs {needed_steps} steps of {step_s:g} s ({needed_steps * step_s / 3600:g} h: two "
-                         f"days) of history, has {have_steps}")
+        super().__init__(f"needs {needed_steps} steps of {step_s:g} s ({needed_steps * step_s / 3600:g} h: the "
+                         f"level's window and one horizon) of history, has {have_steps}")
 
 
 def midnight_aligned(values: np.ndarray, first: float, step_s: float) -> tuple[np.ndarray, float]:
@@ -54,8 +54,8 @@ def forecast_series(values: np.ndarray, start: float, step_s: float, horizon_ste
     per_day = int(round(DAY_S / step_s))
     observed = np.flatnonzero(np.isfinite(values))
     have = int(observed[-1] - observed[0] + 1) if observed.size else 0
-    if have < 2 * per_day:
-        raise NotEnoughHistory(2 * per_day, have, step_s)
+    if have < min_history(horizon_steps):
+        raise NotEnoughHistory(min_history(horizon_steps), have, step_s)
     f = forecast(values[None, :], horizon_steps, per_day)
     t0 = start + len(values) * step_s
     return {"history_steps": have, "from": t0, "quantile": DEFAULT_MODEL.quantile, "seasonal": bool(f.seasonal[0]),
@@ -73,8 +73,8 @@ def forecast_path(path, src: str, dst: str, metric: str, stat: str, step_s: floa
 def worst_forecasts(path, metric: str, stat: str, step_s: float, horizon_steps: int, days: float = 7.0,
                     timeout_s: float = 5.0) -> dict[tuple[str, str], float]:
     """(src, dst) -> the highest upper-quantile forecast over the horizon (preventive rescheduling acts
-    on a bad outcome that is likely enough, not on the point), for every path with two days of
-    history in the last ``days`` (it reads p95 rtt_ms); one vectorised fit for all of them."""
+    on a bad outcome that is likely enough, not on the point), for every path with the forecast's
+    minimum history (``min_history``) in the last ``days``; one vectorised fit for all of them."""
     with DuckStore.open(path, read_only=True, timeout_s=timeout_s) as store:
         paths, values, first = load_series(store.con, metric, stat, step_s, days)
     if not paths:
@@ -84,9 +84,16 @@ def worst_forecasts(path, metric: str, stat: str, step_s: float, horizon_steps: 
     finite = np.isfinite(values)
     first_i = np.argmax(finite, axis=1)
     last_i = values.shape[1] - 1 - np.argmax(finite[:, ::-1], axis=1)
-    ok = finite.any(axis=1) & (last_i - first_i + 1 >= 2 * per_day)
+    ok = finite.any(axis=1) & (last_i - first_i + 1 >= min_history(horizon_steps))
     if not ok.any():
         return {}
     worst = np.nanmax(forecast(values[ok], horizon_steps, per_day).upper, axis=1)
     chosen = [p for p, keep in zip(paths, ok, strict=True) if keep]
     return {p: float(w) for p, w in zip(chosen, worst, strict=True) if math.isfinite(w)}
+
+
+def stored_p95s(path, last: int, timeout_s: float = 5.0) -> tuple[list[tuple[str, str]], np.ndarray, np.ndarray]:
+    """Every path's ``last`` newest window p95 rtt (of the last day): (paths, ends, p95s), oldest
+    first — the degradation detector's memory, read back at start."""
+    with DuckStore.open(path, read_only=True, timeout_s=timeout_s) as store:
+        return recent_windows(store.con, "rtt_ms", "p95", last)

@@ -25,6 +25,10 @@ def add_parsers(sub) -> None:
     bt.add_argument("--days", type=float, default=7.0, help="origins over the last D days (default 7)")
     bt.add_argument("--every-minutes", type=float, default=0.0, help="between origins (default: the horizon)")
     bt.add_argument("--rows", action="store_true", help="per-series MASE of every method")
+    bt.add_argument("--plot", metavar="FILE.png", default=None,
+                    help="draw one series over the scored span with the forecast and its upper band")
+    bt.add_argument("--series", metavar="SRC->DST", default=None,
+                    help="the series to plot (default: the one with the most data)")
     bt.add_argument("--json", action="store_true")
 
     bat = sub.add_parser("battery", help="size a battery that smooths a power series (MW)")
@@ -109,14 +113,41 @@ def cmd_backtest(args, settings: Settings) -> int:
         store.close()
     horizon = max(1, int(round(args.horizon_minutes * 60 / args.step_seconds)))
     every = int(round(args.every_minutes * 60 / args.step_seconds))
+    names = [f"{a}->{b}" for a, b in paths]
+    trace = _plotted_series(args, names, values) if args.plot else None
     try:
         result = backtest(values, first, args.step_seconds, horizon, args.day_seconds // args.step_seconds,
-                          days=args.days, every=every, rows=args.rows, names=[f"{a}->{b}" for a, b in paths])
+                          days=args.days, every=every, rows=args.rows, names=names, trace=trace)
     except HistoryError as exc:
         print(f"cnsched: backtest: {len(paths)} series of {args.metric} {args.stat}: {exc}", file=sys.stderr)
         return 1
+    if args.plot:
+        from streams.render.png import line_chart
+
+        tr = result.pop("trace")
+        png = line_chart([(str(tr["series"]), tr["truth"], (31, 119, 180)), ("forecast", tr["p50"], (255, 127, 14)),
+                          ("upper", tr["upper"], (214, 39, 40))], unit=args.metric)
+        try:
+            with open(args.plot, "wb") as f:
+                f.write(png)
+        except OSError as exc:
+            raise UsageError(f"--plot {args.plot}: {exc.strerror}") from None
+        result["plot"] = {"file": args.plot, "series": tr["series"]}
     print_result({"metric": args.metric, "stat": args.stat, **result}, args.json)
     return 0
+
+
+def _plotted_series(args, names: list[str], values) -> int:
+    """The index of ``--series`` (UsageError naming the known ones when absent), else of the series
+    with the most data."""
+    import numpy as np
+
+    if args.series is None:
+        return int(np.argmax(np.isfinite(values).sum(axis=1))) if names else 0
+    if args.series not in names:
+        known = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
+        raise UsageError(f"--series {args.series}: no such series (known: {known or 'none'})")
+    return names.index(args.series)
 
 
 def cmd_battery(args, settings: Settings) -> int:

@@ -29,6 +29,9 @@ _GLYPHS = {
     'c': '           ### #    #    #   # ### ',
     'd': '    #    # ## ##  ###   ##   # ####',
     'e': '           ### #   #######     ### ',
+    'f': '  ##  #   ####  #    #    #    #   ',
+    '>': '#     #     #     #   #   #   #    ',
+    '_': '                              #####',
     'g': '      #####   ##   # ####    # ### ',
     'h': '#    #    # ## ##  ##   ##   ##   #',
     'i': '  #        ##    #    #    #   ### ',
@@ -68,6 +71,8 @@ def _line(img: np.ndarray, xs: np.ndarray, ys: np.ndarray, color) -> None:
     """Polyline through pixel coordinates (many points per column: vertical spans per column)."""
     h, w = img.shape[:2]
     for a in range(len(xs) - 1):
+        if not (np.isfinite(ys[a]) and np.isfinite(ys[a + 1])):
+            continue  # a gap in the series: no line across it
         n = int(max(abs(xs[a + 1] - xs[a]), abs(ys[a + 1] - ys[a]))) + 1
         px = np.clip(np.round(np.linspace(xs[a], xs[a + 1], n)).astype(int), 0, w - 1)
         py = np.clip(np.round(np.linspace(ys[a], ys[a + 1], n)).astype(int), 0, h - 1)
@@ -76,12 +81,13 @@ def _line(img: np.ndarray, xs: np.ndarray, ys: np.ndarray, color) -> None:
 
 def line_chart(series: list[tuple[str, np.ndarray, tuple[int, int, int]]], width: int = 900, height: int = 400,
                unit: str = "MW") -> bytes:
-    """PNG bytes of the series (name, values, rgb) on one y axis."""
+    """PNG bytes of the series (name, values, rgb) on one y axis; NaN values are gaps."""
     img = np.full((height, width, 3), 255, np.uint8)
     left, right, top, bottom = 70, 20, 30, 30
     pw, ph = width - left - right, height - top - bottom
     allv = np.concatenate([np.asarray(v, float) for _, v, _ in series])
-    lo, hi = float(np.min(allv)), float(np.max(allv))
+    allv = allv[np.isfinite(allv)]
+    lo, hi = (float(np.min(allv)), float(np.max(allv))) if allv.size else (0.0, 1.0)
     if hi - lo < 1e-12:
         lo, hi = lo - 1, hi + 1
     pad = (hi - lo) * 0.05
@@ -108,9 +114,10 @@ def line_chart(series: list[tuple[str, np.ndarray, tuple[int, int, int]]], width
         if n > 2 * pw:  # min/max per pixel column
             cols = (np.arange(n) * pw // n).astype(int)
             starts = np.flatnonzero(np.r_[True, cols[1:] != cols[:-1]])
-            mins, maxs = np.minimum.reduceat(v, starts), np.maximum.reduceat(v, starts)
+            mins, maxs = np.fmin.reduceat(v, starts), np.fmax.reduceat(v, starts)
             for c, a, b in zip(cols[starts], ypix(maxs), ypix(mins), strict=True):
-                img[int(a):int(b) + 1, left + c] = color
+                if np.isfinite(a):  # a column of gaps only draws nothing
+                    img[int(a):int(b) + 1, left + c] = color
         else:
             xs = left + np.arange(n) * (pw - 1) / max(n - 1, 1)
             _line(img, xs, ypix(v), color)

@@ -68,6 +68,7 @@ class NetState(_ParsedView):
     def __init__(self, table) -> None:
         super().__init__(table)
         self._columns: PathColumns | None = None
+        self._seed: tuple | None = None  # stored window p95s for the detector (kept across rebuilds)
 
     def get(self, src: str, dst: str) -> dict | None:
         return self.get_key(f"{src}|{dst}".encode())
@@ -76,7 +77,15 @@ class NetState(_ParsedView):
         """The records as columns (built once, then updated by every put)."""
         if self._columns is None:
             self._columns = PathColumns(self.records())
+            if self._seed is not None:
+                self._columns.seed(*self._seed)
         return self._columns
+
+    def seed_history(self, paths: list[tuple[str, str]], ends, p95) -> int:
+        """The detector's memory from stored windows (PathColumns.seed); returns the windows added."""
+        cols = self.columns()
+        self._seed = (paths, ends, p95)
+        return cols.seed(paths, ends, p95)
 
     def put(self, key: bytes, record: dict) -> None:
         if self._columns is not None:

@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from core.detect import SEED_RULE, DetectorPolicy, alarm_now, alarms, loss_alarm
+from core.detect import SEED_RULE, DetectorPolicy, alarm_now, alarms, loss_alarm, loss_alarms
 
 
 def flat(n, level=50.0, sd=0.2, seed=0):
@@ -52,6 +52,27 @@ def test_loss_leg_needs_enough_probes_and_a_loss_clearly_above_the_paths_own():
     # 1 of 50: too few probes; 3 of 100 on a path that always loses 4 %: its normal; 30 of 1,000: alarm
     assert got.tolist() == [True, False, False, True]
     assert loss_alarm(np.zeros(2), np.zeros(2), np.zeros(2), np.zeros(2)).tolist() == [False, False]
+
+
+def test_loss_alarms_over_a_history_match_the_one_window_call():
+    p = DetectorPolicy(k=2, baseline=4)
+    lost = np.array([[0, 0, 0, 0, 1, 1, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0, 0, 0, 1, 0]], float)
+    count = np.ones_like(lost)
+    got = loss_alarms(lost, count, p)
+    # row 0: an outage of two windows after four clean ones -> 2 of 2 lost at p0 0.1 %: tail 1e-6
+    assert got[0].tolist() == [False] * 5 + [True] + [False] * 4
+    assert not got[1].any()  # one failed ping of two: tail 2e-3, not sure enough
+    for r in range(2):
+        for t in range(5, 10):  # the one-window call on the same sums
+            one = loss_alarm(lost[r, t - 1:t + 1].sum(), count[r, t - 1:t + 1].sum(),
+                             lost[r, t - 5:t - 1].sum(), count[r, t - 5:t - 1].sum(), p)
+            assert bool(one) == got[r, t]
+    # the seeds' rule takes any loss above 1 % (no binomial test): one failed ping of one is an alarm
+    seed = DetectorPolicy(factor=2.0, k=1, baseline=4, min_sigmas=0.0, alpha=SEED_RULE.alpha)
+    assert loss_alarms(lost, count, seed)[1].tolist() == [False] * 8 + [True, False]
+    assert loss_alarms(np.zeros((0, 3)), np.zeros((0, 3))).shape == (0, 3)
+    with pytest.raises(ValueError, match="one shape"):
+        loss_alarms(np.zeros((1, 3)), np.zeros((1, 4)))
 
 
 def test_bad_policies_are_errors():

@@ -102,6 +102,29 @@ def test_beats_last_value_and_seasonal_naive_on_diurnal_series_with_trend_noise_
     assert (ours < last).mean() > 0.8  # most series
 
 
+def test_seasonal_naive_is_the_day_before_or_nothing():
+    h = np.arange(10.0)[None]  # a "day" of 4 steps
+    assert seasonal_naive(h, 6, 4).tolist() == [[6.0, 7.0, 8.0, 9.0, 6.0, 7.0]]
+    # three steps of a four-step day: the first forecast step has no day before it, the second does
+    np.testing.assert_array_equal(seasonal_naive(h[:, :3], 2, 4), [[np.nan, 0.0]])
+    assert np.isnan(seasonal_naive(np.zeros((2, 0)), 2, 4)).all() and seasonal_naive(np.zeros((2, 0)), 2, 4).shape == (2, 2)
+
+
+def test_short_history_forecasts_the_level_and_a_band():
+    from core.forecast import min_history
+
+    rng = np.random.default_rng(5)
+    need = min_history(60)
+    assert need == 90  # the level's window of 30 and one horizon of 60
+    y = 40 + rng.normal(0, 0.5, (3, need))
+    y[1, -5:] += 10  # a shift in the last five samples
+    f = forecast(y, 60, DAY)
+    assert not f.seasonal.any()  # no day of its own past: no profile
+    np.testing.assert_allclose(f.p50[0], np.median(y[0, -15:]))
+    np.testing.assert_allclose(f.p50[1], np.median(y[1, -5:]))  # the new level
+    assert (f.upper >= f.p50).all() and (f.upper[0] - f.p50[0] < 3).all()  # a band from its own past errors
+
+
 def test_bad_arguments_are_errors():
     with pytest.raises(ValueError, match="history must be"):
         forecast(np.zeros(10), 3, DAY)

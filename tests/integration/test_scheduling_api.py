@@ -184,7 +184,9 @@ async def _forecasts_and_power(settings) -> None:
     status, fn = await asyncio.to_thread(call, port, "GET", "/forecast/nodes/A?metric=rtt_ms&horizon=2h&step=2m")
     assert status == 200 and fn["node"] == "A" and len(fn["points"]) == 60 and fn["step_s"] == 120
     status, f = await asyncio.to_thread(call, port, "GET", "/forecast/paths/B/store?horizon=1h")
-    assert status == 409 and (f["needed_steps"], f["have_steps"]) == (2880, 1440)
+    assert status == 200 and not f["seasonal"]  # one day of history: the level and its band
+    status, f = await asyncio.to_thread(call, port, "GET", "/forecast/paths/B/store?horizon=1d")
+    assert status == 409 and (f["needed_steps"], f["have_steps"]) == (1470, 1440)  # 30 + a day of steps
     status, f = await asyncio.to_thread(call, port, "GET", "/forecast/paths/A/store?horizon=90s&stat=p42")
     assert status == 400 and {x["field"] for x in f["fields"]} == {"horizon", "stat"}
     status, f = await asyncio.to_thread(call, port, "GET", "/forecast/paths/A/store?step=7s")

@@ -1,6 +1,7 @@
 """`cnsched bench detect`: the degradation detector (core/detect.py) beside the seeds' "latency
 doubles" rule on labelled RTT series (`../shared/data/rtt/artificial_labelled`, one window per
-4-minute sample).
+4-minute sample). Each rule runs whole: its latency leg on the RTT, its loss leg on the failed pings
+(a NaN sample is one lost probe of one) — an outage right after a change point is caught by loss.
 
 Events: the labelled change points where the level (median of the samples up to the next change
 point, at least two windows later: sustained) rises to at least ``min_ratio`` x the level before
@@ -16,7 +17,7 @@ import time
 
 import numpy as np
 
-from core.detect import SEED_RULE, DetectorPolicy, alarms
+from core.detect import SEED_RULE, DetectorPolicy, alarms, loss_alarms
 from streams.dev.bench.forecast import DEFAULT_RTT_DIR
 
 
@@ -43,6 +44,12 @@ def score(alarm: np.ndarray, events: list[int], changes: np.ndarray, memory: int
     return caught, false
 
 
+def detect(rtt: np.ndarray, policy: DetectorPolicy) -> np.ndarray:
+    """bool[T]: the latency or the loss leg of ``policy`` at every window of one series."""
+    lost = (~np.isfinite(rtt)).astype(np.float64)[None]
+    return alarms(rtt[None], policy)[0] | loss_alarms(lost, np.ones_like(lost), policy)[0]
+
+
 def bench_detect(rtt_dir: str = DEFAULT_RTT_DIR, min_ratio: float = 1.2) -> dict:
     from streams.analytics.rtt_series import load_dir
 
@@ -57,7 +64,7 @@ def bench_detect(rtt_dir: str = DEFAULT_RTT_DIR, min_ratio: float = 1.2) -> dict
         days += s.rtt.size * s.step_s / 86400
         for name, pol in policies.items():
             t0 = time.perf_counter()
-            a = alarms(s.rtt[None], pol)[0]
+            a = detect(s.rtt, pol)
             seconds[name] += time.perf_counter() - t0
             c, f = score(a, ev, s.change, pol.baseline + pol.k)
             tally[name][0] += c

@@ -27,7 +27,7 @@ from streams.config import Settings
 from streams.kafka import TASKS_TABLE, table_name
 from streams.metrics import Counters
 from streams.worker.deadletter import dead_letter, guarded, raw_value, validated
-from streams.worker.scheduling.history import refresh_history
+from streams.worker.scheduling.history import refresh_history, seed_detector
 from streams.worker.scheduling.state import Pending, Running, Scheduler
 from streams.worker.taskbook import TaskBook, running_state, updated
 
@@ -44,6 +44,7 @@ METRICS = {
     "type_alpha": "the alpha each task type is scored with (learned or default)",
     "type_finished_tasks": "finished tasks of each type in the DuckDB history",
     "forecast_paths": "paths with a forecast (preventive rescheduling)",
+    "detector_seeded_windows": "stored window p95s the degradation detector started with",
     "history_refreshed_unixtime": "when forecasts and learned alphas were last read",
     "incidents_total": "node failures sent to sched.incidents, by cause and status",
     "task_restarts_total": "failed tasks re-queued to resume from their last checkpoint",
@@ -275,14 +276,19 @@ def _timers(app: faust.App, service: SchedulingService, settings: Settings, coun
 
     @app.task
     async def history_refresh():
-        """Learned alphas and (preventive mode) forecasts from the DuckDB history, now and then."""
-        if not (settings.learn_alpha or settings.preventive_reschedule):
-            return
+        """The detector's memory from the DuckDB history once; learned alphas and (preventive mode)
+        forecasts now and then."""
+        periodic = settings.learn_alpha or settings.preventive_reschedule
+        seeded = False
         await asyncio.sleep(min(5.0, settings.history_refresh_seconds))
-        while True:
+        while periodic or not seeded:
             if owner():
                 try:
-                    await refresh_history(sched, settings, counters)
+                    if not seeded:
+                        await seed_detector(sched, settings, counters)
+                        seeded = True
+                    if periodic:
+                        await refresh_history(sched, settings, counters)
                 except StoreError as exc:  # no sink yet, or the file is busy: scheduling goes on
-                    log.info("history not refreshed: %s", exc)
+                    log.info("history not read: %s", exc)
             await asyncio.sleep(settings.history_refresh_seconds)

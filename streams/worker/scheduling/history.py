@@ -1,5 +1,6 @@
-"""What the scheduler takes from the DuckDB history now and then: learned alphas as task-type
-defaults, and (preventive mode) the worst forecast p95 RTT of every path."""
+"""What the scheduler takes from the DuckDB history: once at start, the degradation detector's memory
+of every path; now and then, learned alphas as task-type defaults and (preventive mode) the worst
+forecast p95 RTT of every path."""
 
 from __future__ import annotations
 
@@ -9,13 +10,26 @@ import logging
 import time
 
 from core.vocabulary import DEFAULT_TYPES
+from streams.adapters.network import PathColumns
 from streams.analytics.alphas import load_learned_alphas
-from streams.analytics.forecasts import worst_forecasts
+from streams.analytics.forecasts import stored_p95s, worst_forecasts
 from streams.config import Settings
 from streams.metrics import Counters
 from streams.worker.scheduling.state import Scheduler
 
 log = logging.getLogger(__name__)
+
+
+async def seed_detector(sched: Scheduler, settings: Settings, counters: Counters | None = None) -> int:
+    """Fill each path's detector memory (its last window p95s) from the stored windows, so a restarted
+    worker detects shifts at once instead of after a baseline's worth of new windows."""
+    paths, ends, p95 = await asyncio.to_thread(stored_p95s, settings.duckdb_path, PathColumns.HISTORY)
+    added = sched.net.seed_history(paths, ends, p95)
+    if added:
+        sched.touch()
+    (counters or Counters()).set("detector_seeded_windows", added)
+    log.info("degradation detector: %d stored windows of %d paths", added, len(paths))
+    return added
 
 
 async def refresh_history(sched: Scheduler, settings: Settings, counters: Counters | None = None) -> None:

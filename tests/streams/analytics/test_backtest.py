@@ -71,10 +71,45 @@ def test_backtest_mase_worked_example_and_skipped_series():
 
 def test_too_little_history_says_how_much_is_needed(tmp_path):
     db = tmp_path / "short.duckdb"
-    fill(db, days=1)
+    fill(db, days=100 / 1440)
     r = run(db)
     assert r.returncode == 1
-    assert r.stderr.strip() == ("cnsched: backtest: 4 series of rtt_ms p95: needs at least 2940 steps of history "
-                                "(two days and the horizon), has 1440")
+    # the forecast's minimum (30 + 60) and the held-out horizon (60)
+    assert r.stderr.strip() == ("cnsched: backtest: 4 series of rtt_ms p95: needs at least 150 steps of history "
+                                "(the forecast's minimum and the held-out horizon), has 100")
     bad = run(db, "--stat", "p42")
     assert bad.returncode == 2 and "stat must be one of" in bad.stderr
+
+
+def test_plot_draws_one_series_with_its_rolling_forecast(tmp_path):
+    db = tmp_path / "p.duckdb"
+    fill(db, days=3)
+    png = tmp_path / "bt.png"
+    r = run(db, "--json", "--days", "1", "--plot", str(png), "--series", "n2->hub")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["plot"] == {"file": str(png), "series": "n2->hub"} and "trace" not in out
+    data = png.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 2000
+    bad = run(db, "--plot", str(png), "--series", "n9->hub")
+    assert bad.returncode == 2 and "--series n9->hub: no such series (known: n0->hub, n1->hub" in bad.stderr
+    nowhere = run(db, "--plot", str(tmp_path / "no" / "dir.png"))
+    assert nowhere.returncode == 2 and "--plot" in nowhere.stderr and "No such file" in nowhere.stderr
+
+
+def test_the_trace_is_the_forecast_made_at_each_origin():
+    from core.forecast import forecast
+    from streams.analytics.backtest import backtest
+
+    day, horizon = 48, 6
+    rng = np.random.default_rng(3)
+    values = 10 + rng.normal(0, 0.3, (2, 4 * day))
+    values[1, -20:] += 5  # a shift inside the last origins
+    out = backtest(values, 0.0, 1800.0, horizon, day, days=1.0, trace=1, names=["a", "b"])
+    tr = out["trace"]
+    assert tr["series"] == "b" and tr["truth"].size == tr["p50"].size == tr["upper"].size == day
+    np.testing.assert_array_equal(tr["truth"], values[1, -day:])
+    for o in range(3 * day, 4 * day, horizon):  # each origin's forecast from exactly its history
+        f = forecast(values[1:2, :o], horizon, day)
+        np.testing.assert_allclose(tr["p50"][o - 3 * day:o - 3 * day + horizon], f.p50[0])
+        np.testing.assert_allclose(tr["upper"][o - 3 * day:o - 3 * day + horizon], f.upper[0])

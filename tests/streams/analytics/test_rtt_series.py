@@ -61,5 +61,6 @@ def test_detector_catches_rises_the_doubling_rule_misses_at_fewer_false_alarms()
 
     out = bench_detect(str(RTT))
     assert out["rises"] > 250
-    assert out["ours_recall"] > 0.85 and out["ours_false_alarms_per_path_day"] < 0.05  # 0.886, 0.033 measured
-    assert out["doubles_recall"] < 0.5 and out["doubles_false_alarms_per_path_day"] > 0.2
+    # the target: >= 90 % within two windows at <= 0.05 false alarms per path-day (0.910, 0.033)
+    assert out["ours_recall"] >= 0.9 and out["ours_false_alarms_per_path_day"] <= 0.05
+    assert out["doubles_recall"] < 0.5 and out["doubles_false_alarms_per_path_day"] > 0.3  # 0.384, 0.423
