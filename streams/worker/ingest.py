@@ -13,7 +13,8 @@ State and crash safety (at-least-once delivery, exact results):
   ``flush_interval_s`` the changed panes are written once each, not once per message;
 - events are acked (so their offsets may be committed) only after the flush that persisted them, and
   only once the broker has those writes (the producer is flushed before the acks);
-- a flush first waits for the window results sent so far, then writes the mark, then the panes;
+- a flush first waits for the window results sent so far, then writes the changed panes, then the
+  mark, then the deletions of panes whose windows closed (see ``flush`` for why this order);
 - every pane carries the offset of the last message applied to it, so after a crash the replayed
   messages are applied to the panes that lack them and to no other; windows at or before the
   restored mark are not emitted again. A window result may be sent twice (same content) after a
@@ -259,8 +260,13 @@ class Ingest:
         changelog = self.table.changelog_topic
         for partition, state in self.windows.items():
             mark, changed, dropped = state.take_changes()
-            writes = [(mark_table_key(partition), encode_mark(mark))]  # the mark first
-            writes += [(pane_table_key(partition, k), v) for k, v in changed.items()]
+            # changed panes, then the mark, then the deletions: a partition's writes reach the broker
+            # in order, so a crash mid-flush leaves either an older mark (its messages are replayed
+            # and each pane takes those it lacks) or every pane written (deleted panes that
+            # survive lie in windows the mark has closed). A newer mark over older panes would
+            # drop the replayed samples of those panes as late.
+            writes = [(pane_table_key(partition, k), v) for k, v in changed.items()]
+            writes.append((mark_table_key(partition), encode_mark(mark)))
             writes += [(pane_table_key(partition, k), None) for k in dropped]
             for key, value in writes:
                 if value is None:
