@@ -9,8 +9,8 @@
   best nodes for the job (a node whose rack has room for its co-workers beats an equal one whose
   co-workers would sit across the fabric); when none of those can lead a full gang, to the best node.
   If the gang cannot be completed every reservation made for it is released (``unreserve``);
-- priorities: the queue is served starving tasks first (waited at least ``max_wait_s``, longest
-  first), then by priority, then first come first served;
+- priorities: the queue's order is core.quota.queue_order (starving first, then priority, then the
+  team's fair share, then wait);
 - every reservation subtracts the job's needs from ``usable`` so later jobs see what is left.
 """
 
@@ -52,16 +52,6 @@ def top(scores: np.ndarray, k: int) -> np.ndarray:
         kth = v[np.argpartition(-v, k - 1)[k - 1]]
         idx = idx[v >= kth]
     return idx[np.argsort(-scores[idx], kind="stable")][:k]
-
-
-def queue_order(priority: np.ndarray, waited_s: np.ndarray, max_wait_s: float) -> np.ndarray:
-    """Service order: starving first (longest wait first), then priority desc, then FIFO."""
-    priority = np.asarray(priority, dtype=np.float64)
-    waited = np.asarray(waited_s, dtype=np.float64)
-    starving = waited >= max_wait_s
-    idx = np.arange(priority.size)
-    # lexsort: last key is primary
-    return np.lexsort((idx, -waited, -np.where(starving, 0.0, priority), -np.where(starving, waited, -1.0), ~starving))
 
 
 def place(

@@ -172,7 +172,7 @@ class TaskRecord(ApiModel):
     its history (``{"decision": ...}``, ``{"reschedule": ...}``, ``{"event": ...}``, newest last, 50 kept)."""
 
     task: dict
-    status: Literal["queued", "placed", "finished", "failed", "expired"]
+    status: Literal["queued", "placed", "finished", "failed", "expired", "rejected"]
     nodes: list[str] = []
     running: RunningState | None = None
     history: list[dict] = []

@@ -81,7 +81,7 @@ class Fallback(BaseModel):
 
 class Decision(BaseModel):
     task_id: str
-    status: Literal["placed", "unschedulable", "queued"]
+    status: Literal["placed", "unschedulable", "queued", "preempted"]
     nodes: list[str] = Field(default_factory=list)
     alpha: float
     network_profile: NetworkProfile
@@ -102,6 +102,8 @@ class Decision(BaseModel):
     cost_sensitivity: float = 0.0
     restarts: int = Field(default=0, description="times the task was re-queued after a failure")
     resume_from: float | None = Field(default=None, description="the checkpoint (its time) it resumes from")
+    preempted_by: str | None = Field(default=None, description="preempted: the task it made room for")
+    work_lost_s: float | None = Field(default=None, description="preempted: task time since its last checkpoint")
 
 
 class ScoreBreakdown(BaseModel):

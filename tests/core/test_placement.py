@@ -1,6 +1,7 @@
 import numpy as np
 
-from core.placement import place, queue_order, rank
+from core.placement import place, rank
+from core.quota import queue_order
 
 INF = -np.inf
 
@@ -67,7 +68,7 @@ def test_the_first_worker_is_the_one_that_leads_the_best_gang():
 
 def test_anti_starvation_order():
     # tasks: 0 prio 90 new, 1 prio 10 waited 700 s (starving at 600), 2 prio 50, 3 prio 10 waited 900 s
-    order = queue_order(np.array([90, 10, 50, 10]), np.array([5.0, 700.0, 1.0, 900.0]), max_wait_s=600)
+    order = queue_order(np.array([90, 10, 50, 10]), np.zeros(4), np.array([5.0, 700.0, 1.0, 900.0]), max_wait_s=600)
     assert order.tolist() == [3, 1, 0, 2]
     # nobody starving: priority, then the one who waited longer
-    assert queue_order(np.array([50, 50, 70]), np.array([1.0, 9.0, 0.0]), 600).tolist() == [2, 1, 0]
+    assert queue_order(np.array([50, 50, 70]), np.zeros(3), np.array([1.0, 9.0, 0.0]), 600).tolist() == [2, 1, 0]

@@ -21,6 +21,7 @@ import faust
 from faust.types import TP
 
 from core.reschedule import ReschedulePolicy
+from schemas.quota import DEFAULT_TEAM
 from schemas.sched import Decision, Incident, RescheduleEvent, Task, TaskEvent
 from sinks.duckdb_store import StoreError
 from streams.config import Settings
@@ -28,12 +29,14 @@ from streams.kafka import TASKS_TABLE, table_name
 from streams.metrics import Counters
 from streams.worker.deadletter import dead_letter, guarded, raw_value, validated
 from streams.worker.scheduling.history import refresh_history, seed_detector
+from streams.worker.scheduling.preemption import preempted_decision
 from streams.worker.scheduling.state import Pending, Running, Scheduler
 from streams.worker.taskbook import TaskBook, running_state, updated
 
 log = logging.getLogger(__name__)
-ENDED = ("finished", "failed", "expired")
+ENDED = ("finished", "failed", "expired", "rejected")
 UNKNOWN_TASK = "unknown_task"
+UNKNOWN_TEAM = "unknown_team"
 
 METRICS = {
     "tasks_total": "tasks received on sched.tasks",
@@ -41,6 +44,8 @@ METRICS = {
     "decisions_total": "decisions sent to sched.decisions, by status",
     "reschedules_total": "migrations sent to sched.reschedules, by trigger",
     "task_events_total": "task lifecycle events applied from sched.events, by event",
+    "preemptions_total": "running tasks preempted to make room (resumed later from their checkpoint), by team and reason",
+    "preemption_card_seconds_lost_total": "cards x seconds of work preempted tasks lost since their last checkpoint, by team",
     "type_alpha": "the alpha each task type is scored with (learned or default)",
     "type_finished_tasks": "finished tasks of each type in the DuckDB history",
     "forecast_paths": "paths with a forecast (preventive rescheduling)",
@@ -106,10 +111,26 @@ class SchedulingService:
         await self.book.put(updated(rec, task, status, nodes, entry, run))
 
     async def publish_decision(self, task: Task, d: Decision, status: str | None = None) -> None:
+        await self.publish_preemptions()  # the victims stop before the task that takes their place starts
         status = status or ("placed" if d.status == "placed" else "queued")
         await self._book(task, status, d.nodes, {"decision": d.model_dump(mode="json")})
         await self.topics.decisions.send(key=task.id.encode(), value=d.model_dump_json().encode())
         self.counters.inc("decisions_total", status=d.status)
+
+    async def publish_preemptions(self) -> None:
+        """A `preempted` decision per victim (its record goes back to queued), counted per team."""
+        done, self.sched.preemptions = self.sched.preemptions, []
+        for p in done:
+            task = self.sched.task_of(p.task_id)
+            if task is None:
+                continue
+            d = preempted_decision(p, task, self.sched.version)
+            await self._book(task, "queued", [], {"decision": d.model_dump(mode="json")})
+            await self.topics.decisions.send(key=task.id.encode(), value=d.model_dump_json().encode())
+            self.counters.inc("decisions_total", status="preempted")
+            self.counters.inc("preemptions_total", team=p.team or "-", reason=p.reason)
+            self.counters.inc("preemption_card_seconds_lost_total", p.card_seconds_lost, team=p.team or "-")
+            log.info("preempted %s (%s) for %s: %.0f s of work lost", p.task_id, p.reason, p.by, p.work_lost_s)
 
     async def publish_move(self, ev: RescheduleEvent) -> None:
         await self._book(self.sched.running[ev.task_id].task, "placed", ev.to_nodes,
@@ -117,15 +138,24 @@ class SchedulingService:
         await self.topics.reschedules.send(key=ev.task_id.encode(), value=ev.model_dump_json().encode())
         self.counters.inc("reschedules_total", trigger=ev.trigger)
 
-    async def on_task(self, task: Task) -> None:
+    async def on_task(self, task: Task) -> str | None:
+        """Decide a new task. Returns UNKNOWN_TEAM (its record says rejected) when quotas are set and
+        none names its team."""
         async with self.lock:
             self.restore()
             if task.submitted_at is None:
                 task = task.model_copy(update={"submitted_at": time.time()})
             rec = self.book.get(task.id)
             if task.id in self.sched.running or (rec is not None and rec.status in ENDED):
-                return  # a redelivered task: decided (or even run) already
+                return None  # a redelivered task: decided (or even run) already
+            if self.sched.quotas.team_of(task) is None:
+                teams = ", ".join(self.sched.quotas.teams)
+                await self._book(task, "rejected", [], {"rejected": {
+                    "reason": UNKNOWN_TEAM, "field": "team",
+                    "detail": f"no quota names team {task.team or DEFAULT_TEAM!r}; the teams are {teams}"}})
+                return UNKNOWN_TEAM
             await self.publish_decision(task, self.sched.decide(task))
+            return None
 
     async def on_event(self, ev: TaskEvent) -> str | None:
         """A finished task releases its nodes; a failed one is re-queued to resume from its last
@@ -232,7 +262,14 @@ def register(app: faust.App, topics, settings: Settings, counters: Counters, net
             if task is None:
                 counters.inc("tasks_rejected_total")
                 continue
-            await guarded(event, topics.sched_deadletter, counters, lambda task=task: service.on_task(task))
+            async def step(task=task, event=event):
+                if await service.on_task(task) == UNKNOWN_TEAM:
+                    counters.inc("tasks_rejected_total")
+                    await topics.sched_deadletter.send(key=event.message.key, value=dead_letter(
+                        raw_value(event), event.message, UNKNOWN_TEAM,
+                        f"no quota names team {task.team or DEFAULT_TEAM!r}"))
+
+            await guarded(event, topics.sched_deadletter, counters, step)
 
     @app.agent(topics.events, name="task-events")
     async def lifecycle_agent(stream):

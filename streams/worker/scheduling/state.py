@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from core.metering import DEFAULT_BENCHMARK_WORK, DEFAULT_MODEL_CONVERSION
-from core.placement import peer_scores, place, queue_order, top
+from core.placement import peer_scores, place, top
+from core.quota import queue_order
 from core.reschedule import ReschedulePolicy, endpoint_worst, worst_known
-from core.scoring import filter_reasons
+from core.scoring import FEASIBLE, TEAM_QUOTA, filter_reasons
 from core.vocabulary import DEFAULT_TYPES
 from schemas.sched import Decision, Fallback, Incident, RescheduleEvent, ScoreBreakdown, Task
 from streams.adapters.inventory import NodeView, node_view
@@ -32,6 +33,8 @@ from streams.worker.scheduling.path_table import (
     build_path_table,
     network_inputs,
 )
+from streams.worker.scheduling.preemption import Preemption, may_preempt, plan, preempt
+from streams.worker.scheduling.quotas import QuotaBook
 
 
 @dataclass
@@ -55,6 +58,9 @@ class Scheduler:
     energy_carbon_weight: float = 0.5
     ledger: Ledger = field(default_factory=Ledger)
     incidents: IncidentBook = field(default_factory=IncidentBook)
+    quotas: QuotaBook = field(default_factory=QuotaBook)
+    preemption: bool = True  # a task that finds no room may take it from work it outranks
+    preemptions: list[Preemption] = field(default_factory=list)  # made since the service last took them
     _cache: dict = field(default_factory=dict)
 
     on_touch: object = None  # called after every change (the worker's rescoring loop waits on it)
@@ -145,7 +151,8 @@ class Scheduler:
             row.update({j: k for k, j in enumerate(group)})
         out = []
         for j, task in enumerate(tasks):
-            if placeable_only and int(np.all(usable[nodes.available] >= need(task), axis=1).sum()) < task.peers:
+            if placeable_only and int(np.all(usable[nodes.available] >= need(task), axis=1).sum()) < task.peers \
+                    and not may_preempt(self, task):
                 continue
             out.append(self._place_one(task, scored[profiles[j]], row[j], nodes, usable, reserve, now))
         return out
@@ -153,11 +160,13 @@ class Scheduler:
     def _profile(self, task: Task) -> str:
         return task.network_profile or self.types[task.type].profile
 
-    def _place_one(self, task: Task, b: BatchScores, t: int, nodes: NodeView, usable: np.ndarray, reserve,
-                   now: float) -> Decision:
+    def _attempt(self, task: Task, b: BatchScores, t: int, nodes: NodeView, usable: np.ndarray, reserve,
+                 quota_ok: np.ndarray) -> tuple:
+        """(filter reasons, scores, compute-only choice, placement) of one try on ``usable``."""
         alpha, x, net = b.alphas[t], b.x, b.net
         # what the batch's earlier placements took is infeasible now (the kernel saw the batch's start)
         reasons = filter_reasons(dataclasses.replace(x, usable=usable), t) if nodes.ids else np.zeros(0, np.int8)
+        reasons = np.where((reasons == FEASIBLE) & ~quota_ok, TEAM_QUOTA, reasons).astype(np.int8)
         fits = reasons == 0
         s = Scored(alpha, np.where(fits, b.composite[t], -np.inf), nodes.compute[:, x.kind[t]], b.network[t])
         compute_only = [int(i) for i in top(np.where(fits, b.compute_only[t], -np.inf), task.peers)]
@@ -166,7 +175,26 @@ class Scheduler:
         def peer(first: int) -> np.ndarray:
             return peer_scores(alpha, s.compute, net.from_node("q", first), x.unknown_quality, nodes.energy, w)
 
-        p = place(s.composite, need(task), usable, gang=task.peers, reserve=reserve, peer_scores=peer)
+        return reasons, s, compute_only, place(s.composite, need(task), usable, gang=task.peers, reserve=reserve,
+                                               peer_scores=peer)
+
+    def _place_one(self, task: Task, b: BatchScores, t: int, nodes: NodeView, usable: np.ndarray, reserve,
+                   now: float) -> Decision:
+        alpha, x, net = b.alphas[t], b.x, b.net
+        team = self.quotas.team_of(task)
+        quota_ok = self.quotas.room(list(self.running.values()), task, team, nodes)
+        reasons, s, compute_only, p = self._attempt(task, b, t, nodes, usable, reserve, quota_ok)
+        if not p.placed and self.preemption and team is not None and \
+                (pl := plan(self, task, x, t, nodes, usable, team, quota_ok, now)) is not None:
+            for victim, why in zip(pl.victims, pl.reasons, strict=True):
+                preempt(self, victim, task, why, now)
+            # scored again where the victims were (the batch's kernel saw those nodes full)
+            nodes = dataclasses.replace(self.nodes(now), available=nodes.available)
+            usable[:] = nodes.usable  # what the victims held is free for the rest of the batch too
+            b, t = BatchScores(self, [task], nodes, b.profile), 0
+            alpha, x, net = b.alphas[t], b.x, b.net
+            quota_ok = self.quotas.room(list(self.running.values()), task, team, nodes)
+            reasons, s, compute_only, p = self._attempt(task, b, t, nodes, usable, reserve, quota_ok)
         if p.placed:
             prior = self.pending.pop(task.id, None)  # a re-queued task keeps its restarts and checkpoint
             # the task's own paths (its endpoints) at placement: what later p95s are compared with
@@ -330,15 +358,17 @@ class Scheduler:
         items = list(self.pending.values())
         if not items:
             return []
+        nodes = self.nodes(now)
         order = queue_order(np.array([p.task.priority for p in items]),
+                            self.quotas.shares([p.task for p in items], list(self.running.values()), nodes),
                             np.array([now - p.submitted_at for p in items]), self.max_wait_s)
         # a task that fits on too few nodes (after what this pass placed before it) stays queued
         # without being decided again: nothing is placed or published for it either way
-        nodes = self.nodes(now)
         room = nodes.usable[nodes.available]
         needs = np.array([need(items[i].task) for i in order]).reshape(-1, 3)
         fitting = (room[None, :, :] >= needs[:, None, :]).all(axis=2).sum(axis=1)
-        tasks = [items[i].task for k, i in enumerate(order) if fitting[k] >= items[i].task.peers]
+        tasks = [items[i].task for k, i in enumerate(order)
+                 if fitting[k] >= items[i].task.peers or may_preempt(self, items[i].task)]
         return [d for d in self.decide_many(tasks, now, placeable_only=True) if d.status == "placed"] if tasks else []
 
     # ------------------------------------------------------------------------ reschedule

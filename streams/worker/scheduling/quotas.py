@@ -1,0 +1,130 @@
+"""The quota set as the scheduler's arrays: per team, guaranteed and maximum cards per accelerator class
+of the inventory and of any class (core/quota.py), and what the running tasks hold of them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from core.quota import dominant_shares, usage, within_maximum
+from schemas.quota import ANY_CLASS, DEFAULT_TEAM, QuotaSet
+from schemas.sched import Task
+
+
+@dataclass
+class QuotaUse:
+    """The running tasks' shares: per task its team (-1: none), class, cards and placement time; and
+    per team and class what they hold (float[T, C + 1])."""
+
+    team: np.ndarray
+    cls: np.ndarray
+    cards: np.ndarray
+    placed_at: np.ndarray
+    use: np.ndarray
+
+
+class QuotaBook:
+    def __init__(self, quotas: QuotaSet | None = None) -> None:
+        self.set = quotas or QuotaSet()
+        self.version = 0
+        self._arrays: tuple | None = None
+
+    def replace(self, quotas: QuotaSet) -> None:
+        self.set, self._arrays = quotas, None
+        self.version += 1
+
+    @property
+    def active(self) -> bool:
+        return bool(self.set.quotas)
+
+    @property
+    def teams(self) -> list[str]:
+        return self.set.teams()
+
+    def team_of(self, task: Task) -> int | None:
+        """The task's team index; -1 without quotas (no limits); None for a team no quota names."""
+        if not self.active:
+            return -1
+        name = task.team or DEFAULT_TEAM
+        teams = self.teams
+        i = int(np.searchsorted(teams, name))
+        return i if i < len(teams) and teams[i] == name else None
+
+    def arrays(self, class_names: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(guaranteed, maximum) float[T, C + 1] over the inventory's classes and any class. The any-
+        class guarantee is at least the team's class guarantees added up; a class without an entry of
+        its own is bounded only by the any-class entry (its columns repeat it)."""
+        key = (self.version, tuple(class_names))
+        if self._arrays is not None and self._arrays[0] == key:
+            return self._arrays[1]
+        teams = self.teams
+        ti = {t: i for i, t in enumerate(teams)}
+        ci = {c: i for i, c in enumerate(class_names)}
+        g = np.zeros((len(teams), len(class_names) + 1))
+        m = np.full((len(teams), len(class_names) + 1), np.inf)
+        own = np.zeros(g.shape, bool)  # the team has an entry for the class
+        for q in self.set.quotas:
+            c = -1 if q.accel_class == ANY_CLASS else ci.get(q.accel_class)
+            if c is None:
+                continue  # a class no node has (yet)
+            g[ti[q.team], c] = q.guaranteed_cards
+            m[ti[q.team], c] = np.inf if q.max_cards is None else q.max_cards
+            own[ti[q.team], c] = True
+        g[:, -1] = np.maximum(g[:, -1], np.where(own[:, :-1], g[:, :-1], 0.0).sum(axis=1))
+        g[:, :-1] = np.where(own[:, :-1], g[:, :-1], g[:, -1:])
+        m[:, :-1] = np.where(own[:, :-1], m[:, :-1], m[:, -1:])
+        self._arrays = (key, (g, m))
+        return g, m
+
+    def use(self, running: list, node_index: dict[str, int], node_class: np.ndarray, n_classes: int) -> QuotaUse:
+        """What the running tasks (streams.worker.scheduling.held.Running) hold, by team and class
+        (a task's class: its first node's)."""
+        team = np.array([self._team_or_none(r.task) for r in running], np.int64)
+        cls = np.array([node_class[node_index[r.nodes[0]]] if r.nodes and r.nodes[0] in node_index else 0
+                        for r in running], np.int64)
+        cards = np.array([r.task.resources.cards * len(r.nodes) for r in running], np.float64)
+        placed = np.array([r.placed_at for r in running], np.float64)
+        return QuotaUse(team, cls, cards, placed, usage(team, cls, cards, len(self.teams), n_classes))
+
+    def room(self, running: list, task: Task, team: int | None, nodes) -> np.ndarray:
+        """bool[N]: nodes whose class ``task``'s team may take its cards of (core.quota.within_maximum);
+        none for a team no quota names (the scheduler turns such a task away first)."""
+        if team is None:
+            return np.zeros(len(nodes.ids), bool)
+        if team < 0:
+            return np.ones(len(nodes.ids), bool)
+        _, maximum = self.arrays(nodes.class_names)
+        use = self.use(running, nodes.index, nodes.node_class, len(nodes.class_names)).use
+        return within_maximum(team, task.resources.cards * task.peers, nodes.node_class, use, maximum)
+
+    def shares(self, tasks: list[Task], running: list, nodes) -> np.ndarray:
+        """float[len(tasks)]: the dominant share each task's team holds now (0 without quotas)."""
+        if not self.active:
+            return np.zeros(len(tasks))
+        k = len(nodes.class_names)
+        use = self.use(running, nodes.index, nodes.node_class, k).use
+        capacity = np.bincount(nodes.node_class, weights=nodes.capacity[:, 0], minlength=k) if k else np.zeros(0)
+        shares = dominant_shares(use, capacity)
+        return np.array([shares[t] if t is not None and t >= 0 else 0.0 for t in map(self.team_of, tasks)])
+
+    def _team_or_none(self, task: Task) -> int:
+        t = self.team_of(task)
+        return -1 if t is None else t
+
+    def over_cluster(self, quotas: QuotaSet, cards_by_class: dict[str, int]) -> list[tuple[str, str]]:
+        """(field, reason) for each class whose guarantees add up to more cards than the inventory
+        has of it (``*``: of all classes)."""
+        total = sum(cards_by_class.values())
+        sums: dict[str, int] = {}
+        first: dict[str, int] = {}
+        for i, q in enumerate(quotas.quotas):
+            sums[q.accel_class] = sums.get(q.accel_class, 0) + q.guaranteed_cards
+            first.setdefault(q.accel_class, i)
+        out = []
+        for cls, g in sorted(sums.items()):
+            have = total if cls == ANY_CLASS else cards_by_class.get(cls, 0)
+            if g > have:
+                out.append((f"quotas.{first[cls]}.guaranteed_cards",
+                            f"class {cls}: {g} cards guaranteed in all, the cluster has {have}"))
+        return out

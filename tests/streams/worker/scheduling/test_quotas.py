@@ -1,0 +1,103 @@
+"""Quotas in the scheduler: borrowing idle cards, the maximum, reclaiming borrowed cards by preemption
+(victims that lose least, resumed from their checkpoint), priority preemption, and the fair-share
+order of the queue — with the numbers worked out."""
+
+import numpy as np
+import pytest
+
+from schemas.quota import Quota, QuotaSet
+from schemas.sched import Task
+from tests.helpers.scheduling import gpu_node, make_scheduler
+
+NOW = 1_000_000.0
+
+
+def cluster():
+    """Three 8-card nodes (24 cards); research is guaranteed 8 and may hold 16, prod is guaranteed 16."""
+    s = make_scheduler([gpu_node(n, NOW) for n in ("n1", "n2", "n3")], {})
+    s.node_timeout_s = float("inf")  # the reports stay fresh however long the test's clock runs
+    s.quotas.replace(QuotaSet(quotas=[Quota(team="research", guaranteed_cards=8, max_cards=16),
+                                      Quota(team="prod", guaranteed_cards=16)]))
+    return s
+
+
+def task(tid, team, cards=8, priority=50, kind="training-data-parallel"):
+    return Task(id=tid, type=kind, team=team, priority=priority, resources={"cards": cards}, submitted_at=NOW)
+
+
+def test_borrow_idle_cards_then_reclaim_them_from_the_task_that_loses_least():
+    s = cluster()
+    assert s.decide(task("r1", "research"), NOW).status == "placed"  # within its guarantee of 8
+    assert s.decide(task("r2", "research"), NOW + 10).status == "placed"  # 16: 8 borrowed from prod's idle cards
+    assert s.decide(task("p1", "prod"), NOW + 20).status == "placed"  # the last free node; prod holds 8 of 16
+    s.checkpoint("r1", NOW + 500)
+    s.checkpoint("r2", NOW + 900)
+    # prod needs 8 more, within its guarantee: it reclaims r2 (the borrowed one, placed after r1 had
+    # filled research's guarantee), never r1 (within research's guarantee), whatever they would lose
+    d = s.decide(task("p2", "prod"), NOW + 1000)
+    r2_node = d.nodes
+    assert d.status == "placed" and "r2" not in s.running and "r1" in s.running
+    (p,) = s.preemptions
+    assert (p.task_id, p.by, p.reason, p.team) == ("r2", "p2", "reclaim", "research")
+    # r2 loses the 100 s since its checkpoint at +900, on 8 cards: 800 card-seconds
+    assert p.work_lost_s == pytest.approx(100.0) and p.card_seconds_lost == pytest.approx(800.0)
+    assert p.nodes == r2_node
+    # r2 waits in the queue to resume from that checkpoint; a preemption is no restart
+    q = s.pending["r2"]
+    assert q.resume_from == NOW + 900 and q.restarts == 0
+
+
+def test_the_maximum_holds_even_with_free_cards():
+    s = cluster()
+    for k in range(2):
+        assert s.decide(task(f"r{k}", "research"), NOW).status == "placed"
+    d = s.decide(task("r2", "research"), NOW)  # research holds 16 of its 16; 8 cards are free
+    assert d.status == "unschedulable" and d.rejected_counts == {"team_quota_exceeded": 1, "insufficient_cards": 2}
+    assert not s.preemptions
+
+
+def test_an_urgent_task_preempts_lower_priority_work_of_its_team_not_others_quota():
+    s = cluster()
+    s.decide(task("r1", "research", priority=30), NOW)
+    s.decide(task("p1", "prod", priority=10), NOW)
+    s.decide(task("p2", "prod", priority=10), NOW)
+    # an urgent research task (90): research holds 8 = its guarantee, so it does not reclaim; prod's
+    # work is within prod's guarantee (16), so its low priority does not matter: only r1 may go
+    d = s.decide(task("r-urgent", "research", priority=90, kind="inference"), NOW + 60)
+    assert d.status == "placed" and [p.task_id for p in s.preemptions] == ["r1"]
+    assert s.preemptions[0].reason == "priority" and s.preemptions[0].work_lost_s == pytest.approx(60.0)
+    # equal priority takes nothing
+    d = s.decide(task("r-other", "research", priority=30), NOW + 70)
+    assert d.status == "unschedulable" and len(s.preemptions) == 1
+
+
+def test_without_quotas_priority_alone_decides_and_preemption_can_be_off():
+    s = make_scheduler([gpu_node("n1", NOW)], {})
+    s.decide(task("low", "", priority=10), NOW)
+    s.preemption = False
+    assert s.decide(task("high", "", priority=90), NOW).status == "unschedulable"
+    s.preemption = True
+    assert s.decide(task("high2", "", priority=90), NOW).status == "placed" and s.preemptions[0].task_id == "low"
+
+
+def test_a_team_no_quota_names_is_placed_nowhere():
+    s = cluster()
+    d = s.decide(task("x", "marketing"), NOW)
+    assert d.status == "unschedulable" and d.rejected_counts == {"team_quota_exceeded": 3}
+
+
+def test_the_queue_serves_the_team_with_the_smaller_share_first():
+    s = cluster()
+    s.decide(task("r1", "research"), NOW)
+    s.decide(task("r2", "research"), NOW)
+    s.decide(task("p1", "prod"), NOW)  # full: research holds 16 of 24 (0.67), prod 8 (0.33)
+    s.preemption = False
+    for tid, team in (("r3", "research"), ("p3", "prod")):  # research asked first
+        assert s.decide(task(tid, team, cards=4), NOW + 1).status == "unschedulable"
+    s.end("p1")  # 8 cards free: room for one of them... both fit (4 + 4); make it room for one
+    s.decide(task("filler", "prod", cards=4), NOW + 2)
+    placed = s.retry_pending(NOW + 3)
+    assert [d.task_id for d in placed] == ["p3"]  # prod's share (4/24) is below research's (16/24)
+    shares = s.quotas.shares([task("a", "research"), task("b", "prod"), task("c", "nobody")],
+                             list(s.running.values()), s.nodes(NOW))
+    np.testing.assert_allclose(shares, [16 / 24, 8 / 24, 0.0])
