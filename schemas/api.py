@@ -189,3 +189,25 @@ class TaskAnswer(ApiModel):
     nodes: list[str] | None = None
     decision: dict | None = None
     detail: str | None = None
+
+
+class QuotaUsage(ApiModel):
+    """A team's cards of one class (``*``: of any class) against its quota."""
+
+    team: str
+    accel_class: str
+    guaranteed_cards: float
+    max_cards: float | None = None
+    used_cards: float
+    borrowed_cards: float = Field(description="used beyond the guarantee: reclaimable by preemption")
+    queued_tasks: int = 0
+
+
+class QuotaAnswer(ApiModel):
+    """GET /quotas (and PUT /quotas once applied): the set in force, what each team uses of it, and
+    the last refused change."""
+
+    quotas: list[dict]
+    changed_at: float | None = None
+    usage: list[QuotaUsage] = []
+    rejected: dict | None = None

@@ -11,6 +11,7 @@ COMPUTE_DEADLETTER = "compute.deadletter"
 SCHED_DEADLETTER = "sched.deadletter"
 SCHED_EVENTS = "sched.events"
 SCHED_INCIDENTS = "sched.incidents"
+SCHED_QUOTAS = "sched.quotas"
 
 ALL_TOPICS: tuple[str, ...] = (
     PROBE_SAMPLES,
@@ -24,10 +25,11 @@ ALL_TOPICS: tuple[str, ...] = (
     SCHED_DEADLETTER,
     SCHED_EVENTS,
     SCHED_INCIDENTS,
+    SCHED_QUOTAS,
 )
 
 
 # The state agent needs one consistent view of the network, the compute inventory and the tasks
 # (their lifecycle events release what they hold): these compact, low-rate topics have a single
 # partition, owned by one worker at a time.
-STATE_TOPICS: frozenset[str] = frozenset({NETSTATE_WINDOWS, COMPUTE_NODES, SCHED_TASKS, SCHED_EVENTS})
+STATE_TOPICS: frozenset[str] = frozenset({NETSTATE_WINDOWS, COMPUTE_NODES, SCHED_TASKS, SCHED_EVENTS, SCHED_QUOTAS})

@@ -16,7 +16,7 @@ import pyarrow as pa
 from schemas.compute import node_class
 from schemas.windows import WINDOW_ARROW_SCHEMA
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 # files are written in the storage format of DuckDB 1.4, so any DuckDB client from 1.4 on (the
 # `duckdb` CLI included) can read them, whatever newer library version the sink runs
 STORAGE_COMPATIBILITY = "v1.4.0"
@@ -126,6 +126,12 @@ _MIGRATIONS: dict[int, str] = {
         PRIMARY KEY (topic, part, "offset")
     );
     """,
+    9: """
+    CREATE TABLE quota_changes (
+        changed_at DOUBLE NOT NULL, teams VARCHAR[], entries INTEGER, doc VARCHAR,
+        PRIMARY KEY (changed_at)
+    );
+    """,
 }
 
 _DECISIONS = pa.schema([
@@ -156,6 +162,9 @@ _INCIDENTS = pa.schema([
     ("node", pa.string()), ("detected_at", pa.float64()), ("status", pa.string()), ("cause", pa.string()),
     ("located_at", pa.float64()), ("recovered_at", pa.float64()), ("tasks", pa.list_(pa.string())),
     ("work_lost_s", pa.float64()),
+])
+_QUOTA_CHANGES = pa.schema([
+    ("changed_at", pa.float64()), ("teams", pa.list_(pa.string())), ("entries", pa.int32()), ("doc", pa.string()),
 ])
 _REJECTS = pa.schema([
     ("topic", pa.string()), ("part", pa.int32()), ("offset", pa.int64()), ("reason", pa.string()),
@@ -345,6 +354,15 @@ class DuckStore:
     def write_incidents(self, docs: list[dict]) -> int:
         """sched.incidents messages: one row per incident and status (open, recovered)."""
         return self._insert("incidents", [{k: d.get(k) for k in _INCIDENTS.names} for d in docs], _INCIDENTS)
+
+    def write_quota_changes(self, docs: list[dict]) -> int:
+        """sched.quotas messages: every quota set asked for, with its time (a refused one is also in
+        sched.deadletter); keyed by that time, so once each under redelivery."""
+        import json
+
+        rows = [{"changed_at": d.get("changed_at") or 0.0, "teams": sorted({q["team"] for q in d.get("quotas", [])}),
+                 "entries": len(d.get("quotas", [])), "doc": json.dumps(d)} for d in docs]
+        return self._insert("quota_changes", rows, _QUOTA_CHANGES)
 
     def write_rejects(self, rows: list[dict]) -> int:
         """Messages the sink would not store (``sink_rejects``: topic, part, offset, reason, detail, the

@@ -27,6 +27,7 @@ class Topics:
     sched_deadletter: TopicT
     events: TopicT
     incidents: TopicT
+    quotas: TopicT
 
 
 def faust_credentials(settings: Settings):
@@ -125,18 +126,22 @@ def create_app(
         sched_deadletter=topic(T.SCHED_DEADLETTER),
         events=topic(T.SCHED_EVENTS),
         incidents=topic(T.SCHED_INCIDENTS),
+        quotas=topic(T.SCHED_QUOTAS),
     )
 
     from streams.web import routes as web
     from streams.worker import ingest, state_tables
     from streams.worker.health import Readiness
     from streams.worker.scheduling import agent as sched_agent
+    from streams.worker.scheduling import quota_agent
 
     ingest.register(app, topics, settings, counters, sample_partitions or settings.partitions)
     net, inv = state_tables.register(app, topics, settings, counters)
-    tasks = sched_agent.register(app, topics, settings, counters, net, inv)
+    service = sched_agent.register(app, topics, settings, counters, net, inv)
+    quotas = quota_agent.register(app, topics, settings, counters, service.sched)
+    tasks = service.book
     readiness = Readiness(app)
     for agent in app.agents.values():
         agent._on_error = readiness.agent_crashed  # what app.agent(on_error=...) sets; Faust restarts the agent after it
-    web.register(app, counters, settings, net, inv, tasks, topics.tasks, readiness)
+    web.register(app, counters, settings, net, inv, tasks, topics.tasks, readiness, quotas, topics.quotas)
     return app, topics, counters

@@ -103,6 +103,10 @@ class Settings(BaseSettings):
     alpha_min_tasks: int = Field(
         default=50, ge=3, description="finished tasks of a type before its learned alpha becomes the default")
     learn_alpha: bool = Field(default=True, description="use learned alphas as type defaults (enough history)")
+    quotas_file: Path | None = Field(
+        default=None, description="team quotas (JSON: {\"quotas\": [...]}) applied when none are set yet")
+    preemption: bool = Field(
+        default=True, description="a task that finds no room may preempt work it outranks (priority, reclaim)")
     fetch_max_wait_ms: int = Field(
         default=100, ge=1, le=10_000, description="longest a fetch waits for data at the broker"
     )

@@ -27,6 +27,8 @@ class WebContext:
     tasks: object  # streams.worker.taskbook.TaskBook
     tasks_topic: object
     readiness: object = None  # streams.worker.health.Readiness
+    quotas: object = None  # streams.worker.scheduling.quota_agent.QuotaState
+    quotas_topic: object = None
     _known_metadata: set = field(default_factory=set)
 
     async def ensure_metadata(self, table) -> None:
@@ -36,6 +38,23 @@ class WebContext:
         if name not in self._known_metadata:
             await self.app.producer._ensure_producer().partitions_for(name)  # aiokafka: fetches metadata
             self._known_metadata.add(name)
+
+    async def from_owner(self, table, path: str, local, headers: dict | None = None):
+        """``local()`` when this worker owns the state table, else the owner's JSON answer to GET
+        ``path`` (None while the owner is unknown, rebalancing, or answers other than 200)."""
+        try:
+            await self.ensure_metadata(table)
+            owner = self.app.router.key_store(table.name, ROUTE_KEY)
+        except Exception:  # no assignment yet
+            return None
+        me = self.app.conf.canonical_url
+        if (owner.host, owner.port) == (me.host, me.port):
+            return local()
+        try:
+            async with self.app.http_client.get(owner.with_path(path), headers=headers) as resp:
+                return await resp.json() if resp.status == 200 else None
+        except Exception:  # the owner is rebalancing: try again
+            return None
 
     def state_route(self, table):
         """``app.table_route`` for a state table: the request is answered by the worker owning it."""

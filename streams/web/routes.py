@@ -11,7 +11,7 @@ import faust
 
 from streams.config import Settings
 from streams.metrics import Counters
-from streams.web import compute, forecast, network, ops, power, tasks
+from streams.web import compute, forecast, network, ops, power, quotas, tasks
 from streams.web.base import Resource, WebContext
 
 ROUTES: tuple[tuple[str, type[Resource]], ...] = (
@@ -30,15 +30,16 @@ ROUTES: tuple[tuple[str, type[Resource]], ...] = (
     ("/power/{site}/smoothing", power.PowerSmoothing),
     ("/tasks/{task_id}", tasks.TaskView),
     ("/tasks", tasks.Tasks),
+    ("/quotas", quotas.Quotas),
 )
 
 
 def register(app: faust.App, counters: Counters, settings: Settings, net, inv, book, tasks_topic,
-             readiness=None) -> WebContext:
-    ctx = WebContext(app, counters, settings, net, inv, book, tasks_topic, readiness)
+             readiness=None, quotas=None, quotas_topic=None) -> WebContext:
+    ctx = WebContext(app, counters, settings, net, inv, book, tasks_topic, readiness, quotas, quotas_topic)
     for path, view in ROUTES:
         attrs: dict = {"ctx": ctx}
-        if view.routed is not None:
+        if view.routed is not None and getattr(ctx, view.routed) is not None:
             attrs["get"] = ctx.state_route(getattr(ctx, view.routed).table)(view.get)
         app.page(path)(type(view.__name__, (view,), attrs))
     return ctx

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from schemas.api import ErrorBody, FieldError, TaskAnswer, TaskRecord, field_errors
 from schemas.sched import Task
-from streams.web.base import ROUTE_KEY, Resource, WebContext
+from streams.web.base import Resource, WebContext
 from streams.web.params import check_ids
 
 POLL_S = 0.05
@@ -51,6 +51,10 @@ class Tasks(Resource):
         while time.monotonic() < deadline:
             rec = await task_record(self.ctx, task.id, auth)
             if rec is not None and len(rec.history) > known:
+                if rec.status == "rejected":  # e.g. a team no quota names
+                    why = rec.history[-1].get("rejected", {})
+                    return self.answer(ErrorBody(error="task rejected", fields=[FieldError(
+                        field=why.get("field", "body"), reason=why.get("detail", "rejected"))]), 422)
                 return self.answer(TaskAnswer(task_id=task.id, status=rec.status, nodes=rec.nodes,
                                               decision=rec.history[-1].get("decision")))
             await asyncio.sleep(POLL_S)
@@ -61,17 +65,5 @@ class Tasks(Resource):
 async def task_record(ctx: WebContext, task_id: str, headers: dict | None = None) -> TaskRecord | None:
     """The task's record: from this worker's table when it owns it, else from the owner's API
     (None while the owner is unknown or rebalancing: the caller asks again)."""
-    table = ctx.tasks.table
-    try:
-        await ctx.ensure_metadata(table)
-        owner = ctx.app.router.key_store(table.name, ROUTE_KEY)
-    except Exception:  # no assignment yet
-        return None
-    me = ctx.app.conf.canonical_url
-    if (owner.host, owner.port) == (me.host, me.port):
-        return ctx.tasks.get(task_id)
-    try:
-        async with ctx.app.http_client.get(owner.with_path(f"/tasks/{task_id}"), headers=headers) as resp:
-            return TaskRecord.model_validate(await resp.json()) if resp.status == 200 else None
-    except Exception:  # the owner is rebalancing: try again
-        return None
+    got = await ctx.from_owner(ctx.tasks.table, f"/tasks/{task_id}", lambda: ctx.tasks.get(task_id), headers)
+    return TaskRecord.model_validate(got) if isinstance(got, dict) else got

@@ -70,7 +70,7 @@ def make_scheduler(settings: Settings, net, inv) -> Scheduler:
         node_timeout_s=settings.node_timeout_seconds,
         policy=ReschedulePolicy(cooldown_s=settings.migration_cooldown_seconds),
         conversion=settings.conversion_table, benchmark_work=settings.benchmark_table,
-        energy_carbon_weight=settings.energy_carbon_weight,
+        energy_carbon_weight=settings.energy_carbon_weight, preemption=settings.preemption,
     )
 
 
@@ -241,7 +241,7 @@ class SchedulingService:
         log.warning("incident on %s: %s (%s), tasks %s", inc.node, inc.status, inc.cause, ",".join(inc.tasks) or "-")
 
 
-def register(app: faust.App, topics, settings: Settings, counters: Counters, net, inv) -> TaskBook:
+def register(app: faust.App, topics, settings: Settings, counters: Counters, net, inv) -> SchedulingService:
     for name, help_text in METRICS.items():
         counters.describe(name, help_text)
     book = TaskBook(app.Table(table_name(settings, TASKS_TABLE), key_type=bytes, value_type=bytes, partitions=1))
@@ -287,7 +287,7 @@ def register(app: faust.App, topics, settings: Settings, counters: Counters, net
             await guarded(event, topics.sched_deadletter, counters, step)
 
     _timers(app, service, settings, counters, owner)
-    return book
+    return service
 
 
 def _timers(app: faust.App, service: SchedulingService, settings: Settings, counters: Counters, owner) -> None:

@@ -73,7 +73,8 @@ def plan(sched, task, x, t: int, nodes: NodeView, usable: np.ndarray, team: int,
     if chosen is None or not chosen[1]:
         return None
     victims = chosen[1]
-    why = ["priority" if vprio[v] < task.priority else "reclaim" for v in victims]
+    nodes_of = set(chosen[0])  # borrowed cards taken back where the task stays within its guarantee
+    why = ["reclaim" if lent[v] and any(reclaim[n] for n in nodes_of) else "priority" for v in victims]
     return Plan([run[v].task.id for v in victims], why)
 
 

@@ -25,14 +25,28 @@ class QuotaUse:
 
 
 class QuotaBook:
+    """The quota set in force. In a worker it is read from the quota table (``loader``) again after
+    every recovery (``invalidate``); tests and the replay set it directly (``replace``)."""
+
     def __init__(self, quotas: QuotaSet | None = None) -> None:
-        self.set = quotas or QuotaSet()
+        self._set = quotas or QuotaSet()
         self.version = 0
         self._arrays: tuple | None = None
+        self.loader = None  # () -> QuotaSet | None
+        self._stale = False
 
     def replace(self, quotas: QuotaSet) -> None:
-        self.set, self._arrays = quotas, None
+        self._set, self._arrays, self._stale = quotas, None, False
         self.version += 1
+
+    def invalidate(self) -> None:
+        self._stale = self.loader is not None
+
+    @property
+    def set(self) -> QuotaSet:
+        if self._stale:
+            self.replace((self.loader() if self.loader else None) or QuotaSet())
+        return self._set
 
     @property
     def active(self) -> bool:

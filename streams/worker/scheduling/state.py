@@ -180,21 +180,20 @@ class Scheduler:
 
     def _place_one(self, task: Task, b: BatchScores, t: int, nodes: NodeView, usable: np.ndarray, reserve,
                    now: float) -> Decision:
-        alpha, x, net = b.alphas[t], b.x, b.net
         team = self.quotas.team_of(task)
         quota_ok = self.quotas.room(list(self.running.values()), task, team, nodes)
         reasons, s, compute_only, p = self._attempt(task, b, t, nodes, usable, reserve, quota_ok)
         if not p.placed and self.preemption and team is not None and \
-                (pl := plan(self, task, x, t, nodes, usable, team, quota_ok, now)) is not None:
+                (pl := plan(self, task, b.x, t, nodes, usable, team, quota_ok, now)) is not None:
             for victim, why in zip(pl.victims, pl.reasons, strict=True):
                 preempt(self, victim, task, why, now)
             # scored again where the victims were (the batch's kernel saw those nodes full)
             nodes = dataclasses.replace(self.nodes(now), available=nodes.available)
             usable[:] = nodes.usable  # what the victims held is free for the rest of the batch too
             b, t = BatchScores(self, [task], nodes, b.profile), 0
-            alpha, x, net = b.alphas[t], b.x, b.net
             quota_ok = self.quotas.room(list(self.running.values()), task, team, nodes)
             reasons, s, compute_only, p = self._attempt(task, b, t, nodes, usable, reserve, quota_ok)
+        alpha, x, net = b.alphas[t], b.x, b.net
         if p.placed:
             prior = self.pending.pop(task.id, None)  # a re-queued task keeps its restarts and checkpoint
             # the task's own paths (its endpoints) at placement: what later p95s are compared with
@@ -211,10 +210,10 @@ class Scheduler:
             self.pending.setdefault(task.id, Pending(task, task.submitted_at or now, queued_at=now))
         d = decision(task, b.profile, s, nodes, p, reasons, compute_only, self.version, now)
         queued = self.pending.get(task.id)
-        if p.placed and self.running[task.id].restarts:
-            run = self.running[task.id]
+        run = self.running.get(task.id) if p.placed else None
+        if run is not None and (run.restarts or math.isfinite(run.checkpoint_at)):  # resumed (failed, preempted)
             d = d.model_copy(update={"restarts": run.restarts, "resume_from": _known(run.checkpoint_at)})
-        elif queued is not None and queued.restarts:
+        elif queued is not None and (queued.restarts or queued.resume_from is not None):
             d = d.model_copy(update={"restarts": queued.restarts, "resume_from": queued.resume_from})
         return d
 
