@@ -14,14 +14,20 @@ def add_parsers(sub) -> None:
     sb.add_argument("--url", default=None, help="the worker's API (default http://CNSCHED_WEB_HOST:CNSCHED_WEB_PORT)")
     sb.add_argument("--json", action="store_true", help="the API's answers as a JSON array")
 
-    qy = sub.add_parser("query", help="ask a worker's API: node, path, compute, task, forecast, power")
+    qt = sub.add_parser("quotas", help="replace the team quotas (PUT /quotas) from a JSON file")
+    qt.add_argument("file", help='{"quotas": [{"team", "accel_class", "guaranteed_cards", "max_cards"}]}; - for stdin')
+    qt.add_argument("--url", default=None, help="the worker's API (default from CNSCHED_WEB_HOST/PORT)")
+    qt.add_argument("--json", action="store_true", help="compact JSON (default: indented)")
+
+    qy = sub.add_parser("query", help="ask a worker's API: node, path, compute, task, forecast, power, quotas")
     qsub = qy.add_subparsers(dest="what", metavar="WHAT", parser_class=Parser, required=True)
     for name, ids, helptext in (("node", ["node"], "network summary of a node"),
                                 ("path", ["src", "dst"], "window statistics and quality of a path"),
                                 ("compute", ["node"], "compute report and scores of a node"),
                                 ("task", ["task_id"], "a task's status, nodes and history"),
                                 ("forecast", ["src", "dst"], "forecast of a path's (or, with dst -, a node's) metric"),
-                                ("power", ["site"], "battery sizing from a site's stored power")):
+                                ("power", ["site"], "battery sizing from a site's stored power"),
+                                ("quotas", [], "the team quotas in force and each team's use")):
         qp = qsub.add_parser(name, help=helptext)
         for i in ids:
             qp.add_argument(i)
@@ -97,10 +103,8 @@ def cmd_submit(args, settings: Settings) -> int:
 
 
 def cmd_query(args, settings: Settings) -> int:
-    import json
     import urllib.parse
 
-    from streams.client import call
 
     if args.what == "node":
         path = f"/network/nodes/{args.node}"
@@ -110,6 +114,8 @@ def cmd_query(args, settings: Settings) -> int:
         path = f"/compute/nodes/{args.node}"
     elif args.what == "task":
         path = f"/tasks/{args.task_id}"
+    elif args.what == "quotas":
+        path = "/quotas"
     elif args.what == "forecast":
         params = {"metric": args.metric, "stat": args.stat, "horizon": args.horizon}
         if args.step:
@@ -123,22 +129,47 @@ def cmd_query(args, settings: Settings) -> int:
         if args.trailing:
             params["trailing"] = "true"
         path = f"/power/{args.site}/smoothing?{urllib.parse.urlencode(params)}"
+    return _print_call(args, settings, "query", "GET", path)
+
+
+def _print_call(args, settings: Settings, command: str, method: str, path: str, body: dict | None = None) -> int:
+    """Call the API and print its JSON answer; an error prints one line and exits 1."""
+    import json
+
+    from streams.client import call
+
     url = _api(args, settings)
     try:
-        status, body = call(url, "GET", path)
+        status, answer = call(url, method, path, body)
     except OSError as exc:
-        print(f"cnsched: query: cannot reach the worker at {url}: {exc}", file=sys.stderr)
+        print(f"cnsched: {command}: cannot reach the worker at {url}: {exc}", file=sys.stderr)
         return 1
     if status >= 400:
-        msg = str(body.get("error") or "error")
-        if body.get("fields"):
-            msg += ": " + "; ".join(f"{f.get('field')}: {f.get('reason')}" for f in body["fields"])
-        elif body.get("detail"):
-            msg += ": " + str(body["detail"])
-        print(f"cnsched: query: HTTP {status}: {msg}", file=sys.stderr)
+        msg = str(answer.get("error") or "error")
+        if answer.get("fields"):
+            msg += ": " + "; ".join(f"{f.get('field')}: {f.get('reason')}" for f in answer["fields"])
+        elif answer.get("detail"):
+            msg += ": " + str(answer["detail"])
+        print(f"cnsched: {command}: HTTP {status}: {msg}", file=sys.stderr)
         return 1
-    print(json.dumps(body) if args.json else json.dumps(body, indent=2))
+    print(json.dumps(answer) if args.json else json.dumps(answer, indent=2))
     return 0
 
 
-COMMANDS = {"submit": cmd_submit, "query": cmd_query}
+def cmd_quotas(args, settings: Settings) -> int:
+    import json
+    from pathlib import Path
+
+    try:
+        text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text()
+        doc = json.loads(text)
+    except OSError as exc:
+        raise UsageError(f"quotas: {args.file}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise UsageError(f"quotas: {args.file} is not JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise UsageError(f'quotas: {args.file}: expected an object {{"quotas": [...]}}')
+    return _print_call(args, settings, "quotas", "PUT", "/quotas", doc)
+
+
+COMMANDS = {"submit": cmd_submit, "query": cmd_query, "quotas": cmd_quotas}

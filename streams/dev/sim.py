@@ -271,6 +271,10 @@ class TaskRunner:
         self.finishing.append((now + run_s * self.time_scale, done))
         return {"task_id": decision["task_id"], "event": "started", "at": now, "nodes": decision["nodes"]}
 
+    def stop(self, task_id: str) -> None:
+        """The task was preempted: it will not finish where it ran (placed again, it starts anew)."""
+        self.finishing = [(t, e) for t, e in self.finishing if e["task_id"] != task_id]
+
     def due(self, now: float) -> list[dict]:
         """`finished` events whose time has come (stamped with their simulated finish time)."""
         ready = [(t, e) for t, e in self.finishing if t <= now]

@@ -95,6 +95,10 @@ class Workload:
             await asyncio.sleep(every_s)
 
     async def decided(self, d: dict) -> None:
+        if d.get("status") == "preempted":  # stop it; it resumes from its checkpoint when placed again
+            self.runner.stop(d["task_id"])
+            self.where.pop(d["task_id"], None)
+            return
         if d.get("cost_sensitivity") and d.get("status") == "placed" and not self.shown_energy:
             self.shown_energy = True
             print(energy_decision_line(d))

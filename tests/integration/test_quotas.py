@@ -14,7 +14,7 @@ from schemas.topics import COMPUTE_NODES, SCHED_DECISIONS, SCHED_EVENTS
 from streams.kafka import consumer, ensure_topics, producer
 from streams.runtime.processes import start_worker, stop_process
 from tests.helpers.http import call
-from tests.integration.test_scheduling_api import report
+from tests.integration.test_scheduling_api import cli, report
 
 pytestmark = pytest.mark.integration
 
@@ -125,6 +125,25 @@ async def test_urgent_inference_preempts_borrowed_training_which_resumes(make_se
         assert (await asyncio.to_thread(call, port, "GET", "/tasks/x1"))[1]["status"] == "rejected"
         text = (tmp_path / "w.log").read_text()
         assert "preempted train2 (reclaim) for infer1" in text
+
+        # the same through the CLI: a new set, one that is too big, a file that is not JSON
+        good, big, junk = tmp_path / "good.json", tmp_path / "big.json", tmp_path / "junk.json"
+        good.write_text(json.dumps({"quotas": [{"team": "training", "guaranteed_cards": 4, "max_cards": 8},
+                                               {"team": "serving", "guaranteed_cards": 12}]}))
+        big.write_text(json.dumps({"quotas": [{"team": "serving", "accel_class": "gpu", "guaranteed_cards": 17}]}))
+        junk.write_text("{nope")
+        r = await asyncio.to_thread(cli, settings, "quotas", str(good), "--json")
+        assert r.returncode == 0, r.stderr
+        assert {(q["team"], q["guaranteed_cards"]) for q in json.loads(r.stdout)["quotas"]} == {("training", 4), ("serving", 12)}
+        r = await asyncio.to_thread(cli, settings, "quotas", str(big))
+        assert r.returncode == 1 and r.stderr.strip() == ("cnsched: quotas: HTTP 422: quotas exceed the cluster: "
+                                                          "quotas.0.guaranteed_cards: class gpu: 17 cards guaranteed "
+                                                          "in all, the cluster has 16")
+        r = await asyncio.to_thread(cli, settings, "quotas", str(junk))
+        assert r.returncode == 2 and r.stderr.startswith(f"cnsched: error: quotas: {junk} is not JSON")
+        r = await asyncio.to_thread(cli, settings, "query", "quotas", "--json")
+        use = {(u["team"], u["accel_class"]): u["used_cards"] for u in json.loads(r.stdout)["usage"]}
+        assert use[("training", "*")] == 16  # the new guarantees took nothing from running work
     finally:
         await decisions.stop()
         await p.stop()
