@@ -167,6 +167,16 @@ class RunningState(ApiModel):
     ran_s: float = 0.0  # time it ran at its earlier placements
 
 
+class TaskEstimate(ApiModel):
+    """GET /tasks/{id}, live from the scheduler: when a queued task should start (it holds the queue's
+    reservation) and when a task should end, from the running tasks' declared durations."""
+
+    start: float | None = None
+    end: float | None = None
+    reserved_nodes: list[str] = []
+    basis: str
+
+
 class TaskRecord(ApiModel):
     """GET /tasks/{id}, and the value of the `tasks` table: the task, its status, where it runs, and
     its history (``{"decision": ...}``, ``{"reschedule": ...}``, ``{"event": ...}``, newest last, 50 kept)."""
@@ -176,9 +186,11 @@ class TaskRecord(ApiModel):
     nodes: list[str] = []
     running: RunningState | None = None
     history: list[dict] = []
+    estimate: TaskEstimate | None = None
 
-    def body(self) -> dict:  # every field, also when unset (the table's records always had them)
-        return self.model_dump(mode="json", by_alias=True)
+    def body(self) -> dict:  # every field, also when unset (the table's records always had them); the
+        # estimate only when GET /tasks/{id} computed one (it is never stored)
+        return self.model_dump(mode="json", by_alias=True, exclude=None if self.estimate else {"estimate"})
 
 
 class TaskAnswer(ApiModel):

@@ -9,7 +9,7 @@ import time
 from faust.web import Request, Response
 from pydantic import ValidationError
 
-from schemas.api import ErrorBody, FieldError, TaskAnswer, TaskRecord, field_errors
+from schemas.api import ErrorBody, FieldError, TaskAnswer, TaskEstimate, TaskRecord, field_errors
 from schemas.sched import Task
 from streams.web.base import Resource, WebContext
 from streams.web.params import check_ids
@@ -26,7 +26,8 @@ class TaskView(Resource):
         rec = self.ctx.tasks.get(task_id)
         if rec is None:
             return self.answer(ErrorBody(error="unknown task", task_id=task_id), 404)
-        return self.answer(rec)
+        est = estimate(self.ctx, task_id)
+        return self.answer(rec.model_copy(update={"estimate": est}) if est else rec)
 
 
 class Tasks(Resource):
@@ -60,6 +61,27 @@ class Tasks(Resource):
             await asyncio.sleep(POLL_S)
         return self.answer(TaskAnswer(task_id=task.id, status="accepted",
                                       detail="no decision yet; see GET /tasks/" + task.id), 202)
+
+
+def estimate(ctx: WebContext, task_id: str) -> TaskEstimate | None:
+    """The scheduler's estimate for a running task (its end) or the queue's head (its reservation)."""
+    sched = getattr(ctx.quotas, "sched", None)
+    if sched is None:
+        return None
+    from streams.worker.scheduling.queue import expected_end
+
+    now = time.time()
+    run = sched.running.get(task_id)
+    if run is not None:
+        return TaskEstimate(start=run.placed_at, end=expected_end(run, now),
+                            basis="placed; ends when its expected_duration_s has run")
+    res = sched.reservation
+    if res is not None and res.task_id == task_id:
+        return TaskEstimate(start=res.start, end=res.end, reserved_nodes=res.nodes,
+                            basis="head of the queue: the reserved nodes free as their tasks' expected ends say")
+    if task_id in sched.pending:
+        return TaskEstimate(basis="queued behind the head of the queue: no estimate")
+    return None
 
 
 async def task_record(ctx: WebContext, task_id: str, headers: dict | None = None) -> TaskRecord | None:

@@ -106,6 +106,19 @@ async def test_urgent_inference_preempts_borrowed_training_which_resumes(make_se
         # its message is sent first, on its own key's partition)
         assert at[("train2", "preempted")] == at[("infer1", "placed")]
 
+        # train2 heads the queue: it holds a reservation on the node that frees first (both running
+        # tasks declared the default hour), and GET /tasks shows when it should start and end
+        def reserved():
+            _, rec = call(port, "GET", "/tasks/train2")
+            est = rec.get("estimate") or {}
+            return est if est.get("start") else None
+
+        est = await until(reserved, "train2's reservation")
+        assert now + 3000 < est["start"] < now + 3700 and est["end"] == est["start"] + 3600
+        assert len(est["reserved_nodes"]) == 1
+        _, rec = await asyncio.to_thread(call, port, "GET", "/tasks/infer1")
+        assert rec["estimate"]["end"] == pytest.approx(rec["estimate"]["start"] + 3600, abs=1)
+
         # inference done: train2 resumes from its checkpoint where the cards are free
         for ev in ({"task_id": "infer1", "event": "started", "at": now + 3, "nodes": node2},
                    {"task_id": "infer1", "event": "finished", "at": now + 4, "nodes": node2, "duration_s": 1.0}):

@@ -6,6 +6,7 @@ checkpoint; each one is recorded (who, by whom, why, the work it cost)."""
 from __future__ import annotations
 
 import dataclasses
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -94,14 +95,23 @@ def preempt(sched, victim: str, by, reason: str, now: float) -> Preemption | Non
     return rec
 
 
-def may_preempt(sched, task) -> bool:
-    """Whether preemption could make room for ``task`` at all (cheap: before planning it)."""
+def may_preempt(sched, task, headroom: np.ndarray | None = None, lowest: float | None = None) -> bool:
+    """Whether preemption could make room for ``task`` at all (cheap: before planning it): running
+    work of a lower priority, or its team within its guarantee (it may reclaim borrowed cards).
+    ``headroom`` (each team's guaranteed less used cards) and ``lowest`` (the lowest running
+    priority) may be passed in when many tasks are asked about at once."""
     if not sched.preemption or not sched.running:
         return False
-    if any(r.task.priority < task.priority for r in sched.running.values()):
+    if lowest is None:
+        lowest = min(r.task.priority for r in sched.running.values())
+    if lowest < task.priority:
         return True
     team = sched.quotas.team_of(task)
-    return sched.quotas.active and team is not None and team >= 0  # it may reclaim borrowed cards
+    if not (sched.quotas.active and team is not None and team >= 0):
+        return False
+    if headroom is None:
+        headroom = sched.quotas.headroom(list(sched.running.values()), sched.nodes(time.time()))
+    return bool(headroom[team] >= task.resources.cards * task.peers)
 
 
 def preempted_decision(p: Preemption, task, version: int) -> Decision:

@@ -112,6 +112,11 @@ class QuotaBook:
         use = self.use(running, nodes.index, nodes.node_class, len(nodes.class_names)).use
         return within_maximum(team, task.resources.cards * task.peers, nodes.node_class, use, maximum)
 
+    def headroom(self, running: list, nodes) -> np.ndarray:
+        """float[T]: each team's cards guaranteed of any class less those it holds."""
+        g, _ = self.arrays(nodes.class_names)
+        return g[:, -1] - self.use(running, nodes.index, nodes.node_class, len(nodes.class_names)).use[:, -1]
+
     def shares(self, tasks: list[Task], running: list, nodes) -> np.ndarray:
         """float[len(tasks)]: the dominant share each task's team holds now (0 without quotas)."""
         if not self.active:

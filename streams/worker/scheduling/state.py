@@ -14,9 +14,8 @@ import numpy as np
 
 from core.metering import DEFAULT_BENCHMARK_WORK, DEFAULT_MODEL_CONVERSION
 from core.placement import peer_scores, place, top
-from core.quota import queue_order
 from core.reschedule import ReschedulePolicy, endpoint_worst, worst_known
-from core.scoring import FEASIBLE, TEAM_QUOTA, filter_reasons
+from core.scoring import FEASIBLE, RESERVED, TEAM_QUOTA, filter_reasons
 from core.vocabulary import DEFAULT_TYPES
 from schemas.sched import Decision, Fallback, Incident, RescheduleEvent, ScoreBreakdown, Task
 from streams.adapters.inventory import NodeView, node_view
@@ -34,11 +33,12 @@ from streams.worker.scheduling.path_table import (
     network_inputs,
 )
 from streams.worker.scheduling.preemption import Preemption, may_preempt, plan, preempt
+from streams.worker.scheduling.queue import QueueMixin, Reservation
 from streams.worker.scheduling.quotas import QuotaBook
 
 
 @dataclass
-class Scheduler:
+class Scheduler(QueueMixin):
     net: object  # streams.worker.state_tables.NetState
     inv: object  # streams.worker.state_tables.Inventory
     margin: float = 0.15
@@ -61,6 +61,7 @@ class Scheduler:
     quotas: QuotaBook = field(default_factory=QuotaBook)
     preemption: bool = True  # a task that finds no room may take it from work it outranks
     preemptions: list[Preemption] = field(default_factory=list)  # made since the service last took them
+    reservation: Reservation | None = None  # the head of the queue's nodes and start (queue.py)
     _cache: dict = field(default_factory=dict)
 
     on_touch: object = None  # called after every change (the worker's rescoring loop waits on it)
@@ -132,12 +133,13 @@ class Scheduler:
         return self.decide_many([task], now, reserve, exclude)[0]
 
     def decide_many(self, tasks: list[Task], now: float | None = None, reserve=None,
-                    exclude: list[str] = (), placeable_only: bool = False) -> list[Decision]:
+                    exclude: list[str] = (), placeable_only: bool = False, ahead: set = frozenset()) -> list[Decision]:
         """Decide ``tasks`` in this order, each seeing what the ones before it took: one node view,
         one kernel call per network profile for all of them (scores do not depend on what is free;
         feasibility is checked again at each reservation), then a placement each. ``placeable_only``:
         a task that fits on fewer nodes than it needs, after what the batch took so far, is left as
-        it is (queued) without a decision — what retrying a long queue needs."""
+        it is (queued) without a decision — what retrying a long queue needs. ``ahead``: tasks before
+        the head of the queue, which its reservation does not hold back."""
         now = time.time() if now is None else now
         nodes = self.nodes(now)
         if exclude:
@@ -154,19 +156,21 @@ class Scheduler:
             if placeable_only and int(np.all(usable[nodes.available] >= need(task), axis=1).sum()) < task.peers \
                     and not may_preempt(self, task):
                 continue
-            out.append(self._place_one(task, scored[profiles[j]], row[j], nodes, usable, reserve, now))
+            out.append(self._place_one(task, scored[profiles[j]], row[j], nodes, usable, reserve, now, task.id in ahead))
         return out
 
     def _profile(self, task: Task) -> str:
         return task.network_profile or self.types[task.type].profile
 
     def _attempt(self, task: Task, b: BatchScores, t: int, nodes: NodeView, usable: np.ndarray, reserve,
-                 quota_ok: np.ndarray) -> tuple:
-        """(filter reasons, scores, compute-only choice, placement) of one try on ``usable``."""
+                 quota_ok: np.ndarray, held: np.ndarray) -> tuple:
+        """(filter reasons, scores, compute-only choice, placement) of one try on ``usable``; ``held``:
+        nodes reserved for the head of the queue."""
         alpha, x, net = b.alphas[t], b.x, b.net
         # what the batch's earlier placements took is infeasible now (the kernel saw the batch's start)
         reasons = filter_reasons(dataclasses.replace(x, usable=usable), t) if nodes.ids else np.zeros(0, np.int8)
-        reasons = np.where((reasons == FEASIBLE) & ~quota_ok, TEAM_QUOTA, reasons).astype(np.int8)
+        reasons = np.where((reasons == FEASIBLE) & ~quota_ok, TEAM_QUOTA, reasons)
+        reasons = np.where((reasons == FEASIBLE) & held, RESERVED, reasons).astype(np.int8)
         fits = reasons == 0
         s = Scored(alpha, np.where(fits, b.composite[t], -np.inf), nodes.compute[:, x.kind[t]], b.network[t])
         compute_only = [int(i) for i in top(np.where(fits, b.compute_only[t], -np.inf), task.peers)]
@@ -179,12 +183,13 @@ class Scheduler:
                                                peer_scores=peer)
 
     def _place_one(self, task: Task, b: BatchScores, t: int, nodes: NodeView, usable: np.ndarray, reserve,
-                   now: float) -> Decision:
+                   now: float, ahead: bool = False) -> Decision:
         team = self.quotas.team_of(task)
         quota_ok = self.quotas.room(list(self.running.values()), task, team, nodes)
-        reasons, s, compute_only, p = self._attempt(task, b, t, nodes, usable, reserve, quota_ok)
+        held = np.zeros(len(nodes.ids), bool) if ahead else self.blocked(task, nodes, now)
+        reasons, s, compute_only, p = self._attempt(task, b, t, nodes, usable, reserve, quota_ok, held)
         if not p.placed and self.preemption and team is not None and \
-                (pl := plan(self, task, b.x, t, nodes, usable, team, quota_ok, now)) is not None:
+                (pl := plan(self, task, b.x, t, nodes, usable, team, quota_ok & ~held, now)) is not None:
             for victim, why in zip(pl.victims, pl.reasons, strict=True):
                 preempt(self, victim, task, why, now)
             # scored again where the victims were (the batch's kernel saw those nodes full)
@@ -192,9 +197,11 @@ class Scheduler:
             usable[:] = nodes.usable  # what the victims held is free for the rest of the batch too
             b, t = BatchScores(self, [task], nodes, b.profile), 0
             quota_ok = self.quotas.room(list(self.running.values()), task, team, nodes)
-            reasons, s, compute_only, p = self._attempt(task, b, t, nodes, usable, reserve, quota_ok)
+            reasons, s, compute_only, p = self._attempt(task, b, t, nodes, usable, reserve, quota_ok, held)
         alpha, x, net = b.alphas[t], b.x, b.net
         if p.placed:
+            if self.reservation is not None and self.reservation.task_id == task.id:
+                self.reservation = None
             prior = self.pending.pop(task.id, None)  # a re-queued task keeps its restarts and checkpoint
             # the task's own paths (its endpoints) at placement: what later p95s are compared with
             rows = endpoint_rows(x, t)
@@ -325,50 +332,6 @@ class Scheduler:
             self.allocation_version += 1
             self.touch()
         return ran
-
-    def expire_queued(self, now: float, timeout_s: float) -> list[tuple[Task, Decision]]:
-        """Queued tasks that waited longer than ``timeout_s`` (0: never) leave the queue, each with an
-        unschedulable decision saying why."""
-        if timeout_s <= 0:
-            return []
-        out = []
-        for task_id, p in list(self.pending.items()):
-            if p.waited(now) > timeout_s:
-                del self.pending[task_id]
-                t = p.task
-                out.append((t, Decision(
-                    task_id=t.id, status="unschedulable", alpha=t.alpha if t.alpha is not None else self.types[t.type].alpha,
-                    network_profile=self._profile(t), state_version=self.version, decided_at=now,
-                    fallbacks=[Fallback(node="", reason=f"expired: queued {p.waited(now):.0f} s without a placement "
-                                                          f"(CNSCHED_QUEUE_TIMEOUT_SECONDS={timeout_s:g})")],
-                    task_type=t.type, submitted_at=t.submitted_at, cards=t.resources.cards, peers=t.peers,
-                    restarts=p.restarts, resume_from=p.resume_from)))
-        return out
-
-    def capacity_key(self) -> tuple:
-        """What decides whether a queued task could fit now: the inventory and the allocations (not
-        the network, which moves scores, never feasibility). Retrying the queue when it is unchanged
-        cannot place anything."""
-        return (getattr(self.inv, "version", self.version), self.allocation_version, len(self.pending))
-
-    def retry_pending(self, now: float | None = None) -> list[Decision]:
-        """Queued tasks in service order (starving first); the ones placed now."""
-        now = time.time() if now is None else now
-        items = list(self.pending.values())
-        if not items:
-            return []
-        nodes = self.nodes(now)
-        order = queue_order(np.array([p.task.priority for p in items]),
-                            self.quotas.shares([p.task for p in items], list(self.running.values()), nodes),
-                            np.array([now - p.submitted_at for p in items]), self.max_wait_s)
-        # a task that fits on too few nodes (after what this pass placed before it) stays queued
-        # without being decided again: nothing is placed or published for it either way
-        room = nodes.usable[nodes.available]
-        needs = np.array([need(items[i].task) for i in order]).reshape(-1, 3)
-        fitting = (room[None, :, :] >= needs[:, None, :]).all(axis=2).sum(axis=1)
-        tasks = [items[i].task for k, i in enumerate(order)
-                 if fitting[k] >= items[i].task.peers or may_preempt(self, items[i].task)]
-        return [d for d in self.decide_many(tasks, now, placeable_only=True) if d.status == "placed"] if tasks else []
 
     # ------------------------------------------------------------------------ reschedule
     def watch(self, now: float | None = None) -> list[Incident]:

@@ -101,3 +101,37 @@ def test_the_queue_serves_the_team_with_the_smaller_share_first():
     shares = s.quotas.shares([task("a", "research"), task("b", "prod"), task("c", "nobody")],
                              list(s.running.values()), s.nodes(NOW))
     np.testing.assert_allclose(shares, [16 / 24, 8 / 24, 0.0])
+
+
+def test_the_head_of_the_queue_gets_a_reservation_and_backfill_cannot_delay_it():
+    s = make_scheduler([gpu_node(n, NOW) for n in ("n1", "n2")], {})
+    s.node_timeout_s = float("inf")
+    s.preemption = False
+
+    def t(tid, cards, duration, priority=50):
+        return Task(id=tid, type="fine-tune", priority=priority, resources={"cards": cards},
+                    expected_duration_s=duration, submitted_at=NOW)
+
+    # n1: a 6-card task expected to end at +100; n2: a 6-card task expected to end at +300
+    assert s.decide(t("a", 6, 100), NOW).nodes == ["n1"]
+    assert s.decide(t("b", 6, 300), NOW).nodes == ["n2"]
+    assert s.decide(t("head", 8, 1000), NOW + 1).status == "unschedulable"  # queued
+    assert s.retry_pending(NOW + 2) == []
+    r = s.reservation
+    # n1 frees first: a's 6 cards at +100 (it ran 2 s of its 100 by then: ends at NOW + 2 + 98)
+    assert (r.task_id, r.nodes, r.start, r.end) == ("head", ["n1"], NOW + 100, NOW + 1100)
+    # backfill: 2 cards for 50 s end before +100: n1 is fine (it ranks first: the lower index)
+    assert s.decide(t("short", 2, 50), NOW + 2).nodes == ["n1"]
+    # 2 cards for 500 s would hold n1 past +100: n2 it is
+    assert s.decide(t("long", 2, 500), NOW + 2).nodes == ["n2"]
+    # short is done; another long one: n2 is full, n1's 2 free cards are held -> it waits, saying why
+    s.end("short")
+    d = s.decide(t("long2", 2, 500), NOW + 3)
+    assert d.status == "unschedulable" and d.rejected == {"n1": "reserved_for_queue_head", "n2": "insufficient_cards"}
+    # a higher priority is ahead of the head: not held back by its reservation
+    assert s.decide(t("urgent", 2, 500, priority=90), NOW + 2).nodes == ["n1"]
+    # the head is placed once a ends (and urgent); the reservation goes with it
+    s.end("a")
+    s.end("urgent")
+    placed = s.retry_pending(NOW + 100)
+    assert [d.task_id for d in placed] == ["head"] and s.running["head"].nodes == ["n1"] and s.reservation is None

@@ -1,0 +1,126 @@
+"""The queue: its service order (core.quota.queue_order), retries when capacity may have changed, the
+head's reservation with backfill (core/reservation.py), and expiry. A mixin of the Scheduler."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from core.quota import queue_order
+from core.reservation import blocks, node_free_times, reserve
+from schemas.sched import Decision, Fallback, Task
+from streams.adapters.inventory import NodeView
+from streams.adapters.tasks import need
+from streams.worker.scheduling.preemption import may_preempt
+
+
+@dataclass
+class Reservation:
+    """Nodes promised to the head of the queue from when the running tasks there are expected to end."""
+
+    task_id: str
+    nodes: list[str]
+    start: float
+    end: float
+    priority: int
+    starving: bool  # waited past CNSCHED_MAX_WAIT_SECONDS: everyone waits behind it
+
+
+def expected_end(run, now: float) -> float:
+    """When a running task is expected to end: its declared duration less what it has run (now, if overdue)."""
+    return now + max(run.task.expected_duration_s - run.ran_for(now), 0.0)
+
+
+def reservation_for(sched, task: Task, nodes: NodeView, now: float, starving: bool) -> Reservation | None:
+    """The nodes that free first for ``task`` (by the running tasks' expected ends), or None."""
+    allowed = set(task.resources.accel_classes)
+    classes = np.array([not allowed or c in allowed for c in nodes.class_names], bool)
+    n = need(task)
+    feasible = nodes.available & (nodes.capacity >= n).all(axis=1) & (classes[nodes.node_class] if len(classes) else True)
+    feasible &= sched.quotas.room(list(sched.running.values()), task, sched.quotas.team_of(task), nodes)
+    rel_node, rel_at, rel = [], [], []
+    for r in sched.running.values():
+        for x in r.nodes:
+            if x in nodes.index:
+                rel_node.append(nodes.index[x])
+                rel_at.append(expected_end(r, now))
+                rel.append(need(r.task))
+    free = node_free_times(n, nodes.usable, feasible, np.array(rel_node, np.int64), np.array(rel_at),
+                           np.array(rel, np.float64).reshape(-1, n.size), now)
+    got = reserve(free, task.peers)
+    if got is None:
+        return None
+    start, picked = got
+    return Reservation(task.id, [nodes.ids[i] for i in picked], start, start + task.expected_duration_s,
+                       task.priority, starving)
+
+
+class QueueMixin:
+    def blocked(self, task: Task, nodes: NodeView, now: float) -> np.ndarray:
+        """bool[N]: reserved nodes ``task`` may not take (it would delay the head of the queue): a
+        task behind the head (lower or equal priority, or any while the head starves) that would not
+        end before the reservation starts."""
+        res = self.reservation
+        if res is None or res.task_id == task.id or res.task_id not in self.pending or \
+                (task.priority > res.priority and not res.starving):
+            return np.zeros(len(nodes.ids), bool)
+        return blocks(np.isin(nodes.ids, res.nodes), res.start, now, task.expected_duration_s)
+
+    def expire_queued(self, now: float, timeout_s: float) -> list[tuple[Task, Decision]]:
+        """Queued tasks that waited longer than ``timeout_s`` (0: never) leave the queue, each with an
+        unschedulable decision saying why."""
+        if timeout_s <= 0:
+            return []
+        out = []
+        for task_id, p in list(self.pending.items()):
+            if p.waited(now) > timeout_s:
+                del self.pending[task_id]
+                t = p.task
+                out.append((t, Decision(
+                    task_id=t.id, status="unschedulable", alpha=t.alpha if t.alpha is not None else self.types[t.type].alpha,
+                    network_profile=self._profile(t), state_version=self.version, decided_at=now,
+                    fallbacks=[Fallback(node="", reason=f"expired: queued {p.waited(now):.0f} s without a placement "
+                                                          f"(CNSCHED_QUEUE_TIMEOUT_SECONDS={timeout_s:g})")],
+                    task_type=t.type, submitted_at=t.submitted_at, cards=t.resources.cards, peers=t.peers,
+                    restarts=p.restarts, resume_from=p.resume_from)))
+        return out
+
+    def capacity_key(self) -> tuple:
+        """What decides whether a queued task could fit now: the inventory and the allocations (not
+        the network, which moves scores, never feasibility). Retrying the queue when it is unchanged
+        cannot place anything."""
+        return (getattr(self.inv, "version", self.version), self.allocation_version, len(self.pending))
+
+    def retry_pending(self, now: float | None = None) -> list[Decision]:
+        """Queued tasks in service order; the ones placed now. The first that cannot be placed (nor
+        make room by preemption) gets a reservation; the ones after it are backfilled around it."""
+        now = time.time() if now is None else now
+        items = list(self.pending.values())
+        self.reservation = None
+        if not items:
+            return []
+        nodes = self.nodes(now)
+        waited = np.array([now - p.submitted_at for p in items])
+        order = queue_order(np.array([p.task.priority for p in items]),
+                            self.quotas.shares([p.task for p in items], list(self.running.values()), nodes),
+                            waited, self.max_wait_s)
+        # a task that fits on too few nodes stays queued without being decided again
+        room = nodes.usable[nodes.available]
+        needs = np.array([need(items[i].task) for i in order]).reshape(-1, 3)
+        fitting = (room[None, :, :] >= needs[:, None, :]).all(axis=2).sum(axis=1)
+        run = list(self.running.values())
+        room_left = self.quotas.headroom(run, nodes) if self.quotas.active else None
+        lowest = min((r.task.priority for r in run), default=None)
+        keep = [fitting[k] >= items[i].task.peers or may_preempt(self, items[i].task, room_left, lowest)
+                for k, i in enumerate(order)]
+        head = next((k for k, ok in enumerate(keep) if not ok), None)
+        if head is not None:
+            i = order[head]
+            self.reservation = reservation_for(self, items[i].task, nodes, now, bool(waited[i] >= self.max_wait_s))
+        ahead = {items[i].task.id for k, i in enumerate(order) if head is None or k < head}
+        tasks = [items[i].task for k, i in enumerate(order) if keep[k]]
+        if not tasks:
+            return []
+        return [d for d in self.decide_many(tasks, now, placeable_only=True, ahead=ahead) if d.status == "placed"]
