@@ -102,6 +102,7 @@ class Decision(BaseModel):
     cost_sensitivity: float = 0.0
     restarts: int = Field(default=0, description="times the task was re-queued after a failure")
     resume_from: float | None = Field(default=None, description="the checkpoint (its time) it resumes from")
+    team: str = Field(default="", description="the task's team (quotas, fair share)")
     preempted_by: str | None = Field(default=None, description="preempted: the task it made room for")
     work_lost_s: float | None = Field(default=None, description="preempted: task time since its last checkpoint")
 

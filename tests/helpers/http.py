@@ -11,3 +11,11 @@ def call(port: int, method: str, path: str, body: dict | None = None) -> tuple[i
 
 def get(port: int, path: str) -> tuple[int, dict]:
     return call(port, "GET", path)
+
+
+def get_text(port: int, path: str) -> str:
+    """A plain-text answer (e.g. /metrics)."""
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as r:
+        return r.read().decode()

@@ -13,7 +13,7 @@ import pytest
 from schemas.topics import COMPUTE_NODES, SCHED_DECISIONS, SCHED_EVENTS
 from streams.kafka import consumer, ensure_topics, producer
 from streams.runtime.processes import start_worker, stop_process
-from tests.helpers.http import call
+from tests.helpers.http import call, get_text
 from tests.integration.test_scheduling_api import cli, report
 
 pytestmark = pytest.mark.integration
@@ -86,6 +86,14 @@ async def test_urgent_inference_preempts_borrowed_training_which_resumes(make_se
         use = {(u["team"], u["accel_class"]): u for u in body["usage"]}
         assert use[("training", "*")]["used_cards"] == 16 and use[("training", "*")]["borrowed_cards"] == 8
 
+        def gauges():
+            text = get_text(port, "/metrics")
+            return text if 'cnsched_quota_borrowed_cards{team="training"} 8.0' in text else None
+
+        text = await until(gauges, "the quota gauges")
+        assert 'cnsched_quota_used_cards{team="training"} 16.0' in text
+        assert 'cnsched_quota_guaranteed_cards{team="serving"} 8.0' in text
+
         # urgent inference of serving, within its guarantee: it reclaims the borrowed cards
         s, inf = await asyncio.to_thread(call, port, "POST", "/tasks", {
             "id": "infer1", "type": "inference", "team": "serving", "priority": 90, "resources": {"cards": 8}})
@@ -138,6 +146,8 @@ async def test_urgent_inference_preempts_borrowed_training_which_resumes(make_se
         assert (await asyncio.to_thread(call, port, "GET", "/tasks/x1"))[1]["status"] == "rejected"
         text = (tmp_path / "w.log").read_text()
         assert "preempted train2 (reclaim) for infer1" in text
+        metrics = await asyncio.to_thread(get_text, port, "/metrics")
+        assert 'cnsched_preemptions_total{reason="reclaim",team="training"} 1\n' in metrics
 
         # the same through the CLI: a new set, one that is too big, a file that is not JSON
         good, big, junk = tmp_path / "good.json", tmp_path / "big.json", tmp_path / "junk.json"

@@ -44,6 +44,10 @@ METRICS = {
     "decisions_total": "decisions sent to sched.decisions, by status",
     "reschedules_total": "migrations sent to sched.reschedules, by trigger",
     "task_events_total": "task lifecycle events applied from sched.events, by event",
+    "quota_used_cards": "cards a team holds, of any class (quotas set)",
+    "quota_guaranteed_cards": "cards a team is guaranteed, of any class",
+    "quota_borrowed_cards": "cards a team holds beyond its guarantee (reclaimable by preemption)",
+    "queued_tasks": "tasks waiting in the queue, by team (quotas set)",
     "preemptions_total": "running tasks preempted to make room (resumed later from their checkpoint), by team and reason",
     "preemption_card_seconds_lost_total": "cards x seconds of work preempted tasks lost since their last checkpoint, by team",
     "type_alpha": "the alpha each task type is scored with (learned or default)",
@@ -233,6 +237,22 @@ class SchedulingService:
                 self.scored_version = self.sched.version
             for inc in incidents:
                 await self.publish_incident(inc)
+            self.quota_gauges()
+
+    def quota_gauges(self) -> None:
+        """Each team's cards of any class against its quota, and its queued tasks (with quotas set)."""
+        book = self.sched.quotas
+        if not book.active:
+            return
+        nodes = self.sched.nodes(time.time())
+        g, m = book.arrays(nodes.class_names)
+        use = book.use(list(self.sched.running.values()), nodes.index, nodes.node_class, len(nodes.class_names)).use
+        queued = [book.team_of(p.task) for p in self.sched.pending.values()]
+        for t, team in enumerate(book.teams):
+            self.counters.set("quota_used_cards", use[t, -1], team=team)
+            self.counters.set("quota_guaranteed_cards", g[t, -1], team=team)
+            self.counters.set("quota_borrowed_cards", max(use[t, -1] - g[t, -1], 0.0), team=team)
+            self.counters.set("queued_tasks", sum(q == t for q in queued), team=team)
 
     async def publish_incident(self, inc: Incident) -> None:
         await self.topics.incidents.send(key=inc.node.encode(), value=inc.model_dump_json().encode())

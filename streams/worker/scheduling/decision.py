@@ -66,7 +66,7 @@ def decision(task: Task, profile: str, s: Scored, nodes: NodeView, placement: Pl
         compute_only_composite=finite(s.composite[co]) if co >= 0 else None,
         compute_only_network_score=finite(s.network[co]) if co >= 0 and s.alpha < 1 else None,
         decided_at=now, task_type=task.type, submitted_at=task.submitted_at, cards=task.resources.cards,
-        peers=task.peers, cost_sensitivity=w,
+        peers=task.peers, cost_sensitivity=w, team=task.team,
     )
 
 

@@ -122,5 +122,5 @@ def preempted_decision(p: Preemption, task, version: int) -> Decision:
     return Decision(task_id=p.task_id, status="preempted", nodes=p.nodes, alpha=p.alpha, network_profile=p.profile,
                     fallbacks=[Fallback(node="", reason=why)], state_version=version, decided_at=p.at,
                     task_type=task.type, submitted_at=task.submitted_at, cards=task.resources.cards, peers=task.peers,
-                    cost_sensitivity=task.cost_sensitivity, resume_from=p.resume_from, preempted_by=p.by,
+                    cost_sensitivity=task.cost_sensitivity, resume_from=p.resume_from, preempted_by=p.by, team=task.team,
                     work_lost_s=round(p.work_lost_s, 3))
