@@ -33,6 +33,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--policies", default="ours,ours-static,compute-only,topology,random")
     p.add_argument("--data-share", type=float, default=0.3, help="jobs reading data from a home site")
     p.add_argument("--failures-per-node-day", type=float, default=0.002)
+    p.add_argument("--teams", type=int, default=6, help="users hashed into this many teams (ours-quotas, by team)")
+    p.add_argument("--quota-max-factor", type=float, default=2.0,
+                   help="ours-quotas: a team may hold this times its guarantee (demand-proportional)")
     p.add_argument("--png", help="write the JCT distributions of network-sensitive jobs per policy here")
     p.add_argument("--no-store", action="store_true", help="do not write the result to DuckDB")
     p.add_argument("--json", action="store_true")
@@ -83,7 +86,8 @@ def cmd_simulate(args, settings: Settings) -> int:
         spec = ClusterSpec(args.sites, args.racks_per_site, args.nodes_per_rack, args.cards_per_node,
                            oversubscription=args.oversubscription)
         cfg = SimConfig(cluster=spec, epoch_s=args.epoch, data_share=args.data_share,
-                        failures_per_node_day=args.failures_per_node_day)
+                        failures_per_node_day=args.failures_per_node_day, teams=args.teams,
+                        quota_max_factor=args.quota_max_factor)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     trace, paths = _load(args)
@@ -100,8 +104,11 @@ def cmd_simulate(args, settings: Settings) -> int:
     delta = changes(run)
     config = {**cfg.flat(), "jobs": args.jobs, "network": args.network, "sites": cluster.sites,
               "limit": args.limit, "seeds": args.seeds, "fill_rule_missing_gbps": FILL_RULE}
+    from streams.replay.teams import team_summary
+
     result = {"trace": trace.source, "jobs": len(trace), "nodes": len(cluster.node_ids), "sites": cluster.sites,
-              "wall_s": round(time.perf_counter() - t0, 1), "config": config, "summary": rows, "changes": delta}
+              "wall_s": round(time.perf_counter() - t0, 1), "config": config, "summary": rows, "changes": delta,
+              "teams": team_summary(run)}
     if args.png:
         import numpy as np
 
@@ -141,6 +148,12 @@ def _print(result: dict) -> None:
     for c in result["changes"]:
         print(f"  {c['policy']:>13} vs {c['against']:<13} {c['class']:<10} {c['jct_change']:+8.1%} "
               f"[{c['ci_low']:+.1%}, {c['ci_high']:+.1%}] over {c['interval_over']}")
+    print("\nby team: Jain's index of the teams' mean slowdown (1: all alike), preemptions, work they lost")
+    for p, t in result["teams"].items():
+        worst = max(t["teams"].items(), key=lambda kv: kv[1]["slowdown_mean"], default=("-", {"slowdown_mean": 0}))
+        print(f"  {p:>13} jain {t['jain_slowdown']:.3f}  preemptions {t['preemptions']}  lost "
+              f"{t['lost_card_hours']:.1f} card-h  quota violations {t['quota_violations']}  worst team "
+              f"{worst[0]} (slowdown {worst[1]['slowdown_mean']:.2f})")
     if "run_id" in result:
         print(f"\nstored as {result['run_id']}: cnsched sql \"SELECT * FROM sim_runs WHERE run_id = "
               f"'{result['run_id']}'\"")

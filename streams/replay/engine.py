@@ -22,10 +22,11 @@ from core.jobperf import job_time
 from core.topology import placement_paths
 from streams.replay.cluster import Cluster
 from streams.replay.jobs import SimJobs, task_of
+from streams.replay.teams import quota_set, stop_preempted
 from streams.replay.world import T0, SimConfig, SimInventory, SimNet, Truth, observe_epoch
 
-POLICIES = ("ours", "ours-static", "compute-only", "topology", "random")
-SCHEDULED = ("ours", "ours-static", "compute-only")
+POLICIES = ("ours", "ours-static", "compute-only", "topology", "random", "ours-quotas", "fifo")
+SCHEDULED = ("ours", "ours-static", "compute-only", "ours-quotas")
 ARRIVE, FINISH, EPOCH, NET, FAIL, REPAIR = range(6)
 
 
@@ -55,6 +56,9 @@ class Outcome:
     card_seconds: float
     makespan: float
     events: dict = field(default_factory=dict)
+    preemptions: np.ndarray = None  # int64[J] (ours-quotas)
+    lost_card_s: float = 0.0  # work preempted jobs lost since their last checkpoint
+    quota_violations: int = 0  # events after which a team held more than its maximum
 
 
 class Replay:
@@ -77,7 +81,7 @@ class Replay:
         self.queue: list[int] = []  # baselines' FIFO queue
         J = len(jobs)
         self.out = Outcome(np.full(J, np.nan), np.full(J, np.nan), [""] * J, [""] * J, np.zeros(J, np.int64),
-                           np.zeros(J), np.zeros(J, np.int64), 0.0, 0.0)
+                           np.zeros(J), np.zeros(J, np.int64), 0.0, 0.0, preemptions=np.zeros(J, np.int64))
         self.heap: list[tuple] = []
         self.seq = 0
         self.others = 0  # events in the heap besides epochs (when none is left and nothing runs, it is over)
@@ -97,8 +101,11 @@ class Replay:
 
             self.net = SimNet()
             self.sched = Scheduler(self.net, SimInventory(cluster, self.fast),
-                                   node_timeout_s=math.inf, policy=ReschedulePolicy())
+                                   node_timeout_s=math.inf, policy=ReschedulePolicy(), preemption=policy == "ours-quotas")
             self.index = {x: i for i, x in enumerate(cluster.node_ids)}
+            if policy == "ours-quotas":
+                self.sched.quotas.replace(quota_set(jobs.team, jobs.ideal * jobs.cards * jobs.nodes,
+                                                    len(cluster.node_ids) * spec.cards_per_node, cfg.quota_max_factor))
 
     # ------------------------------------------------------------------ events
     def _push(self, t: float, kind: int, a: int, b=0) -> None:
@@ -149,6 +156,11 @@ class Replay:
             over = self.sched.ledger.overbooked(nodes.index, nodes.capacity)
             if over:
                 raise InvariantError(f"the scheduler's ledger overbooks {over[0]} after event {kind} ({a})")
+            if self.sched.quotas.active:
+                _, m = self.sched.quotas.arrays(nodes.class_names)
+                use = self.sched.quotas.use(list(self.sched.running.values()), nodes.index, nodes.node_class,
+                                            len(nodes.class_names)).use
+                self.out.quota_violations += int((use > m + 1e-9).any())
 
     # -------------------------------------------------------------- progress
     def _sync(self, j: int) -> Run:
@@ -261,6 +273,7 @@ class Replay:
             self._observe()
             alpha = 1.0 if self.policy == "compute-only" else None
             d = self.sched.decide(task_of(self.jobs, j, self.cluster, self.cfg, alpha), T0 + self.now)
+            stop_preempted(self)
             if d.status == "placed":
                 self._placed(j, d.nodes)
             return
@@ -275,12 +288,14 @@ class Replay:
         if self.sched is not None:
             if self.sched.pending:
                 self._observe()
-                for d in self.sched.retry_pending(T0 + self.now):
+                placed = self.sched.retry_pending(T0 + self.now)
+                stop_preempted(self)
+                for d in placed:
                     self._placed(int(d.task_id[1:]), d.nodes)
             return
         waiting = []
         for j in self.queue:
-            members = self._choose(j)
+            members = None if waiting and self.policy == "fifo" else self._choose(j)  # fifo: nobody passes the head
             if members is None:
                 waiting.append(j)
             else:

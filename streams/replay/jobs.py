@@ -11,6 +11,7 @@ import numpy as np
 from core.jobperf import comm_shares
 from schemas.sched import Task
 from streams.replay.cluster import Cluster
+from streams.replay.teams import team_names
 from streams.replay.traces import JobTrace, TraceError
 from streams.replay.world import T0, SimConfig
 
@@ -25,6 +26,7 @@ class SimJobs:
     home: np.ndarray  # int64[J] site of its data (-1: none)
     data_gb: np.ndarray  # float64[J]
     types: list[str]
+    team: list[str] = None  # each job's team (its user's; streams/replay/teams.py)
 
     def __len__(self) -> int:
         return int(self.submit.size)
@@ -68,7 +70,7 @@ def sim_jobs(trace: JobTrace, cluster: Cluster, cfg: SimConfig) -> SimJobs:
                                for n, h in zip(nodes, home, strict=True)]
     return SimJobs(trace.submit_s.astype(np.float64), np.maximum(trace.duration_s.astype(np.float64), 1.0),
                    nodes.astype(np.int64), cards.astype(np.int64), comm_shares(len(trace), cfg.perf, cfg.seed),
-                   home, data_gb.astype(np.float64), list(types))
+                   home, data_gb.astype(np.float64), list(types), team_names(trace.user, cfg.teams, cfg.seed))
 
 
 def task_of(jobs: SimJobs, j: int, cluster: Cluster, cfg: SimConfig, alpha: float | None = None) -> Task:
@@ -76,4 +78,4 @@ def task_of(jobs: SimJobs, j: int, cluster: Cluster, cfg: SimConfig, alpha: floa
             if jobs.home[j] >= 0 else {})
     return Task(id=f"j{j}", type=jobs.types[j], resources={"cards": int(jobs.cards[j])}, peers=int(jobs.nodes[j]),
                 submitted_at=T0 + float(jobs.submit[j]), expected_duration_s=float(jobs.ideal[j]),
-                checkpoint_gb=cfg.checkpoint_gb, alpha=alpha, **data)
+                checkpoint_gb=cfg.checkpoint_gb, alpha=alpha, team=jobs.team[j] if jobs.team else "", **data)

@@ -46,6 +46,8 @@ class SimConfig:
     failures_per_node_day: float = 0.002  # down for repair_hours, its jobs resume from checkpoints
     repair_hours: float = 2.0
     max_restarts: int = 10
+    teams: int = 6  # users hashed into this many teams (streams/replay/teams.py)
+    quota_max_factor: float = 2.0  # a team may hold this times its guarantee (policy ours-quotas)
     seed: int = 0
 
     def __post_init__(self) -> None:
