@@ -212,6 +212,47 @@ FROM incidents GROUP BY node, detected_at ORDER BY detected_at
 INCIDENTS = (("Incidents (node failures: detected, located, recovered)", INCIDENTS_SQL),)
 
 
+TEAMS_CTE = """
+WITH d AS (
+    SELECT task_id, decided_at, status, coalesce(doc->>'team', '') AS team, cards * peers AS cards, submitted_at,
+           TRY_CAST(doc->>'work_lost_s' AS DOUBLE) AS work_lost_s
+    FROM decisions),
+tasks AS (
+    SELECT task_id, any_value(team) AS team, any_value(cards) AS cards, any_value(submitted_at) AS submitted_at,
+           min(decided_at) FILTER (WHERE status = 'placed') AS placed_at
+    FROM d GROUP BY task_id),
+pre AS (SELECT team, count(*) AS preemptions, sum(work_lost_s * cards) / 3600 AS lost_card_h
+        FROM d WHERE status = 'preempted' GROUP BY team),
+used AS (SELECT t.team, sum(e.duration_s * t.cards) / 3600 AS card_h
+         FROM task_events e JOIN tasks t USING (task_id) WHERE e.event = 'finished' GROUP BY t.team),
+latest AS (SELECT doc FROM quota_changes ORDER BY changed_at DESC LIMIT 1),
+g AS (SELECT q->>'team' AS team, sum(CAST(q->>'guaranteed_cards' AS DOUBLE)) FILTER (WHERE q->>'accel_class' IS NULL
+             OR q->>'accel_class' = '*') AS guaranteed
+      FROM (SELECT unnest(json_extract(doc, '$.quotas[*]')) AS q FROM latest) GROUP BY 1),
+per_team AS (
+    SELECT coalesce(nullif(tasks.team, ''), 'default') AS team, count(*) AS tasks, count(placed_at) AS placed,
+           round(avg(placed_at - submitted_at), 1) AS wait_mean_s,
+           round(quantile_cont(placed_at - submitted_at, 0.95), 1) AS wait_p95_s,
+           coalesce(max(pre.preemptions), 0) AS preemptions, round(coalesce(max(pre.lost_card_h), 0), 3) AS lost_card_h,
+           round(coalesce(max(used.card_h), 0), 3) AS card_h, max(g.guaranteed) AS guaranteed_cards
+    FROM tasks LEFT JOIN pre USING (team) LEFT JOIN used USING (team)
+         LEFT JOIN g ON g.team = coalesce(nullif(tasks.team, ''), 'default')
+    GROUP BY 1)
+"""
+TEAMS_SQL = TEAMS_CTE + "SELECT * FROM per_team ORDER BY team"
+FAIRNESS_SQL = TEAMS_CTE + """
+SELECT count(*) AS teams,
+       round(power(sum(x), 2) / nullif(count(*) * sum(x * x), 0), 4) AS jain_index,
+       any_value(basis) AS basis
+FROM (SELECT CASE WHEN guaranteed_cards > 0 THEN card_h / guaranteed_cards ELSE card_h END AS x,
+             CASE WHEN guaranteed_cards > 0 THEN 'card-hours per guaranteed card' ELSE 'card-hours' END AS basis
+      FROM per_team WHERE placed > 0)
+"""
+QUOTAS = (("Teams: tasks, waits (submission to first placement), preemptions and the work they lost, card-hours "
+           "of finished tasks, guarantee of the latest quota set", TEAMS_SQL),
+          ("Fairness: Jain's index over teams (1: every team got the same per guaranteed card)", FAIRNESS_SQL))
+
+
 def run_query(con, sql: str) -> tuple[list[str], list[tuple]]:
     """(column names, rows) of any query; DuckDB's own error when it fails."""
     cur = con.execute(sql)

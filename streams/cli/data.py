@@ -44,7 +44,7 @@ def add_parsers(sub) -> None:
     bat.add_argument("--json", action="store_true", help="the figures and both curves as JSON")
     bat.add_argument("--plot", metavar="FILE.png", default=None, help="draw load, target and compensation")
 
-    rp = sub.add_parser("report", help="reports from the DuckDB audit (benefit, learned alphas, incidents)")
+    rp = sub.add_parser("report", help="reports from the DuckDB audit (benefit, learned alphas, incidents, quotas)")
     rsub = rp.add_subparsers(dest="report", metavar="REPORT", parser_class=Parser, required=True)
     rb = rsub.add_parser("benefit", help="outcomes by type, network-aware vs compute-only, utilisation")
     rb.add_argument("--show-sql", action="store_true", help="print the SQL behind each table")
@@ -56,6 +56,9 @@ def add_parsers(sub) -> None:
     ri = rsub.add_parser("incidents", help="node failures: cause, time to locate and to recover, work lost")
     ri.add_argument("--show-sql", action="store_true", help="print the SQL behind the table")
     ri.add_argument("--json", action="store_true")
+    rq = rsub.add_parser("quotas", help="by team: waits, preemptions, work lost, card-hours; Jain's fairness index")
+    rq.add_argument("--show-sql", action="store_true", help="print the SQL behind each table")
+    rq.add_argument("--json", action="store_true")
 
 
 
@@ -194,13 +197,13 @@ def cmd_report(args, settings: Settings) -> int:
     import json
 
     from sinks.duckdb_store import DuckStore
-    from sinks.queries import BENEFIT, FINISHED_SQL, INCIDENTS, run_sections
+    from sinks.queries import BENEFIT, FINISHED_SQL, INCIDENTS, QUOTAS, run_sections
     from streams.analytics.alphas import learned_alphas
     from streams.render import tables
 
     with DuckStore.open(settings.duckdb_path, read_only=True) as store:
-        if args.report in ("benefit", "incidents"):
-            sections = run_sections(store.con, INCIDENTS if args.report == "incidents" else BENEFIT)
+        if args.report in ("benefit", "incidents", "quotas"):
+            sections = run_sections(store.con, {"incidents": INCIDENTS, "quotas": QUOTAS}.get(args.report, BENEFIT))
             if args.json:
                 print(json.dumps([{"title": s["title"], "sql": s["sql"] if args.show_sql else None,
                                    "rows": [dict(zip(s["columns"], r, strict=True)) for r in s["rows"]]}

@@ -142,3 +142,38 @@ def test_benefit_shows_the_latest_replay_as_measured_times(audit):
         *_, replayed = run_sections(s.con)
     assert "scores" in run_sections.__defaults__[0][1][0]  # the live counterfactual is labelled as scores
     assert replayed["rows"] == [("new", "philly:x", "ours", "compute-only", "sensitive", -12.3, -20.0, -5.0, "seeds")]
+
+
+def test_quota_report_by_team_with_worked_numbers(tmp_path):
+    from sinks.queries import QUOTAS
+
+    def d(task, at, status, team, submitted, cards=8, **extra):
+        return {"task_id": task, "decided_at": at, "status": status, "nodes": ["n"], "alpha": 0.5,
+                "network_profile": "balanced", "submitted_at": submitted, "cards": cards, "peers": 1,
+                "team": team, "candidates": [], "state_version": 1, **extra}
+
+    decisions = [d("r1", 10.0, "placed", "research", 0.0), d("r2", 20.0, "placed", "research", 10.0),
+                 d("p1", 130.0, "placed", "prod", 100.0),
+                 d("r2", 130.0, "preempted", "research", 10.0, preempted_by="p1", work_lost_s=900.0),
+                 d("r2", 400.0, "placed", "research", 10.0), d("x", 5.0, "placed", "", 5.0, cards=4)]
+    finished = [{"task_id": t, "event": "finished", "at": 5000.0, "duration_s": s}
+                for t, s in (("r1", 3600.0), ("r2", 1800.0), ("p1", 7200.0), ("x", 900.0))]
+    with DuckStore(tmp_path / "q.duckdb") as s:
+        s.write_decisions(decisions)
+        s.write_task_events(finished)
+        s.write_quota_changes([{"quotas": [{"team": "research", "guaranteed_cards": 8},
+                                           {"team": "prod", "guaranteed_cards": 16}], "changed_at": 1.0}])
+        teams, fairness = run_sections(s.con, QUOTAS)
+    rows = {r[0]: dict(zip(teams["columns"], r, strict=True)) for r in teams["rows"]}
+    # research: waits 10 and 10 s (first placements), one preemption losing 900 s on 8 cards = 2 card-h;
+    # finished 3,600 + 1,800 s on 8 cards = 12 card-h; prod waited 30 s, 7,200 s on 8 cards = 16 card-h;
+    # a task without a team is team default, 900 s on 4 cards = 1 card-h
+    r, p, x = rows["research"], rows["prod"], rows["default"]
+    assert (r["tasks"], r["placed"], r["wait_mean_s"], r["preemptions"], r["lost_card_h"], r["card_h"],
+            r["guaranteed_cards"]) == (2, 2, 10.0, 1, 2.0, 12.0, 8.0)
+    assert (p["wait_mean_s"], p["preemptions"], p["card_h"], p["guaranteed_cards"]) == (30.0, 0, 16.0, 16.0)
+    assert (x["card_h"], x["guaranteed_cards"]) == (1.0, None)
+    # Jain over x = card-hours per guaranteed card: research 12 / 8 = 1.5, prod 16 / 16 = 1, default 1
+    # (no guarantee: its card-hours): (3.5)^2 / (3 x (2.25 + 1 + 1)) = 12.25 / 12.75 = 0.9608
+    (f,) = fairness["rows"]
+    assert f[0] == 3 and f[1] == 0.9608
