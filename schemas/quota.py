@@ -21,6 +21,9 @@ class Quota(BaseModel):
                                   description="cards the team may always use; idle, others may borrow them")
     max_cards: int | None = Field(default=None, ge=0, le=10_000_000,
                                   description="the most the team may hold, borrowing included; none: no limit")
+    tidal: bool = Field(default=False, description=(
+        "tidal lending: the team's idle guaranteed cards go only to deferrable tasks (deferrable_until), "
+        "and are taken back before its forecast demand peaks"))
 
     @model_validator(mode="after")
     def _max_covers_guarantee(self) -> Quota:

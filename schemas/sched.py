@@ -63,6 +63,9 @@ class Task(BaseModel):
     cost_sensitivity: float = Field(
         default=0.0, ge=0, le=1,
         description="weight of the energy score (cheaper, greener nodes); 0: scores as without energy")
+    deferrable_until: float | None = Field(
+        default=None, gt=0, description=("epoch seconds: the task may be paused (preempted at a checkpoint) and "
+                                         "resumed until then; it may borrow a tidal team's idle cards"))
 
 
 class Candidate(BaseModel):

@@ -105,6 +105,9 @@ class Settings(BaseSettings):
     learn_alpha: bool = Field(default=True, description="use learned alphas as type defaults (enough history)")
     quotas_file: Path | None = Field(
         default=None, description="team quotas (JSON: {\"quotas\": [...]}) applied when none are set yet")
+    tidal_lead_seconds: float = Field(
+        default=1800.0, gt=0, le=7 * 86_400,
+        description="tidal lending: lent cards are taken back when the team's forecast peak is this close")
     preemption: bool = Field(
         default=True, description="a task that finds no room may preempt work it outranks (priority, reclaim)")
     fetch_max_wait_ms: int = Field(

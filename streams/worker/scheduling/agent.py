@@ -29,7 +29,7 @@ from streams.kafka import TASKS_TABLE, table_name
 from streams.metrics import Counters
 from streams.worker.deadletter import dead_letter, guarded, raw_value, validated
 from streams.worker.scheduling.history import refresh_history, seed_detector
-from streams.worker.scheduling.preemption import preempted_decision
+from streams.worker.scheduling.preemption import preempted_decision, tidal_reclaim
 from streams.worker.scheduling.state import Pending, Running, Scheduler
 from streams.worker.taskbook import TaskBook, running_state, updated
 
@@ -48,6 +48,7 @@ METRICS = {
     "quota_guaranteed_cards": "cards a team is guaranteed, of any class",
     "quota_borrowed_cards": "cards a team holds beyond its guarantee (reclaimable by preemption)",
     "queued_tasks": "tasks waiting in the queue, by team (quotas set)",
+    "tidal_forecast_cards": "tidal lending: the most cards a lending team is forecast to hold within the lead time",
     "preemptions_total": "running tasks preempted to make room (resumed later from their checkpoint), by team and reason",
     "preemption_card_seconds_lost_total": "cards x seconds of work preempted tasks lost since their last checkpoint, by team",
     "type_alpha": "the alpha each task type is scored with (learned or default)",
@@ -237,6 +238,8 @@ class SchedulingService:
                 self.scored_version = self.sched.version
             for inc in incidents:
                 await self.publish_incident(inc)
+            if tidal_reclaim(self.sched, time.time()):
+                await self.publish_preemptions()
             self.quota_gauges()
 
     def quota_gauges(self) -> None:
@@ -333,19 +336,17 @@ def _timers(app: faust.App, service: SchedulingService, settings: Settings, coun
 
     @app.task
     async def history_refresh():
-        """The detector's memory from the DuckDB history once; learned alphas and (preventive mode)
-        forecasts now and then."""
-        periodic = settings.learn_alpha or settings.preventive_reschedule
+        """The detector's memory from the DuckDB history once; learned alphas, (preventive mode) path
+        forecasts and (tidal lending) team demand forecasts now and then."""
         seeded = False
         await asyncio.sleep(min(5.0, settings.history_refresh_seconds))
-        while periodic or not seeded:
+        while True:
             if owner():
                 try:
                     if not seeded:
                         await seed_detector(sched, settings, counters)
                         seeded = True
-                    if periodic:
-                        await refresh_history(sched, settings, counters)
+                    await refresh_history(sched, settings, counters)
                 except StoreError as exc:  # no sink yet, or the file is busy: scheduling goes on
                     log.info("history not read: %s", exc)
             await asyncio.sleep(settings.history_refresh_seconds)

@@ -13,6 +13,7 @@ from core.vocabulary import DEFAULT_TYPES
 from streams.adapters.network import PathColumns
 from streams.analytics.alphas import load_learned_alphas
 from streams.analytics.forecasts import stored_p95s, worst_forecasts
+from streams.analytics.tidal import tidal_forecasts
 from streams.config import Settings
 from streams.metrics import Counters
 from streams.worker.scheduling.state import Scheduler
@@ -56,4 +57,11 @@ async def refresh_history(sched: Scheduler, settings: Settings, counters: Counte
         sched.touch()
         counters.set("forecast_paths", len(worst))
         log.info("preventive rescheduling: forecasts for %d paths", len(worst))
+    tidal = [q.team for q in sched.quotas.set.quotas if q.tidal]
+    if tidal:
+        sched.tidal_forecast = await asyncio.to_thread(
+            tidal_forecasts, settings.duckdb_path, sorted(set(tidal)), settings.forecast_step_seconds,
+            settings.tidal_lead_seconds, time.time())
+        for team, cards in sched.tidal_forecast.items():
+            counters.set("tidal_forecast_cards", cards, team=team)
     counters.set("history_refreshed_unixtime", time.time())

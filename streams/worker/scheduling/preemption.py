@@ -117,10 +117,56 @@ def may_preempt(sched, task, headroom: np.ndarray | None = None, lowest: float |
 def preempted_decision(p: Preemption, task, version: int) -> Decision:
     """The victim's record on sched.decisions: its runner stops it; it resumes from its checkpoint
     once placed again."""
-    why = (f"preempted by {p.by} ({'a higher priority' if p.reason == 'priority' else 'its team reclaims borrowed cards'}); "
+    cause = {"priority": "a higher priority", "reclaim": "its team reclaims borrowed cards",
+             "tidal": "the lending team's forecast peak is near"}[p.reason]
+    why = (f"preempted by {p.by} ({cause}); "
            f"{p.work_lost_s:.0f} s of work since its last checkpoint lost")
     return Decision(task_id=p.task_id, status="preempted", nodes=p.nodes, alpha=p.alpha, network_profile=p.profile,
                     fallbacks=[Fallback(node="", reason=why)], state_version=version, decided_at=p.at,
                     task_type=task.type, submitted_at=task.submitted_at, cards=task.resources.cards, peers=task.peers,
                     cost_sensitivity=task.cost_sensitivity, resume_from=p.resume_from, preempted_by=p.by, team=task.team,
                     work_lost_s=round(p.work_lost_s, 3))
+
+
+def tidal_reclaim(sched, now: float) -> list[Preemption]:
+    """Before a tidal team's forecast peak (``sched.tidal_forecast``: team -> cards it is forecast to
+    hold within the lead time), take back what deferrable tasks borrowed: when the cards free now fall
+    short of what the team will need (up to its guarantee), deferrable borrowers are preempted, the ones
+    that lose least (latest checkpoint) first."""
+    book = sched.quotas
+    if not sched.tidal_forecast or not book.active or not sched.running:
+        return []
+    nodes = sched.nodes(now)
+    g, _ = book.arrays(nodes.class_names)
+    run = list(sched.running.values())
+    qu = book.use(run, nodes.index, nodes.node_class, len(nodes.class_names))
+    lent = borrowed(qu.team, qu.cls, qu.cards, qu.placed_at, g)
+    free = float(nodes.usable[nodes.available, 0].sum())
+    out = []
+    for t in np.flatnonzero(book.tidal()):
+        want = min(sched.tidal_forecast.get(book.teams[t], 0.0), g[t, -1]) - qu.use[t, -1]
+        short = want - free
+        if short <= 0:
+            continue
+        takers = [v for v in range(len(run)) if run[v].task.deferrable_until is not None and lent[v]
+                  and qu.team[v] != t and run[v].task.id in sched.running]
+        for v in sorted(takers, key=lambda v: (qu.cards[v] * max(now - run[v].progress_since, 0.0), v)):
+            if short <= 0:
+                break
+            rec = preempt(sched, run[v].task.id, _Tidal(book.teams[t]), "tidal", now)
+            if rec is not None:
+                out.append(rec)
+                short -= qu.cards[v]
+                free += qu.cards[v]
+    return out
+
+
+@dataclass
+class _Tidal:
+    """The preemptor of a tidal reclaim: the team whose peak is coming."""
+
+    team: str
+
+    @property
+    def id(self) -> str:
+        return f"tidal:{self.team}"

@@ -108,9 +108,30 @@ class QuotaBook:
             return np.zeros(len(nodes.ids), bool)
         if team < 0:
             return np.ones(len(nodes.ids), bool)
-        _, maximum = self.arrays(nodes.class_names)
+        g, maximum = self.arrays(nodes.class_names)
         use = self.use(running, nodes.index, nodes.node_class, len(nodes.class_names)).use
-        return within_maximum(team, task.resources.cards * task.peers, nodes.node_class, use, maximum)
+        cards = task.resources.cards * task.peers
+        ok = within_maximum(team, cards, nodes.node_class, use, maximum)
+        if task.deferrable_until is None and not self.may_borrow_tidal(team, cards, g, use, nodes):
+            ok[:] = False
+        return ok
+
+    def tidal(self) -> np.ndarray:
+        """bool[T]: the teams whose idle guaranteed cards only deferrable tasks may borrow."""
+        tidal = {q.team for q in self.set.quotas if q.tidal}
+        return np.array([t in tidal for t in self.teams], bool)
+
+    def may_borrow_tidal(self, team: int, cards: float, g: np.ndarray, use: np.ndarray, nodes) -> bool:
+        """Whether a task that cannot be deferred may take ``cards``: what it borrows beyond its team's
+        guarantee must leave the tidal teams' idle guaranteed cards free."""
+        tidal = self.tidal()
+        beyond = cards - max(g[team, -1] - use[team, -1], 0.0)
+        if beyond <= 0 or not tidal.any():
+            return True
+        others = tidal & (np.arange(tidal.size) != team)
+        lent = np.maximum(g[others, -1] - use[others, -1], 0.0).sum()
+        free = float(nodes.usable[nodes.available, 0].sum())
+        return free - cards >= lent
 
     def headroom(self, running: list, nodes) -> np.ndarray:
         """float[T]: each team's cards guaranteed of any class less those it holds."""

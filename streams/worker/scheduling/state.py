@@ -62,6 +62,7 @@ class Scheduler(QueueMixin):
     preemption: bool = True  # a task that finds no room may take it from work it outranks
     preemptions: list[Preemption] = field(default_factory=list)  # made since the service last took them
     reservation: Reservation | None = None  # the head of the queue's nodes and start (queue.py)
+    tidal_forecast: dict = field(default_factory=dict)  # tidal team -> cards it is forecast to need soon
     _cache: dict = field(default_factory=dict)
 
     on_touch: object = None  # called after every change (the worker's rescoring loop waits on it)

@@ -135,3 +135,30 @@ def test_the_head_of_the_queue_gets_a_reservation_and_backfill_cannot_delay_it()
     s.end("urgent")
     placed = s.retry_pending(NOW + 100)
     assert [d.task_id for d in placed] == ["head"] and s.running["head"].nodes == ["n1"] and s.reservation is None
+
+
+def test_tidal_lending_to_deferrable_tasks_and_reclaim_before_the_peak():
+    from streams.worker.scheduling.preemption import tidal_reclaim
+
+    s = make_scheduler([gpu_node(n, NOW) for n in ("n1", "n2", "n3")], {})
+    s.node_timeout_s = float("inf")
+    # 24 cards: serving is guaranteed 16, lent out in its troughs (tidal); training 8, at most 24
+    s.quotas.replace(QuotaSet(quotas=[Quota(team="serving", guaranteed_cards=16, tidal=True),
+                                      Quota(team="training", guaranteed_cards=8, max_cards=24)]))
+    assert s.decide(task("t1", "training"), NOW).status == "placed"  # its own 8
+    # 8 more, not deferrable: 16 free less these 8 would leave 8, but serving's idle 16 must stay free
+    d = s.decide(task("t2", "training"), NOW)
+    assert d.status == "unschedulable" and d.rejected_counts == {"team_quota_exceeded": 2, "insufficient_cards": 1}
+    # a deferrable task may borrow serving's idle cards
+    deferrable = task("t3", "training").model_copy(update={"deferrable_until": NOW + 86_400})
+    assert s.decide(deferrable, NOW).status == "placed"
+    s.checkpoint("t3", NOW + 500)
+    # serving is forecast to need 8 soon: 8 cards are free, nothing to take back
+    s.tidal_forecast = {"serving": 8.0}
+    assert tidal_reclaim(s, NOW + 600) == []
+    # 16: 8 short -> the deferrable borrower goes, at its checkpoint (100 s of work lost)
+    s.tidal_forecast = {"serving": 16.0}
+    (p,) = tidal_reclaim(s, NOW + 600)
+    assert (p.task_id, p.by, p.reason, p.work_lost_s) == ("t3", "tidal:serving", "tidal", pytest.approx(100.0))
+    assert "t3" in s.pending and s.pending["t3"].resume_from == NOW + 500 and "t1" in s.running
+    assert tidal_reclaim(s, NOW + 601) == []  # room made: nothing more
