@@ -30,7 +30,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--oversubscription", type=float, default=4.0)
     p.add_argument("--epoch", type=float, default=300.0, help="seconds per probe window")
     p.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 (intervals are over seeds)")
-    p.add_argument("--policies", default="ours,ours-static,compute-only,topology,random")
+    p.add_argument("--policies", default="ours,ours-static,compute-only,topology,random",
+                   help="of ours, ours-static, compute-only, topology, random, ours-quotas (teams with quotas), "
+                        "fifo (strict first come, first served)")
     p.add_argument("--data-share", type=float, default=0.3, help="jobs reading data from a home site")
     p.add_argument("--failures-per-node-day", type=float, default=0.002)
     p.add_argument("--teams", type=int, default=6, help="users hashed into this many teams (ours-quotas, by team)")
@@ -72,8 +74,8 @@ def _load(args):
 def cmd_simulate(args, settings: Settings) -> int:
     from streams.replay.cluster import ClusterSpec, build_cluster
     from streams.replay.engine import POLICIES
-    from streams.replay.results import changes, job_table, replay, summary
-    from streams.replay.traces import FILL_RULE, TraceError, head
+    from streams.replay.results import job_table, replay
+    from streams.replay.traces import TraceError, head
     from streams.replay.world import SimConfig
 
     policies = tuple(p.strip() for p in args.policies.split(",") if p.strip())
@@ -100,15 +102,7 @@ def cmd_simulate(args, settings: Settings) -> int:
                      progress=None if args.json else lambda p, s, w: print(f"  {p} seed {s}: {w:.1f} s", file=sys.stderr))
     except TraceError as exc:
         raise UsageError(str(exc)) from None
-    rows = summary(run, len(cluster.node_ids) * spec.cards_per_node)
-    delta = changes(run)
-    config = {**cfg.flat(), "jobs": args.jobs, "network": args.network, "sites": cluster.sites,
-              "limit": args.limit, "seeds": args.seeds, "fill_rule_missing_gbps": FILL_RULE}
-    from streams.replay.teams import team_summary
-
-    result = {"trace": trace.source, "jobs": len(trace), "nodes": len(cluster.node_ids), "sites": cluster.sites,
-              "wall_s": round(time.perf_counter() - t0, 1), "config": config, "summary": rows, "changes": delta,
-              "teams": team_summary(run)}
+    result, rows, delta, config = _result(args, trace, cluster, run, cfg, t0)
     if args.png:
         import numpy as np
 
@@ -132,6 +126,22 @@ def cmd_simulate(args, settings: Settings) -> int:
     else:
         _print(result)
     return 0
+
+
+def _result(args, trace, cluster, run, cfg, t0: float) -> tuple[dict, list, list, dict]:
+    """(the result document, its summary rows, its changes, the configuration) of a replay."""
+    from streams.replay.results import changes, summary
+    from streams.replay.teams import team_summary
+    from streams.replay.traces import FILL_RULE
+
+    rows = summary(run, len(cluster.node_ids) * cfg.cluster.cards_per_node)
+    delta = changes(run)
+    config = {**cfg.flat(), "jobs": args.jobs, "network": args.network, "sites": cluster.sites,
+              "limit": args.limit, "seeds": args.seeds, "fill_rule_missing_gbps": FILL_RULE}
+    result = {"trace": trace.source, "jobs": len(trace), "nodes": len(cluster.node_ids), "sites": cluster.sites,
+              "wall_s": round(time.perf_counter() - t0, 1), "config": config, "summary": rows, "changes": delta,
+              "teams": team_summary(run)}
+    return result, rows, delta, config
 
 
 def _print(result: dict) -> None:

@@ -27,6 +27,7 @@ from streams.replay.world import T0, SimConfig, SimInventory, SimNet, Truth, obs
 
 POLICIES = ("ours", "ours-static", "compute-only", "topology", "random", "ours-quotas", "fifo")
 SCHEDULED = ("ours", "ours-static", "compute-only", "ours-quotas")
+DEFAULT_POLICIES = POLICIES[:5]  # cnsched simulate's default; teams: --policies ours,ours-quotas,fifo,...
 ARRIVE, FINISH, EPOCH, NET, FAIL, REPAIR = range(6)
 
 

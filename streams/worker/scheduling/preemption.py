@@ -43,7 +43,9 @@ class Plan:
 def plan(sched, task, x, t: int, nodes: NodeView, usable: np.ndarray, team: int, quota_ok: np.ndarray,
          now: float) -> Plan | None:
     """The victims that make room for ``task`` (row ``t`` of the scoring inputs ``x``), or None."""
-    run = [r for r in sched.running.values() if r.nodes and all(n in nodes.index for n in r.nodes)]
+    # never what this same pass placed (its placement is not even published yet)
+    run = [r for r in sched.running.values()
+           if r.nodes and r.placed_at < now and all(n in nodes.index for n in r.nodes)]
     if not run:
         return None
     book = sched.quotas

@@ -123,4 +123,5 @@ class QueueMixin:
         tasks = [items[i].task for k, i in enumerate(order) if keep[k]]
         if not tasks:
             return []
-        return [d for d in self.decide_many(tasks, now, placeable_only=True, ahead=ahead) if d.status == "placed"]
+        return [d for d in self.decide_many(tasks, now, placeable_only=True, ahead=ahead)
+                if d.status == "placed" and d.task_id in self.running]

@@ -11,7 +11,7 @@ import pytest
 from core.jobperf import PerfModel
 from streams.cli.main import main
 from streams.replay.cluster import ClusterSpec, build_cluster
-from streams.replay.engine import POLICIES, Replay, network_events, topology_pick
+from streams.replay.engine import DEFAULT_POLICIES, POLICIES, Replay, network_events, topology_pick
 from streams.replay.jobs import sim_jobs
 from streams.replay.results import changes, replay, summary
 from streams.replay.traces import JobTrace, SitePaths
@@ -125,7 +125,7 @@ def test_simulate_bad_input_exits_2_with_one_line(tmp_path, capsys):
         (["--jobs", f"slurm:{jobs}"], "unknown trace format"),
         (["--jobs", f"generic:{jobs}", "--network", f"generic:{net}", "--sites", "2"], "row 3: duration_s"),
         (["--jobs", f"generic:{tmp_path / 'none.csv'}", "--network", f"generic:{net}"], "cannot read"),
-        (["--policies", "ours,fifo"], "unknown 'fifo'"),
+        (["--policies", "ours,lifo"], "unknown 'lifo'"),
     ]
     for argv, words in cases:
         assert main(["simulate", "--no-store", *argv]) == 2, argv
@@ -159,7 +159,7 @@ def test_simulate_stores_queryable_tables(tmp_path, monkeypatch, capsys):
     out = __import__("json").loads(capsys.readouterr().out)
     con = duckdb.connect(str(db), read_only=True)
     n_jobs = con.execute("SELECT count(*) FROM sim_jobs WHERE run_id = ?", [out["run_id"]]).fetchone()[0]
-    assert n_jobs == 10 * 2 * len(POLICIES)
+    assert n_jobs == 10 * 2 * len(DEFAULT_POLICIES)
     got = con.execute("SELECT policy, class, jct_mean_s FROM sim_runs WHERE run_id = ? ORDER BY 1, 2",
                       [out["run_id"]]).fetchall()
     want = sorted((r["policy"], r["class"], r["jct_mean_s"]) for r in out["summary"])
