@@ -77,7 +77,7 @@ def test_without_quotas_priority_alone_decides_and_preemption_can_be_off():
     s.preemption = False
     assert s.decide(task("high", "", priority=90), NOW).status == "unschedulable"
     s.preemption = True
-    assert s.decide(task("high2", "", priority=90), NOW).status == "placed" and s.preemptions[0].task_id == "low"
+    assert s.decide(task("high2", "", priority=90), NOW + 1).status == "placed" and s.preemptions[0].task_id == "low"
 
 
 def test_a_team_no_quota_names_is_placed_nowhere():
