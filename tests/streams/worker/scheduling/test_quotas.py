@@ -162,3 +162,25 @@ def test_tidal_lending_to_deferrable_tasks_and_reclaim_before_the_peak():
     assert (p.task_id, p.by, p.reason, p.work_lost_s) == ("t3", "tidal:serving", "tidal", pytest.approx(100.0))
     assert "t3" in s.pending and s.pending["t3"].resume_from == NOW + 500 and "t1" in s.running
     assert tidal_reclaim(s, NOW + 601) == []  # room made: nothing more
+
+
+def test_a_starving_task_holds_its_reservation_against_any_priority():
+    s = make_scheduler([gpu_node(n, NOW) for n in ("n1", "n2")], {})
+    s.node_timeout_s = float("inf")
+    s.preemption = False
+
+    def t(tid, cards, duration, priority=50, submitted=NOW):
+        return Task(id=tid, type="fine-tune", priority=priority, resources={"cards": cards},
+                    expected_duration_s=duration, submitted_at=submitted)
+
+    s.decide(t("a", 6, 100), NOW)
+    s.decide(t("b", 6, 300), NOW)
+    # a low-priority task that has waited past CNSCHED_MAX_WAIT_SECONDS (600): it goes first and
+    # holds n1 from +100 (a ends) against everyone, whatever their priority
+    s.decide(t("old", 8, 1000, priority=10, submitted=NOW - 700), NOW)
+    s.retry_pending(NOW)
+    assert (s.reservation.task_id, s.reservation.nodes, s.reservation.starving) == ("old", ["n1"], True)
+    d = s.decide(t("urgent", 2, 500, priority=90), NOW + 1)  # would hold n1 past +100: n2 only
+    assert d.nodes == ["n2"]
+    d = s.decide(t("urgent2", 2, 500, priority=90), NOW + 1)
+    assert d.status == "unschedulable" and d.rejected["n1"] == "reserved_for_queue_head"
