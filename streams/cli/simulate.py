@@ -36,8 +36,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--data-share", type=float, default=0.3, help="jobs reading data from a home site")
     p.add_argument("--failures-per-node-day", type=float, default=0.002)
     p.add_argument("--teams", type=int, default=6, help="users hashed into this many teams (ours-quotas, by team)")
-    p.add_argument("--quota-max-factor", type=float, default=2.0,
-                   help="ours-quotas: a team may hold this times its guarantee (demand-proportional)")
+    p.add_argument("--quota-max-factor", type=float, default=0.0,
+                   help="ours-quotas: a team may hold this times its guarantee; 0: no maximum (default)")
     p.add_argument("--png", help="write the JCT distributions of network-sensitive jobs per policy here")
     p.add_argument("--no-store", action="store_true", help="do not write the result to DuckDB")
     p.add_argument("--json", action="store_true")

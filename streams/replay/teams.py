@@ -5,7 +5,9 @@ work they cost — for the policy with quotas (``ours-quotas``) beside the other
 Teams: every user goes to one of ``SimConfig.teams`` teams (a hash of the name: teams of uneven
 size and demand, as real ones are). Quotas: half the cluster's cards are split equally between the
 teams and half by each team's share of the trace's card-seconds (rounded down: every team is
-guaranteed something, the busy ones more); a team may hold ``quota_max_factor`` times its guarantee.
+guaranteed something, the busy ones more); a team may hold ``quota_max_factor`` times its guarantee
+(0, the default: no maximum — idle cards are lent freely and taken back by preemption when their
+owner needs them; a maximum leaves cards idle while a team waits).
 Fairness: Jain's index (sum x)^2 / (n sum x^2) over teams of x = the team's mean slowdown (JCT over the
 job's ideal duration): 1 when every team waits alike.
 """
@@ -33,7 +35,8 @@ def quota_set(team: list[str], card_seconds: np.ndarray, cluster_cards: int, max
         return QuotaSet()
     demand = np.array([card_seconds[[t == n for t in team]].sum() for n in names])
     g = np.floor(cluster_cards * (0.5 * demand / demand.sum() + 0.5 / len(names)) + 1e-9).astype(int)
-    return QuotaSet(quotas=[Quota(team=n, guaranteed_cards=int(x), max_cards=min(cluster_cards, max(int(x * max_factor), 1)))
+    return QuotaSet(quotas=[Quota(team=n, guaranteed_cards=int(x),
+                                  max_cards=min(cluster_cards, max(int(x * max_factor), int(x), 1)) if max_factor > 0 else None)
                             for n, x in zip(names, g, strict=True)])
 
 

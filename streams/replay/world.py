@@ -47,7 +47,7 @@ class SimConfig:
     repair_hours: float = 2.0
     max_restarts: int = 10
     teams: int = 6  # users hashed into this many teams (streams/replay/teams.py)
-    quota_max_factor: float = 2.0  # a team may hold this times its guarantee (policy ours-quotas)
+    quota_max_factor: float = 0.0  # a team may hold this times its guarantee (ours-quotas); 0: no maximum
     seed: int = 0
 
     def __post_init__(self) -> None:

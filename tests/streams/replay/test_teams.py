@@ -25,6 +25,7 @@ def test_quotas_half_equal_half_by_demand():
     got = {q.team: (q.guaranteed_cards, q.max_cards) for q in qs.quotas}
     assert got == {"a": (10, 16), "b": (6, 12)}  # max: twice the guarantee, at most the cluster
     assert quota_set(["", ""], np.ones(2), 16, 2.0).quotas == []
+    assert [q.max_cards for q in quota_set(["a", "b"], np.ones(2), 16, 0.0).quotas] == [None, None]  # 0: no maximum
     assert team_names(["u1", "u1", ""], 6, 0)[0] == team_names(["u1"], 6, 0)[0] and team_names([""], 6, 0) == [""]
 
 
