@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import time
-import urllib.request
 import uuid
 from pathlib import Path
 
@@ -77,15 +77,11 @@ def bench_kernel(msgs, settings: Settings) -> dict:
 
 
 def _metric(port: int, name: str) -> float:
-    try:
-        body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).read().decode()
-    except OSError:
-        return -1.0
-    total = 0.0
-    for line in body.splitlines():
-        if line.startswith(f"cnsched_{name}"):
-            total += float(line.rsplit(" ", 1)[1])
-    return total
+    """fuzz.worker_counter (exact names, summed over labels), -1 while the worker does not answer."""
+    from streams.dev.fuzz import worker_counter
+
+    v = worker_counter(port, name)
+    return -1.0 if math.isnan(v) else v
 
 
 async def _drain_rate(settings: Settings, total: int, extra_args: tuple[str, ...], log: Path,
