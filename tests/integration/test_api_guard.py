@@ -30,11 +30,12 @@ def request(port, method, path, body=None, token=None, ctype="application/json",
 
 
 def wait_up(port, deadline_s=90.0):
-    """Until the worker answers from its state tables (it owns their partitions)."""
+    """Until the worker answers from its state tables (it owns their partitions) and says it is ready
+    (every table recovered: the quota table's recovery may end after the network view answers)."""
     end = time.monotonic() + deadline_s
     while time.monotonic() < end:
         try:
-            if request(port, "GET", "/network/nodes")[0] == 200:
+            if request(port, "GET", "/network/nodes")[0] == 200 and request(port, "GET", "/health")[0] == 200:
                 return
         except OSError:
             pass
