@@ -81,8 +81,8 @@ def plan(sched, task, x, t: int, nodes: NodeView, usable: np.ndarray, team: int,
     return Plan([run[v].task.id for v in victims], why)
 
 
-def preempt(sched, victim: str, by, reason: str, now: float) -> Preemption | None:
-    """Stop a running task to make room for ``by``: it goes back to the queue and resumes from its
+def preempt(sched, victim: str, by: str, reason: str, now: float) -> Preemption | None:
+    """Stop a running task to make room for ``by`` (a task id, or ``tidal:<team>``): it goes back to the queue and resumes from its
     last checkpoint (a preemption is not a failure: its restarts stay as they were)."""
     run = sched.running.get(victim)
     if run is None:
@@ -91,7 +91,7 @@ def preempt(sched, victim: str, by, reason: str, now: float) -> Preemption | Non
     sched.end(victim)
     checkpoint = run.checkpoint_at if np.isfinite(run.checkpoint_at) else None
     sched.pending[victim] = Pending(run.task, run.task.submitted_at or now, run.restarts, checkpoint, queued_at=now)
-    rec = Preemption(victim, by.id, run.task.team, list(run.nodes), reason, lost,
+    rec = Preemption(victim, by, run.task.team, list(run.nodes), reason, lost,
                      lost * run.task.resources.cards * len(run.nodes), now, run.alpha, run.profile, checkpoint)
     sched.preemptions.append(rec)
     return rec
@@ -155,20 +155,10 @@ def tidal_reclaim(sched, now: float) -> list[Preemption]:
         for v in sorted(takers, key=lambda v: (qu.cards[v] * max(now - run[v].progress_since, 0.0), v)):
             if short <= 0:
                 break
-            rec = preempt(sched, run[v].task.id, _Tidal(book.teams[t]), "tidal", now)
+            rec = preempt(sched, run[v].task.id, f"tidal:{book.teams[t]}", "tidal", now)
             if rec is not None:
                 out.append(rec)
                 short -= qu.cards[v]
                 free += qu.cards[v]
     return out
 
-
-@dataclass
-class _Tidal:
-    """The preemptor of a tidal reclaim: the team whose peak is coming."""
-
-    team: str
-
-    @property
-    def id(self) -> str:
-        return f"tidal:{self.team}"

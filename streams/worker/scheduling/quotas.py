@@ -34,6 +34,8 @@ class QuotaBook:
         self._arrays: tuple | None = None
         self.loader = None  # () -> QuotaSet | None
         self._stale = False
+        self.books_key = None  # () -> a key that changes whenever the running tasks or the inventory do
+        self._use: tuple | None = None
 
     def replace(self, quotas: QuotaSet) -> None:
         self._set, self._arrays, self._stale = quotas, None, False
@@ -93,13 +95,19 @@ class QuotaBook:
 
     def use(self, running: list, node_index: dict[str, int], node_class: np.ndarray, n_classes: int) -> QuotaUse:
         """What the running tasks (streams.worker.scheduling.held.Running) hold, by team and class
-        (a task's class: its first node's)."""
+        (a task's class: its first node's). Computed once per ``books_key`` (the scheduler's
+        allocations), not once per task decided."""
+        key = None if self.books_key is None else (self.books_key(), self.version, len(running), n_classes)
+        if key is not None and self._use is not None and self._use[0] == key:
+            return self._use[1]
         team = np.array([self._team_or_none(r.task) for r in running], np.int64)
         cls = np.array([node_class[node_index[r.nodes[0]]] if r.nodes and r.nodes[0] in node_index else 0
                         for r in running], np.int64)
         cards = np.array([r.task.resources.cards * len(r.nodes) for r in running], np.float64)
         placed = np.array([r.placed_at for r in running], np.float64)
-        return QuotaUse(team, cls, cards, placed, usage(team, cls, cards, len(self.teams), n_classes))
+        out = QuotaUse(team, cls, cards, placed, usage(team, cls, cards, len(self.teams), n_classes))
+        self._use = (key, out)
+        return out
 
     def room(self, running: list, task: Task, team: int | None, nodes) -> np.ndarray:
         """bool[N]: nodes whose class ``task``'s team may take its cards of (core.quota.within_maximum);

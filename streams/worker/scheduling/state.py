@@ -67,6 +67,9 @@ class Scheduler(QueueMixin):
 
     on_touch: object = None  # called after every change (the worker's rescoring loop waits on it)
 
+    def __post_init__(self) -> None:
+        self.quotas.books_key = lambda: (self.allocation_version, getattr(self.inv, "version", None))
+
     def touch(self) -> None:
         self.version += 1
         if self.on_touch is not None:
@@ -192,7 +195,7 @@ class Scheduler(QueueMixin):
         if not p.placed and self.preemption and team is not None and \
                 (pl := plan(self, task, b.x, t, nodes, usable, team, quota_ok & ~held, now)) is not None:
             for victim, why in zip(pl.victims, pl.reasons, strict=True):
-                preempt(self, victim, task, why, now)
+                preempt(self, victim, task.id, why, now)
             # scored again where the victims were (the batch's kernel saw those nodes full)
             nodes = dataclasses.replace(self.nodes(now), available=nodes.available)
             usable[:] = nodes.usable  # what the victims held is free for the rest of the batch too
