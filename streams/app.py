@@ -129,6 +129,7 @@ def create_app(
         quotas=topic(T.SCHED_QUOTAS),
     )
 
+    from streams.runtime.faust_patches import use_idle_timeout
     from streams.web import routes as web
     from streams.worker import ingest, state_tables
     from streams.worker.health import Readiness
@@ -144,4 +145,5 @@ def create_app(
     for agent in app.agents.values():
         agent._on_error = readiness.agent_crashed  # what app.agent(on_error=...) sets; Faust restarts the agent after it
     web.register(app, counters, settings, net, inv, tasks, topics.tasks, readiness, quotas, topics.quotas)
+    use_idle_timeout(app, settings.web_idle_timeout_seconds)
     return app, topics, counters

@@ -70,6 +70,9 @@ class Settings(BaseSettings):
     api_read_needs_token: bool = Field(default=False, description="reads need a read or write token too")
     api_task_rate: float = Field(default=100.0, gt=0, description="POST /tasks per second per client (burst 2x)")
     web_request_timeout_seconds: float = Field(default=30.0, gt=0, le=600, description="longest a request may take")
+    web_idle_timeout_seconds: float = Field(
+        default=15.0, gt=0, le=3600, description="a connection without a whole request this long after it "
+        "opened or after its last answer is closed (slow or silent clients, request headers included)")
     duckdb_path: Path = Path("cnsched.duckdb")
     data_dir: Path = Field(default=Path(".cnsched-data"), description="worker scratch data")
     log_level: LogLevel = "INFO"

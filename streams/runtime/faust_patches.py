@@ -39,6 +39,14 @@ def use_fetch_max_wait(ms: int) -> None:
     cls._create_worker_consumer = create_worker_consumer
 
 
+def use_idle_timeout(app, seconds: float) -> None:
+    """Close a connection that has not sent a whole request ``seconds`` after it opened or after its
+    last answer. aiohttp (>= 3.10) arms its keep-alive timer when a connection opens and closes it only
+    while no request is being handled, so its ``keepalive_timeout`` is a header timeout as well; Faust
+    builds the AppRunner without one (aiohttp's default is an hour)."""
+    app.web._runner._kwargs["keepalive_timeout"] = seconds
+
+
 async def true_ends(client_kwargs: dict, ends: dict) -> dict:
     """``ends`` (partition -> end offset as ListOffsets says) corrected by fetching from end - 1: the
     fetch returns the whole batch holding that offset, and its last offset + 1 is the end."""

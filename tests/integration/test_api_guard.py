@@ -94,6 +94,43 @@ async def test_tokens_scopes_content_type_nesting_rate_limit_and_bind(make_setti
         stop_process(worker)
 
 
+def closed_within(port, seconds, trickle=b"") -> float | None:
+    """Connect, send ``trickle`` one byte every 0.2 s (a request's headers, slowly), and return when the
+    server closed the connection, or None if it was still open after ``seconds``."""
+    start = time.monotonic()
+    with socket.create_connection(("127.0.0.1", port), timeout=0.2) as s:
+        i = 0
+        while time.monotonic() - start < seconds:
+            try:
+                if i < len(trickle):
+                    s.sendall(trickle[i:i + 1])
+                    i += 1
+                if s.recv(1024) == b"":
+                    return time.monotonic() - start
+            except TimeoutError:
+                continue
+            except OSError:
+                return time.monotonic() - start
+    return None
+
+
+async def test_slow_and_silent_clients_are_disconnected(make_settings, tmp_path):
+    settings = make_settings(web_idle_timeout_seconds=2.0)
+    await ensure_topics(settings)
+    worker = start_worker(settings, tmp_path / "w.log")
+    port = settings.web_port
+    try:
+        wait_up(port)
+        # a client that sends nothing, and one that sends its headers a byte at a time, never finishing
+        assert (silent := closed_within(port, 10.0)) is not None and silent >= 1.5, silent
+        slow = closed_within(port, 10.0, trickle=b"GET /health HTTP/1.1\r\nHost: x\r\n" + b"X-Pad: " + b"a" * 200)
+        assert slow is not None and slow >= 1.5, slow
+        # a whole request is answered, however close to the limit it comes; the connection then idles out
+        assert request(port, "GET", "/health")[0] == 200
+    finally:
+        stop_process(worker)
+
+
 async def test_without_tokens_state_changes_come_from_loopback_only(make_settings, tmp_path):
     other = outside_address()
     if other is None:
