@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import faust
@@ -45,8 +46,13 @@ def faust_credentials(settings: Settings):
 
 def faust_app(settings: Settings, app_id: str, **overrides) -> faust.App:
     """A Faust app configured from Settings (brokers, security, timeouts, web)."""
-    from streams.runtime.faust_patches import use_fetch_max_wait, use_true_highwaters
+    from streams.runtime.faust_patches import (
+        no_topic_auto_creation,
+        use_fetch_max_wait,
+        use_true_highwaters,
+    )
 
+    no_topic_auto_creation()
     use_fetch_max_wait(settings.fetch_max_wait_ms)
     use_true_highwaters(settings.kafka_client_kwargs())
     conf = dict(
@@ -91,9 +97,34 @@ def guarded_web(settings: Settings, counters: Counters) -> dict:
     return {"middlewares": [guard_middleware(settings, counters)], "client_max_size": MAX_BODY_BYTES}
 
 
+def watch_broker(app: faust.App, settings: Settings, sample_partitions: int, readiness,
+                 on_lost: Callable[[str], None] | None) -> None:
+    """Check every few seconds that the broker still has our topics (streams/worker/broker_watch.py)."""
+    from streams.kafka import table_changelogs
+    from streams.worker.broker_watch import CHECK_INTERVAL_S, BrokerWatch
+
+    def lost(reason: str) -> None:
+        readiness.broker_lost = reason
+        if on_lost is not None:
+            on_lost(reason)
+
+    names = [settings.topic(n) for n in T.ALL_TOPICS] + list(table_changelogs(settings, sample_partitions))
+    watch = BrokerWatch(settings.kafka_client_kwargs(), names, lost)
+
+    @app.timer(interval=CHECK_INTERVAL_S)
+    async def broker_watch() -> None:
+        await watch.check()
+
+    @app.on_before_shutdown.connect
+    async def stop_watch(app, **kw) -> None:
+        await watch.stop()
+
+
 def create_app(
-    settings: Settings, sample_partitions: int | None = None
+    settings: Settings, sample_partitions: int | None = None, on_broker_lost: Callable[[str], None] | None = None
 ) -> tuple[faust.App, Topics, Counters]:
+    """The worker's app. ``on_broker_lost(reason)`` runs once the broker is seen to have lost our topics
+    (``cnsched worker`` restarts itself; without it the worker only says not ready)."""
     counters = Counters()
     app = faust_app(
         settings,
@@ -146,4 +177,5 @@ def create_app(
         agent._on_error = readiness.agent_crashed  # what app.agent(on_error=...) sets; Faust restarts the agent after it
     web.register(app, counters, settings, net, inv, tasks, topics.tasks, readiness, quotas, topics.quotas)
     use_idle_timeout(app, settings.web_idle_timeout_seconds)
+    watch_broker(app, settings, sample_partitions or settings.partitions, readiness, on_broker_lost)
     return app, topics, counters

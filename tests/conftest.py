@@ -10,6 +10,11 @@ import pytest
 
 from streams.config import Settings
 from streams.runtime.broker import EmbeddedBroker
+from streams.runtime.faust_patches import no_topic_auto_creation
+
+# the tests' own clients, like the worker's and the sink's, never create a topic by asking for it: a topic
+# the test forgot to create fails loudly, and a broker restart cannot give a state topic 4 partitions
+no_topic_auto_creation()
 
 
 @pytest.fixture(scope="session")

@@ -89,7 +89,9 @@ def cmd_worker(args, settings: Settings) -> int:
     if args.baseline:
         app, _ = create_baseline_app(settings)
     else:
-        app, _, _ = create_app(settings, sample_partitions)
+        from streams.worker.broker_watch import restart_in_place
+
+        app, _, _ = create_app(settings, sample_partitions, on_broker_lost=restart_in_place)
     worker = Worker(app, loglevel=settings.log_level, quiet=True, redirect_stdouts=False)
     worker.execute_from_commandline()  # runs until SIGINT/SIGTERM; exits the process
     return 0

@@ -39,6 +39,24 @@ def use_fetch_max_wait(ms: int) -> None:
     cls._create_worker_consumer = create_worker_consumer
 
 
+def no_topic_auto_creation() -> None:
+    """Our clients never let a metadata request create a topic: topics come from ``ensure_topics``
+    with their partition counts (a single-partition state topic auto-created with the broker's default
+    count breaks its table: Faust's PartitionsMismatch). Matters after a memory broker's restart, when
+    every client still running asks for topics the broker no longer has. Kafka brokers in production
+    set ``auto.create.topics.enable=false`` as well (docker-compose.yml)."""
+    from aiokafka.protocol import metadata
+
+    cls = metadata.MetadataRequest
+    original = getattr(cls, "_cnsched_original_init", cls.__init__)
+
+    def __init__(self, topics=None, allow_auto_topic_creation=False):
+        original(self, topics, allow_auto_topic_creation)
+
+    cls._cnsched_original_init = original
+    cls.__init__ = __init__
+
+
 def use_idle_timeout(app, seconds: float) -> None:
     """Close a connection that has not sent a whole request ``seconds`` after it opened or after its
     last answer. aiohttp (>= 3.10) arms its keep-alive timer when a connection opens and closes it only
@@ -49,7 +67,12 @@ def use_idle_timeout(app, seconds: float) -> None:
 
 async def true_ends(client_kwargs: dict, ends: dict) -> dict:
     """``ends`` (partition -> end offset as ListOffsets says) corrected by fetching from end - 1: the
-    fetch returns the whole batch holding that offset, and its last offset + 1 is the end."""
+    fetch returns the whole batch holding that offset, and its last offset + 1 is the end.
+
+    A partition with an end but no record to read, from end - 1 or from its start, has nothing to
+    recover: its end is 0. Tansu accepts writes to a topic it no longer has (a client that cached the
+    metadata from before a memory-storage restart) and counts their offsets without storing them; a
+    recovery waiting for those would wait for ever."""
     check = {tp: e for tp, e in ends.items() if e is not None and e > 0}
     if not check:
         return dict(ends)
@@ -69,11 +92,17 @@ async def true_ends(client_kwargs: dict, ends: dict) -> dict:
                 tp = parts[ktp]
                 out[tp] = max(out[tp], msgs[-1].offset + 1 if msgs else 0, c.highwater(ktp) or 0)
                 pending.discard(ktp)
+        if pending:  # nothing at end - 1: is anything readable at all?
+            for ktp in pending:
+                c.seek_to_beginning(ktp)
+            got = await c.getmany(*pending, timeout_ms=int(CHECK_TIMEOUT_S * 1000))
+            for ktp in pending - {k for k, msgs in got.items() if msgs}:
+                out[parts[ktp]] = 0
     finally:
         await c.stop()
     moved = {tp: (ends[tp], out[tp]) for tp in check if out[tp] != ends[tp]}
     if moved:
-        log.info("changelog ends corrected past ListOffsets (broker reports batch starts): %s", moved)
+        log.info("changelog ends corrected (ListOffsets reports batch starts, or offsets with nothing to read): %s", moved)
     return out
 
 

@@ -173,6 +173,9 @@ class WindowSink:
 
 
 async def run_sink(settings: Settings) -> int:
+    from streams.runtime.faust_patches import no_topic_auto_creation
+
+    no_topic_auto_creation()
     sink = WindowSink(settings)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -20,6 +20,7 @@ class Readiness:
     def __init__(self, app) -> None:
         self.app = app
         self.crashes: deque[tuple[float, str, str]] = deque(maxlen=256)  # (monotonic, agent, error)
+        self.broker_lost: str | None = None  # set by streams/worker/broker_watch.py
 
     async def agent_crashed(self, agent, exc: BaseException) -> None:
         """Faust's ``on_error`` of every agent."""
@@ -32,6 +33,8 @@ class Readiness:
             out.append("recovering state tables from their changelogs")
         if getattr(self.app, "rebalancing", False):
             out.append("partitions are being rebalanced")
+        if self.broker_lost:
+            out.append(f"the broker lost our topics ({self.broker_lost[:300]}): restarting")
         recent: dict[str, list[str]] = {}
         for at, agent, error in self.crashes:
             if now - at <= CRASH_WINDOW_S:
