@@ -166,6 +166,7 @@ def create_app(
     from streams.worker.health import Readiness
     from streams.worker.scheduling import agent as sched_agent
     from streams.worker.scheduling import quota_agent
+    from streams.worker.warm import KernelWarmer
 
     ingest.register(app, topics, settings, counters, sample_partitions or settings.partitions)
     net, inv = state_tables.register(app, topics, settings, counters)
@@ -173,6 +174,7 @@ def create_app(
     quotas = quota_agent.register(app, topics, settings, counters, service.sched)
     tasks = service.book
     readiness = Readiness(app)
+    readiness.warmer = KernelWarmer().start()
     for agent in app.agents.values():
         agent._on_error = readiness.agent_crashed  # what app.agent(on_error=...) sets; Faust restarts the agent after it
     web.register(app, counters, settings, net, inv, tasks, topics.tasks, readiness, quotas, topics.quotas)

@@ -14,13 +14,21 @@ from streams.web.base import Resource
 from streams.web.params import check_ids, forecast_query
 
 
+def after_warm(warmer, fn, *args):
+    """``fn(*args)`` once the kernels are compiled (in the request's thread, never the event loop's)."""
+    if warmer is not None:
+        warmer.done.wait()
+    return fn(*args)
+
+
 async def forecast_answer(view: Resource, request: Request, src: str, dst: str) -> Response:
     q = forecast_query(request.query, view.ctx.settings.forecast_step_seconds)
     if isinstance(q, ErrorBody):
         return view.answer(q, 400)
+    warmer = getattr(view.ctx.readiness, "warmer", None)
     try:
-        out = await asyncio.to_thread(forecast_path, view.ctx.settings.duckdb_path, src, dst, q["metric"], q["stat"],
-                                      q["step_s"], q["horizon_steps"])
+        out = await asyncio.to_thread(after_warm, warmer, forecast_path, view.ctx.settings.duckdb_path, src, dst,
+                                      q["metric"], q["stat"], q["step_s"], q["horizon_steps"])
     except NotEnoughHistory as exc:
         return view.answer(ErrorBody(error="not enough history", detail=str(exc), needed_steps=exc.needed_steps,
                                      have_steps=exc.have_steps, step_s=exc.step_s,

@@ -21,6 +21,7 @@ class Readiness:
         self.app = app
         self.crashes: deque[tuple[float, str, str]] = deque(maxlen=256)  # (monotonic, agent, error)
         self.broker_lost: str | None = None  # set by streams/worker/broker_watch.py
+        self.warmer = None  # streams.worker.warm.KernelWarmer
 
     async def agent_crashed(self, agent, exc: BaseException) -> None:
         """Faust's ``on_error`` of every agent."""
@@ -33,6 +34,8 @@ class Readiness:
             out.append("recovering state tables from their changelogs")
         if getattr(self.app, "rebalancing", False):
             out.append("partitions are being rebalanced")
+        if self.warmer is not None and not self.warmer.done.is_set():
+            out.append("compiling the forecast and scoring kernels")
         if self.broker_lost:
             out.append(f"the broker lost our topics ({self.broker_lost[:300]}): restarting")
         recent: dict[str, list[str]] = {}

@@ -22,3 +22,16 @@ def test_ready_unless_recovering_rebalancing_or_crash_looping():
     assert problem.startswith(f"agent ingest crash-looping: {CRASH_LOOP} crashes") and "KeyError" in problem
     last = r.crashes[-1][0]
     assert r.problems(now=last + CRASH_WINDOW_S + 1) == []  # the loop ended
+
+
+def test_not_ready_while_kernels_compile_or_after_the_broker_lost_our_topics():
+    from streams.worker.warm import KernelWarmer
+
+    r = Readiness(SimpleNamespace(in_recovery=False, rebalancing=False))
+    r.warmer = KernelWarmer()  # not started: still compiling
+    assert r.problems() == ["compiling the forecast and scoring kernels"]
+    r.warmer.start()
+    assert r.warmer.done.wait(120) and r.warmer.seconds is not None
+    assert r.problems() == []
+    r.broker_lost = "topic x is gone"
+    assert r.problems() == ["the broker lost our topics (topic x is gone): restarting"]
