@@ -1,42 +1,98 @@
-"""Process counters, exposed in the Prometheus text format on GET /metrics."""
+"""Process metrics, exposed in the Prometheus text format on GET /metrics (prometheus_client).
+
+``Counters`` is the one handle the code uses: ``inc`` (a counter, name ending in ``_total``), ``set``
+(a gauge), ``observe`` (a histogram, buckets from ``HISTOGRAMS``). A metric is created at its first
+use, with the label names of that use; every later use must give the same label names (a mismatch is
+logged once and the value dropped: metrics never stop a worker). Each ``Counters`` has its own
+registry, so two apps in one process (the tests, the bench) never share values.
+"""
 
 from __future__ import annotations
 
-from collections import Counter
+import logging
+import threading
+
+from prometheus_client import (
+    CollectorRegistry,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+)
+from prometheus_client import Counter as PromCounter
+
+log = logging.getLogger(__name__)
+disable_created_metrics()  # no *_created series: one sample per label set, as operators expect
+
+# name -> (help, buckets)
+HISTOGRAMS: dict[str, tuple[str, tuple[float, ...]]] = {
+    "decision_seconds": ("time from a task's arrival at the scheduler to its decision",
+                         (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)),
+    "window_result_lag_seconds": ("wall-clock time from a window's end to its result being sent",
+                                  (0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0)),
+    "ingest_batch_samples": ("samples per probe message taken by the ingest agent",
+                             (1, 10, 100, 1_000, 10_000, 100_000, 1_000_000)),
+    "rescore_seconds": ("time of one rescoring pass over queued and running tasks",
+                        (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)),
+}
 
 
 class Counters:
     def __init__(self, prefix: str = "cnsched") -> None:
         self.prefix = prefix
-        self._values: Counter[tuple[str, tuple[tuple[str, str], ...]]] = Counter()
+        self.registry = CollectorRegistry(auto_describe=False)
+        self._metrics: dict[str, tuple[object, tuple[str, ...]]] = {}
         self._help: dict[str, str] = {}
-        self._gauges: set[str] = set()
+        self._lock = threading.Lock()
+        self._warned: set[str] = set()
 
     def describe(self, name: str, help_text: str) -> None:
         self._help[name] = help_text
 
     def inc(self, name: str, amount: float = 1, **labels: str) -> None:
-        self._values[(name, tuple(sorted(labels.items())))] += amount
+        m = self._metric(PromCounter, name, labels)
+        if m is not None:
+            m.inc(amount)
 
     def set(self, name: str, value: float, **labels: str) -> None:
         """A gauge: the last value wins."""
-        self._values[(name, tuple(sorted(labels.items())))] = value
-        self._gauges.add(name)
+        m = self._metric(Gauge, name, labels)
+        if m is not None:
+            m.set(value)
+
+    def observe(self, name: str, value: float, **labels: str) -> None:
+        """One observation of a histogram (``HISTOGRAMS`` gives its buckets)."""
+        m = self._metric(Histogram, name, labels)
+        if m is not None:
+            m.observe(value)
 
     def get(self, name: str, **labels: str) -> float:
-        return self._values[(name, tuple(sorted(labels.items())))]
+        """A counter's or gauge's value (0 if never set)."""
+        full = f"{self.prefix}_{name}"
+        value = self.registry.get_sample_value(full, {k: str(v) for k, v in labels.items()})
+        return 0.0 if value is None else value
 
     def exposition(self) -> str:
-        lines: list[str] = []
-        names = sorted({n for n, _ in self._values} | set(self._help))
-        for name in names:
-            full = f"{self.prefix}_{name}"
-            lines.append(f"# HELP {full} {self._help.get(name, name)}")
-            lines.append(f"# TYPE {full} {'gauge' if name in self._gauges else 'counter'}")
-            for (n, labels), v in sorted(self._values.items()):
-                if n != name:
-                    continue
-                lab = ",".join(f'{k}="{val}"' for k, val in labels)
-                num = repr(float(v)) if name in self._gauges else f"{v:g}"
-                lines.append(f"{full}{{{lab}}} {num}" if lab else f"{full} {num}")
-        return "\n".join(lines) + "\n"
+        return generate_latest(self.registry).decode()
+
+    def _metric(self, kind, name: str, labels: dict):
+        names = tuple(sorted(labels))
+        with self._lock:
+            entry = self._metrics.get(name)
+            if entry is None:
+                entry = (self._create(kind, name, names), names)
+                self._metrics[name] = entry
+        metric, known = entry
+        if known != names or not isinstance(metric, kind):
+            if name not in self._warned:
+                self._warned.add(name)
+                log.warning("metric %s used with labels %s, created with %s: value dropped", name, names, known)
+            return None
+        return metric.labels(**{k: str(v) for k, v in labels.items()}) if names else metric
+
+    def _create(self, kind, name: str, names: tuple[str, ...]):
+        full = f"{self.prefix}_{name}"
+        if kind is Histogram:
+            help_text, buckets = HISTOGRAMS.get(name, (name, Histogram.DEFAULT_BUCKETS))
+            return Histogram(full, self._help.get(name, help_text), names, registry=self.registry, buckets=buckets)
+        return kind(full, self._help.get(name, name), names, registry=self.registry)

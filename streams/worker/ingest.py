@@ -186,6 +186,7 @@ class Ingest:
         for result in results:
             await self.topics.windows.send(key=window_key(result), value=encode_window(result))
             self.counters.inc("windows_emitted_total")
+            self.counters.observe("window_result_lag_seconds", max(time.time() - result["window_end"], 0.0))
 
     async def close_idle(self) -> None:
         """A partition that got no message for CNSCHED_IDLE_CLOSE_SECONDS: its event time moves on
@@ -217,6 +218,7 @@ class Ingest:
                 return await self._dead_letter(event, REASON_TOO_LARGE, f"{len(payload)} bytes; the limit is "
                                                f"{cfg.max_message_bytes} (CNSCHED_MAX_MESSAGE_BYTES)")
             batch = decode_samples(payload)
+            c.observe("ingest_batch_samples", len(batch))
             if len(batch) > cfg.max_message_rows:
                 return await self._dead_letter(event, REASON_TOO_LARGE, f"{len(batch)} rows; the limit is "
                                                f"{cfg.max_message_rows} (CNSCHED_MAX_MESSAGE_ROWS)")

@@ -147,7 +147,7 @@ async def test_urgent_inference_preempts_borrowed_training_which_resumes(make_se
         text = (tmp_path / "w.log").read_text()
         assert "preempted train2 (reclaim) for infer1" in text
         metrics = await asyncio.to_thread(get_text, port, "/metrics")
-        assert 'cnsched_preemptions_total{reason="reclaim",team="training"} 1\n' in metrics
+        assert 'cnsched_preemptions_total{reason="reclaim",team="training"} 1.0\n' in metrics
 
         # the same through the CLI: a new set, one that is too big, a file that is not JSON
         good, big, junk = tmp_path / "good.json", tmp_path / "big.json", tmp_path / "junk.json"

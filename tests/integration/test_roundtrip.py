@@ -180,3 +180,10 @@ async def test_worker_serves_metrics_with_per_reason_counters(make_settings, tmp
     assert 'cnsched_samples_late_total{reason="window_closed"} 1' in body, body
     assert "cnsched_samples_accepted_total 3" in body
     assert "# TYPE cnsched_messages_total counter" in body
+    # histograms: three one-sample messages decoded (the undecodable one never was), each in the
+    # bucket le="1"; every window result was sent 60 s or more after its end
+    assert "# TYPE cnsched_ingest_batch_samples histogram" in body
+    assert 'cnsched_ingest_batch_samples_bucket{le="1.0"} 3.0' in body, body
+    assert "cnsched_ingest_batch_samples_count 3.0" in body
+    lag = [ln for ln in body.splitlines() if ln.startswith('cnsched_window_result_lag_seconds_bucket{le="30.0"}')]
+    assert lag == ['cnsched_window_result_lag_seconds_bucket{le="30.0"} 0.0'], lag

@@ -48,6 +48,8 @@ METRICS = {
     "quota_guaranteed_cards": "cards a team is guaranteed, of any class",
     "quota_borrowed_cards": "cards a team holds beyond its guarantee (reclaimable by preemption)",
     "queued_tasks": "tasks waiting in the queue, by team (quotas set)",
+    "tasks": "tasks the scheduler holds, by state (queued; starting: placed, not yet started; running)",
+    "nodes": "nodes in the inventory, by state (available or not: silent, failed, drained)",
     "tidal_forecast_cards": "tidal lending: the most cards a lending team is forecast to hold within the lead time",
     "preemptions_total": "running tasks preempted to make room (resumed later from their checkpoint), by team and reason",
     "preemption_card_seconds_lost_total": "cards x seconds of work preempted tasks lost since their last checkpoint, by team",
@@ -146,6 +148,7 @@ class SchedulingService:
     async def on_task(self, task: Task) -> str | None:
         """Decide a new task. Returns UNKNOWN_TEAM (its record says rejected) when quotas are set and
         none names its team."""
+        arrived = time.monotonic()
         async with self.lock:
             self.restore()
             if task.submitted_at is None:
@@ -160,6 +163,7 @@ class SchedulingService:
                     "detail": f"no quota names team {task.team or DEFAULT_TEAM!r}; the teams are {teams}"}})
                 return UNKNOWN_TEAM
             await self.publish_decision(task, self.sched.decide(task))
+            self.counters.observe("decision_seconds", time.monotonic() - arrived)
             return None
 
     async def on_event(self, ev: TaskEvent) -> str | None:
@@ -216,6 +220,7 @@ class SchedulingService:
         """Watch for failed nodes; retry queued tasks and re-evaluate running ones when anything
         changed or a node is down (its tasks move at once)."""
         async with self.lock:
+            began = time.monotonic()
             self.restore()
             incidents = self.sched.watch()
             for out in self.sched.expire_starts(time.time(), self.start_timeout_s, self.max_fallbacks):
@@ -241,6 +246,18 @@ class SchedulingService:
             if tidal_reclaim(self.sched, time.time()):
                 await self.publish_preemptions()
             self.quota_gauges()
+            self.state_gauges()
+            self.counters.observe("rescore_seconds", time.monotonic() - began)
+
+    def state_gauges(self) -> None:
+        """Tasks by state and nodes by availability, as the scheduler holds them now."""
+        started = sum(run.started for run in self.sched.running.values())
+        self.counters.set("tasks", len(self.sched.pending), state="queued")
+        self.counters.set("tasks", len(self.sched.running) - started, state="starting")
+        self.counters.set("tasks", started, state="running")
+        available = self.sched.nodes(time.time()).available
+        self.counters.set("nodes", int(available.sum()), state="available")
+        self.counters.set("nodes", int(available.size - available.sum()), state="unavailable")
 
     def quota_gauges(self) -> None:
         """Each team's cards of any class against its quota, and its queued tasks (with quotas set)."""
