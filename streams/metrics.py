@@ -2,8 +2,9 @@
 
 ``Counters`` is the one handle the code uses: ``inc`` (a counter, name ending in ``_total``), ``set``
 (a gauge), ``observe`` (a histogram, buckets from ``HISTOGRAMS``). A metric is created at its first
-use, with the label names of that use; every later use must give the same label names (a mismatch is
-logged once and the value dropped: metrics never stop a worker). Each ``Counters`` has its own
+use, with the label names of that use; every later use must give the same label names (a mismatch, or
+a name that clashes with another metric's, is logged once and the value dropped: metrics never stop a
+worker). Each ``Counters`` has its own
 registry, so two apps in one process (the tests, the bench) never share values.
 """
 
@@ -80,13 +81,17 @@ class Counters:
         with self._lock:
             entry = self._metrics.get(name)
             if entry is None:
-                entry = (self._create(kind, name, names), names)
+                try:
+                    entry = (self._create(kind, name, names), names)
+                except ValueError as exc:  # a clash, e.g. gauge x beside counter x_total: both are "x"
+                    entry = (exc, names)
                 self._metrics[name] = entry
         metric, known = entry
         if known != names or not isinstance(metric, kind):
             if name not in self._warned:
                 self._warned.add(name)
-                log.warning("metric %s used with labels %s, created with %s: value dropped", name, names, known)
+                why = metric if isinstance(metric, Exception) else f"created with labels {known}"
+                log.warning("metric %s (labels %s) not recorded: %s", name, names, why)
             return None
         return metric.labels(**{k: str(v) for k, v in labels.items()}) if names else metric
 

@@ -1,4 +1,4 @@
-"""GET /metrics (Prometheus exposition) and /health."""
+"""GET /metrics (Prometheus exposition), /health and /openapi.json."""
 
 from __future__ import annotations
 
@@ -28,3 +28,12 @@ class LiveView(Resource):
 
     async def get(self, request: Request) -> Response:
         return self.answer(Health(status="ok", app=self.ctx.app.conf.id))
+
+
+class OpenApi(Resource):
+    """The API's OpenAPI 3.1 document (streams/web/openapi.py)."""
+
+    async def get(self, request: Request) -> Response:
+        from streams.web.openapi import document
+
+        return self.json(document())

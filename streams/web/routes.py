@@ -19,6 +19,7 @@ ROUTES: tuple[tuple[str, type[Resource]], ...] = (
     ("/health", ops.HealthView),
     ("/health/ready", ops.HealthView),
     ("/health/live", ops.LiveView),
+    ("/openapi.json", ops.OpenApi),
     ("/network/nodes/{node}", network.NetworkNode),
     ("/network/nodes", network.NetworkNodes),
     ("/network/paths/{src}/{dst}", network.NetworkPath),

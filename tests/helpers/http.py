@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from streams.client import call as _call
+from tests.helpers.openapi import check_answer
 
 
 def call(port: int, method: str, path: str, body: dict | None = None) -> tuple[int, dict]:
-    return _call(f"http://127.0.0.1:{port}", method, path, body)
+    """The answer, checked against the worker's OpenAPI document (tests/helpers/openapi.py)."""
+    status, answer = _call(f"http://127.0.0.1:{port}", method, path, body)
+    check_answer(method, path, status, answer)
+    return status, answer
 
 
 def get(port: int, path: str) -> tuple[int, dict]:

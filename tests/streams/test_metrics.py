@@ -51,6 +51,9 @@ def test_a_label_mismatch_drops_the_value_and_never_raises():
     c.inc("decisions_total")  # no labels: dropped, logged once
     c.set("decisions_total", 5, status="placed")  # a counter used as a gauge: dropped
     assert c.get("decisions_total", status="placed") == 1
+    c.inc("tasks_total")
+    c.set("tasks", 3, state="queued")  # prometheus_client names both "cnsched_tasks": the gauge is dropped
+    assert c.get("tasks_total") == 1 and "cnsched_tasks{" not in c.exposition()
 
 
 def test_two_handles_never_share_values():

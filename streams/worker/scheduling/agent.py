@@ -48,8 +48,8 @@ METRICS = {
     "quota_guaranteed_cards": "cards a team is guaranteed, of any class",
     "quota_borrowed_cards": "cards a team holds beyond its guarantee (reclaimable by preemption)",
     "queued_tasks": "tasks waiting in the queue, by team (quotas set)",
-    "tasks": "tasks the scheduler holds, by state (queued; starting: placed, not yet started; running)",
-    "nodes": "nodes in the inventory, by state (available or not: silent, failed, drained)",
+    "scheduler_tasks": "tasks the scheduler holds, by state (queued; starting: placed, not yet started; running)",
+    "inventory_nodes": "nodes in the inventory, by state (available or not: silent, failed, drained)",
     "tidal_forecast_cards": "tidal lending: the most cards a lending team is forecast to hold within the lead time",
     "preemptions_total": "running tasks preempted to make room (resumed later from their checkpoint), by team and reason",
     "preemption_card_seconds_lost_total": "cards x seconds of work preempted tasks lost since their last checkpoint, by team",
@@ -252,12 +252,12 @@ class SchedulingService:
     def state_gauges(self) -> None:
         """Tasks by state and nodes by availability, as the scheduler holds them now."""
         started = sum(run.started for run in self.sched.running.values())
-        self.counters.set("tasks", len(self.sched.pending), state="queued")
-        self.counters.set("tasks", len(self.sched.running) - started, state="starting")
-        self.counters.set("tasks", started, state="running")
+        self.counters.set("scheduler_tasks", len(self.sched.pending), state="queued")
+        self.counters.set("scheduler_tasks", len(self.sched.running) - started, state="starting")
+        self.counters.set("scheduler_tasks", started, state="running")
         available = self.sched.nodes(time.time()).available
-        self.counters.set("nodes", int(available.sum()), state="available")
-        self.counters.set("nodes", int(available.size - available.sum()), state="unavailable")
+        self.counters.set("inventory_nodes", int(available.sum()), state="available")
+        self.counters.set("inventory_nodes", int(available.size - available.sum()), state="unavailable")
 
     def quota_gauges(self) -> None:
         """Each team's cards of any class against its quota, and its queued tasks (with quotas set)."""
