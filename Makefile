@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
 
-.PHONY: demo test lint unit install-dev install-run clean bench fuzz
+.PHONY: demo test lint unit install-dev install-run clean bench fuzz browser
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,7 +28,15 @@ lint: install-dev
 	$(BIN)/ruff check schemas core streams sinks tests
 	$(BIN)/lint-imports
 
-unit: install-dev
+# the dashboard's browser test drives Debian's Chromium (Playwright's own browser download cannot
+# work offline); installed here when missing, or point CNSCHED_CHROMIUM at another Chromium
+CHROMIUM := $(or $(CNSCHED_CHROMIUM),/usr/bin/chromium)
+browser:
+	@test -x $(CHROMIUM) || { echo "installing Debian's chromium (the dashboard's browser test)"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) > /dev/null \
+	  || { echo "could not install chromium: run as root with apt-get, or set CNSCHED_CHROMIUM"; exit 1; }; }
+
+unit: install-dev browser
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 test: lint unit

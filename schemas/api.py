@@ -120,6 +120,7 @@ class ForecastAnswer(ApiModel):
     points: list[ForecastPoint]
     quantile: float | None = None  # of ``upper``
     seasonal: bool | None = None  # a daily profile was used (the series' own past showed it helps)
+    history: list[ForecastPoint] | None = None  # with ?history=: the newest past steps (value only)
 
 
 class PowerSizing(ApiModel):
@@ -191,6 +192,13 @@ class TaskRecord(ApiModel):
     def body(self) -> dict:  # every field, also when unset (the table's records always had them); the
         # estimate only when GET /tasks/{id} computed one (it is never stored)
         return self.model_dump(mode="json", by_alias=True, exclude=None if self.estimate else {"estimate"})
+
+
+class IncidentsAnswer(ApiModel):
+    """GET /incidents: the node failures the scheduler holds open now (the ``sched.incidents`` shape);
+    recovered ones are in DuckDB (``cnsched report incidents``)."""
+
+    open: list[dict]
 
 
 class TaskAnswer(ApiModel):

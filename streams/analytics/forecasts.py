@@ -64,10 +64,17 @@ def forecast_series(values: np.ndarray, start: float, step_s: float, horizon_ste
 
 
 def forecast_path(path, src: str, dst: str, metric: str, stat: str, step_s: float, horizon_steps: int,
-                  timeout_s: float = 5.0) -> dict:
+                  timeout_s: float = 5.0, shown_steps: int = 0) -> dict:
+    """The forecast, and with ``shown_steps`` the newest steps of the history it came from (gaps left
+    out) as ``history``."""
     with DuckStore.open(path, read_only=True, timeout_s=timeout_s) as store:
         values, start = path_series(store.con, src, dst, metric, stat, step_s)
-    return forecast_series(values, start, step_s, horizon_steps)
+    out = forecast_series(values, start, step_s, horizon_steps)
+    if shown_steps > 0:
+        first = max(len(values) - shown_steps, 0)
+        out["history"] = [{"t": start + k * step_s, "value": round(float(values[k]), 6)}
+                          for k in range(first, len(values)) if np.isfinite(values[k])]
+    return out
 
 
 def worst_forecasts(path, metric: str, stat: str, step_s: float, horizon_steps: int, days: float = 7.0,

@@ -39,6 +39,7 @@ from streams.dev.workload import TRUE_ALPHA, Workload, submit_tasks
 from streams.kafka import consumer, ensure_topics, producer
 from streams.probe.producer import ProbeProducer
 from streams.render.lines import deadletter_line, incident_line, reschedule_line, window_line
+from streams.runtime.broker import port_in_use
 from streams.runtime.processes import start_command, start_worker, stop_process
 
 POWER_SITE = "eu-dc1"
@@ -110,6 +111,10 @@ async def run_demo(settings: Settings, args) -> int:
 async def _start(demo: Demo) -> bool:
     """Topics, the worker, DuckDB's simulated history, the sink; True once the worker answers."""
     settings = demo.settings
+    if port_in_use(settings.web_host, settings.web_port):  # another worker's API would answer for ours
+        print(f"port {settings.web_port} on {settings.web_host} is in use (another demo or worker?); "
+              "stop it or set CNSCHED_WEB_PORT")
+        return False
     await ensure_topics(settings)
     print(f"broker   {settings.kafka_bootstrap}")
     print(f"worker   starting (log: {demo.logfile})")
@@ -127,6 +132,9 @@ async def _start(demo: Demo) -> bool:
         print(f"worker did not become ready; see {demo.logfile}")
         return False
     print(f"worker   ready in {time.monotonic() - t:.1f} s")
+    src, dst = demo.watch[1]
+    print(f"dashboard http://{settings.web_host}:{settings.web_port}/ui#src={src}&dst={dst}&site={POWER_SITE}"
+          "  (open it while the demo runs)")
     return True
 
 

@@ -28,7 +28,8 @@ async def forecast_answer(view: Resource, request: Request, src: str, dst: str) 
     warmer = getattr(view.ctx.readiness, "warmer", None)
     try:
         out = await asyncio.to_thread(after_warm, warmer, forecast_path, view.ctx.settings.duckdb_path, src, dst,
-                                      q["metric"], q["stat"], q["step_s"], q["horizon_steps"])
+                                      q["metric"], q["stat"], q["step_s"], q["horizon_steps"], 5.0,
+                                      q["history_steps_shown"])
     except NotEnoughHistory as exc:
         return view.answer(ErrorBody(error="not enough history", detail=str(exc), needed_steps=exc.needed_steps,
                                      have_steps=exc.have_steps, step_s=exc.step_s,

@@ -6,7 +6,8 @@ Closed by default:
 - a state change (POST, PUT, PATCH, DELETE) needs a token of scope ``write`` from CNSCHED_API_TOKENS;
   with no token configured, state changes are accepted from the loopback interface only;
 - reads need a ``read`` or ``write`` token only when CNSCHED_API_READ_NEEDS_TOKEN is set
-  (``/health`` never does: liveness and readiness probes carry no secrets);
+  (``/health`` never does: liveness and readiness probes carry no secrets; nor do the dashboard's
+  static files, ``/ui``: its data comes from the API, with the token);
 - bodies must be ``application/json`` (415 otherwise: a web page cannot post a "simple" form
   request across origins), at most 1 MiB (413);
 - a request taking longer than CNSCHED_WEB_REQUEST_TIMEOUT_SECONDS gets 503 and its work is cancelled;
@@ -29,7 +30,7 @@ from streams.config import Settings
 from streams.metrics import Counters
 
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
-OPEN_PATHS = frozenset({"/health", "/health/live", "/health/ready"})
+OPEN_PATHS = frozenset({"/health", "/health/live", "/health/ready", "/ui", "/ui/app.js", "/ui/style.css"})
 MAX_BODY_BYTES = 1 << 20
 RATE_LIMITED = {("POST", "/tasks")}
 

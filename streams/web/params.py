@@ -60,7 +60,8 @@ def durations(query: Mapping[str, str], fields: list[FieldError], **defaults: st
 
 
 def forecast_query(query: Mapping[str, str], default_step_s: float) -> dict | ErrorBody:
-    """{metric, stat, step_s, horizon_steps} of a forecast request."""
+    """{metric, stat, step_s, horizon_steps, history_steps_shown} of a forecast request (``history``:
+    how much of the past to answer with, as steps; default none)."""
     fields: list[FieldError] = []
     metric = query.get("metric", "rtt_ms")
     if not _METRIC.fullmatch(metric):
@@ -69,6 +70,8 @@ def forecast_query(query: Mapping[str, str], default_step_s: float) -> dict | Er
     if stat not in STATS:
         fields.append(FieldError(field="stat", value=stat, reason=f"must be one of {', '.join(STATS)}"))
     out = durations(query, fields, step=f"{default_step_s:g}s", horizon="60m")
+    if "history" in query:
+        out.update(durations(query, fields, history=query["history"]))
     if "step" in out and not (out["step"] >= 1 and divides_day(out["step"])):
         fields.append(FieldError(field="step", value=query.get("step"),
                                  reason="must be 1 s to 1 d and divide a day (e.g. 60s, 5min, 1h)"))
@@ -79,9 +82,16 @@ def forecast_query(query: Mapping[str, str], default_step_s: float) -> dict | Er
         if steps < 1 or steps > MAX_HORIZON_STEPS or abs(steps - round(steps)) > 1e-9:
             fields.append(FieldError(field="horizon", value=query.get("horizon", "60m"),
                                      reason=f"must be a whole number (1 to {MAX_HORIZON_STEPS}) of steps"))
+    back = 0
+    if "step" in out and "history" in out:
+        back = int(out["history"] // out["step"])
+        if back > MAX_HORIZON_STEPS:
+            fields.append(FieldError(field="history", value=query.get("history"),
+                                     reason=f"at most {MAX_HORIZON_STEPS} steps"))
     if fields:
         return invalid(fields)
-    return {"metric": metric, "stat": stat, "step_s": out["step"], "horizon_steps": int(round(steps))}
+    return {"metric": metric, "stat": stat, "step_s": out["step"], "horizon_steps": int(round(steps)),
+            "history_steps_shown": back}
 
 
 _SIZING_NUMBERS = (("margin", "1.2", lambda v: v > 0, "must be > 0"),

@@ -11,7 +11,7 @@ import faust
 
 from streams.config import Settings
 from streams.metrics import Counters
-from streams.web import compute, forecast, network, ops, power, quotas, tasks
+from streams.web import compute, dashboard, forecast, network, ops, power, quotas, tasks
 from streams.web.base import Resource, WebContext
 
 ROUTES: tuple[tuple[str, type[Resource]], ...] = (
@@ -20,6 +20,8 @@ ROUTES: tuple[tuple[str, type[Resource]], ...] = (
     ("/health/ready", ops.HealthView),
     ("/health/live", ops.LiveView),
     ("/openapi.json", ops.OpenApi),
+    ("/ui", dashboard.Page),
+    ("/ui/{name}", dashboard.Asset),
     ("/network/nodes/{node}", network.NetworkNode),
     ("/network/nodes", network.NetworkNodes),
     ("/network/paths/{src}/{dst}", network.NetworkPath),
@@ -32,6 +34,7 @@ ROUTES: tuple[tuple[str, type[Resource]], ...] = (
     ("/tasks/{task_id}", tasks.TaskView),
     ("/tasks", tasks.Tasks),
     ("/quotas", quotas.Quotas),
+    ("/incidents", tasks.Incidents),
 )
 
 

@@ -5,16 +5,26 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import get_args
 
 from faust.web import Request, Response
 from pydantic import ValidationError
 
-from schemas.api import ErrorBody, FieldError, TaskAnswer, TaskEstimate, TaskRecord, field_errors
+from schemas.api import (
+    ErrorBody,
+    FieldError,
+    IncidentsAnswer,
+    TaskAnswer,
+    TaskEstimate,
+    TaskRecord,
+    field_errors,
+)
 from schemas.sched import Task
 from streams.web.base import Resource, WebContext
 from streams.web.params import check_ids
 
 POLL_S = 0.05
+STATUSES = get_args(TaskRecord.model_fields["status"].annotation)
 
 
 class TaskView(Resource):
@@ -31,6 +41,18 @@ class TaskView(Resource):
 
 
 class Tasks(Resource):
+    routed = "tasks"
+
+    async def get(self, request: Request) -> Response:
+        """A page of task records, newest submission first; ``status`` keeps one status."""
+        status = request.query.get("status")
+        if status is not None and status not in STATUSES:
+            return self.answer(ErrorBody(error="invalid request", fields=[FieldError(
+                field="status", value=status, reason=f"must be one of {', '.join(STATUSES)}")]), 400)
+        records = [r for r in self.ctx.tasks.all() if status is None or r.status == status]
+        records.sort(key=lambda r: (-(r.task.get("submitted_at") or 0.0), r.task.get("id", "")))
+        return self.paged(request, records, lambda r: r)
+
     async def post(self, request: Request) -> Response:
         """Submit a task: 422 with field errors, else the decision once it is made (202 after
         CNSCHED_DECISION_TIMEOUT_SECONDS without one)."""
@@ -89,3 +111,17 @@ async def task_record(ctx: WebContext, task_id: str, headers: dict | None = None
     (None while the owner is unknown or rebalancing: the caller asks again)."""
     got = await ctx.from_owner(ctx.tasks.table, f"/tasks/{task_id}", lambda: ctx.tasks.get(task_id), headers)
     return TaskRecord.model_validate(got) if isinstance(got, dict) else got
+
+
+class Incidents(Resource):
+    """GET /incidents: open node failures, from the scheduler (the owner of the tasks table runs it)."""
+
+    routed = "tasks"
+
+    async def get(self, request: Request) -> Response:
+        sched = getattr(self.ctx.quotas, "sched", None)
+        if sched is None:
+            return self.answer(IncidentsAnswer(open=[]))
+        from streams.worker.scheduling.failures import open_incidents
+
+        return self.answer(IncidentsAnswer(open=[i.model_dump(mode="json") for i in open_incidents(sched.incidents)]))

@@ -65,6 +65,11 @@ class IncidentBook:
         return out
 
 
+def open_incidents(book: IncidentBook) -> list[Incident]:
+    """The incidents open now, oldest first."""
+    return sorted((_message(node, inc, "open") for node, inc in book.open.items()), key=lambda i: i.detected_at)
+
+
 def _message(node: str, inc: Open, status: str, recovered_at: float | None = None) -> Incident:
     return Incident(node=node, status=status, cause=inc.cause, detected_at=inc.detected_at, located_at=inc.located_at,
                     recovered_at=recovered_at, tasks=inc.tasks, work_lost_s=round(inc.work_lost_s, 3))

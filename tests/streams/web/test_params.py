@@ -26,10 +26,11 @@ def test_paging_defaults_bounds_and_every_bad_field():
 
 def test_forecast_query_worked_values():
     # default step 60 s, horizon 60 min -> 60 steps
-    assert forecast_query({}, 60.0) == {"metric": "rtt_ms", "stat": "mean", "step_s": 60.0, "horizon_steps": 60}
-    # 5 min steps over 2 h -> 24 steps
-    q = forecast_query({"metric": "bw_util", "stat": "p95", "step": "5min", "horizon": "2h"}, 60.0)
-    assert q == {"metric": "bw_util", "stat": "p95", "step_s": 300.0, "horizon_steps": 24}
+    assert forecast_query({}, 60.0) == {"metric": "rtt_ms", "stat": "mean", "step_s": 60.0, "horizon_steps": 60,
+                                        "history_steps_shown": 0}
+    # 5 min steps over 2 h -> 24 steps; 6 h of history shown -> 72 steps
+    q = forecast_query({"metric": "bw_util", "stat": "p95", "step": "5min", "horizon": "2h", "history": "6h"}, 60.0)
+    assert q == {"metric": "bw_util", "stat": "p95", "step_s": 300.0, "horizon_steps": 24, "history_steps_shown": 72}
 
 
 @pytest.mark.parametrize("query,bad", [
@@ -39,6 +40,8 @@ def test_forecast_query_worked_values():
     ({"step": "1min", "horizon": "90s"}, {"horizon"}),  # 1.5 steps
     ({"step": "1s", "horizon": "3h"}, {"horizon"}),  # 10,800 steps > 10,080
     ({"step": "soon", "stat": "x"}, {"step", "stat"}),
+    ({"history": "0s"}, {"history"}),
+    ({"step": "1s", "history": "1d"}, {"history"}),  # 86,400 steps shown > 10,080
 ])
 def test_forecast_query_names_every_bad_field(query, bad):
     assert set(fields(forecast_query(query, 60.0))) == bad
