@@ -15,7 +15,7 @@ def compose():
 
 def test_services_and_images():
     services = compose()["services"]
-    assert set(services) == {"kafka", "worker", "sink"}
+    assert set(services) == {"kafka", "worker", "sink", "prometheus", "grafana"}
     assert services["kafka"]["image"].startswith("apache/kafka:")
     assert services["worker"]["build"] == "."
     assert services["worker"]["image"] == services["sink"]["image"] == "cnsched:latest"
@@ -74,3 +74,62 @@ def test_dockerfile_installs_the_packages_and_runs_the_cli():
         assert f"COPY {pkg} ./{pkg}" in text
     assert 'ENTRYPOINT ["cnsched"]' in text
     assert "pip install --no-cache-dir ." in text
+
+
+def test_prometheus_scrapes_every_worker_and_grafana_is_provisioned():
+    c = compose()["services"]
+    prom = c["prometheus"]
+    assert "backend" not in prom["networks"] and "ports" not in prom  # no route to Kafka, not published
+    mounts = dict(v.split(":", 1) for v in prom["volumes"])
+    assert mounts["./deploy/prometheus.yml"] == "/etc/prometheus/prometheus.yml:ro"
+    cfg = yaml.safe_load((ROOT / "deploy/prometheus.yml").read_text())
+    (job,) = cfg["scrape_configs"]
+    (sd,) = job["dns_sd_configs"]
+    port = int(c["worker"]["environment"]["CNSCHED_WEB_PORT"])
+    assert job["metrics_path"] == "/metrics" and sd["names"] == ["worker"] and sd["port"] == port
+    graf = c["grafana"]
+    assert graf["ports"] == ["127.0.0.1:3000:3000"]  # this host only
+    assert graf["environment"]["GF_SECURITY_ADMIN_PASSWORD"].startswith("${GRAFANA_ADMIN_PASSWORD:?")
+    mounts = {host: inside.removesuffix(":ro") for host, inside in (v.split(":", 1) for v in graf["volumes"])}
+    ds = yaml.safe_load((ROOT / "deploy/grafana/provisioning/datasources/prometheus.yml").read_text())
+    assert ds["datasources"][0]["url"] == "http://prometheus:9090" and ds["datasources"][0]["uid"] == "prometheus"
+    provider = yaml.safe_load((ROOT / "deploy/grafana/provisioning/dashboards/cnsched.yml").read_text())
+    # the provider's path is where the dashboards directory is mounted
+    assert mounts["./deploy/grafana/dashboards"] == provider["providers"][0]["options"]["path"]
+    assert mounts["./deploy/grafana/provisioning"] == "/etc/grafana/provisioning"
+
+
+def emitted_metrics() -> set[str]:
+    """Every metric name the code records (Counters.inc/set/observe with a literal name)."""
+    import re
+
+    from streams.metrics import HISTOGRAMS
+
+    names = set(HISTOGRAMS)
+    for path in (ROOT / "streams").rglob("*.py"):
+        names |= set(re.findall(r'\.(?:inc|set|observe)\(\s*"([a-z_]+)"', path.read_text()))
+    return {f"cnsched_{n}" for n in names}
+
+
+def test_the_grafana_dashboard_asks_for_metrics_the_workers_export():
+    import json
+    import re
+
+    dash = json.loads((ROOT / "deploy/grafana/dashboards/cnsched.json").read_text())
+    assert dash["uid"] == "cnsched" and dash["panels"]
+    ids = [p["id"] for p in dash["panels"]]
+    assert len(ids) == len(set(ids))
+    known = emitted_metrics()
+    assert {"cnsched_decision_seconds", "cnsched_window_result_lag_seconds", "cnsched_ingest_batch_samples",
+            "cnsched_rescore_seconds", "cnsched_scheduler_tasks", "cnsched_inventory_nodes"} <= known
+    asked = set()
+    for panel in dash["panels"]:
+        assert panel["datasource"]["uid"] == "prometheus" and panel["targets"], panel["title"]
+        for t in panel["targets"]:
+            for name in re.findall(r"cnsched_[a-z_]+", t["expr"]):
+                asked.add(re.sub(r"_(bucket|sum|count)$", "", name) if "_bucket" in name or name.endswith(
+                    ("_sum", "_count")) else name)
+    assert asked and asked <= known, asked - known
+    # the four histograms the issue names are all on the dashboard
+    assert {"cnsched_decision_seconds", "cnsched_window_result_lag_seconds", "cnsched_ingest_batch_samples",
+            "cnsched_rescore_seconds"} <= asked
