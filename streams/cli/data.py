@@ -125,16 +125,21 @@ def cmd_backtest(args, settings: Settings) -> int:
         print(f"cnsched: backtest: {len(paths)} series of {args.metric} {args.stat}: {exc}", file=sys.stderr)
         return 1
     if args.plot:
-        from streams.render.png import line_chart
+        import numpy as np
+
+        from streams.render.charts import Band, PlotUnavailable, line_chart
 
         tr = result.pop("trace")
-        png = line_chart([(str(tr["series"]), tr["truth"], (31, 119, 180)), ("forecast", tr["p50"], (255, 127, 14)),
-                          ("upper", tr["upper"], (214, 39, 40))], unit=args.metric)
+        minutes = np.arange(len(tr["truth"])) * args.step_seconds / 60.0
         try:
-            with open(args.plot, "wb") as f:
-                f.write(png)
+            line_chart(args.plot, [(str(tr["series"]), tr["truth"]), ("forecast (p50)", tr["p50"])],
+                       band=Band("p50 to upper", tr["p50"], tr["upper"]), x=minutes, xlabel="minutes into the scored span",
+                       ylabel=f"{args.metric} {args.stat}", title=f"backtest of {tr['series']}: forecasts made "
+                       f"every {args.every_minutes:g} min for {args.horizon_minutes:g} min ahead")
+        except PlotUnavailable as exc:
+            raise UsageError(f"--plot: {exc}") from None
         except OSError as exc:
-            raise UsageError(f"--plot {args.plot}: {exc.strerror}") from None
+            raise UsageError(f"--plot {args.plot}: {exc.strerror or exc}") from None
         result["plot"] = {"file": args.plot, "series": tr["series"]}
     print_result({"metric": args.metric, "stat": args.stat, **result}, args.json)
     return 0
@@ -176,8 +181,12 @@ def cmd_battery(args, settings: Settings) -> int:
     except (BatteryInputError, OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"battery: {exc}") from None
     if args.plot:
+        from streams.render.charts import PlotUnavailable
+
         try:
-            battery.plot(sizing, load, args.plot)
+            battery.plot(sizing, load, args.plot, interval)
+        except PlotUnavailable as exc:
+            raise UsageError(f"battery: --plot: {exc}") from None
         except OSError as exc:
             raise UsageError(f"battery: --plot {args.plot}: {exc.strerror or exc}") from None
     if args.json:

@@ -106,11 +106,17 @@ def cmd_simulate(args, settings: Settings) -> int:
     if args.png:
         import numpy as np
 
+        from streams.render.charts import PlotUnavailable
         from streams.render.replay import jct_png
 
         jobs = job_table(run)
-        jct_png({p: np.array([r["jct_s"] for r in jobs if r["policy"] == p and r["class"] == "sensitive"
-                              and r["jct_s"] is not None]) for p in policies}, args.png)
+        try:
+            jct_png({p: np.array([r["jct_s"] for r in jobs if r["policy"] == p and r["class"] == "sensitive"
+                                  and r["jct_s"] is not None]) for p in policies}, args.png)
+        except PlotUnavailable as exc:
+            raise UsageError(f"--png: {exc}") from None
+        except OSError as exc:
+            raise UsageError(f"--png {args.png}: {exc.strerror or exc}") from None
         result["png"] = args.png
     if not args.no_store:
         from sinks.duckdb_store import DuckStore

@@ -1,4 +1,4 @@
-"""A battery sizing for the terminal (a table) and as a PNG chart."""
+"""A battery sizing for the terminal (a table) and as a PNG chart (matplotlib)."""
 
 from __future__ import annotations
 
@@ -30,10 +30,12 @@ def as_table(s: Sizing, n: int, interval_s: float, window: int, margin: float, d
     return text + "\n"
 
 
-def plot(s: Sizing, load: np.ndarray, path) -> None:
-    from streams.render.png import line_chart
+def plot(s: Sizing, load: np.ndarray, path, interval_s: float = 60.0) -> None:
+    """Load, the smoothed target and the battery's compensation over time (minutes)."""
+    from streams.render.charts import line_chart
 
-    data = line_chart([("load", load, (31, 119, 180)), ("target", s.target_mw, (255, 127, 14)),
-                       ("compensation", s.compensation_mw, (44, 160, 44))])
-    with open(path, "wb") as f:
-        f.write(data)
+    minutes = np.arange(load.size) * interval_s / 60.0
+    line_chart(path, [("load", load), ("target", s.target_mw), ("compensation (battery)", s.compensation_mw)],
+               title=f"battery {s.power_capacity_mw:,.1f} MW / {s.recommended_energy_kwh:,.0f} kWh: "
+                     f"max ramp {s.original_max_ramp_mw_per_min:,.2f} -> {s.smoothed_max_ramp_mw_per_min:,.2f} MW/min",
+               xlabel="minutes", ylabel="MW", x=minutes)
