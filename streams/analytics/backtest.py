@@ -33,10 +33,11 @@ class HistoryError(ValueError):
 
 def backtest(values: np.ndarray, first: float, step_s: float, horizon: int, day: int, days: float = 7.0,
              every: int = 0, history_days: float = 7.0, rows: bool = False, names: list | None = None,
-             trace: int | None = None) -> dict:
+             trace: int | None = None, tick=None) -> dict:
     """Scores of the forecaster and the baselines over rolling origins (module docstring). With
     ``trace`` (a series index), ``out["trace"]`` holds that series over the scored span beside the
-    forecast and its upper quantile made at each origin (NaN where none was made): for a plot."""
+    forecast and its upper quantile made at each origin (NaN where none was made): for a plot.
+    ``tick(1)`` after each origin (a progress bar)."""
     values = np.asarray(values, np.float64)
     need = min_history(horizon)
     if values.shape[1] < need + horizon:
@@ -53,6 +54,8 @@ def backtest(values: np.ndarray, first: float, step_s: float, horizon: int, day:
     t0 = origins[0] if origins else t
     band = np.full((2, t - t0), np.nan)  # the traced series' p50 and upper at each origin's horizon
     for k, o in enumerate(origins):
+        if tick is not None and k:
+            tick(1)
         lo = max(0, (o - span) // day * day)  # whole days: the grid stays midnight-aligned
         hist, truth = aligned[:, lo:o], aligned[:, o:o + horizon]
         finite = np.isfinite(hist)

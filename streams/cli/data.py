@@ -30,6 +30,7 @@ def add_parsers(sub) -> None:
     bt.add_argument("--series", metavar="SRC->DST", default=None,
                     help="the series to plot (default: the one with the most data)")
     bt.add_argument("--json", action="store_true")
+    bt.add_argument("--quiet", action="store_true", help="no progress (there is none off a terminal either)")
 
     bat = sub.add_parser("battery", help="size a battery that smooths a power series (MW)")
     bat.add_argument("values", nargs="*", metavar="VALUE",
@@ -118,12 +119,18 @@ def cmd_backtest(args, settings: Settings) -> int:
     every = int(round(args.every_minutes * 60 / args.step_seconds))
     names = [f"{a}->{b}" for a, b in paths]
     trace = _plotted_series(args, names, values) if args.plot else None
+    from streams.cli.progress import bar
+
+    origins = bar(int(args.days * 86_400 / ((every or horizon) * args.step_seconds)), "backtest origins",
+                  args.json or args.quiet, unit="origin")
     try:
         result = backtest(values, first, args.step_seconds, horizon, args.day_seconds // args.step_seconds,
-                          days=args.days, every=every, rows=args.rows, names=names, trace=trace)
+                          days=args.days, every=every, rows=args.rows, names=names, trace=trace, tick=origins.update)
     except HistoryError as exc:
         print(f"cnsched: backtest: {len(paths)} series of {args.metric} {args.stat}: {exc}", file=sys.stderr)
         return 1
+    finally:
+        origins.close()
     if args.plot:
         import numpy as np
 

@@ -10,6 +10,7 @@ import uuid
 from pathlib import Path
 
 from streams.cli.common import UsageError
+from streams.cli.progress import bar
 from streams.config import Settings
 
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
@@ -41,6 +42,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--png", help="write the JCT distributions of network-sensitive jobs per policy here")
     p.add_argument("--no-store", action="store_true", help="do not write the result to DuckDB")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--quiet", action="store_true", help="no progress (there is none off a terminal either)")
 
 
 def _load(args):
@@ -96,12 +98,23 @@ def cmd_simulate(args, settings: Settings) -> int:
     if args.limit:
         trace = head(trace, args.limit)
     t0 = time.perf_counter()
+    quiet = args.json or args.quiet
+    jobs_bar = bar(len(policies) * args.seeds * len(trace), f"replay {policies[0]} seed 0", quiet, unit="job")
+
+    def finished_run(policy: str, seed: int, wall_s: float) -> None:
+        if not quiet:
+            print(f"  {policy} seed {seed}: {wall_s:.1f} s", file=sys.stderr)
+        k = (policies.index(policy) + 1) % len(policies)
+        jobs_bar.set_description(f"replay {policies[k]} seed {seed + (k == 0)}")
+
     try:
         cluster = build_cluster(paths, spec)
-        run = replay(trace, cluster, cfg, policies, tuple(range(args.seeds)),
-                     progress=None if args.json else lambda p, s, w: print(f"  {p} seed {s}: {w:.1f} s", file=sys.stderr))
+        run = replay(trace, cluster, cfg, policies, tuple(range(args.seeds)), progress=finished_run,
+                     tick=jobs_bar.update)
     except TraceError as exc:
         raise UsageError(str(exc)) from None
+    finally:
+        jobs_bar.close()
     result, rows, delta, config = _result(args, trace, cluster, run, cfg, t0)
     if args.png:
         import numpy as np

@@ -114,7 +114,9 @@ class Replay:
         self.others += kind != EPOCH
         heapq.heappush(self.heap, (t, self.seq, kind, a, b))
 
-    def run(self) -> Outcome:
+    def run(self, tick=None) -> Outcome:
+        """Replay every event; ``tick(n)`` is told each time n more jobs ended (a progress bar)."""
+        left = self.left
         while self.heap and self.left > 0:
             t, _, kind, a, b = heapq.heappop(self.heap)
             self.others -= kind != EPOCH
@@ -140,6 +142,9 @@ class Replay:
                     self.sched.inv.set_status(a, "up")
                 self._place_queued()
             self._check(kind, a)
+            if tick is not None and self.left != left:
+                tick(left - self.left)
+                left = self.left
         for j in range(len(self.jobs)):
             if not self.out.state[j]:
                 self.out.state[j], self.out.reason[j] = "unschedulable", "never placed: no capacity fitting it"

@@ -30,7 +30,10 @@ class ReplayRun:
     wall_s: dict[tuple[str, int], float]
 
 
-def replay(trace: JobTrace, cluster: Cluster, cfg: SimConfig, policies=POLICIES, seeds=(0,), progress=None) -> ReplayRun:
+def replay(trace: JobTrace, cluster: Cluster, cfg: SimConfig, policies=POLICIES, seeds=(0,), progress=None,
+           tick=None) -> ReplayRun:
+    """Every policy over every seed. ``progress(policy, seed, wall_s)`` after each run; ``tick(n)``
+    as jobs end within one."""
     outcomes, walls, jobs = {}, {}, {}
     for seed in seeds:
         c = replace(cfg, seed=seed)
@@ -39,7 +42,7 @@ def replay(trace: JobTrace, cluster: Cluster, cfg: SimConfig, policies=POLICIES,
         events = network_events(c, len(cluster.sites), len(cluster.node_ids), horizon)
         for p in policies:
             t = time.perf_counter()
-            outcomes[(p, seed)] = Replay(jobs[seed], cluster, c, p, events).run()
+            outcomes[(p, seed)] = Replay(jobs[seed], cluster, c, p, events).run(tick)
             walls[(p, seed)] = time.perf_counter() - t
             if progress is not None:
                 progress(p, seed, walls[(p, seed)])
