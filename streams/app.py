@@ -97,6 +97,36 @@ def guarded_web(settings: Settings, counters: Counters) -> dict:
     return {"middlewares": [guard_middleware(settings, counters)], "client_max_size": MAX_BODY_BYTES}
 
 
+def declare_topics(app: faust.App, settings: Settings) -> Topics:
+    """The worker's topics: raw bytes both ways; the state topics have one partition."""
+
+    def topic(name: str) -> TopicT:
+        return app.topic(
+            settings.topic(name),
+            key_type=bytes,
+            value_type=bytes,
+            key_serializer="raw",
+            value_serializer="raw",
+            partitions=1 if name in T.STATE_TOPICS else settings.partitions,
+        )
+
+    topics = Topics(
+        samples=topic(T.PROBE_SAMPLES),
+        deadletter=topic(T.PROBE_DEADLETTER),
+        windows=topic(T.NETSTATE_WINDOWS),
+        compute_nodes=topic(T.COMPUTE_NODES),
+        tasks=topic(T.SCHED_TASKS),
+        decisions=topic(T.SCHED_DECISIONS),
+        reschedules=topic(T.SCHED_RESCHEDULES),
+        compute_deadletter=topic(T.COMPUTE_DEADLETTER),
+        sched_deadletter=topic(T.SCHED_DEADLETTER),
+        events=topic(T.SCHED_EVENTS),
+        incidents=topic(T.SCHED_INCIDENTS),
+        quotas=topic(T.SCHED_QUOTAS),
+    )
+    return topics
+
+
 def watch_broker(app: faust.App, settings: Settings, sample_partitions: int, readiness,
                  on_lost: Callable[[str], None] | None) -> None:
     """Check every few seconds that the broker still has our topics (streams/worker/broker_watch.py)."""
@@ -135,30 +165,7 @@ def create_app(
         stream_wait_empty=False,
     )
 
-    def topic(name: str) -> TopicT:
-        return app.topic(
-            settings.topic(name),
-            key_type=bytes,
-            value_type=bytes,
-            key_serializer="raw",
-            value_serializer="raw",
-            partitions=1 if name in T.STATE_TOPICS else settings.partitions,
-        )
-
-    topics = Topics(
-        samples=topic(T.PROBE_SAMPLES),
-        deadletter=topic(T.PROBE_DEADLETTER),
-        windows=topic(T.NETSTATE_WINDOWS),
-        compute_nodes=topic(T.COMPUTE_NODES),
-        tasks=topic(T.SCHED_TASKS),
-        decisions=topic(T.SCHED_DECISIONS),
-        reschedules=topic(T.SCHED_RESCHEDULES),
-        compute_deadletter=topic(T.COMPUTE_DEADLETTER),
-        sched_deadletter=topic(T.SCHED_DEADLETTER),
-        events=topic(T.SCHED_EVENTS),
-        incidents=topic(T.SCHED_INCIDENTS),
-        quotas=topic(T.SCHED_QUOTAS),
-    )
+    topics = declare_topics(app, settings)
 
     from streams.runtime.faust_patches import use_idle_timeout
     from streams.web import routes as web

@@ -73,10 +73,48 @@ def _load(args):
     return trace, paths
 
 
+def _replay_with_progress(args, trace, cluster, cfg, policies):
+    """Every policy over every seed, with a bar of jobs replayed (on a terminal) and a line per run."""
+    from streams.replay.results import replay
+    from streams.replay.traces import TraceError
+
+    quiet = args.json or args.quiet
+    jobs_bar = bar(len(policies) * args.seeds * len(trace), f"replay {policies[0]} seed 0", quiet, unit="job")
+
+    def finished_run(policy: str, seed: int, wall_s: float) -> None:
+        if not quiet:
+            print(f"  {policy} seed {seed}: {wall_s:.1f} s", file=sys.stderr)
+        k = (policies.index(policy) + 1) % len(policies)
+        jobs_bar.set_description(f"replay {policies[k]} seed {seed + (k == 0)}")
+
+    try:
+        return replay(trace, cluster, cfg, policies, tuple(range(args.seeds)), progress=finished_run,
+                      tick=jobs_bar.update)
+    except TraceError as exc:
+        raise UsageError(str(exc)) from None
+    finally:
+        jobs_bar.close()
+
+
+def _jct_png(path: str, jobs: list[dict], policies) -> None:
+    import numpy as np
+
+    from streams.render.charts import PlotUnavailable
+    from streams.render.replay import jct_png
+
+    try:
+        jct_png({p: np.array([r["jct_s"] for r in jobs if r["policy"] == p and r["class"] == "sensitive"
+                              and r["jct_s"] is not None]) for p in policies}, path)
+    except PlotUnavailable as exc:
+        raise UsageError(f"--png: {exc}") from None
+    except OSError as exc:
+        raise UsageError(f"--png {path}: {exc.strerror or exc}") from None
+
+
 def cmd_simulate(args, settings: Settings) -> int:
     from streams.replay.cluster import ClusterSpec, build_cluster
     from streams.replay.engine import POLICIES
-    from streams.replay.results import job_table, replay
+    from streams.replay.results import job_table
     from streams.replay.traces import TraceError, head
     from streams.replay.world import SimConfig
 
@@ -98,38 +136,14 @@ def cmd_simulate(args, settings: Settings) -> int:
     if args.limit:
         trace = head(trace, args.limit)
     t0 = time.perf_counter()
-    quiet = args.json or args.quiet
-    jobs_bar = bar(len(policies) * args.seeds * len(trace), f"replay {policies[0]} seed 0", quiet, unit="job")
-
-    def finished_run(policy: str, seed: int, wall_s: float) -> None:
-        if not quiet:
-            print(f"  {policy} seed {seed}: {wall_s:.1f} s", file=sys.stderr)
-        k = (policies.index(policy) + 1) % len(policies)
-        jobs_bar.set_description(f"replay {policies[k]} seed {seed + (k == 0)}")
-
     try:
         cluster = build_cluster(paths, spec)
-        run = replay(trace, cluster, cfg, policies, tuple(range(args.seeds)), progress=finished_run,
-                     tick=jobs_bar.update)
     except TraceError as exc:
         raise UsageError(str(exc)) from None
-    finally:
-        jobs_bar.close()
+    run = _replay_with_progress(args, trace, cluster, cfg, policies)
     result, rows, delta, config = _result(args, trace, cluster, run, cfg, t0)
     if args.png:
-        import numpy as np
-
-        from streams.render.charts import PlotUnavailable
-        from streams.render.replay import jct_png
-
-        jobs = job_table(run)
-        try:
-            jct_png({p: np.array([r["jct_s"] for r in jobs if r["policy"] == p and r["class"] == "sensitive"
-                                  and r["jct_s"] is not None]) for p in policies}, args.png)
-        except PlotUnavailable as exc:
-            raise UsageError(f"--png: {exc}") from None
-        except OSError as exc:
-            raise UsageError(f"--png {args.png}: {exc.strerror or exc}") from None
+        _jct_png(args.png, job_table(run), policies)
         result["png"] = args.png
     if not args.no_store:
         from sinks.duckdb_store import DuckStore

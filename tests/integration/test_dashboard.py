@@ -119,6 +119,13 @@ async def test_dashboard_in_a_browser(make_settings, tmp_path):
             assert [float(x) for x in cells[5:8]] == pytest.approx(
                 [chosen["composite"], chosen["compute_score"], chosen["network_score"]], abs=0.051)
             assert "ui-1" in await page.locator("#events").inner_text()
+            # what the page read, through the test client: each answer checked against /openapi.json
+            status, page_of = await asyncio.to_thread(call, settings.web_port, "GET", "/tasks?limit=5")
+            assert status == 200 and [r["task"]["id"] for r in page_of["items"]] == ["ui-1"]
+            assert (await asyncio.to_thread(call, settings.web_port, "GET", "/tasks?status=done"))[0] == 400
+            assert await asyncio.to_thread(call, settings.web_port, "GET", "/incidents") == (200, {"open": []})
+            status, doc = await asyncio.to_thread(call, settings.web_port, "GET", "/openapi.json")
+            assert status == 200 and "/ui" in doc["paths"]
 
             ARTIFACTS.mkdir(parents=True, exist_ok=True)
             await page.screenshot(path=str(ARTIFACTS / "dashboard.png"), full_page=True)
