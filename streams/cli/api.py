@@ -36,6 +36,9 @@ def add_parsers(sub) -> None:
             qp.add_argument("--stat", default="mean")
             qp.add_argument("--horizon", default="60m")
             qp.add_argument("--step", default=None)
+            qp.add_argument("--history", default=None, help="also answer with this much of the past (e.g. 6h)")
+            qp.add_argument("--plot", metavar="FILE.png", default=None,
+                            help="draw the history (default 6h) and the forecast with its band")
         if name == "power":
             for opt, default in (("--window", "15min"), ("--interval", "1min"), ("--period", "1d"),
                                  ("--margin", None), ("--dod", None), ("--ramp-limit", None)):
@@ -120,8 +123,12 @@ def cmd_query(args, settings: Settings) -> int:
         params = {"metric": args.metric, "stat": args.stat, "horizon": args.horizon}
         if args.step:
             params["step"] = args.step
+        if args.history or args.plot:
+            params["history"] = args.history or "6h"
         where = f"nodes/{args.src}" if args.dst == "-" else f"paths/{args.src}/{args.dst}"
         path = f"/forecast/{where}?{urllib.parse.urlencode(params)}"
+        if args.plot:
+            return _plot_forecast(args, settings, path)
     else:
         params = {k: v for k, v in (("window", args.window), ("interval", args.interval), ("period", args.period),
                                     ("margin", args.margin), ("dod", args.dod), ("ramp_limit", args.ramp_limit))
@@ -132,10 +139,8 @@ def cmd_query(args, settings: Settings) -> int:
     return _print_call(args, settings, "query", "GET", path)
 
 
-def _print_call(args, settings: Settings, command: str, method: str, path: str, body: dict | None = None) -> int:
-    """Call the API and print its JSON answer; an error prints one line and exits 1."""
-    import json
-
+def _answer(args, settings: Settings, command: str, method: str, path: str, body: dict | None = None) -> dict | None:
+    """The API's JSON answer; None after printing one line saying why there is none."""
     from streams.client import call
 
     url = _api(args, settings)
@@ -143,7 +148,7 @@ def _print_call(args, settings: Settings, command: str, method: str, path: str, 
         status, answer = call(url, method, path, body)
     except OSError as exc:
         print(f"cnsched: {command}: cannot reach the worker at {url}: {exc}", file=sys.stderr)
-        return 1
+        return None
     if status >= 400:
         msg = str(answer.get("error") or "error")
         if answer.get("fields"):
@@ -151,8 +156,50 @@ def _print_call(args, settings: Settings, command: str, method: str, path: str, 
         elif answer.get("detail"):
             msg += ": " + str(answer["detail"])
         print(f"cnsched: {command}: HTTP {status}: {msg}", file=sys.stderr)
+        return None
+    return answer
+
+
+def _print_call(args, settings: Settings, command: str, method: str, path: str, body: dict | None = None) -> int:
+    """Call the API and print its JSON answer; an error prints one line and exits 1."""
+    import json
+
+    answer = _answer(args, settings, command, method, path, body)
+    if answer is None:
         return 1
     print(json.dumps(answer) if args.json else json.dumps(answer, indent=2))
+    return 0
+
+
+def _plot_forecast(args, settings: Settings, path: str) -> int:
+    """The forecast's history, p50 and band drawn to ``--plot`` (minutes from now); its file named."""
+    import json
+    import time
+
+    import numpy as np
+
+    from streams.render.charts import Band, PlotUnavailable, line_chart
+
+    f = _answer(args, settings, "query", "GET", path)
+    if f is None:
+        return 1
+    now = time.time()
+    hist, pts = f.get("history") or [], f["points"]
+    x = np.array([p["t"] for p in hist] + [p["t"] for p in pts]) - now
+    nan_h, nan_p = np.full(len(hist), np.nan), np.full(len(pts), np.nan)
+    p50 = np.concatenate([nan_h, [p["value"] for p in pts]])
+    upper = np.concatenate([nan_h, [p["upper"] if p.get("upper") is not None else np.nan for p in pts]])
+    where = f"{f.get('src')} -> {f.get('dst')}" if f.get("dst") else f.get("node")
+    try:
+        line_chart(args.plot, [("history", np.concatenate([[p["value"] for p in hist], nan_p])), ("forecast (p50)", p50)],
+                   band=Band(f"p50 to p{round(100 * (f.get('quantile') or 0.9))}", p50, upper), x=x / 60.0,
+                   xlabel="minutes from now", ylabel=f"{f['metric']} {f['stat']}", title=f"forecast of {where}")
+    except PlotUnavailable as exc:
+        raise UsageError(f"--plot: {exc}") from None
+    except OSError as exc:
+        raise UsageError(f"--plot {args.plot}: {exc.strerror or exc}") from None
+    out = {"plot": args.plot, "history_points": len(hist), "forecast_points": len(pts)}
+    print(json.dumps(out) if args.json else json.dumps(out, indent=2))
     return 0
 
 

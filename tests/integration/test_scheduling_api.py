@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -177,6 +178,14 @@ async def _forecasts_and_power(settings) -> None:
     # the same through the CLI
     q = await asyncio.to_thread(cli, settings, "query", "forecast", "A", "store", "--horizon", "10m", "--json")
     assert q.returncode == 0 and len(json.loads(q.stdout)["points"]) == 10
+    # with ?history=: the newest 2 h of the 1-minute series (gaps left out) before the forecast
+    status, f = await asyncio.to_thread(call, port, "GET", "/forecast/paths/A/store?horizon=30m&history=2h")
+    assert status == 200 and 100 <= len(f["history"]) <= 120 and f["history"][-1]["t"] < f["points"][0]["t"]
+    png = Path(settings.data_dir) / "forecast.png"
+    q = await asyncio.to_thread(cli, settings, "query", "forecast", "A", "store", "--horizon", "30m", "--plot",
+                                str(png), "--json")
+    assert q.returncode == 0 and json.loads(q.stdout)["forecast_points"] == 30, q.stderr
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     q = await asyncio.to_thread(cli, settings, "query", "node", "nope")
     assert q.returncode == 1 and q.stderr.strip() == "cnsched: query: HTTP 404: unknown node"
     q = await asyncio.to_thread(cli, settings, "query", "power", "dc1", "--window", "2min", "--dod", "7")
