@@ -1,6 +1,7 @@
 """The dashboard (GET /ui) in a real browser: Debian's Chromium driven by Playwright, against a live
 worker on the embedded broker. No console errors; a path degraded during the test turns bad on the
-heatmap; a submitted task shows with its score breakdown. The screenshot is kept in test-artifacts/."""
+heatmap and its stored history shows with the forecast band; a submitted task shows with its score
+breakdown. The screenshot is kept in test-artifacts/."""
 
 from __future__ import annotations
 
@@ -15,8 +16,10 @@ from pathlib import Path
 import pytest
 
 from schemas.topics import COMPUTE_NODES, NETSTATE_WINDOWS
+from sinks.duckdb_store import DuckStore
 from streams.kafka import ensure_topics, producer
 from streams.runtime.processes import start_worker, stop_process
+from tests.helpers.history import windows
 from tests.helpers.http import call
 
 pytestmark = pytest.mark.integration
@@ -76,6 +79,8 @@ async def test_dashboard_in_a_browser(make_settings, tmp_path):
 
     settings = make_settings(rescore_interval_seconds=0.3)
     await ensure_topics(settings)
+    with DuckStore(settings.duckdb_path) as store:  # A -> B's history, for its chart and forecast band
+        store.write_windows(windows("A", "B", 2))
     worker = start_worker(settings, tmp_path / "w.log")
     base = f"http://127.0.0.1:{settings.web_port}"
     now = time.time()
@@ -106,6 +111,11 @@ async def test_dashboard_in_a_browser(make_settings, tmp_path):
                            return c && parseFloat(c.dataset.quality) < 50; }""", timeout=30_000)
             assert await cell.evaluate("e => getComputedStyle(e).backgroundColor") != healthy
             assert "250" in await cell.get_attribute("title")
+            # its history (two stored days) and forecast: a line, a dashed forecast and its band
+            await page.locator("#history svg path.band").wait_for(timeout=30_000)
+            for part in ("history", "forecast", "band"):
+                assert len(await page.locator(f"#history svg path.{part}").get_attribute("d")) > 50, part
+            assert await page.locator("#history svg text").count() >= 5  # the y ticks are labelled
 
             # a submitted task shows with its status, node and breakdown
             task = {"id": "ui-1", "type": "inference", "resources": {"cards": 1}}

@@ -25,14 +25,14 @@ function el(tag, attrs, ...children) {
     else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
     else if (v !== null && v !== undefined) e.setAttribute(k, v);
   }
-  for (const c of children.flat()) e.append(c instanceof Node ? c : document.createTextNode(c ?? ""));
+  for (const c of children.flat(Infinity)) e.append(c instanceof Node ? c : document.createTextNode(c ?? ""));
   return e;
 }
 
 function svg(tag, attrs, ...children) {
   const e = document.createElementNS("http://www.w3.org/2000/svg", tag);
   for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
-  for (const c of children.flat()) e.append(c instanceof Node ? c : document.createTextNode(c));
+  for (const c of children.flat(Infinity)) e.append(c instanceof Node ? c : document.createTextNode(c));
   return e;
 }
 
@@ -103,7 +103,8 @@ function renderHeatmap(paths) {
       title: `${p.src} → ${p.dst}: quality ${num(c.quality)}, p95 RTT ${num(rtt, 2)} ms, loss ${num((loss ?? 0) * 100, 2)} %`,
       "data-src": p.src, "data-dst": p.dst, "data-quality": num(c.quality),
       onclick: () => { state.selected = { src: p.src, dst: p.dst }; renderHistory(); },
-    }, num(c.quality, 0), el("br"), rtt === undefined ? "" : num(rtt, 1) + " ms");
+    }, num(c.quality, 0), el("br"), rtt === undefined ? "" : num(rtt, 1) + " ms",
+    loss > 0 ? [el("br"), num(loss * 100, 1) + " % lost"] : []);
   })));
   replace("heatmap", names.length ? el("table", { class: "heat" },
     el("thead", {}, el("tr", {}, el("th", {}, "src \\ dst"), names.map((n) => el("th", {}, n)))),
