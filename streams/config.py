@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ssl
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -97,6 +97,13 @@ class Settings(BaseSettings):
     migration_cooldown_seconds: float = Field(default=600.0, ge=0, description="a moved task rests this long")
     energy_carbon_weight: float = Field(
         default=0.5, ge=0, le=1, description="share of carbon (vs cost) in the energy score")
+    card_prices: dict[str, Annotated[float, Field(ge=0)]] = Field(
+        default_factory=lambda: {"*": 1.0}, description='JSON {"<accelerator class>": price of a card-hour, '
+        '"*": any other class} for `cnsched report cost` (cost units; default 1 per card-hour)')
+    energy_price_per_mwh: float = Field(
+        default=100.0, ge=0, description="energy price where a node reports none (cost units per MWh)")
+    idle_power_share: float = Field(
+        default=0.5, ge=0, le=1, description="a node's draw on free cards, as a share of its full load")
     forecast_step_seconds: float = Field(default=60.0, gt=0, le=86_400, description="resolution of forecasts")
     preventive_reschedule: bool = Field(
         default=False, description="score paths at the worse of measured and forecast p95 rtt (early trigger)")

@@ -45,7 +45,7 @@ def add_parsers(sub) -> None:
     bat.add_argument("--json", action="store_true", help="the figures and both curves as JSON")
     bat.add_argument("--plot", metavar="FILE.png", default=None, help="draw load, target and compensation")
 
-    rp = sub.add_parser("report", help="reports from the DuckDB audit (benefit, learned alphas, incidents, quotas)")
+    rp = sub.add_parser("report", help="reports from the DuckDB audit (benefit, learned alphas, incidents, quotas, cost)")
     rsub = rp.add_subparsers(dest="report", metavar="REPORT", parser_class=Parser, required=True)
     rb = rsub.add_parser("benefit", help="outcomes by type, network-aware vs compute-only, utilisation")
     rb.add_argument("--show-sql", action="store_true", help="print the SQL behind each table")
@@ -60,6 +60,9 @@ def add_parsers(sub) -> None:
     rq = rsub.add_parser("quotas", help="by team: waits, preemptions, work lost, card-hours; Jain's fairness index")
     rq.add_argument("--show-sql", action="store_true", help="print the SQL behind each table")
     rq.add_argument("--json", action="store_true")
+    rc = rsub.add_parser("cost", help="cost by task, team, type and month (cards, modelled energy), idle draw")
+    rc.add_argument("--show-sql", action="store_true", help="print the SQL behind each table")
+    rc.add_argument("--json", action="store_true")
 
 
 
@@ -212,14 +215,17 @@ def cmd_battery(args, settings: Settings) -> int:
 def cmd_report(args, settings: Settings) -> int:
     import json
 
+    from sinks.cost import cost_sections
     from sinks.duckdb_store import DuckStore
     from sinks.queries import BENEFIT, FINISHED_SQL, INCIDENTS, QUOTAS, run_sections
     from streams.analytics.alphas import learned_alphas
     from streams.render import tables
 
     with DuckStore.open(settings.duckdb_path, read_only=True) as store:
-        if args.report in ("benefit", "incidents", "quotas"):
-            sections = run_sections(store.con, {"incidents": INCIDENTS, "quotas": QUOTAS}.get(args.report, BENEFIT))
+        if args.report in ("benefit", "incidents", "quotas", "cost"):
+            cost = cost_sections(settings.card_prices, settings.energy_price_per_mwh, settings.idle_power_share)
+            sections = run_sections(store.con, {"incidents": INCIDENTS, "quotas": QUOTAS, "cost": cost}.get(
+                args.report, BENEFIT))
             if args.json:
                 print(json.dumps([{"title": s["title"], "sql": s["sql"] if args.show_sql else None,
                                    "rows": [dict(zip(s["columns"], r, strict=True)) for r in s["rows"]]}

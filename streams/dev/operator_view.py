@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 
+from sinks.cost import cost_sections
 from sinks.duckdb_store import DuckStore
 from sinks.queries import INCIDENTS, run_sections
 from streams.analytics.alphas import learned_alphas
@@ -95,6 +96,8 @@ def print_reports(settings: Settings, true_alpha: dict[str, float]) -> None:
         with DuckStore.open(settings.duckdb_path, read_only=True, timeout_s=10) as store:
             sections = run_sections(store.con)
             incidents = run_sections(store.con, INCIDENTS)
+            cost = cost_sections(settings.card_prices, settings.energy_price_per_mwh, settings.idle_power_share)
+            costs = run_sections(store.con, (cost[2], cost[3]))  # by type and month; idle draw by site
             alphas = learned_alphas(store.con, min_tasks=settings.alpha_min_tasks)
     except Exception as exc:  # the demo still ends with its summary
         print(f"reports unavailable: {exc}")
@@ -106,6 +109,9 @@ def print_reports(settings: Settings, true_alpha: dict[str, float]) -> None:
     print(tables.alpha_table(alphas))
     print("\ncnsched report incidents  (from DuckDB)")
     print(tables.sections(incidents), end="")
+    print("\ncnsched report cost  (from DuckDB; prices CNSCHED_CARD_PRICES, CNSCHED_ENERGY_PRICE_PER_MWH; the "
+          "per-task and per-team tables too in the full report)")
+    print(tables.sections(costs), end="")
 
 
 def _r(v, digits: int):

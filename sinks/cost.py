@@ -1,0 +1,122 @@
+"""`cnsched report cost`: what the cluster's work cost, from the DuckDB audit.
+
+A task's cost is what it held while it ran: every run segment — from a ``started`` event to the
+task's next ``started`` (a move or a restart), ``finished`` or ``failed`` — on the nodes that event
+names, each with ``cards`` accelerators (the placement's cards per worker):
+
+- cards: cards x hours x the price of a card-hour of the node's class (``CNSCHED_CARD_PRICES``,
+  ``*`` for classes not listed);
+- energy: the node's full-load draw (``power_kw`` of its report in force when the segment started)
+  x the task's share of its cards x hours, at the node's ``energy_price_per_mwh`` then (else
+  ``CNSCHED_ENERGY_PRICE_PER_MWH``). No task meters its own draw, so this is the modelled draw.
+
+Idle draw belongs to no task: a node draws ``CNSCHED_IDLE_POWER_SHARE`` of its full load on cards
+nobody holds. It is reported per site and month, from consecutive compute reports (the free cards
+of one report held until the next, at most ``MAX_GAP_S``). Delivered compute is what ``finished``
+events report (throughput x duration, in the task's unit); cost per unit is cost over it. A month is
+the UTC month a segment started in.
+"""
+
+from __future__ import annotations
+
+MAX_GAP_S = 3600.0  # a report older than this says nothing about the idle draw since
+
+SEGMENTS_CTE = """
+WITH ev AS (
+    SELECT task_id, event, event_at, nodes,
+           lead(event_at) OVER (PARTITION BY task_id ORDER BY event_at, event) AS next_at
+    FROM task_events WHERE event IN ('started', 'finished', 'failed')),
+placed AS (
+    SELECT task_id, any_value(task_type) AS task_type, coalesce(nullif(any_value(doc->>'team'), ''), 'default') AS team,
+           max(coalesce(cards, 0)) AS cards
+    FROM decisions WHERE status = 'placed' GROUP BY task_id),
+seg AS (
+    SELECT e.task_id, e.event_at AS start_at, e.next_at - e.event_at AS seconds, unnest(e.nodes) AS node
+    FROM ev e WHERE e.event = 'started' AND e.next_at IS NOT NULL),
+reports AS (
+    SELECT node, ts, coalesce(accel_class, '') AS accel_class, greatest(cards, 0) AS node_cards,
+           TRY_CAST(doc->>'power_kw' AS DOUBLE) AS power_kw,
+           TRY_CAST(doc->>'energy_price_per_mwh' AS DOUBLE) AS price_mwh,
+           coalesce(nullif(doc->>'zone', ''), nullif(region, ''), node) AS site, free_cards
+    FROM compute_reports),
+prices AS (SELECT * FROM (VALUES {prices}) AS p(accel_class, card_hour)),
+costed AS (
+    SELECT s.task_id, p.task_type, p.team, s.node, r.site, r.accel_class, s.start_at,
+           strftime(to_timestamp(s.start_at) AT TIME ZONE 'UTC', '%Y-%m') AS month,
+           p.cards * s.seconds / 3600 AS card_h,
+           coalesce(pr.card_hour, (SELECT card_hour FROM prices WHERE accel_class = '*')) * p.cards * s.seconds / 3600
+               AS card_cost,
+           coalesce(r.power_kw, 0) * p.cards / nullif(r.node_cards, 0) * s.seconds / 3600 AS kwh,
+           coalesce(r.power_kw, 0) * p.cards / nullif(r.node_cards, 0) * s.seconds / 3600 / 1000
+               * coalesce(r.price_mwh, {energy_price}) AS energy_cost
+    FROM seg s JOIN placed p USING (task_id)
+    ASOF LEFT JOIN reports r ON r.node = s.node AND s.start_at >= r.ts
+    LEFT JOIN prices pr ON pr.accel_class = r.accel_class),
+delivered AS (
+    SELECT task_id, sum(throughput * duration_s) AS work, any_value(unit) AS unit
+    FROM task_events WHERE event = 'finished' AND throughput IS NOT NULL AND duration_s IS NOT NULL
+    GROUP BY task_id)
+"""
+
+BY_TASK_SQL = SEGMENTS_CTE + """
+SELECT task_id, any_value(team) AS team, any_value(task_type) AS task_type, min(month) AS month,
+       string_agg(DISTINCT node, ',' ORDER BY node) AS nodes,
+       round(sum(card_h), 4) AS card_h, round(sum(kwh), 3) AS kwh,
+       round(sum(card_cost), 4) AS card_cost, round(sum(energy_cost), 4) AS energy_cost,
+       round(sum(card_cost) + sum(energy_cost), 4) AS cost,
+       round((sum(card_cost) + sum(energy_cost)) / nullif(any_value(d.work), 0) * 1000, 6) AS cost_per_1k_units,
+       any_value(d.unit) AS unit
+FROM costed LEFT JOIN delivered d USING (task_id)
+GROUP BY task_id ORDER BY cost DESC, task_id
+"""
+
+BY_MONTH_SQL = SEGMENTS_CTE + """
+, m AS (
+    SELECT {key} AS {name}, month, sum(card_h) AS card_h, sum(kwh) AS kwh,
+           sum(card_cost) + sum(energy_cost) AS cost
+    FROM costed GROUP BY ALL)
+SELECT {name}, month, round(card_h, 3) AS card_h, round(kwh, 2) AS kwh, round(cost, 2) AS cost,
+       round(100 * (cost / nullif(lag(cost) OVER (PARTITION BY {name} ORDER BY month), 0) - 1), 1)
+           AS change_vs_previous_month_pct
+FROM m ORDER BY {name}, month
+"""
+
+IDLE_SQL = """
+WITH r AS (
+    SELECT node, ts, coalesce(nullif(doc->>'zone', ''), nullif(region, ''), node) AS site,
+           greatest(cards, 0) AS cards, coalesce(free_cards, 0) AS free_cards,
+           TRY_CAST(doc->>'power_kw' AS DOUBLE) AS power_kw,
+           TRY_CAST(doc->>'energy_price_per_mwh' AS DOUBLE) AS price_mwh,
+           lead(ts) OVER (PARTITION BY node ORDER BY ts) AS next_ts
+    FROM compute_reports)
+SELECT site, strftime(to_timestamp(ts) AT TIME ZONE 'UTC', '%Y-%m') AS month,
+       round(sum(power_kw * {idle_share} * free_cards / nullif(cards, 0) * least(next_ts - ts, {max_gap}) / 3600), 3)
+           AS idle_kwh,
+       round(sum(power_kw * {idle_share} * free_cards / nullif(cards, 0) * least(next_ts - ts, {max_gap}) / 3600
+                 / 1000 * coalesce(price_mwh, {energy_price})), 4) AS idle_energy_cost
+FROM r WHERE next_ts IS NOT NULL AND power_kw IS NOT NULL AND cards > 0
+GROUP BY ALL ORDER BY site, month
+"""
+
+
+def _prices_values(card_prices: dict[str, float]) -> str:
+    """The VALUES rows of the price table: class names as SQL string literals (quotes doubled),
+    prices as floats; ``*`` always present."""
+    prices = {"*": 0.0, **card_prices}
+    return ", ".join(f"('{k.replace(chr(39), chr(39) * 2)}', {float(v)!r})" for k, v in sorted(prices.items()))
+
+
+def cost_sections(card_prices: dict[str, float], energy_price_mwh: float, idle_share: float) -> tuple:
+    """(title, sql) sections of the cost report, for ``run_sections``."""
+    fmt = {"prices": _prices_values(card_prices), "energy_price": repr(float(energy_price_mwh))}
+    seg = SEGMENTS_CTE.format(**fmt)
+    by = BY_MONTH_SQL.replace(SEGMENTS_CTE, seg)
+    return (
+        ("Cost by task: card-hours x the class price, modelled energy x the node's price; per 1,000 units of the "
+         "work it reported", BY_TASK_SQL.replace(SEGMENTS_CTE, seg)),
+        ("Cost by team and month, with the change against the team's previous month",
+         by.format(key="team", name="team")),
+        ("Cost by task type and month", by.format(key="coalesce(task_type, '?')", name="task_type")),
+        (f"Idle draw by site and month ({idle_share:g} of full load on free cards; no task pays it)",
+         IDLE_SQL.format(idle_share=repr(float(idle_share)), max_gap=repr(MAX_GAP_S), **fmt)),
+    )

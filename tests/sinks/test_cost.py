@@ -1,0 +1,95 @@
+"""`cnsched report cost` on a hand-made audit, every figure worked out below."""
+
+import calendar
+
+import pytest
+
+from sinks.cost import cost_sections
+from sinks.duckdb_store import DuckStore
+from sinks.queries import run_sections
+
+T0 = calendar.timegm((2026, 10, 31, 23, 0, 0))  # 2026-10-31 23:00 UTC: an hour before November
+PRICES = {"h100": 4.0, "*": 1.0}  # per card-hour
+ENERGY = 50.0  # per MWh where a node reports none
+IDLE = 0.5
+
+
+def report(node, ts, zone, klass, power_kw, free, price=None):
+    doc = {"node": node, "ts": ts, "zone": zone, "accel_class": klass, "cards": 8, "power_kw": power_kw,
+           "free": {"cards": free}}
+    if price is not None:
+        doc["energy_price_per_mwh"] = price
+    return doc
+
+
+def placed(task, team, typ, cards, node, at):
+    return {"task_id": task, "decided_at": at, "status": "placed", "nodes": [node], "alpha": 0.5,
+            "network_profile": "balanced", "state_version": 1, "task_type": typ, "submitted_at": at, "cards": cards,
+            "peers": 1, "team": team}
+
+
+def ev(task, event, at, node=None, duration=None, throughput=None):
+    return {"task_id": task, "event": event, "at": at, "nodes": [node] if node else [], "duration_s": duration,
+            "throughput": throughput}
+
+
+@pytest.fixture
+def sections(tmp_path):
+    with DuckStore(tmp_path / "c.duckdb") as store:
+        store.write_compute_reports([
+            report("h1", T0 - 90_000, "dc1", "h100", 10.0, 8, price=100.0), report("h1", T0, "dc1", "h100", 10.0, 8, 100.0),
+            report("h1", T0 + 3600, "dc1", "h100", 10.0, 4, 100.0), report("h1", T0 + 7200, "dc1", "h100", 10.0, 8, 100.0),
+            report("a1", T0 - 10, "dc2", "a100", 6.0, 8), report("a1", T0 + 5400, "dc2", "a100", 6.0, 8)])
+        store.write_decisions([
+            placed("t0", "red", "training-data-parallel", 2, "h1", T0 - 86_400),
+            placed("t1", "red", "training-data-parallel", 4, "h1", T0 + 3600),
+            placed("t2", "blue", "inference", 2, "a1", T0)])
+        store.write_task_events([
+            ev("t0", "started", T0 - 86_400, "h1"), ev("t0", "finished", T0 - 86_400 + 1800, duration=1800),
+            ev("t1", "started", T0 + 3600, "h1"), ev("t1", "finished", T0 + 7200, duration=3600, throughput=10.0),
+            ev("t2", "started", T0, "a1"), ev("t2", "started", T0 + 1800, "h1"),  # moved to h1 after 30 min
+            ev("t2", "finished", T0 + 5400, duration=5400, throughput=2.0)])
+        out = run_sections(store.con, cost_sections(PRICES, ENERGY, IDLE))
+    return [[dict(zip(s["columns"], r, strict=True)) for r in s["rows"]] for s in out]
+
+
+def test_cost_by_task(sections):
+    by_task = {r["task_id"]: r for r in sections[0]}
+    # t1: 1 h x 4 cards of an h100 at 4.0 = 16; 10 kW x 4/8 x 1 h = 5 kWh at 100/MWh = 0.5; 36,000 units of work
+    t1 = by_task["t1"]
+    assert (t1["card_h"], t1["card_cost"], t1["kwh"], t1["energy_cost"], t1["cost"]) == (4.0, 16.0, 5.0, 0.5, 16.5)
+    assert t1["cost_per_1k_units"] == pytest.approx(16.5 / 36.0, abs=1e-6) and t1["month"] == "2026-11"
+    # t2: 0.5 h x 2 cards on a1 (a100: the * price, 1.0; 6 kW x 2/8 x 0.5 h = 0.75 kWh at the default 50)
+    #     + 1 h x 2 cards on h1 (2 x 4.0 = 8; 10 kW x 2/8 x 1 h = 2.5 kWh at 100) after its move
+    t2 = by_task["t2"]
+    assert (t2["card_h"], t2["card_cost"], t2["kwh"]) == (3.0, 9.0, 3.25)
+    assert t2["energy_cost"] == pytest.approx(0.0375 + 0.25) and t2["cost"] == pytest.approx(9.2875)
+    assert t2["nodes"] == "a1,h1" and t2["cost_per_1k_units"] == pytest.approx(9.2875 / 10.8, abs=1e-6)
+    # t0: 0.5 h x 2 cards of an h100 = 4; 10 kW x 2/8 x 0.5 h = 1.25 kWh at 100 = 0.125; it reported no work
+    assert by_task["t0"]["cost"] == 4.125 and by_task["t0"]["cost_per_1k_units"] is None
+    assert [r["task_id"] for r in sections[0]] == ["t1", "t2", "t0"]  # dearest first
+
+
+def test_cost_by_team_and_type_month_over_month(sections):
+    teams = {(r["team"], r["month"]): r for r in sections[1]}  # costs to the cent, half away from zero
+    assert teams[("red", "2026-10")]["cost"] == 4.13 and teams[("red", "2026-10")]["change_vs_previous_month_pct"] is None
+    # red: 4.125 in October, 16.5 in November: +300 %
+    assert teams[("red", "2026-11")]["cost"] == 16.5 and teams[("red", "2026-11")]["change_vs_previous_month_pct"] == 300.0
+    assert teams[("blue", "2026-10")]["cost"] == 9.29 and len(teams) == 3  # both of t2's segments began in October
+    types = {(r["task_type"], r["month"]): r["cost"] for r in sections[2]}
+    assert types == {("inference", "2026-10"): 9.29, ("training-data-parallel", "2026-10"): 4.13,
+                     ("training-data-parallel", "2026-11"): 16.5}
+
+
+def test_idle_draw_by_site_and_month(sections):
+    idle = {(r["site"], r["month"]): (r["idle_kwh"], r["idle_energy_cost"]) for r in sections[3]}
+    # h1 (10 kW, half of it idle): 8 free cards for 25 h, counted 1 h (a report says nothing after an hour),
+    # then 8 free for 1 h: 5 + 5 kWh in October; 4 of 8 free for 1 h: 2.5 kWh in November; at 100/MWh
+    assert idle[("dc1", "2026-10")] == (10.0, 1.0) and idle[("dc1", "2026-11")] == (2.5, 0.25)
+    # a1 (6 kW): 8 free for 1.5 h, counted 1 h: 3 kWh at the default 50/MWh
+    assert idle[("dc2", "2026-10")] == (3.0, 0.15) and len(idle) == 3
+
+
+def test_prices_are_literals_even_with_a_quote_in_a_class():
+    (_, sql), *_ = cost_sections({"o'brien": 2.0}, 80.0, 0.4)
+    assert "('o''brien', 2.0)" in sql and "('*', 0.0)" in sql and "80.0" in sql
