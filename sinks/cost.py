@@ -120,3 +120,36 @@ def cost_sections(card_prices: dict[str, float], energy_price_mwh: float, idle_s
         (f"Idle draw by site and month ({idle_share:g} of full load on free cards; no task pays it)",
          IDLE_SQL.format(idle_share=repr(float(idle_share)), max_gap=repr(MAX_GAP_S), **fmt)),
     )
+
+
+WEEKLY_SQL = SEGMENTS_CTE + """
+, first_seg AS (
+    SELECT task_id, arg_min(accel_class, start_at) AS accel_class, arg_min(site, start_at) AS site,
+           min(start_at) AS start_at, sum(card_h) AS card_h
+    FROM costed GROUP BY task_id),
+waits AS (
+    SELECT task_id, min(decided_at) FILTER (WHERE status = 'placed') - min(submitted_at) AS wait_s,
+           max(coalesce(cards, 0) * coalesce(peers, 1)) AS job_cards
+    FROM decisions GROUP BY task_id)
+SELECT f.accel_class, f.site,
+       epoch(date_trunc('week', to_timestamp(f.start_at) AT TIME ZONE 'UTC')) AS week,
+       sum(f.card_h) AS card_h, count(*) AS jobs, avg(w.job_cards) AS cards_per_job,
+       quantile_cont(greatest(w.wait_s, 0), 0.95) AS wait_p95_s
+FROM first_seg f LEFT JOIN waits w USING (task_id)
+GROUP BY ALL ORDER BY f.accel_class, f.site, week
+"""
+
+CARDS_SQL = """
+SELECT coalesce(accel_class, '') AS accel_class,
+       coalesce(nullif(doc->>'zone', ''), nullif(region, ''), node) AS site, sum(cards) AS cards
+FROM (SELECT node, arg_max(accel_class, ts) AS accel_class, arg_max(region, ts) AS region,
+             arg_max(doc, ts) AS doc, arg_max(cards, ts) AS cards FROM compute_reports GROUP BY node)
+GROUP BY ALL ORDER BY 1, 2
+"""
+
+
+def weekly_demand(con) -> tuple[list[tuple], dict[tuple[str, str], int]]:
+    """([(class, site, week start, card-hours, jobs, cards per job, p95 wait s)], {(class, site): cards})."""
+    weekly = con.execute(WEEKLY_SQL.format(prices="('*', 0.0)", energy_price="0.0")).fetchall()
+    cards = {(c, s): int(n or 0) for c, s, n in con.execute(CARDS_SQL).fetchall()}
+    return weekly, cards

@@ -63,6 +63,10 @@ def add_parsers(sub) -> None:
     rc = rsub.add_parser("cost", help="cost by task, team, type and month (cards, modelled energy), idle draw")
     rc.add_argument("--show-sql", action="store_true", help="print the SQL behind each table")
     rc.add_argument("--json", action="store_true")
+    rk = rsub.add_parser("capacity", help="weekly card-hours per class and site, their forecast, cards for a p95 wait")
+    rk.add_argument("--weeks", type=int, default=4, help="weeks to forecast (default 4)")
+    rk.add_argument("--wait-target", default="1h", help="the p95 wait to keep under (default 1h)")
+    rk.add_argument("--json", action="store_true")
 
 
 
@@ -221,6 +225,8 @@ def cmd_report(args, settings: Settings) -> int:
     from streams.analytics.alphas import learned_alphas
     from streams.render import tables
 
+    if args.report == "capacity":
+        return _report_capacity(args, settings)
     with DuckStore.open(settings.duckdb_path, read_only=True) as store:
         if args.report in ("benefit", "incidents", "quotas", "cost"):
             cost = cost_sections(settings.card_prices, settings.energy_price_per_mwh, settings.idle_power_share)
@@ -244,6 +250,39 @@ def cmd_report(args, settings: Settings) -> int:
         print(FINISHED_SQL.strip())
         print()
     print(tables.alpha_table(rows))
+    return 0
+
+
+def _report_capacity(args, settings: Settings) -> int:
+    import json
+
+    from schemas.units import parse_duration
+    from sinks.cost import weekly_demand
+    from sinks.duckdb_store import DuckStore
+    from streams.analytics.capacity import capacity_plan
+    from streams.render import tables
+
+    try:
+        target_h = parse_duration(args.wait_target) / 3600
+    except ValueError as exc:
+        raise UsageError(f"--wait-target: {exc}") from None
+    if not 1 <= args.weeks <= 52:
+        raise UsageError("--weeks must be 1 to 52")
+    with DuckStore.open(settings.duckdb_path, read_only=True) as store:
+        weekly, cards = weekly_demand(store.con)
+    plan = capacity_plan(weekly, cards, args.weeks, target_h)
+    if args.json:
+        print(json.dumps(plan))
+        return 0
+    cols = ["class", "site", "cards", "weeks", "last week card-h", "util %", "p95 wait s",
+            f"next {args.weeks} weeks card-h (90 % interval)", f"cards for p95 wait <= {args.wait_target}"]
+    rows = [(r["accel_class"] or "-", r["site"], r["cards"], r["weeks_seen"], r["last_week_card_h"],
+             r["utilisation_last_week_pct"], r["wait_p95_last_week_s"],
+             "; ".join(f"{m:g}" + ("" if lo is None else f" [{lo:g}-{hi:g}]")
+                       for m, lo, hi in zip(r["forecast_card_h"], r["forecast_low"], r["forecast_high"], strict=True)),
+             r["cards_needed"]) for r in plan]
+    print(tables.sections([{"title": "Capacity by accelerator class and site", "columns": cols, "rows": rows,
+                            "sql": ""}]), end="")
     return 0
 
 

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import time
 
-from sinks.cost import cost_sections
+from sinks.cost import cost_sections, weekly_demand
 from sinks.duckdb_store import DuckStore
 from sinks.queries import INCIDENTS, run_sections
 from streams.analytics.alphas import learned_alphas
+from streams.analytics.capacity import capacity_plan
 from streams.client import base_url, call
 from streams.config import Settings
 from streams.dev.sim import Topology
@@ -98,6 +99,7 @@ def print_reports(settings: Settings, true_alpha: dict[str, float]) -> None:
             incidents = run_sections(store.con, INCIDENTS)
             cost = cost_sections(settings.card_prices, settings.energy_price_per_mwh, settings.idle_power_share)
             costs = run_sections(store.con, (cost[2], cost[3]))  # by type and month; idle draw by site
+            plan = capacity_plan(*weekly_demand(store.con), weeks=2, wait_target_h=1.0)
             alphas = learned_alphas(store.con, min_tasks=settings.alpha_min_tasks)
     except Exception as exc:  # the demo still ends with its summary
         print(f"reports unavailable: {exc}")
@@ -112,6 +114,11 @@ def print_reports(settings: Settings, true_alpha: dict[str, float]) -> None:
     print("\ncnsched report cost  (from DuckDB; prices CNSCHED_CARD_PRICES, CNSCHED_ENERGY_PRICE_PER_MWH; the "
           "per-task and per-team tables too in the full report)")
     print(tables.sections(costs), end="")
+    print("\ncnsched report capacity  (weekly card-hours per class and site and their forecast; one week seen "
+          "here, so the forecast is that week)")
+    for r in plan:
+        print(f"  {r['accel_class'] or '-':6} {r['site']:10} {r['cards']:3} cards  last week {r['last_week_card_h']:8.3f} "
+              f"card-h  next 2 weeks {r['forecast_card_h']}  cards for p95 wait <= 1 h: {r['cards_needed']}")
 
 
 def _r(v, digits: int):

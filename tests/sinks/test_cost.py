@@ -93,3 +93,34 @@ def test_idle_draw_by_site_and_month(sections):
 def test_prices_are_literals_even_with_a_quote_in_a_class():
     (_, sql), *_ = cost_sections({"o'brien": 2.0}, 80.0, 0.4)
     assert "('o''brien', 2.0)" in sql and "('*', 0.0)" in sql and "80.0" in sql
+
+
+def test_weekly_demand_and_the_capacity_plan(tmp_path):
+    """Three weeks of one 8-card class at one site: 10, 20, 30 card-hours, one 2-card job of 5, 10, 15 h
+    each week; the plan forecasts 40, 50 card-hours and sizes the cards for the p95 wait."""
+    from core.capacity import cards_for_wait
+    from sinks.cost import weekly_demand
+    from streams.analytics.capacity import capacity_plan
+
+    monday = calendar.timegm((2026, 10, 5, 0, 0, 0))  # a Monday, 00:00 UTC
+    with DuckStore(tmp_path / "w.duckdb") as store:
+        store.write_compute_reports([report("g1", monday - 60, "dc1", "h100", 10.0, 8),
+                                     report("g2", monday - 60, "dc1", "h100", 10.0, 8)])
+        decisions, events = [], []
+        for w, hours in enumerate((5, 10, 15)):
+            t = monday + w * 7 * 86_400 + 3600
+            decisions.append({**placed(f"j{w}", "red", "fine-tune", 2, "g1", t), "submitted_at": t - 600})
+            events += [ev(f"j{w}", "started", t, "g1"), ev(f"j{w}", "finished", t + hours * 3600, duration=hours * 3600)]
+        store.write_decisions(decisions)
+        store.write_task_events(events)
+        weekly, cards = weekly_demand(store.con)
+    assert cards == {("h100", "dc1"): 16}
+    assert [(r[0], r[1], r[2] - monday, r[3], r[4], r[5], r[6]) for r in weekly] == [
+        ("h100", "dc1", w * 7 * 86_400, 10.0 * (w + 1), 1, 2.0, 600.0) for w in range(3)]
+    (plan,) = capacity_plan(weekly, cards, weeks=2, wait_target_h=1.0)
+    assert plan["forecast_card_h"] == [40.0, 50.0] and plan["forecast_low"] == [40.0, 50.0]
+    assert plan["last_week_card_h"] == 30.0 and plan["utilisation_last_week_pct"] == round(100 * 30 / (16 * 168), 1)
+    # 3 jobs in 3 weeks (504 h), 10 h each on 2 cards, demand growing to 50/20 = 2.5x the weeks' mean:
+    # lam = 0.01488/h, a = 0.1488; one job at a time waits beyond 1 h with 0.149 e^-0.085 = 13.7 %, two
+    # with C(2, a) = 0.0103 x e^-0.185 = 0.9 % <= 5 %: two jobs' worth, 4 cards
+    assert plan["cards_needed"] == cards_for_wait(3 / 504 * 2.5, 10.0, 2.0, 1.0) == 4
