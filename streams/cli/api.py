@@ -40,7 +40,7 @@ def add_parsers(sub) -> None:
             qp.add_argument("--plot", metavar="FILE.png", default=None,
                             help="draw the history (default 6h) and the forecast with its band")
         if name == "power":
-            for opt, default in (("--window", "15min"), ("--interval", "1min"), ("--period", "1d"),
+            for opt, default in (("--window", "5min"), ("--interval", "1min"), ("--period", "1d"),
                                  ("--margin", None), ("--dod", None), ("--ramp-limit", None)):
                 qp.add_argument(opt, default=default)
             qp.add_argument("--trailing", action="store_true")

@@ -77,7 +77,7 @@ def print_forecast(settings: Settings, path) -> None:
 
 
 def print_power(settings: Settings, site: str) -> None:
-    path = f"/power/{site}/smoothing?window=15min&interval=1min&period=1d&ramp_limit=2"
+    path = f"/power/{site}/smoothing?window=5min&interval=1min&period=1d&ramp_limit=2"
     try:
         b = get(settings, path)
     except OSError as exc:

@@ -117,7 +117,8 @@ def smoothing_query(query: Mapping[str, str]) -> dict | ErrorBody:
     if "interval" in out and "period" in out and out["period"] / out["interval"] > MAX_SIZING_SAMPLES:
         fields.append(FieldError(field="interval", value=query.get("interval"),
                                  reason=f"period / interval must be at most {MAX_SIZING_SAMPLES:,} samples"))
-    raw_window = query.get("window", "15min")
+    # default 5 min: minute-scale ramps (job starts, checkpoints) are smoothed over 1-5 minutes
+    raw_window = query.get("window", "5min")
     if "interval" in out:
         try:
             out["window"] = window_samples(raw_window, out["interval"])

@@ -48,8 +48,9 @@ def test_forecast_query_names_every_bad_field(query, bad):
 
 
 def test_smoothing_query_defaults_and_errors():
+    # the window for minute ramps is 1-5 minutes (issue 18): 5 one-minute intervals by default
     q = smoothing_query({})
-    assert q == {"interval": 60.0, "period": 86400.0, "window": 15, "margin": 1.2, "dod": 0.9,
+    assert q == {"interval": 60.0, "period": 86400.0, "window": 5, "margin": 1.2, "dod": 0.9,
                  "ramp_limit": None, "trailing": False}
     assert smoothing_query({"window": "4", "trailing": "1", "ramp_limit": "2.5"})["window"] == 4
     bad = fields(smoothing_query({"margin": "0", "dod": "1.5", "ramp_limit": "inf", "trailing": "yes",
