@@ -7,7 +7,8 @@ dense units. A recent measured benchmark beats a theoretical peak: compute capab
 than ``max_benchmark_age_s``, otherwise ``cards x peak x factor x peak_efficiency`` (peaks are never
 reached; the efficiency puts both on one footing).
 
-Dimensions (each normalised within the node's class: value / best value in the class x 100):
+Dimensions (each normalised within the node's class: value / best value in the class x 100; or,
+with ``scope="cluster"``, within all nodes, so that standard units compare across classes):
 - compute: capability at the task's precision;
 - storage: 0.5 card memory capacity + 0.3 card memory bandwidth + 0.2 host memory bandwidth;
 - interconnect: 0.5 intra-node + 0.5 inter-node bandwidth (measured effective when known, else
@@ -125,9 +126,15 @@ def compute_capability(m: NodeMetrics, precision: int, model: MeteringModel = DE
     return np.where(fresh, bench, peak)
 
 
-def dimensions(m: NodeMetrics, task_kind: str, model: MeteringModel = DEFAULT_METERING) -> np.ndarray:
-    """float64[n, 4]: compute, storage, interconnect, quality scores (0..100) per node."""
-    cls = m.node_class
+SCOPES = ("class", "cluster")
+
+
+def dimensions(m: NodeMetrics, task_kind: str, model: MeteringModel = DEFAULT_METERING,
+               scope: str = "class") -> np.ndarray:
+    """float64[n, 4]: compute, storage, interconnect, quality scores (0..100) per node, each against
+    the best of the node's class (``scope`` "class") or of every node (``scope`` "cluster": standard
+    units compared across classes)."""
+    cls = m.node_class if scope == "class" else np.zeros_like(np.asarray(m.node_class, dtype=np.int64))
     compute = normalise_in_class(compute_capability(m, model.precision(task_kind), model), cls)
     cards = _z(m.cards)
     storage = (0.5 * normalise_in_class(cards * _z(m.mem_gb), cls)
@@ -145,8 +152,11 @@ def dimensions(m: NodeMetrics, task_kind: str, model: MeteringModel = DEFAULT_ME
     return np.stack([compute, storage, interconnect, quality], axis=-1)
 
 
-def compute_scores(m: NodeMetrics, task_kind: str, model: MeteringModel = DEFAULT_METERING) -> np.ndarray:
-    """Compute score 0..100 per node for a task kind: the best node of each class scores 100."""
-    dims = dimensions(m, task_kind, model)
+def compute_scores(m: NodeMetrics, task_kind: str, model: MeteringModel = DEFAULT_METERING,
+                   scope: str = "class") -> np.ndarray:
+    """Compute score 0..100 per node for a task kind: the best node of each class scores 100 (``scope``
+    "class"), or the best node of all (``scope`` "cluster")."""
+    dims = dimensions(m, task_kind, model, scope)
     raw = dims @ model.weights(task_kind)
-    return normalise_in_class(raw, m.node_class)
+    cls = m.node_class if scope == "class" else np.zeros_like(np.asarray(m.node_class, dtype=np.int64))
+    return normalise_in_class(raw, cls)

@@ -97,6 +97,9 @@ class Settings(BaseSettings):
     migration_cooldown_seconds: float = Field(default=600.0, ge=0, description="a moved task rests this long")
     energy_carbon_weight: float = Field(
         default=0.5, ge=0, le=1, description="share of carbon (vs cost) in the energy score")
+    compute_normalisation: Literal["auto", "class", "cluster"] = Field(
+        default="auto", description="compute scores against the best node of a node's class (class), of all nodes "
+        "(cluster: standard units across classes), or by the task (auto: class when it accepts one class)")
     card_prices: dict[str, Annotated[float, Field(ge=0)]] = Field(
         default_factory=lambda: {"*": 1.0}, description='JSON {"<accelerator class>": price of a card-hour, '
         '"*": any other class} for `cnsched report cost` (cost units; default 1 per card-hour)')

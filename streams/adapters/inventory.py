@@ -89,8 +89,17 @@ def meter(records: list[dict], conversion, benchmark_work, now: float, timeout_s
     m, classes = node_metrics(records, conversion, benchmark_work, now)
     available = np.array([is_available(r, now, timeout_s) for r in records], bool)
     m.availability = np.where(available, m.availability, 0.0)
-    return Metered(m, classes, available, {k: compute_scores(m, k, model) for k in TASK_KINDS},
-                   {k: dimensions(m, k, model) for k in TASK_KINDS})
+    scores = {k: compute_scores(m, k, model) for k in TASK_KINDS}
+    scores.update({cluster_key(k): compute_scores(m, k, model, "cluster") for k in TASK_KINDS})
+    return Metered(m, classes, available, scores, {k: dimensions(m, k, model) for k in TASK_KINDS})
+
+
+def cluster_key(kind: str) -> str:
+    """The key of a kind's compute score against every node (standard units across classes)."""
+    return f"{kind}@cluster"
+
+
+SCORE_COLUMNS = (*TASK_KINDS, *(cluster_key(k) for k in TASK_KINDS))  # NodeView.compute's columns
 
 
 def scored(records: list[dict], conversion, benchmark_work, now: float, timeout_s: float,
@@ -118,7 +127,7 @@ class NodeView:
 
     ids: list[str]
     index: dict[str, int]
-    compute: np.ndarray  # float32[N, K] compute score per task kind (core.vocabulary.TASK_KINDS)
+    compute: np.ndarray  # float32[N, 2K]: per task kind (TASK_KINDS) within its class, then across all (SCORE_COLUMNS)
     capacity: np.ndarray  # float32[N, 3] cards, accelerator memory GB, host memory GB
     usable: np.ndarray  # float32[N, 3] capacity (the scheduler subtracts its books and bounds it by reports)
     reported_free: np.ndarray  # float64[N, 3] what the node reports free (NaN where it does not say)
@@ -145,7 +154,7 @@ def node_view(records: list[dict], conversion, benchmark_work, now: float, timeo
     ids = [r["node"] for r in records]
     n = len(ids)
     mt = meter(records, conversion, benchmark_work, now, timeout_s) if n else None
-    compute = (np.stack([mt.scores[k] for k in TASK_KINDS], axis=1) if n else np.zeros((0, len(TASK_KINDS))))
+    compute = (np.stack([mt.scores[k] for k in SCORE_COLUMNS], axis=1) if n else np.zeros((0, len(SCORE_COLUMNS))))
     cards = _col(records, "cards", 0.0)
     capacity = np.stack([cards, cards * _col(records, "mem_gb", 0.0), _col(records, "host_mem_gb", 0.0)], axis=1)
     free = np.array([[(r.get("free") or {}).get(f) for f in ("cards", "mem_gb", "host_mem_gb")] for r in records],

@@ -88,3 +88,26 @@ def test_best_node_of_each_class_scores_100_and_task_kinds_differ():
 def test_unknown_task_kind_is_rejected():
     with pytest.raises(KeyError, match="unknown task kind 'gaming'"):
         DEFAULT_METERING.weights("gaming")
+
+
+def two_classes():
+    """An H100-like and an L40S-like node, alone in their classes, alike but for fp16: 1000 vs 400 per card."""
+    one = dict(cards=np.array([8, 8]), peak_factor=np.ones((2, 3)), bench_value=np.full(2, NAN),
+               bench_work=np.full(2, NAN), bench_age_s=np.full(2, NAN), mem_gb=np.full(2, 48.0),
+               mem_bw_gbs=np.full(2, 900.0), host_mem_bw_gbs=np.full(2, 200.0), intra_bw_gbps=np.full(2, 600.0),
+               intra_bw_measured_gbps=np.full(2, NAN), inter_bw_gbps=np.full(2, 200.0),
+               inter_bw_measured_gbps=np.full(2, NAN), availability=np.ones(2), idle_rate=np.ones(2),
+               queue_delay_s=np.zeros(2))
+    return NodeMetrics(node_class=np.array([0, 1]), peak=np.array([[60, 1000, 2000], [90, 400, 800]], float), **one)
+
+
+def test_standard_units_across_classes_with_the_cluster_scope():
+    """Issue 18: converting to standard units is undone by normalising within each class. In its class
+    each node is the best (100, 100); across the cluster the L40S-like node has 40 % of the compute
+    and all else alike: training weighs compute 0.5, so 0.5 x 40 + 0.5 x 100 = 70."""
+    m = two_classes()
+    assert compute_scores(m, "training").tolist() == [100.0, 100.0]
+    assert dimensions(m, "training", scope="cluster")[:, 0].tolist() == pytest.approx([100.0, 40.0])
+    assert compute_scores(m, "training", scope="cluster").tolist() == pytest.approx([100.0, 70.0])
+    # inference weighs compute 0.3 at int8 (2000 vs 800): 0.3 x 40 + 0.7 x 100 = 82
+    assert compute_scores(m, "inference", scope="cluster").tolist() == pytest.approx([100.0, 82.0])

@@ -78,6 +78,7 @@ def make_scheduler(settings: Settings, net, inv) -> Scheduler:
         policy=ReschedulePolicy(cooldown_s=settings.migration_cooldown_seconds),
         conversion=settings.conversion_table, benchmark_work=settings.benchmark_table,
         energy_carbon_weight=settings.energy_carbon_weight, preemption=settings.preemption,
+        compute_scope=settings.compute_normalisation,
     )
 
 

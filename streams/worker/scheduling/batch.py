@@ -25,7 +25,7 @@ class BatchScores:
         self.alphas = alphas = [task_alpha(t.type, t.alpha, t.strategy, sched.types) for t in tasks]
         eps = endpoints(tasks)
         self.net = sched.network(eps, nodes, profile)
-        self.x = scoring_inputs(tasks, alphas, nodes, eps, self.net, sched.types)
+        self.x = scoring_inputs(tasks, alphas, nodes, eps, self.net, sched.types, scope=sched.compute_scope)
         if not nodes.ids:
             empty = np.zeros((len(tasks), 0), np.float32)
             self.composite = self.network = self.compute_only = empty

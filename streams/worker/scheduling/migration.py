@@ -72,8 +72,9 @@ def _migrate_group(sched, nodes: NodeView, group: list, profile: str, now: float
     eps = endpoints(tasks)
     net = sched.network(eps, nodes, profile)
     alphas = [r.alpha for r in group]
-    x = scoring_inputs(tasks, alphas, nodes, eps, net, sched.types)
-    x_now = scoring_inputs(tasks, alphas, nodes, eps, net, sched.types, zero_need=True)  # it holds its own node
+    x = scoring_inputs(tasks, alphas, nodes, eps, net, sched.types, scope=sched.compute_scope)
+    x_now = scoring_inputs(tasks, alphas, nodes, eps, net, sched.types, zero_need=True,
+                         scope=sched.compute_scope)  # it holds its own node
     w = np.array([r.task.cost_sensitivity for r in group])
     raw, network = score_parts(x)
     s = blend(raw, w, nodes.energy)
@@ -153,7 +154,8 @@ def migrate_gang(sched, r, nodes: NodeView, now: float) -> RescheduleEvent | Non
     members = [nodes.index[n] for n in r.nodes]
     usable = nodes.usable.copy()
     usable[members] += need(task)  # its own allocation is free for its own alternative
-    x = dataclasses.replace(scoring_inputs([task], [alpha], nodes, eps, net, sched.types), usable=usable)
+    x = dataclasses.replace(scoring_inputs([task], [alpha], nodes, eps, net, sched.types, scope=sched.compute_scope),
+                            usable=usable)
     raw, network = score_parts(x)
     scores = blend(raw[0][None, :], [w], nodes.energy)[0]
     compute = nodes.compute[:, x.kind[0]].astype(np.float64)

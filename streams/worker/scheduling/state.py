@@ -56,6 +56,7 @@ class Scheduler(QueueMixin):
     forecast_p95: dict = field(default_factory=dict)  # (src, dst) -> forecast worst p95 rtt (preventive mode)
     forecast_version: int = 0
     energy_carbon_weight: float = 0.5
+    compute_scope: str = "auto"  # adapters.tasks.compute_column: within a class, across classes, or by the task
     ledger: Ledger = field(default_factory=Ledger)
     incidents: IncidentBook = field(default_factory=IncidentBook)
     quotas: QuotaBook = field(default_factory=QuotaBook)
