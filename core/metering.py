@@ -160,3 +160,15 @@ def compute_scores(m: NodeMetrics, task_kind: str, model: MeteringModel = DEFAUL
     raw = dims @ model.weights(task_kind)
     cls = m.node_class if scope == "class" else np.zeros_like(np.asarray(m.node_class, dtype=np.int64))
     return normalise_in_class(raw, cls)
+
+
+def economy_scores(m: NodeMetrics, task_kind: str, model: MeteringModel = DEFAULT_METERING) -> np.ndarray:
+    """For work that needs little accelerator (fine-tuning, preprocessing): the kind's compute score
+    within the class x the weakest accelerator node's capability / this node's (training precision,
+    standard units, every class). The smallest card that fits keeps its score, a card k times stronger
+    keeps 1 / k of it: high-end cards are not wasted on such work, and among alike cards the usual
+    score (availability, idle rate, memory) decides. A node without accelerators wastes none."""
+    cap = compute_capability(m, model.precision("training"), model)
+    has = cap > 0
+    waste = np.where(has, cap[has].min() / np.where(has, cap, 1.0), 1.0) if has.any() else np.ones(cap.shape)
+    return compute_scores(m, task_kind, model) * waste

@@ -32,6 +32,7 @@ class TypeDefaults:
     profile: str  # one of NETWORK_PROFILES
     kind: str  # one of TASK_KINDS
     prefers_plain_nodes: bool = False  # when it needs no accelerator
+    frugal: bool = False  # scored by economy (core.metering.economy_scores): CNSCHED_FRUGAL_TYPES, off by default
 
 
 DEFAULT_TYPES: dict[str, TypeDefaults] = {

@@ -11,6 +11,7 @@ from pydantic import AliasChoices, Field, SecretStr, ValidationError, model_vali
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from core.metering import DEFAULT_BENCHMARK_WORK, DEFAULT_MODEL_CONVERSION
+from core.vocabulary import TASK_TYPES
 from schemas.units import divides_day
 
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
@@ -100,6 +101,9 @@ class Settings(BaseSettings):
     compute_normalisation: Literal["auto", "class", "cluster"] = Field(
         default="auto", description="compute scores against the best node of a node's class (class), of all nodes "
         "(cluster: standard units across classes), or by the task (auto: class when it accepts one class)")
+    frugal_types: list[str] = Field(
+        default_factory=list, description="task types scored by economy: the weakest card that fits is best, so "
+        "high-end cards are kept for other work (e.g. [\"fine-tune\", \"preprocessing\"]); off by default")
     card_prices: dict[str, Annotated[float, Field(ge=0)]] = Field(
         default_factory=lambda: {"*": 1.0}, description='JSON {"<accelerator class>": price of a card-hour, '
         '"*": any other class} for `cnsched report cost` (cost units; default 1 per card-hour)')
@@ -149,6 +153,10 @@ class Settings(BaseSettings):
         if self.web_request_timeout_seconds <= self.decision_timeout_seconds:
             problems.append(f"{env_name('web_request_timeout_seconds')} must exceed "
                             f"{env_name('decision_timeout_seconds')}")
+        unknown = [t for t in self.frugal_types if t not in TASK_TYPES]
+        if unknown:
+            problems.append(f"{env_name('frugal_types')}: {unknown[0]!r} is not a task type "
+                            f"({', '.join(TASK_TYPES)})")
         if any(len(t) < 16 for t in self.api_tokens or {}):
             problems.append(f"{env_name('api_tokens')}: every token must be at least 16 characters")
         if self.heartbeat_interval_seconds * 3 > self.session_timeout_seconds:

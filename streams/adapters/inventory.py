@@ -17,6 +17,7 @@ from core.metering import (
     NodeMetrics,
     compute_scores,
     dimensions,
+    economy_scores,
 )
 from core.quality import DEFAULT_LINK_GBPS
 from core.vocabulary import TASK_KINDS
@@ -91,6 +92,7 @@ def meter(records: list[dict], conversion, benchmark_work, now: float, timeout_s
     m.availability = np.where(available, m.availability, 0.0)
     scores = {k: compute_scores(m, k, model) for k in TASK_KINDS}
     scores.update({cluster_key(k): compute_scores(m, k, model, "cluster") for k in TASK_KINDS})
+    scores.update({economy_key(k): economy_scores(m, k, model) for k in TASK_KINDS})
     return Metered(m, classes, available, scores, {k: dimensions(m, k, model) for k in TASK_KINDS})
 
 
@@ -99,7 +101,12 @@ def cluster_key(kind: str) -> str:
     return f"{kind}@cluster"
 
 
-SCORE_COLUMNS = (*TASK_KINDS, *(cluster_key(k) for k in TASK_KINDS))  # NodeView.compute's columns
+def economy_key(kind: str) -> str:
+    """The key of a kind's compute score for frugal work (core.metering.economy_scores)."""
+    return f"{kind}@economy"
+
+
+SCORE_COLUMNS = (*TASK_KINDS, *(cluster_key(k) for k in TASK_KINDS), *(economy_key(k) for k in TASK_KINDS))
 
 
 def scored(records: list[dict], conversion, benchmark_work, now: float, timeout_s: float,
@@ -127,7 +134,7 @@ class NodeView:
 
     ids: list[str]
     index: dict[str, int]
-    compute: np.ndarray  # float32[N, 2K]: per task kind (TASK_KINDS) within its class, then across all (SCORE_COLUMNS)
+    compute: np.ndarray  # float32[N, 3K]: per task kind within its class, across all, for frugal work (SCORE_COLUMNS)
     capacity: np.ndarray  # float32[N, 3] cards, accelerator memory GB, host memory GB
     usable: np.ndarray  # float32[N, 3] capacity (the scheduler subtracts its books and bounds it by reports)
     reported_free: np.ndarray  # float64[N, 3] what the node reports free (NaN where it does not say)

@@ -31,11 +31,15 @@ def endpoints(tasks: list[Task]) -> list[str]:
     return sorted({e.node for t in tasks for e in _endpoints_of(t)})
 
 
-def compute_column(task: Task, kind: str, scope: str = "auto") -> int:
-    """The column of NodeView.compute a task is scored by. ``scope``: "class" (each node against the
-    best of its class), "cluster" (against the best of all: standard units compared across classes),
-    or "auto" (the default): within the class when the task accepts one class only — the only
-    comparison there is — and across classes when it accepts several or any."""
+def compute_column(task: Task, kind: str, scope: str = "auto", frugal: bool = False) -> int:
+    """The column of NodeView.compute a task is scored by. Frugal work (fine-tuning, preprocessing:
+    little accelerator needed) is scored by economy: its kind's score scaled down on stronger cards. Otherwise
+    ``scope``: "class" (each node against the best of its class), "cluster" (against the best of
+    all: standard units compared across classes), or "auto" (the default): within the class when the
+    task accepts one class only — the only comparison there is — and across classes when it accepts
+    several or any."""
+    if frugal:
+        return 2 * len(TASK_KINDS) + KIND_INDEX[kind]
     across = scope == "cluster" or (scope == "auto" and len(set(task.resources.accel_classes)) != 1)
     return KIND_INDEX[kind] + (len(TASK_KINDS) if across else 0)
 
@@ -60,7 +64,7 @@ def scoring_inputs(tasks: list[Task], alphas: list[float], nodes: NodeView, endp
     return ScoringInputs(
         compute=nodes.compute, usable=nodes.usable, available=nodes.available, node_class=nodes.node_class,
         has_accel=nodes.has_accel, node_quality=net.node_quality, quality=net.quality,
-        bandwidth_gbps=net.bandwidth, kind=np.array([compute_column(t, types[t.type].kind, scope) for t in tasks], np.int64),
+        bandwidth_gbps=net.bandwidth, kind=np.array([compute_column(t, types[t.type].kind, scope, types[t.type].frugal) for t in tasks], np.int64),
         alpha=np.array(alphas, np.float32), need=needs, class_mask=np.array(masks, np.int64),
         ep_ptr=ptr, ep_idx=np.array([i for x in ep_lists for i in x], np.int64),
         data_ep=np.array(data_ep, np.int64), data_gb=np.array(data_gb, np.float32),

@@ -111,3 +111,21 @@ def test_standard_units_across_classes_with_the_cluster_scope():
     assert compute_scores(m, "training", scope="cluster").tolist() == pytest.approx([100.0, 70.0])
     # inference weighs compute 0.3 at int8 (2000 vs 800): 0.3 x 40 + 0.7 x 100 = 82
     assert compute_scores(m, "inference", scope="cluster").tolist() == pytest.approx([100.0, 82.0])
+
+
+def test_economy_keeps_high_end_cards_for_work_that_needs_them():
+    """Issue 18: fine-tuning and preprocessing need little accelerator and waste high-end cards. The
+    two-class pair: training capability 8 x 1000 x 0.4 = 3200 and 8 x 400 x 0.4 = 1280 (fp16); the
+    weaker card keeps its in-class score (100), the stronger 1280 / 3200 = 40 % of its own (40)."""
+    from core.metering import economy_scores
+
+    m = two_classes()
+    assert compute_capability(m, 1).tolist() == pytest.approx([3200.0, 1280.0])
+    assert economy_scores(m, "training").tolist() == pytest.approx([40.0, 100.0])
+    # among alike cards the usual score decides: node 1 of nodes() (fresh benchmark 1500 vs 1600) is
+    # weaker than node 0 by 1500/1600, so it keeps its score x 1 and node 0 x 1500/1600 (node 2: 499.2
+    # is the weakest of all, node 3 has no cards and wastes none)
+    base = compute_scores(nodes(), "training")
+    cap = compute_capability(nodes(), 1)
+    assert economy_scores(nodes(), "training").tolist() == pytest.approx(
+        [base[0] * 499.2 / cap[0], base[1] * 499.2 / cap[1], base[2], base[3]])

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import math
 import time
@@ -72,7 +73,7 @@ def _nan(v: float | None) -> float:
 
 
 def make_scheduler(settings: Settings, net, inv) -> Scheduler:
-    return Scheduler(
+    sched = Scheduler(
         net, inv, margin=settings.resource_margin, max_wait_s=settings.max_wait_seconds,
         node_timeout_s=settings.node_timeout_seconds,
         policy=ReschedulePolicy(cooldown_s=settings.migration_cooldown_seconds),
@@ -80,6 +81,8 @@ def make_scheduler(settings: Settings, net, inv) -> Scheduler:
         energy_carbon_weight=settings.energy_carbon_weight, preemption=settings.preemption,
         compute_scope=settings.compute_normalisation,
     )
+    sched.types = {t: dataclasses.replace(d, frugal=t in settings.frugal_types) for t, d in sched.types.items()}
+    return sched
 
 
 class SchedulingService:

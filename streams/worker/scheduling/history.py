@@ -40,7 +40,8 @@ async def refresh_history(sched: Scheduler, settings: Settings, counters: Counte
     if settings.learn_alpha:
         rows = await asyncio.to_thread(load_learned_alphas, settings.duckdb_path, settings.alpha_min_tasks)
         learned = {r["task_type"]: r["learned_alpha"] for r in rows if r["in_use"] and r["task_type"] in DEFAULT_TYPES}
-        types = {t: dataclasses.replace(d, alpha=learned[t]) if t in learned else d for t, d in DEFAULT_TYPES.items()}
+        types = {t: dataclasses.replace(d, alpha=learned.get(t, d.alpha), frugal=t in settings.frugal_types)
+                 for t, d in DEFAULT_TYPES.items()}
         if types != sched.types:
             log.info("type alphas now %s", {t: d.alpha for t, d in types.items()})
             sched.types = types

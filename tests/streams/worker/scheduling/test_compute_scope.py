@@ -46,3 +46,27 @@ def test_a_task_open_to_every_class_goes_to_the_stronger_card(scope, expected):
     d = s.decide(task("p", ["l40s"]), now)
     assert d.nodes == ["small"] and d.candidates[0].compute_score == pytest.approx(
         100.0 if scope != "cluster" else 4850 / 78.5, abs=0.01)
+
+
+def test_frugal_types_are_kept_off_high_end_cards_when_configured():
+    """CNSCHED_FRUGAL_TYPES (off by default: on the Philly replay it cost those jobs 49 % in mean JCT,
+    every job running faster on newer cards): a fine-tune then takes the weaker card, big 40 % of its
+    score (capability 8 x 400 x 0.4 = 1280 against 8 x 1000 x 0.4 = 3200), small 100."""
+    import dataclasses
+
+    from streams.config import Settings
+    from streams.worker.scheduling.agent import make_scheduler as from_settings
+
+    now = time.time()
+    s = make_scheduler([gpu_node("big", now, 1000.0, accel_class="h100"),
+                        gpu_node("small", now, 400.0, accel_class="l40s")], {})
+    assert s.decide(task("f0", typ="fine-tune"), now).nodes == ["big"]  # by default: the stronger card
+    s.types = {t: dataclasses.replace(d, frugal=t == "fine-tune") for t, d in s.types.items()}
+    d = s.decide(task("f1", typ="fine-tune"), now)
+    scores = {c.node: c.compute_score for c in d.candidates}
+    assert d.nodes == ["small"] and scores == {"big": pytest.approx(40.0), "small": pytest.approx(100.0)}
+    # the setting reaches the scheduler's types; an unknown type is refused
+    sched = from_settings(Settings(frugal_types=["fine-tune", "preprocessing"]), s.net, s.inv)
+    assert {t for t, x in sched.types.items() if x.frugal} == {"fine-tune", "preprocessing"}
+    with pytest.raises(ValueError, match="'gaming' is not a task type"):
+        Settings(frugal_types=["gaming"])
