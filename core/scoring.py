@@ -6,10 +6,12 @@ once the safety margin is kept). Scores are 0..100.
 
 Network score of job j on node n: the mean path quality (0..100) from n to the job's endpoints
 (co-workers, data source, model repository; CSR lists), or the node's mean quality to its peers when
-the job names no endpoint. When the job loads ``data_gb`` from its data endpoint, the load time over
-that path (``data_gb x 8 / bandwidth``) goes through a log utility curve (``load_good_s`` -> 100,
-``load_bad_s`` -> 0) and is mixed in with weight ``load_weight``: a 200 GB model behind a slow path
-makes a poor candidate. Jobs that need no accelerator and prefer plain nodes (preprocessing, batch
+the job names no endpoint. Data location is a factor of its own: when the job loads ``data_gb`` from
+its data endpoint, the load time over that path (``data_gb x 8 / bandwidth``) goes through a log
+utility curve (``load_good_s`` -> 100, ``load_bad_s`` -> 0) and takes ``load_weight`` of the
+composite: ``(1 - w) x (alpha x compute + (1 - alpha) x network) + w x load``. A 200 GB model behind
+a slow path makes a poor candidate whatever the task's alpha (mixed into the network part it weighed
+only (1 - alpha) x w, and an inference service still chose a 27-minute load). Jobs that need no accelerator and prefer plain nodes (preprocessing, batch
 analytics) lose ``accel_penalty`` points on accelerator nodes.
 
 The numba kernel runs in parallel over jobs; :func:`score_reference` is the plain numpy version the
@@ -64,7 +66,7 @@ class ScoringInputs:
     accel_penalty: np.ndarray  # float32[J]
     load_good_s: float = 60.0
     load_bad_s: float = 3600.0
-    load_weight: float = 0.5
+    load_weight: float = 0.3  # share of the composite the data load time takes when a task loads data
     unknown_quality: float = 50.0  # a path without data yet: neither good nor bad
 
     @property
@@ -158,20 +160,21 @@ def _score_rows_impl(out, net_out, want_net, compute_t, usable_t, available, nod
             inv = np.float32(1.0 / m)
             for n in range(N):
                 row[n] *= inv
-        # 2. the load time of the job's data over the path from its data endpoint
-        d = data_ep[j]
-        gb = data_gb[j]
-        if d >= 0 and gb > 0:
-            lb = np.float32(math.log(gb * 8.0)) - log_good
-            w = np.float32(load_weight)
-            lbw = log_bw[d]
-            for n in range(N):
-                u = (log_span - (lb - lbw[n])) / log_span
-                u = min(max(u, zero), np.float32(1.0)) * hundred
-                row[n] = (np.float32(1.0) - w) * row[n] + w * u
         if want_net:
             for n in range(N):
                 net_out[j, n] = row[n]
+        # 2. the load time of the job's data over the path from its data endpoint: its own factor
+        d = data_ep[j]
+        gb = data_gb[j]
+        loads = d >= 0 and gb > 0
+        w = np.float32(load_weight) if loads else zero
+        lu = np.zeros(N if loads else 0, np.float32)
+        if loads:
+            lb = np.float32(math.log(gb * 8.0)) - log_good
+            lbw = log_bw[d]
+            for n in range(N):
+                u = (log_span - (lb - lbw[n])) / log_span
+                lu[n] = min(max(u, zero), np.float32(1.0)) * hundred
         # 3. composite, penalty, clip, feasibility
         a = alpha[j]
         ca = compute_t[kind[j]]
@@ -185,6 +188,8 @@ def _score_rows_impl(out, net_out, want_net, compute_t, usable_t, available, nod
         mask = class_mask[j]
         for n in range(N):
             v = a * ca[n] + (np.float32(1.0) - a) * row[n]
+            if loads:
+                v = (np.float32(1.0) - w) * v + w * lu[n]
             if has_accel[n]:
                 v -= pen
             v = min(max(v, zero), hundred)
@@ -220,14 +225,19 @@ def network_scores_reference(x: ScoringInputs, j: int) -> np.ndarray:
     else:
         q = x.quality[eps].astype(np.float64)
         net = np.where(np.isnan(q), x.unknown_quality, q).mean(axis=0)
-    if x.data_ep[j] >= 0 and x.data_gb[j] > 0:
-        bw = x.bandwidth_gbps[x.data_ep[j]].astype(np.float64)
-        with np.errstate(divide="ignore"):
-            load_s = x.data_gb[j] * 8.0 / bw
-            u = (np.log(x.load_bad_s) - np.log(load_s)) / (np.log(x.load_bad_s) - np.log(x.load_good_s))
-        u = np.where(bw > 0, np.clip(u, 0, 1) * 100.0, 0.0)
-        net = (1 - x.load_weight) * net + x.load_weight * u
     return net
+
+
+def load_scores(x: ScoringInputs, j: int) -> np.ndarray | None:
+    """[N] 0..100 of job j's data load time on each node (the kernel's load factor), or None when it
+    loads nothing."""
+    if not (x.data_ep[j] >= 0 and x.data_gb[j] > 0):
+        return None
+    bw = x.bandwidth_gbps[x.data_ep[j]].astype(np.float64)
+    with np.errstate(divide="ignore"):
+        load_s = x.data_gb[j] * 8.0 / bw
+        u = (np.log(x.load_bad_s) - np.log(load_s)) / (np.log(x.load_bad_s) - np.log(x.load_good_s))
+    return np.where(bw > 0, np.clip(u, 0, 1) * 100.0, 0.0)
 
 
 def score_reference(x: ScoringInputs) -> np.ndarray:
@@ -237,6 +247,9 @@ def score_reference(x: ScoringInputs) -> np.ndarray:
     for j in range(x.n_jobs):
         net = network_scores_reference(x, j)
         v = x.alpha[j] * x.compute[:, x.kind[j]].astype(np.float64) + (1 - x.alpha[j]) * net
+        load = load_scores(x, j)
+        if load is not None:
+            v = (1 - x.load_weight) * v + x.load_weight * load
         v = v - np.where(x.has_accel, x.accel_penalty[j], 0.0)
         v = np.clip(v, 0, 100)
         out[j] = np.where(filter_reasons(x, j) == FEASIBLE, v, -np.inf)

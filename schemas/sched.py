@@ -75,6 +75,8 @@ class Candidate(BaseModel):
     alpha: float
     composite: float
     energy_score: float | None = Field(default=None, description="set when the task has a cost sensitivity")
+    load_score: float | None = Field(default=None, description="set when the task loads data: its load time's "
+                                     "score (0..100), which takes 0.3 of the composite")
 
 
 class Fallback(BaseModel):

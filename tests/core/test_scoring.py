@@ -105,13 +105,17 @@ def test_a_large_model_behind_a_slow_path_makes_a_poor_candidate():
     x.data_gb[1] = 200.0
     x.bandwidth_gbps[0] = [1.0, 100.0]  # node 0 reaches the repository at 1 Gbit/s, node 1 at 100
     s = score_all(x)[1]
+    # data location is a factor of its own (issue 18: mixed into the network part, it weighed only
+    # 0.2 x 0.5 and this inference service chose the 27-minute load, 84.981 against 67.5):
     # node 0: 1600 s load -> log utility (ln 3600 - ln 1600)/(ln 3600 - ln 60) = 0.19806 -> 19.806;
-    #   network (30 + 19.806)/2 = 24.903; composite 0.8*100 + 0.2*24.903 = 84.981
-    # node 1: 16 s load -> 100; network (95 + 100)/2 = 97.5; composite 0.8*60 + 0.2*97.5 = 67.5
-    assert s.tolist() == pytest.approx([84.981, 67.5], abs=1e-3)
-    x.alpha[1] = 0.5  # a less compute-bound job flips to the well-connected node
+    #   0.8*100 + 0.2*30 = 86; composite 0.7*86 + 0.3*19.806 = 66.142
+    # node 1: 16 s load -> 100; 0.8*60 + 0.2*95 = 67; composite 0.7*67 + 0.3*100 = 76.9
+    assert s.tolist() == pytest.approx([66.142, 76.9], abs=1e-3)
+    _, net = score_parts(x)
+    assert net[1].tolist() == pytest.approx([30.0, 95.0])  # the network part is the paths alone
+    x.data_gb[1] = 1.0  # a small model loads in 8 s anywhere: compute decides again
     s = score_all(x)[1]
-    assert s[1] > s[0]
+    assert s[0] > s[1]
 
 
 def test_filters_and_reasons():

@@ -25,16 +25,17 @@ def _python_pair(x, j: int, n: int) -> float:
     else:
         vals = [float(x.quality[e, n]) for e in eps]
         net = sum(x.unknown_quality if m.isnan(v) else v for v in vals) / len(vals)
+    a = float(x.alpha[j])
+    v = a * float(x.compute[n, x.kind[j]]) + (1 - a) * net
     d = int(x.data_ep[j])
-    if d >= 0 and x.data_gb[j] > 0:
+    if d >= 0 and x.data_gb[j] > 0:  # the data load time: a factor of its own
         bw = float(x.bandwidth_gbps[d, n])
         u = 0.0
         if bw > 0:
             span = m.log(x.load_bad_s) - m.log(x.load_good_s)
             u = min(max((m.log(x.load_bad_s) - m.log(x.data_gb[j] * 8 / bw)) / span, 0.0), 1.0) * 100
-        net = (1 - x.load_weight) * net + x.load_weight * u
-    a = float(x.alpha[j])
-    v = a * float(x.compute[n, x.kind[j]]) + (1 - a) * net - (float(x.accel_penalty[j]) if x.has_accel[n] else 0.0)
+        v = (1 - x.load_weight) * v + x.load_weight * u
+    v -= float(x.accel_penalty[j]) if x.has_accel[n] else 0.0
     return min(max(v, 0.0), 100.0)
 
 

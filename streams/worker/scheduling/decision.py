@@ -25,6 +25,7 @@ class Scored:
     composite: np.ndarray  # float[N], -inf where infeasible
     compute: np.ndarray  # float[N]
     network: np.ndarray  # float[N]
+    load: np.ndarray | None = None  # float[N] the data load time's score, when the task loads data
 
 
 def finite(v) -> float | None:
@@ -36,7 +37,8 @@ def candidates(s: Scored, nodes: NodeView, with_energy: bool) -> list[Candidate]
     return [Candidate.model_construct(node=nodes.ids[i], compute_score=round(float(s.compute[i]), 4),
                       network_score=round(float(s.network[i]), 4) if s.alpha < 1 else 0.0,
                       alpha=s.alpha, composite=round(float(s.composite[i]), 4),
-                      energy_score=round(float(nodes.energy[i]), 4) if with_energy else None)
+                      energy_score=round(float(nodes.energy[i]), 4) if with_energy else None,
+                      load_score=None if s.load is None else round(float(s.load[i]), 4))
             for i in top(s.composite, TOP_CANDIDATES)]
 
 

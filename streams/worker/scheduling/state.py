@@ -15,7 +15,7 @@ import numpy as np
 from core.metering import DEFAULT_BENCHMARK_WORK, DEFAULT_MODEL_CONVERSION
 from core.placement import peer_scores, place, top
 from core.reschedule import ReschedulePolicy, endpoint_worst, worst_known
-from core.scoring import FEASIBLE, RESERVED, TEAM_QUOTA, filter_reasons
+from core.scoring import FEASIBLE, RESERVED, TEAM_QUOTA, filter_reasons, load_scores
 from core.vocabulary import DEFAULT_TYPES
 from schemas.sched import Decision, Fallback, Incident, RescheduleEvent, ScoreBreakdown, Task
 from streams.adapters.inventory import NodeView, node_view
@@ -177,7 +177,8 @@ class Scheduler(QueueMixin):
         reasons = np.where((reasons == FEASIBLE) & ~quota_ok, TEAM_QUOTA, reasons)
         reasons = np.where((reasons == FEASIBLE) & held, RESERVED, reasons).astype(np.int8)
         fits = reasons == 0
-        s = Scored(alpha, np.where(fits, b.composite[t], -np.inf), nodes.compute[:, x.kind[t]], b.network[t])
+        s = Scored(alpha, np.where(fits, b.composite[t], -np.inf), nodes.compute[:, x.kind[t]], b.network[t],
+                   load_scores(x, t))
         compute_only = [int(i) for i in top(np.where(fits, b.compute_only[t], -np.inf), task.peers)]
         w = task.cost_sensitivity
 

@@ -40,6 +40,7 @@ def test_cost_sensitive_task_prefers_the_cheap_green_node():
     by = {c.node: c for c in d.candidates}
     # hourly cost 1.2, 0.4 $/h -> scores 0, 100; carbon 4500, 500 g/h -> 0, 100; n2 unknown -> 50
     assert (by["n0"].energy_score, by["n1"].energy_score, by["n2"].energy_score) == (0.0, 100.0, 50.0)
-    for c in d.candidates:  # composite = 0.6 x (alpha c + (1 - alpha) n) + 0.4 x energy
-        raw = c.alpha * c.compute_score + (1 - c.alpha) * c.network_score
+    for c in d.candidates:  # composite = 0.6 x (0.7 (alpha c + (1 - alpha) n) + 0.3 load) + 0.4 x energy
+        raw = 0.7 * (c.alpha * c.compute_score + (1 - c.alpha) * c.network_score) + 0.3 * c.load_score
         assert c.composite == pytest.approx(0.6 * raw + 0.4 * c.energy_score, abs=1e-3)
+        assert c.load_score == 100.0  # 1 GB loads in seconds anywhere
