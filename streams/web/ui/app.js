@@ -140,12 +140,13 @@ function renderTasks(tasks, estimates) {
       el("td", {}, rec.nodes.join(", ")),
       el("td", { class: "num" }, num(b.composite)), el("td", { class: "num" }, num(b.compute_score)),
       el("td", { class: "num" }, num(b.network_score)), el("td", { class: "num" }, num(b.energy_score)),
+      el("td", { class: "num" }, num(b.load_score)),
       el("td", { class: "num" }, num(d?.alpha, 2)),
       el("td", { class: "num" }, wait === null ? "–" : num(wait, 0) + " s"),
       el("td", {}, est?.start ? clock(est.start) : (rec.status === "queued" ? "unknown" : "")));
   });
   replace("tasks", rows.length ? table(["task", "type", "team", "status", "nodes", "composite", "compute",
-    "network", "energy", "alpha", "wait", "est. start"], rows) : el("p", { class: "muted" }, "no tasks yet"));
+    "network", "energy", "data load", "alpha", "wait", "est. start"], rows) : el("p", { class: "muted" }, "no tasks yet"));
 }
 
 function eventsOf(tasks) {
