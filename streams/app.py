@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -47,6 +48,7 @@ def faust_credentials(settings: Settings):
 def faust_app(settings: Settings, app_id: str, **overrides) -> faust.App:
     """A Faust app configured from Settings (brokers, security, timeouts, web)."""
     from streams.runtime.faust_patches import (
+        AFTER_BROKER_LOSS_ENV,
         no_topic_auto_creation,
         use_fetch_max_wait,
         use_true_highwaters,
@@ -54,7 +56,7 @@ def faust_app(settings: Settings, app_id: str, **overrides) -> faust.App:
 
     no_topic_auto_creation()
     use_fetch_max_wait(settings.fetch_max_wait_ms)
-    use_true_highwaters(settings.kafka_client_kwargs())
+    use_true_highwaters(settings.kafka_client_kwargs(), unreadable_is_empty=bool(os.environ.get(AFTER_BROKER_LOSS_ENV)))
     conf = dict(
         broker=[f"kafka://{hp}" for hp in settings.bootstrap_servers],
         broker_credentials=faust_credentials(settings),

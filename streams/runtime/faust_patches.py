@@ -65,14 +65,20 @@ def use_idle_timeout(app, seconds: float) -> None:
     app.web._runner._kwargs["keepalive_timeout"] = seconds
 
 
-async def true_ends(client_kwargs: dict, ends: dict) -> dict:
+# set in the environment of a worker that restarted itself because the broker lost our topics
+# (streams/worker/broker_watch.py): only then can a changelog hold offsets with nothing behind them
+AFTER_BROKER_LOSS_ENV = "_CNSCHED_AFTER_BROKER_LOSS"
+
+
+async def true_ends(client_kwargs: dict, ends: dict, unreadable_is_empty: bool = False) -> dict:
     """``ends`` (partition -> end offset as ListOffsets says) corrected by fetching from end - 1: the
     fetch returns the whole batch holding that offset, and its last offset + 1 is the end.
 
-    A partition with an end but no record to read, from end - 1 or from its start, has nothing to
-    recover: its end is 0. Tansu accepts writes to a topic it no longer has (a client that cached the
-    metadata from before a memory-storage restart) and counts their offsets without storing them; a
-    recovery waiting for those would wait for ever."""
+    With ``unreadable_is_empty`` (a worker restarted after the broker lost our topics), a partition
+    with an end but no record to read, from end - 1 or from its start, has nothing to recover: its end
+    is 0. Tansu accepts writes to a topic it no longer has (a client that cached the metadata from
+    before a memory-storage restart) and counts their offsets without storing them; a recovery waiting
+    for those would wait for ever. Elsewhere a slow fetch must never make a changelog look empty."""
     check = {tp: e for tp, e in ends.items() if e is not None and e > 0}
     if not check:
         return dict(ends)
@@ -92,7 +98,7 @@ async def true_ends(client_kwargs: dict, ends: dict) -> dict:
                 tp = parts[ktp]
                 out[tp] = max(out[tp], msgs[-1].offset + 1 if msgs else 0, c.highwater(ktp) or 0)
                 pending.discard(ktp)
-        if pending:  # nothing at end - 1: is anything readable at all?
+        if pending and unreadable_is_empty:  # nothing at end - 1: is anything readable at all?
             for ktp in pending:
                 c.seek_to_beginning(ktp)
             got = await c.getmany(*pending, timeout_ms=int(CHECK_TIMEOUT_S * 1000))
@@ -106,7 +112,7 @@ async def true_ends(client_kwargs: dict, ends: dict) -> dict:
     return out
 
 
-def use_true_highwaters(client_kwargs: dict) -> None:
+def use_true_highwaters(client_kwargs: dict, unreadable_is_empty: bool = False) -> None:
     from faust.transport.drivers import aiokafka as faust_aiokafka
 
     cls = faust_aiokafka.AIOKafkaConsumerThread
@@ -116,7 +122,7 @@ def use_true_highwaters(client_kwargs: dict) -> None:
         ends = await original(self, partitions)
         if self.consumer.in_transaction:
             return ends
-        return await true_ends(client_kwargs, dict(ends))
+        return await true_ends(client_kwargs, dict(ends), unreadable_is_empty)
 
     cls._cnsched_original_highwaters = original
     cls._highwaters = _highwaters

@@ -20,6 +20,8 @@ from collections.abc import Callable
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from streams.runtime.faust_patches import AFTER_BROKER_LOSS_ENV
+
 log = logging.getLogger(__name__)
 CHECK_INTERVAL_S = 5.0
 CHECK_TIMEOUT_S = 5.0
@@ -75,9 +77,9 @@ class BrokerWatch:
             self._consumer = AIOKafkaConsumer(**self.client_kwargs, enable_auto_commit=False)
             await self._consumer.start()
         cluster = await self._consumer._client.fetch_all_metadata()
-        present = {t: len(cluster.partitions_for_topic(t) or ()) for t in self.topics
-                   if cluster.partitions_for_topic(t)}
-        tps = [TopicPartition(t, p) for t in present for p in sorted(cluster.partitions_for_topic(t))]
+        parts = {t: sorted(cluster.partitions_for_topic(t) or ()) for t in self.topics}
+        present = {t: len(ps) for t, ps in parts.items() if ps}
+        tps = [TopicPartition(t, p) for t, ps in parts.items() for p in ps]
         ends = await self._consumer.end_offsets(tps) if tps else {}
         return present, ends
 
@@ -94,4 +96,5 @@ def restart_in_place(reason: str) -> None:
         handler.flush()
     sys.stdout.flush()
     sys.stderr.flush()
+    os.environ[AFTER_BROKER_LOSS_ENV] = "1"  # the changelogs may hold offsets with nothing behind them
     os.execv(sys.executable, [sys.executable, "-m", "streams.cli", *sys.argv[1:]])
