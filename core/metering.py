@@ -126,7 +126,9 @@ def compute_capability(m: NodeMetrics, precision: int, model: MeteringModel = DE
     return np.where(fresh, bench, peak)
 
 
-SCOPES = ("class", "cluster")
+def _peers(m: NodeMetrics, scope: str) -> np.ndarray:
+    """The group each node is normalised within: its class ("class") or one group of all ("cluster")."""
+    return m.node_class if scope == "class" else np.zeros_like(np.asarray(m.node_class, dtype=np.int64))
 
 
 def dimensions(m: NodeMetrics, task_kind: str, model: MeteringModel = DEFAULT_METERING,
@@ -134,7 +136,7 @@ def dimensions(m: NodeMetrics, task_kind: str, model: MeteringModel = DEFAULT_ME
     """float64[n, 4]: compute, storage, interconnect, quality scores (0..100) per node, each against
     the best of the node's class (``scope`` "class") or of every node (``scope`` "cluster": standard
     units compared across classes)."""
-    cls = m.node_class if scope == "class" else np.zeros_like(np.asarray(m.node_class, dtype=np.int64))
+    cls = _peers(m, scope)
     compute = normalise_in_class(compute_capability(m, model.precision(task_kind), model), cls)
     cards = _z(m.cards)
     storage = (0.5 * normalise_in_class(cards * _z(m.mem_gb), cls)
@@ -158,17 +160,23 @@ def compute_scores(m: NodeMetrics, task_kind: str, model: MeteringModel = DEFAUL
     "class"), or the best node of all (``scope`` "cluster")."""
     dims = dimensions(m, task_kind, model, scope)
     raw = dims @ model.weights(task_kind)
-    cls = m.node_class if scope == "class" else np.zeros_like(np.asarray(m.node_class, dtype=np.int64))
-    return normalise_in_class(raw, cls)
+    return normalise_in_class(raw, _peers(m, scope))
+
+
+def economy_factor(m: NodeMetrics, model: MeteringModel = DEFAULT_METERING) -> np.ndarray:
+    """For work that needs little accelerator (fine-tuning, preprocessing): the weakest accelerator
+    node's capability / this node's (training precision, standard units, every class), 1 for a node
+    without accelerators (it wastes none). A kind's compute score times it is the economy score: the
+    smallest card that fits keeps its score, a card k times stronger keeps 1 / k of it, so high-end
+    cards are not wasted on such work, and among alike cards the usual score (availability, idle rate,
+    memory) decides."""
+    cap = compute_capability(m, model.precision("training"), model)
+    has = cap > 0
+    if not has.any():
+        return np.ones(cap.shape)
+    return np.where(has, cap[has].min() / np.where(has, cap, 1.0), 1.0)
 
 
 def economy_scores(m: NodeMetrics, task_kind: str, model: MeteringModel = DEFAULT_METERING) -> np.ndarray:
-    """For work that needs little accelerator (fine-tuning, preprocessing): the kind's compute score
-    within the class x the weakest accelerator node's capability / this node's (training precision,
-    standard units, every class). The smallest card that fits keeps its score, a card k times stronger
-    keeps 1 / k of it: high-end cards are not wasted on such work, and among alike cards the usual
-    score (availability, idle rate, memory) decides. A node without accelerators wastes none."""
-    cap = compute_capability(m, model.precision("training"), model)
-    has = cap > 0
-    waste = np.where(has, cap[has].min() / np.where(has, cap, 1.0), 1.0) if has.any() else np.ones(cap.shape)
-    return compute_scores(m, task_kind, model) * waste
+    """The kind's compute score within the class x :func:`economy_factor`."""
+    return compute_scores(m, task_kind, model) * economy_factor(m, model)

@@ -17,7 +17,7 @@ from core.metering import (
     NodeMetrics,
     compute_scores,
     dimensions,
-    economy_scores,
+    economy_factor,
 )
 from core.quality import DEFAULT_LINK_GBPS
 from core.vocabulary import TASK_KINDS
@@ -92,7 +92,8 @@ def meter(records: list[dict], conversion, benchmark_work, now: float, timeout_s
     m.availability = np.where(available, m.availability, 0.0)
     scores = {k: compute_scores(m, k, model) for k in TASK_KINDS}
     scores.update({cluster_key(k): compute_scores(m, k, model, "cluster") for k in TASK_KINDS})
-    scores.update({economy_key(k): economy_scores(m, k, model) for k in TASK_KINDS})
+    waste = economy_factor(m, model)  # economy: the class score scaled down on stronger cards
+    scores.update({economy_key(k): scores[k] * waste for k in TASK_KINDS})
     return Metered(m, classes, available, scores, {k: dimensions(m, k, model) for k in TASK_KINDS})
 
 
@@ -107,6 +108,7 @@ def economy_key(kind: str) -> str:
 
 
 SCORE_COLUMNS = (*TASK_KINDS, *(cluster_key(k) for k in TASK_KINDS), *(economy_key(k) for k in TASK_KINDS))
+SCORE_COLUMN = {key: i for i, key in enumerate(SCORE_COLUMNS)}  # NodeView.compute's column of a score key
 
 
 def scored(records: list[dict], conversion, benchmark_work, now: float, timeout_s: float,

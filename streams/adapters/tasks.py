@@ -9,7 +9,7 @@ from core.scoring import ScoringInputs, class_mask
 from core.sensitivity import accel_penalty
 from core.vocabulary import TASK_KINDS, TypeDefaults
 from schemas.sched import Task
-from streams.adapters.inventory import NodeView
+from streams.adapters.inventory import SCORE_COLUMN, NodeView, cluster_key, economy_key
 
 KIND_INDEX = {k: i for i, k in enumerate(TASK_KINDS)}
 
@@ -39,9 +39,9 @@ def compute_column(task: Task, kind: str, scope: str = "auto", frugal: bool = Fa
     task accepts one class only — the only comparison there is — and across classes when it accepts
     several or any."""
     if frugal:
-        return 2 * len(TASK_KINDS) + KIND_INDEX[kind]
+        return SCORE_COLUMN[economy_key(kind)]
     across = scope == "cluster" or (scope == "auto" and len(set(task.resources.accel_classes)) != 1)
-    return KIND_INDEX[kind] + (len(TASK_KINDS) if across else 0)
+    return SCORE_COLUMN[cluster_key(kind) if across else kind]
 
 
 def scoring_inputs(tasks: list[Task], alphas: list[float], nodes: NodeView, endpoint_ids: list[str], net,
@@ -64,7 +64,8 @@ def scoring_inputs(tasks: list[Task], alphas: list[float], nodes: NodeView, endp
     return ScoringInputs(
         compute=nodes.compute, usable=nodes.usable, available=nodes.available, node_class=nodes.node_class,
         has_accel=nodes.has_accel, node_quality=net.node_quality, quality=net.quality,
-        bandwidth_gbps=net.bandwidth, kind=np.array([compute_column(t, types[t.type].kind, scope, types[t.type].frugal) for t in tasks], np.int64),
+        bandwidth_gbps=net.bandwidth,
+        kind=np.array([compute_column(t, types[t.type].kind, scope, types[t.type].frugal) for t in tasks], np.int64),
         alpha=np.array(alphas, np.float32), need=needs, class_mask=np.array(masks, np.int64),
         ep_ptr=ptr, ep_idx=np.array([i for x in ep_lists for i in x], np.int64),
         data_ep=np.array(data_ep, np.int64), data_gb=np.array(data_gb, np.float32),
