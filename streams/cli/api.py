@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from streams.cli.common import Parser, UsageError
+from streams.cli.common import Parser, UsageError, drawing
 from streams.config import Settings
 
 
@@ -178,7 +178,7 @@ def _plot_forecast(args, settings: Settings, path: str) -> int:
 
     import numpy as np
 
-    from streams.render.charts import Band, PlotUnavailable, line_chart
+    from streams.render.charts import Band, line_chart
 
     f = _answer(args, settings, "query", "GET", path)
     if f is None:
@@ -190,14 +190,10 @@ def _plot_forecast(args, settings: Settings, path: str) -> int:
     p50 = np.concatenate([nan_h, [p["value"] for p in pts]])
     upper = np.concatenate([nan_h, [p["upper"] if p.get("upper") is not None else np.nan for p in pts]])
     where = f"{f.get('src')} -> {f.get('dst')}" if f.get("dst") else f.get("node")
-    try:
+    with drawing("--plot", args.plot):
         line_chart(args.plot, [("history", np.concatenate([[p["value"] for p in hist], nan_p])), ("forecast (p50)", p50)],
                    band=Band(f"p50 to p{round(100 * (f.get('quantile') or 0.9))}", p50, upper), x=x / 60.0,
                    xlabel="minutes from now", ylabel=f"{f['metric']} {f['stat']}", title=f"forecast of {where}")
-    except PlotUnavailable as exc:
-        raise UsageError(f"--plot: {exc}") from None
-    except OSError as exc:
-        raise UsageError(f"--plot {args.plot}: {exc.strerror or exc}") from None
     out = {"plot": args.plot, "history_points": len(hist), "forecast_points": len(pts)}
     print(json.dumps(out) if args.json else json.dumps(out, indent=2))
     return 0

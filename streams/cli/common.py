@@ -1,9 +1,10 @@
 """What every `cnsched` command module shares: usage errors (one line, exit 2), the parser class that
-raises them, and the key/value printout of results."""
+raises them, the usage errors of drawing a chart, and the key/value printout of results."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 
 
 class UsageError(Exception):
@@ -13,6 +14,21 @@ class UsageError(Exception):
 class Parser(argparse.ArgumentParser):
     def error(self, message: str):  # one clear line, not a usage dump
         raise UsageError(f"{message} (see '{self.prog} --help')")
+
+
+@contextlib.contextmanager
+def drawing(option: str, path: str, command: str = ""):
+    """Around a chart's drawing: no matplotlib, or a path that cannot be written, is a usage error
+    naming the option (``--plot``, ``--png``) and the file."""
+    from streams.render.charts import PlotUnavailable
+
+    lead = f"{command}: " if command else ""
+    try:
+        yield
+    except PlotUnavailable as exc:
+        raise UsageError(f"{lead}{option}: {exc}") from None
+    except OSError as exc:
+        raise UsageError(f"{lead}{option} {path}: {exc.strerror or exc}") from None
 
 
 def print_result(result: dict, as_json: bool) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from streams.cli.common import Parser, UsageError, print_result
+from streams.cli.common import Parser, UsageError, drawing, print_result
 from streams.config import Settings
 
 
@@ -141,19 +141,15 @@ def cmd_backtest(args, settings: Settings) -> int:
     if args.plot:
         import numpy as np
 
-        from streams.render.charts import Band, PlotUnavailable, line_chart
+        from streams.render.charts import Band, line_chart
 
         tr = result.pop("trace")
         minutes = np.arange(len(tr["truth"])) * args.step_seconds / 60.0
-        try:
+        with drawing("--plot", args.plot):
             line_chart(args.plot, [(str(tr["series"]), tr["truth"]), ("forecast (p50)", tr["p50"])],
                        band=Band("p50 to upper", tr["p50"], tr["upper"]), x=minutes, xlabel="minutes into the scored span",
                        ylabel=f"{args.metric} {args.stat}", title=f"backtest of {tr['series']}: forecasts made "
                        f"every {args.every_minutes:g} min for {args.horizon_minutes:g} min ahead")
-        except PlotUnavailable as exc:
-            raise UsageError(f"--plot: {exc}") from None
-        except OSError as exc:
-            raise UsageError(f"--plot {args.plot}: {exc.strerror or exc}") from None
         result["plot"] = {"file": args.plot, "series": tr["series"]}
     print_result({"metric": args.metric, "stat": args.stat, **result}, args.json)
     return 0
@@ -195,14 +191,8 @@ def cmd_battery(args, settings: Settings) -> int:
     except (BatteryInputError, OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"battery: {exc}") from None
     if args.plot:
-        from streams.render.charts import PlotUnavailable
-
-        try:
+        with drawing("--plot", args.plot, "battery"):
             battery.plot(sizing, load, args.plot, interval)
-        except PlotUnavailable as exc:
-            raise UsageError(f"battery: --plot: {exc}") from None
-        except OSError as exc:
-            raise UsageError(f"battery: --plot {args.plot}: {exc.strerror or exc}") from None
     if args.json:
         print(json.dumps(power.sizing_body(sizing, {
             "samples": int(load.size), "interval_s": interval, "window_samples": window, "margin": args.margin,

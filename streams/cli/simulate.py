@@ -9,7 +9,7 @@ import time
 import uuid
 from pathlib import Path
 
-from streams.cli.common import UsageError
+from streams.cli.common import UsageError, drawing
 from streams.cli.progress import bar
 from streams.config import Settings
 
@@ -99,16 +99,11 @@ def _replay_with_progress(args, trace, cluster, cfg, policies):
 def _jct_png(path: str, jobs: list[dict], policies) -> None:
     import numpy as np
 
-    from streams.render.charts import PlotUnavailable
     from streams.render.replay import jct_png
 
-    try:
+    with drawing("--png", path):
         jct_png({p: np.array([r["jct_s"] for r in jobs if r["policy"] == p and r["class"] == "sensitive"
                               and r["jct_s"] is not None]) for p in policies}, path)
-    except PlotUnavailable as exc:
-        raise UsageError(f"--png: {exc}") from None
-    except OSError as exc:
-        raise UsageError(f"--png {path}: {exc.strerror or exc}") from None
 
 
 def cmd_simulate(args, settings: Settings) -> int:
