@@ -20,6 +20,10 @@ the UTC month a segment started in.
 from __future__ import annotations
 
 MAX_GAP_S = 3600.0  # a report older than this says nothing about the idle draw since
+# a compute report's site (its zone, else its region, else the node) and power figures
+SITE = "coalesce(nullif(doc->>'zone', ''), nullif(region, ''), node)"
+POWER = ("TRY_CAST(doc->>'power_kw' AS DOUBLE) AS power_kw, "
+         "TRY_CAST(doc->>'energy_price_per_mwh' AS DOUBLE) AS price_mwh")
 
 SEGMENTS_CTE = """
 WITH ev AS (
@@ -35,9 +39,7 @@ seg AS (
     FROM ev e WHERE e.event = 'started' AND e.next_at IS NOT NULL),
 reports AS (
     SELECT node, ts, coalesce(accel_class, '') AS accel_class, greatest(cards, 0) AS node_cards,
-           TRY_CAST(doc->>'power_kw' AS DOUBLE) AS power_kw,
-           TRY_CAST(doc->>'energy_price_per_mwh' AS DOUBLE) AS price_mwh,
-           coalesce(nullif(doc->>'zone', ''), nullif(region, ''), node) AS site, free_cards
+           {power}, {site} AS site, free_cards
     FROM compute_reports),
 prices AS (SELECT * FROM (VALUES {prices}) AS p(accel_class, card_hour)),
 costed AS (
@@ -47,8 +49,7 @@ costed AS (
            coalesce(pr.card_hour, (SELECT card_hour FROM prices WHERE accel_class = '*')) * p.cards * s.seconds / 3600
                AS card_cost,
            coalesce(r.power_kw, 0) * p.cards / nullif(r.node_cards, 0) * s.seconds / 3600 AS kwh,
-           coalesce(r.power_kw, 0) * p.cards / nullif(r.node_cards, 0) * s.seconds / 3600 / 1000
-               * coalesce(r.price_mwh, {energy_price}) AS energy_cost
+           kwh / 1000 * coalesce(r.price_mwh, {energy_price}) AS energy_cost
     FROM seg s JOIN placed p USING (task_id)
     ASOF LEFT JOIN reports r ON r.node = s.node AND s.start_at >= r.ts
     LEFT JOIN prices pr ON pr.accel_class = r.accel_class),
@@ -83,20 +84,20 @@ FROM m ORDER BY {name}, month
 
 IDLE_SQL = """
 WITH r AS (
-    SELECT node, ts, coalesce(nullif(doc->>'zone', ''), nullif(region, ''), node) AS site,
-           greatest(cards, 0) AS cards, coalesce(free_cards, 0) AS free_cards,
-           TRY_CAST(doc->>'power_kw' AS DOUBLE) AS power_kw,
-           TRY_CAST(doc->>'energy_price_per_mwh' AS DOUBLE) AS price_mwh,
+    SELECT node, ts, {site} AS site, greatest(cards, 0) AS cards, coalesce(free_cards, 0) AS free_cards, {power},
            lead(ts) OVER (PARTITION BY node ORDER BY ts) AS next_ts
-    FROM compute_reports)
-SELECT site, strftime(to_timestamp(ts) AT TIME ZONE 'UTC', '%Y-%m') AS month,
-       round(sum(power_kw * {idle_share} * free_cards / nullif(cards, 0) * least(next_ts - ts, {max_gap}) / 3600), 3)
-           AS idle_kwh,
-       round(sum(power_kw * {idle_share} * free_cards / nullif(cards, 0) * least(next_ts - ts, {max_gap}) / 3600
-                 / 1000 * coalesce(price_mwh, {energy_price})), 4) AS idle_energy_cost
-FROM r WHERE next_ts IS NOT NULL AND power_kw IS NOT NULL AND cards > 0
-GROUP BY ALL ORDER BY site, month
+    FROM compute_reports),
+idle AS (
+    SELECT site, strftime(to_timestamp(ts) AT TIME ZONE 'UTC', '%Y-%m') AS month, price_mwh,
+           power_kw * {idle_share} * free_cards / nullif(cards, 0) * least(next_ts - ts, {max_gap}) / 3600 AS kwh
+    FROM r WHERE next_ts IS NOT NULL AND power_kw IS NOT NULL AND cards > 0)
+SELECT site, month, round(sum(kwh), 3) AS idle_kwh,
+       round(sum(kwh / 1000 * coalesce(price_mwh, {energy_price})), 4) AS idle_energy_cost
+FROM idle GROUP BY ALL ORDER BY site, month
 """
+
+
+_REPORT = {"site": SITE, "power": POWER}
 
 
 def _prices_values(card_prices: dict[str, float]) -> str:
@@ -108,7 +109,7 @@ def _prices_values(card_prices: dict[str, float]) -> str:
 
 def cost_sections(card_prices: dict[str, float], energy_price_mwh: float, idle_share: float) -> tuple:
     """(title, sql) sections of the cost report, for ``run_sections``."""
-    fmt = {"prices": _prices_values(card_prices), "energy_price": repr(float(energy_price_mwh))}
+    fmt = {"prices": _prices_values(card_prices), "energy_price": repr(float(energy_price_mwh)), **_REPORT}
     seg = SEGMENTS_CTE.format(**fmt)
     by = BY_MONTH_SQL.replace(SEGMENTS_CTE, seg)
     return (
@@ -140,8 +141,7 @@ GROUP BY ALL ORDER BY f.accel_class, f.site, week
 """
 
 CARDS_SQL = """
-SELECT coalesce(accel_class, '') AS accel_class,
-       coalesce(nullif(doc->>'zone', ''), nullif(region, ''), node) AS site, sum(cards) AS cards
+SELECT coalesce(accel_class, '') AS accel_class, {site} AS site, sum(cards) AS cards
 FROM (SELECT node, arg_max(accel_class, ts) AS accel_class, arg_max(region, ts) AS region,
              arg_max(doc, ts) AS doc, arg_max(cards, ts) AS cards FROM compute_reports GROUP BY node)
 GROUP BY ALL ORDER BY 1, 2
@@ -150,6 +150,6 @@ GROUP BY ALL ORDER BY 1, 2
 
 def weekly_demand(con) -> tuple[list[tuple], dict[tuple[str, str], int]]:
     """([(class, site, week start, card-hours, jobs, cards per job, p95 wait s)], {(class, site): cards})."""
-    weekly = con.execute(WEEKLY_SQL.format(prices="('*', 0.0)", energy_price="0.0")).fetchall()
-    cards = {(c, s): int(n or 0) for c, s, n in con.execute(CARDS_SQL).fetchall()}
+    weekly = con.execute(WEEKLY_SQL.format(prices="('*', 0.0)", energy_price="0.0", **_REPORT)).fetchall()
+    cards = {(c, s): int(n or 0) for c, s, n in con.execute(CARDS_SQL.format(**_REPORT)).fetchall()}
     return weekly, cards

@@ -219,9 +219,9 @@ def cmd_report(args, settings: Settings) -> int:
         return _report_capacity(args, settings)
     with DuckStore.open(settings.duckdb_path, read_only=True) as store:
         if args.report in ("benefit", "incidents", "quotas", "cost"):
-            cost = cost_sections(settings.card_prices, settings.energy_price_per_mwh, settings.idle_power_share)
-            sections = run_sections(store.con, {"incidents": INCIDENTS, "quotas": QUOTAS, "cost": cost}.get(
-                args.report, BENEFIT))
+            chosen = (cost_sections(settings.card_prices, settings.energy_price_per_mwh, settings.idle_power_share)
+                      if args.report == "cost" else {"incidents": INCIDENTS, "quotas": QUOTAS}.get(args.report, BENEFIT))
+            sections = run_sections(store.con, chosen)
             if args.json:
                 print(json.dumps([{"title": s["title"], "sql": s["sql"] if args.show_sql else None,
                                    "rows": [dict(zip(s["columns"], r, strict=True)) for r in s["rows"]]}

@@ -15,6 +15,7 @@ from faust.web import Request, Response
 from streams.web.base import Resource
 
 TYPES = {"index.html": "text/html", "app.js": "text/javascript", "style.css": "text/css"}
+PATHS = frozenset({"/ui", *(f"/ui/{name}" for name in TYPES if name != "index.html")})  # open: no data in them
 # the page's own files only: no inline script, no other origin
 POLICY = "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'"
 

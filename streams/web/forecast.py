@@ -14,11 +14,11 @@ from streams.web.base import Resource
 from streams.web.params import check_ids, forecast_query
 
 
-def after_warm(warmer, fn, *args):
-    """``fn(*args)`` once the kernels are compiled (in the request's thread, never the event loop's)."""
+def after_warm(warmer, fn, *args, **kw):
+    """``fn(*args, **kw)`` once the kernels are compiled (in the request's thread, never the event loop's)."""
     if warmer is not None:
         warmer.done.wait()
-    return fn(*args)
+    return fn(*args, **kw)
 
 
 async def forecast_answer(view: Resource, request: Request, src: str, dst: str) -> Response:
@@ -28,8 +28,8 @@ async def forecast_answer(view: Resource, request: Request, src: str, dst: str) 
     warmer = getattr(view.ctx.readiness, "warmer", None)
     try:
         out = await asyncio.to_thread(after_warm, warmer, forecast_path, view.ctx.settings.duckdb_path, src, dst,
-                                      q["metric"], q["stat"], q["step_s"], q["horizon_steps"], 5.0,
-                                      q["history_steps_shown"])
+                                      q["metric"], q["stat"], q["step_s"], q["horizon_steps"],
+                                      shown_steps=q["history_steps_shown"])
     except NotEnoughHistory as exc:
         return view.answer(ErrorBody(error="not enough history", detail=str(exc), needed_steps=exc.needed_steps,
                                      have_steps=exc.have_steps, step_s=exc.step_s,

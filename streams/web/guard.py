@@ -28,9 +28,10 @@ from aiohttp import web
 
 from streams.config import Settings
 from streams.metrics import Counters
+from streams.web.dashboard import PATHS as DASHBOARD_PATHS
 
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
-OPEN_PATHS = frozenset({"/health", "/health/live", "/health/ready", "/ui", "/ui/app.js", "/ui/style.css"})
+OPEN_PATHS = frozenset({"/health", "/health/live", "/health/ready"}) | DASHBOARD_PATHS
 MAX_BODY_BYTES = 1 << 20
 RATE_LIMITED = {("POST", "/tasks")}
 

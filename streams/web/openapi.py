@@ -54,7 +54,7 @@ FORECAST = [q("metric", "rtt_ms, loss, bw_util, ... (default rtt_ms; bw_util for
             q("horizon", "how far ahead: 60m, 2h, 3600s (default 60m)"),
             q("step", "resolution: 60s, 5m (default CNSCHED_FORECAST_STEP_SECONDS)"),
             q("history", "also answer with this much of the past (e.g. 6h; default none)")]
-POWER = [q("window", "the smoothing window: 15min or samples"), q("interval", "resolution (default 1min)"),
+POWER = [q("window", "the smoothing window: a duration or samples (default 5min)"), q("interval", "resolution (default 1min)"),
          q("period", "history read (default 1d, at most 31d)"), q("margin", "power margin (default 1.2)"),
          q("dod", "depth of discharge (default 0.9)"), q("ramp_limit", "MW per minute the grid allows"),
          q("trailing", "trailing rather than block window (true/false)")]

@@ -36,7 +36,7 @@ def compile_scoring() -> None:
             node_quality=np.full(nodes, 50, f32), quality=np.full((1, nodes), 50, f32),
             bandwidth_gbps=np.ones((1, nodes), f32), kind=np.zeros(jobs, np.int64), alpha=np.full(jobs, 0.5, f32),
             need=np.zeros((jobs, 3), f32), class_mask=np.zeros(jobs, np.int64),
-            ep_ptr=np.arange(jobs + 1, dtype=np.int64) * 0, ep_idx=np.zeros(0, np.int64),
+            ep_ptr=np.zeros(jobs + 1, np.int64), ep_idx=np.zeros(0, np.int64),
             data_ep=np.full(jobs, -1, np.int64), data_gb=np.zeros(jobs, f32), accel_penalty=np.zeros(jobs, f32))
 
     score_parts(inputs(1, 2))  # the serial kernel, both entry points
