@@ -168,6 +168,18 @@ class RunningState(ApiModel):
     ran_s: float = 0.0  # time it ran at its earlier placements
 
 
+class ServiceState(ApiModel):
+    """A scaled service's replicas and its last load, what a restarted scheduler resumes it from."""
+
+    replicas: list[str] = []
+    standby: list[str] = []
+    next_index: int = 0
+    busy: float | None = None  # replicas' worth of work at the last report (utilisation x replicas)
+    request_rate: float | None = None
+    reported_at: float | None = None
+    recent: list[list[float]] = []  # [time, replicas recommended] within the scale-down delay
+
+
 class TaskEstimate(ApiModel):
     """GET /tasks/{id}, live from the scheduler: when a queued task should start (it holds the queue's
     reservation) and when a task should end, from the running tasks' declared durations."""
@@ -186,6 +198,7 @@ class TaskRecord(ApiModel):
     status: Literal["queued", "placed", "finished", "failed", "expired", "rejected"]
     nodes: list[str] = []
     running: RunningState | None = None
+    service: ServiceState | None = None
     history: list[dict] = []
     estimate: TaskEstimate | None = None
 

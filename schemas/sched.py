@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from schemas.compute import NODE_ID_PATTERN as ID_PATTERN
 
@@ -43,6 +43,31 @@ class Endpoint(BaseModel):
     size_gb: float = Field(default=0.0, ge=0, description="how much the task loads from it")
 
 
+class Scaling(BaseModel):
+    """An elastic service: the task describes one replica; the scheduler keeps between ``min_replicas``
+    and ``max_replicas`` of them (tasks ``<id>.r<k>``, each placed and decided on its own) so that their
+    reported utilisation stays near ``target_utilisation``, adds replicas ahead of the request rate it
+    forecasts ``prescale_lead_s`` ahead, and keeps ``standby`` warm replicas loaded that serve at once
+    when promoted. Load arrives as ``load`` events on ``sched.events`` under the service's id."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    min_replicas: int = Field(default=1, ge=0, le=1024)
+    max_replicas: int = Field(default=8, ge=1, le=1024)
+    target_utilisation: float = Field(default=0.6, gt=0, le=1, description="of the serving replicas' capacity")
+    standby: int = Field(default=0, ge=0, le=64, description="warm replicas kept loaded, not serving")
+    prescale_lead_s: float = Field(default=600.0, ge=0, le=86_400,
+                                   description="scale for the request rate forecast this far ahead; 0: reactive only")
+    scale_down_delay_s: float = Field(default=300.0, ge=0, le=86_400,
+                                      description="fewer replicas only when fewer were wanted all this while")
+
+    @model_validator(mode="after")
+    def _bounds(self):
+        if self.max_replicas < self.min_replicas:
+            raise ValueError(f"max_replicas ({self.max_replicas}) is below min_replicas ({self.min_replicas})")
+        return self
+
+
 class Task(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
@@ -66,6 +91,17 @@ class Task(BaseModel):
     deferrable_until: float | None = Field(
         default=None, gt=0, description=("epoch seconds: the task may be paused (preempted at a checkpoint) and "
                                          "resumed until then; it may borrow a tidal team's idle cards"))
+    image: Endpoint | None = Field(default=None, description=(
+        "the container image: where it is pulled from and how big; its pull counts in the load time"))
+    scaling: Scaling | None = Field(default=None, description="an elastic service of replicas of this task")
+
+    @model_validator(mode="after")
+    def _service(self):
+        if self.scaling is not None and self.peers != 1:
+            raise ValueError("a scaled service's replicas are placed one by one: peers must be 1")
+        if self.scaling is not None and len(self.id) > 120:
+            raise ValueError("a scaled service's id is at most 120 characters (its replicas add .r<k>)")
+        return self
 
 
 class Candidate(BaseModel):
@@ -84,9 +120,26 @@ class Fallback(BaseModel):
     reason: str
 
 
+class ScalingChange(BaseModel):
+    """A service's replicas changed (a `scaled` decision): new replicas have decisions of their own under
+    their ids; removed ones are to be stopped; promoted standby replicas serve from now on."""
+
+    from_replicas: int
+    to_replicas: int
+    reason: Literal["created", "utilisation", "forecast", "idle", "bounds", "replaced", "ended"]
+    utilisation: float | None = Field(default=None, description="the last reported, over the serving replicas")
+    request_rate: float | None = Field(default=None, description="the last reported, requests/s")
+    forecast_rate: float | None = Field(default=None, description="requests/s forecast at the lead time")
+    replicas: list[str] = Field(default_factory=list, description="the serving replicas' task ids")
+    standby: list[str] = Field(default_factory=list, description="the warm standby replicas' task ids")
+    added: list[str] = Field(default_factory=list, description="replicas placed now")
+    removed: list[str] = Field(default_factory=list, description="replicas to stop")
+    promoted: list[str] = Field(default_factory=list, description="standby replicas that serve from now on")
+
+
 class Decision(BaseModel):
     task_id: str
-    status: Literal["placed", "unschedulable", "queued", "preempted"]
+    status: Literal["placed", "unschedulable", "queued", "preempted", "scaled"]
     nodes: list[str] = Field(default_factory=list)
     alpha: float
     network_profile: NetworkProfile
@@ -110,6 +163,7 @@ class Decision(BaseModel):
     team: str = Field(default="", description="the task's team (quotas, fair share)")
     preempted_by: str | None = Field(default=None, description="preempted: the task it made room for")
     work_lost_s: float | None = Field(default=None, description="preempted: task time since its last checkpoint")
+    scaling: ScalingChange | None = Field(default=None, description="scaled: how the service's replicas changed")
 
 
 class ScoreBreakdown(BaseModel):
@@ -133,7 +187,8 @@ class RescheduleEvent(BaseModel):
 
 class TaskEvent(BaseModel):
     """A task's lifecycle on `sched.events`: started, refused (the node would not start it: the next
-    candidate is tried), checkpoint (when it saved its state, how big, where),
+    candidate is tried), checkpoint (when it saved its state, how big, where), load (a scaled
+    service's utilisation and request rate, under the service's id),
     finished (with duration and achieved throughput), failed (it is re-queued and resumes from its last
     checkpoint, up to CNSCHED_MAX_RESTARTS times). Reported by whatever runs the task; the audit joins
     it to decisions."""
@@ -141,7 +196,7 @@ class TaskEvent(BaseModel):
     model_config = ConfigDict(extra="allow", allow_inf_nan=False)
 
     task_id: str = Field(pattern=ID_PATTERN)
-    event: Literal["started", "refused", "checkpoint", "finished", "failed"]
+    event: Literal["started", "refused", "checkpoint", "finished", "failed", "load"]
     at: float = Field(gt=0, description="epoch seconds")
     nodes: list[Annotated[str, Field(pattern=ID_PATTERN)]] = Field(default_factory=list, max_length=4096)
     duration_s: float | None = Field(default=None, ge=0)
@@ -150,6 +205,10 @@ class TaskEvent(BaseModel):
     checkpoint_at: float | None = Field(default=None, gt=0, description="checkpoint: when the state was saved")
     checkpoint_gb: float | None = Field(default=None, ge=0, description="checkpoint: its size")
     checkpoint_location: str | None = Field(default=None, max_length=1024, description="checkpoint: where it is stored")
+    utilisation: float | None = Field(default=None, ge=0, le=1, description="load: busy share of the serving replicas")
+    request_rate: float | None = Field(default=None, ge=0, description="load: requests/s the service received")
+    latency_ms: float | None = Field(default=None, ge=0, description="load: the service's p95 request latency")
+    replicas: int | None = Field(default=None, ge=0, le=4096, description="load: replicas the utilisation is over")
 
 
 class Incident(BaseModel):

@@ -16,7 +16,7 @@ import pyarrow as pa
 from schemas.compute import node_class
 from schemas.windows import WINDOW_ARROW_SCHEMA
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 # files are written in the storage format of DuckDB 1.4, so any DuckDB client from 1.4 on (the
 # `duckdb` CLI included) can read them, whatever newer library version the sink runs
 STORAGE_COMPATIBILITY = "v1.4.0"
@@ -132,6 +132,11 @@ _MIGRATIONS: dict[int, str] = {
         PRIMARY KEY (changed_at)
     );
     """,
+    10: """
+    ALTER TABLE task_events ADD COLUMN utilisation DOUBLE;
+    ALTER TABLE task_events ADD COLUMN request_rate DOUBLE;
+    ALTER TABLE task_events ADD COLUMN latency_ms DOUBLE;
+    """,
 }
 
 _DECISIONS = pa.schema([
@@ -157,6 +162,7 @@ _CANDIDATES = pa.schema([
 _TASK_EVENTS = pa.schema([
     ("task_id", pa.string()), ("event", pa.string()), ("event_at", pa.float64()), ("nodes", pa.list_(pa.string())),
     ("duration_s", pa.float64()), ("throughput", pa.float64()), ("unit", pa.string()),
+    ("utilisation", pa.float64()), ("request_rate", pa.float64()), ("latency_ms", pa.float64()),
 ])
 _INCIDENTS = pa.schema([
     ("node", pa.string()), ("detected_at", pa.float64()), ("status", pa.string()), ("cause", pa.string()),
@@ -348,7 +354,8 @@ class DuckStore:
     def write_task_events(self, docs: list[dict]) -> int:
         rows = [{"task_id": d["task_id"], "event": d["event"], "event_at": d["at"], "nodes": d.get("nodes", []),
                  "duration_s": d.get("duration_s"), "throughput": d.get("throughput"),
-                 "unit": d.get("unit", "samples/s")} for d in docs]
+                 "unit": d.get("unit", "samples/s"), "utilisation": d.get("utilisation"),
+                 "request_rate": d.get("request_rate"), "latency_ms": d.get("latency_ms")} for d in docs]
         return self._insert("task_events", rows, _TASK_EVENTS)
 
     def write_incidents(self, docs: list[dict]) -> int:

@@ -21,11 +21,13 @@ def need(task: Task) -> np.ndarray:
 
 
 def _endpoints_of(task: Task) -> list:
-    return [e for e in (task.data_source, task.model_repo) if e is not None]
+    """Where the task loads from at its start: data, model, container image (their sizes add up in the
+    load time, over the path from the biggest)."""
+    return [e for e in (task.data_source, task.model_repo, task.image) if e is not None]
 
 
 def endpoints(tasks: list[Task]) -> list[str]:
-    """Endpoint rows: the endpoints the tasks name (data source, model repository), sorted. A node's
+    """Endpoint rows: the endpoints the tasks name (data source, model repository, image), sorted. A node's
     row as an endpoint (a gang's first member) is read apart (NetworkInputs.from_node): gathering
     every node as an endpoint would make each decision O(nodes^2)."""
     return sorted({e.node for t in tasks for e in _endpoints_of(t)})

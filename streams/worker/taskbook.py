@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import math
 
-from schemas.api import RunningState, TaskRecord
+from schemas.api import RunningState, ServiceState, TaskRecord
 from schemas.sched import Task
 
 HISTORY_KEPT = 50
+ENDED = ("finished", "failed", "expired", "rejected")  # statuses a record never leaves
 
 
 class TaskBook:
@@ -44,10 +45,12 @@ def running_state(run) -> RunningState | None:
                         restarts=run.restarts, started=run.started, ran_s=run.ran_s)
 
 
-def updated(rec: TaskRecord | None, task: Task | None, status: str, nodes: list[str], entry: dict,
-            running: RunningState | None) -> TaskRecord:
-    """The record (a new one for ``task`` when there is none) with a new status and history entry."""
+def updated(rec: TaskRecord | None, task: Task | None, status: str, nodes: list[str], entry: dict | None,
+            running: RunningState | None, service: ServiceState | None = None) -> TaskRecord:
+    """The record (a new one for ``task`` when there is none) with a new status and history entry (none:
+    ``entry`` None); a scaled service's state kept unless a new one is given."""
     if rec is None:
         rec = TaskRecord(task=task.model_dump(mode="json"), status=status)
+    history = rec.history if entry is None else (rec.history + [entry])[-HISTORY_KEPT:]
     return rec.model_copy(update={"status": status, "nodes": nodes, "running": running,
-                                  "history": (rec.history + [entry])[-HISTORY_KEPT:]})
+                                  "service": service or rec.service, "history": history})

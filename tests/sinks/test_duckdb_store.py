@@ -1,5 +1,6 @@
 import pytest
 
+from schemas.sched import TaskEvent
 from schemas.windows import WINDOW_ARROW_SCHEMA, WindowResult
 from sinks.duckdb_store import SCHEMA_VERSION, DuckStore, StoreError
 from tests.helpers.audit import decision
@@ -80,8 +81,6 @@ def test_a_version_1_file_is_migrated_and_keeps_its_rows(tmp_path):
 
 
 def test_task_events_join_their_decision(tmp_path):
-    from schemas.sched import TaskEvent
-
     store = DuckStore(tmp_path / "e.duckdb")
     store.write_decisions([decision("t1", 10.0)])
     done = TaskEvent(task_id="t1", event="finished", at=3610.0, nodes=["n1"], duration_s=3600.0,
@@ -91,6 +90,16 @@ def test_task_events_join_their_decision(tmp_path):
     assert store.query("""SELECT d.alpha, d.composite, e.duration_s, e.throughput
                           FROM decisions d JOIN task_events e USING (task_id) WHERE e.event = 'finished'""") == [
         (0.2, 88.0, 3600.0, 1250.0)]
+    store.close()
+
+
+def test_a_services_load_reports_are_a_time_series(tmp_path):
+    store = DuckStore(tmp_path / "l.duckdb")
+    loads = [TaskEvent(task_id="chat", event="load", at=100.0 + 10 * i, utilisation=u, request_rate=r,
+                       latency_ms=40.0 + i).model_dump() for i, (u, r) in enumerate(((0.5, 100.0), (0.9, 180.0)))]
+    assert store.write_task_events(loads + loads[:1]) == 2  # redelivered: once
+    assert store.query("SELECT event_at, utilisation, request_rate, latency_ms FROM task_events ORDER BY event_at") == [
+        (100.0, 0.5, 100.0, 40.0), (110.0, 0.9, 180.0, 41.0)]
     store.close()
 
 

@@ -22,6 +22,7 @@ import faust
 from faust.types import TP
 
 from core.reschedule import ReschedulePolicy
+from schemas.api import ServiceState
 from schemas.quota import DEFAULT_TEAM
 from schemas.sched import Decision, Incident, RescheduleEvent, Task, TaskEvent
 from sinks.duckdb_store import StoreError
@@ -29,13 +30,14 @@ from streams.config import Settings
 from streams.kafka import TASKS_TABLE, table_name
 from streams.metrics import Counters
 from streams.worker.deadletter import dead_letter, guarded, raw_value, validated
+from streams.worker.scheduling import service_agent as services
 from streams.worker.scheduling.history import refresh_history, seed_detector
 from streams.worker.scheduling.preemption import preempted_decision, tidal_reclaim
+from streams.worker.scheduling.services import Service
 from streams.worker.scheduling.state import Pending, Running, Scheduler
-from streams.worker.taskbook import TaskBook, running_state, updated
+from streams.worker.taskbook import ENDED, TaskBook, running_state, updated
 
 log = logging.getLogger(__name__)
-ENDED = ("finished", "failed", "expired", "rejected")
 UNKNOWN_TASK = "unknown_task"
 UNKNOWN_TEAM = "unknown_team"
 
@@ -103,7 +105,10 @@ class SchedulingService:
         for rec in self.book.all():
             task = Task.model_validate(rec.task)
             r = rec.running
-            if rec.status == "placed" and r:
+            if task.scaling is not None:  # a service: its replicas are records of their own
+                if rec.status not in ENDED:
+                    self.sched.services[task.id] = Service.restored(task, rec.service or ServiceState())
+            elif rec.status == "placed" and r:
                 base = math.nan if r.baseline_p95 is None else r.baseline_p95
                 self.sched.add_running(Running(
                     task, rec.nodes, r.alpha, r.profile, r.placed_at, base, cooldown_until=r.cooldown_until,
@@ -158,7 +163,8 @@ class SchedulingService:
             if task.submitted_at is None:
                 task = task.model_copy(update={"submitted_at": time.time()})
             rec = self.book.get(task.id)
-            if task.id in self.sched.running or (rec is not None and rec.status in ENDED):
+            if task.id in self.sched.running or task.id in self.sched.services or \
+                    (rec is not None and rec.status in ENDED):
                 return None  # a redelivered task: decided (or even run) already
             if self.sched.quotas.team_of(task) is None:
                 teams = ", ".join(self.sched.quotas.teams)
@@ -166,7 +172,10 @@ class SchedulingService:
                     "reason": UNKNOWN_TEAM, "field": "team",
                     "detail": f"no quota names team {task.team or DEFAULT_TEAM!r}; the teams are {teams}"}})
                 return UNKNOWN_TEAM
-            await self.publish_decision(task, self.sched.decide(task))
+            if task.scaling is not None:
+                await services.create(self, task)
+            else:
+                await self.publish_decision(task, self.sched.decide(task))
             self.counters.observe("decision_seconds", time.monotonic() - arrived)
             return None
 
@@ -182,6 +191,10 @@ class SchedulingService:
             if rec.status in ENDED:
                 return None  # redelivered after the end
             self.counters.inc("task_events_total", event=ev.event)
+            if ev.task_id in self.sched.services:
+                return await services.on_event(self, rec, ev)
+            if ev.event == "load":
+                return None  # a load report about a task that does not scale: stored by the sink only
             status, entry = rec.status, {"event": ev.model_dump(mode="json", exclude_none=True)}
             if ev.event == "started":
                 self.sched.start(ev.task_id, ev.nodes)
@@ -247,6 +260,7 @@ class SchedulingService:
                 self.scored_version = self.sched.version
             for inc in incidents:
                 await self.publish_incident(inc)
+            await services.rescale_all(self, time.time())
             if tidal_reclaim(self.sched, time.time()):
                 await self.publish_preemptions()
             self.quota_gauges()
@@ -286,7 +300,7 @@ class SchedulingService:
 
 
 def register(app: faust.App, topics, settings: Settings, counters: Counters, net, inv) -> SchedulingService:
-    for name, help_text in METRICS.items():
+    for name, help_text in (METRICS | services.METRICS).items():
         counters.describe(name, help_text)
     book = TaskBook(app.Table(table_name(settings, TASKS_TABLE), key_type=bytes, value_type=bytes, partitions=1))
     sched = make_scheduler(settings, net, inv)

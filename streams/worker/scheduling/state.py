@@ -64,6 +64,7 @@ class Scheduler(QueueMixin):
     preemptions: list[Preemption] = field(default_factory=list)  # made since the service last took them
     reservation: Reservation | None = None  # the head of the queue's nodes and start (queue.py)
     tidal_forecast: dict = field(default_factory=dict)  # tidal team -> cards it is forecast to need soon
+    services: dict = field(default_factory=dict)  # service id -> scheduling.services.Service (elastic)
     _cache: dict = field(default_factory=dict)
 
     on_touch: object = None  # called after every change (the worker's rescoring loop waits on it)

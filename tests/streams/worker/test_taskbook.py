@@ -2,7 +2,7 @@
 
 import math
 
-from schemas.api import TaskRecord
+from schemas.api import ServiceState, TaskRecord
 from schemas.sched import Task
 from streams.worker.scheduling.state import Running
 from streams.worker.taskbook import HISTORY_KEPT, running_state, updated
@@ -31,4 +31,14 @@ def test_updated_creates_then_appends_and_trims_the_history():
     assert len(rec.history) == HISTORY_KEPT and rec.history[-1] == {"event": {"i": HISTORY_KEPT + 4}}
     # the table's JSON round-trips, every field present
     back = TaskRecord.model_validate_json(rec.model_dump_json())
-    assert back == rec and set(rec.body()) == {"task", "status", "nodes", "running", "history"}
+    assert back == rec and set(rec.body()) == {"task", "status", "nodes", "running", "service", "history"}
+
+
+def test_a_services_state_is_kept_until_a_new_one_comes():
+    task = Task(id="svc", type="inference", scaling={"min_replicas": 1})
+    rec = updated(None, task, "placed", ["n1"], None, None, ServiceState(replicas=["svc.r0"], next_index=1))
+    assert rec.history == []  # no entry: none added
+    rec = updated(rec, None, "placed", ["n1"], {"event": {"event": "started"}}, None)
+    assert rec.service.replicas == ["svc.r0"] and len(rec.history) == 1
+    rec = updated(rec, None, "placed", ["n1", "n2"], None, None, ServiceState(replicas=["svc.r0", "svc.r1"]))
+    assert rec.service.replicas == ["svc.r0", "svc.r1"] and len(rec.history) == 1

@@ -1,0 +1,97 @@
+"""The scheduling service's side of elastic services (scheduling.services): a service task creates
+its replicas, ``load`` events and every rescoring pass scale them, and each change is published — the
+new replicas' decisions under their own ids, then the service's ``scaled`` decision; stopped replicas'
+records end as finished. Called by agent.SchedulingService under its lock."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from schemas.sched import Task, TaskEvent
+from streams.worker.scheduling.services import (
+    Scaled,
+    Service,
+    end_service,
+    evaluate,
+    scaled_decision,
+)
+from streams.worker.taskbook import ENDED, updated
+
+log = logging.getLogger(__name__)
+
+METRICS = {
+    "scaling_decisions_total": "scaled services' replica changes sent to sched.decisions, by reason",
+    "service_replicas": "a scaled service's replicas, by role (serving, standby)",
+    "service_load_reports_total": "load events applied to scaled services",
+}
+
+
+async def create(owner, task: Task) -> None:
+    """A new service: its minimum replicas and standby placed."""
+    svc = Service(task)
+    owner.sched.services[task.id] = svc
+    await publish(owner, svc, evaluate(owner.sched, svc, time.time(), reason="created"), force=True)
+
+
+async def on_event(owner, rec, ev: TaskEvent) -> None:
+    """A service's event: load scales it; finished or failed ends it and its replicas."""
+    svc = owner.sched.services.get(ev.task_id)
+    if svc is None:
+        return
+    if ev.event == "load":
+        owner.counters.inc("service_load_reports_total")
+        svc.remember(ev, len(svc.replicas))
+        await publish(owner, svc, evaluate(owner.sched, svc, ev.at))
+        return
+    entry = {"event": ev.model_dump(mode="json", exclude_none=True)}
+    if ev.event in ("finished", "failed"):
+        before = len(svc.replicas)
+        gone = end_service(owner.sched, svc)
+        await _stop(owner, gone, svc.task.id)
+        del owner.sched.services[svc.task.id]
+        await owner.book.put(_record(owner, rec, svc, ev.event, entry))
+        log.info("service %s %s: %d replicas stopped (%d serving)", svc.task.id, ev.event, len(gone), before)
+        return
+    await owner.book.put(_record(owner, rec, svc, rec.status, entry))
+
+
+async def rescale_all(owner, now: float) -> None:
+    """Every service looked at again: pre-scaling on its forecast, replicas that ended replaced."""
+    for svc in list(owner.sched.services.values()):
+        await publish(owner, svc, evaluate(owner.sched, svc, now))
+
+
+async def publish(owner, svc: Service, scaled: Scaled, force: bool = False) -> None:
+    """New replicas' decisions, stopped replicas' records, then the service's decision and record."""
+    for d in scaled.decisions:
+        await owner.publish_decision(owner.sched.task_of(d.task_id), d)
+    await _stop(owner, scaled.removed, svc.task.id)
+    owner.counters.set("service_replicas", len(svc.replicas), service=svc.task.id, role="serving")
+    owner.counters.set("service_replicas", len(svc.standby), service=svc.task.id, role="standby")
+    if scaled.change is None and not force:
+        return
+    now = time.time()
+    d = scaled_decision(owner.sched, svc, scaled.change, now)
+    entry = {"decision": d.model_dump(mode="json")}
+    await owner.book.put(_record(owner, owner.book.get(svc.task.id), svc, None, entry))
+    await owner.topics.decisions.send(key=svc.task.id.encode(), value=d.model_dump_json().encode())
+    owner.counters.inc("decisions_total", status="scaled")
+    owner.counters.inc("scaling_decisions_total", reason=scaled.change.reason)
+    log.info("service %s: %d -> %d replicas (%s)", svc.task.id, scaled.change.from_replicas,
+             scaled.change.to_replicas, scaled.change.reason)
+
+
+def _record(owner, rec, svc: Service, status: str | None, entry: dict):
+    if status is None:  # placed once a serving replica is
+        status = "placed" if any(r in owner.sched.running for r in svc.replicas) else "queued"
+    nodes = [n for r in svc.replicas if r in owner.sched.running for n in owner.sched.running[r].nodes]
+    return updated(rec, svc.task, status, nodes, entry, None, svc.state())
+
+
+async def _stop(owner, replicas: list[str], service_id: str) -> None:
+    """Replicas the service no longer has: their records end as finished."""
+    for r in replicas:
+        rec = owner.book.get(r)
+        if rec is not None and rec.status not in ENDED:
+            await owner.book.put(updated(rec, None, "finished", [], {"stopped": {"service": service_id}}, None))

@@ -1,0 +1,170 @@
+"""Elastic services: a task with ``scaling`` is a template; its replicas are tasks of their own
+(``<id>.r<k>``), each decided like any task (filter, score, rank, reserve; their load time —
+image, model, data — in the composite), booked and reported on by the runner under its own id.
+
+The service's replica count comes from core.scaling: from ``load`` events (utilisation and request
+rate under the service's id) and, on every rescoring pass, from the rate forecast ``prescale_lead_s``
+ahead. The load is kept as the work it is (utilisation x the replicas it was measured over), so
+looking again with more replicas does not scale again on the same report. Warm standby replicas are
+placed and loaded like the others and serve at once when promoted; the standby is refilled at once.
+A replica that ends (failed for good, finished, withdrawn) is replaced on the next look.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from core.scaling import DAY_S, ScalingPolicy, desired_replicas, forecast_rate
+from schemas.api import ServiceState
+from schemas.sched import Decision, ScalingChange, Task, TaskEvent
+
+
+def policy_of(task: Task) -> ScalingPolicy:
+    s = task.scaling
+    return ScalingPolicy(min_replicas=s.min_replicas, max_replicas=s.max_replicas,
+                         target_utilisation=s.target_utilisation, standby=s.standby, lead_s=s.prescale_lead_s,
+                         scale_down_delay_s=s.scale_down_delay_s)
+
+
+@dataclass
+class Service:
+    task: Task  # the template (``scaling`` set)
+    replicas: list[str] = field(default_factory=list)  # task ids that serve
+    standby: list[str] = field(default_factory=list)  # task ids loaded, not serving
+    next_index: int = 0
+    busy: float = math.nan  # replicas' worth of work at the last report
+    request_rate: float = math.nan
+    reported_at: float = math.nan
+    recent: deque = field(default_factory=deque)  # (time, recommendation) within the scale-down delay
+    load: deque = field(default_factory=deque)  # (time, request rate) for the forecast
+
+    @property
+    def policy(self) -> ScalingPolicy:
+        return policy_of(self.task)
+
+    def state(self) -> ServiceState:
+        def known(v: float) -> float | None:
+            return v if math.isfinite(v) else None
+
+        return ServiceState(replicas=self.replicas, standby=self.standby, next_index=self.next_index,
+                            busy=known(self.busy), request_rate=known(self.request_rate),
+                            reported_at=known(self.reported_at), recent=[list(r) for r in self.recent])
+
+    @classmethod
+    def restored(cls, task: Task, st: ServiceState) -> Service:
+        nan = math.nan
+        return cls(task, list(st.replicas), list(st.standby), st.next_index,
+                   nan if st.busy is None else st.busy, nan if st.request_rate is None else st.request_rate,
+                   nan if st.reported_at is None else st.reported_at, deque(tuple(r) for r in st.recent))
+
+    def forecast(self, now: float) -> float:
+        """The request rate forecast at the lead time (NaN without reports or a lead)."""
+        p = self.policy
+        if p.lead_s <= 0 or not self.load:
+            return math.nan
+        t, r = np.array(self.load).T
+        return forecast_rate(t, r, now, p.lead_s, p.level_s)
+
+    def remember(self, ev: TaskEvent, replicas: int) -> None:
+        """A load report: the work it says is being done, and the rate for the forecast."""
+        if ev.utilisation is not None:
+            self.busy = ev.utilisation * (ev.replicas if ev.replicas is not None else max(replicas, 1))
+        if ev.request_rate is not None:
+            self.request_rate = ev.request_rate
+            self.load.append((ev.at, ev.request_rate))
+            keep = DAY_S + 2 * self.policy.lead_s + self.policy.level_s
+            while self.load and self.load[0][0] < ev.at - keep:
+                self.load.popleft()
+        self.reported_at = ev.at
+
+
+@dataclass
+class Scaled:
+    """What one look at a service did: the change (None: nothing), the new replicas' decisions."""
+
+    change: ScalingChange | None
+    decisions: list[Decision]
+    removed: list[str]
+
+
+def replica(svc: Service, now: float) -> Task:
+    rid = f"{svc.task.id}.r{svc.next_index}"
+    svc.next_index += 1
+    return svc.task.model_copy(update={"id": rid, "scaling": None, "submitted_at": now})
+
+
+def evaluate(sched, svc: Service, now: float, reason: str = "") -> Scaled:
+    """Look at a service: replace replicas that ended, then scale to what its load and forecast want
+    (``reason`` forces a change's reason: "created")."""
+    alive = set(sched.running) | set(sched.pending)
+    had = len(svc.replicas)  # what it is meant to serve with, replicas lost included
+    lost = [r for r in svc.replicas + svc.standby if r not in alive]
+    svc.replicas = [r for r in svc.replicas if r in alive]
+    svc.standby = [r for r in svc.standby if r in alive]
+    p = svc.policy
+    while svc.recent and svc.recent[0][0] < now - p.scale_down_delay_s:
+        svc.recent.popleft()
+    fc = svc.forecast(now)
+    if math.isfinite(svc.busy) and had > 0:
+        want, why, raw = desired_replicas(had, svc.busy / had, svc.request_rate, fc, p,
+                                          np.array([r for _, r in svc.recent], np.int64))
+        svc.recent.append((now, raw))
+    else:  # no load known: within the bounds
+        want = min(max(had, p.min_replicas), p.max_replicas)
+        why = "bounds" if want != had else ""
+    return scale_to(sched, svc, want, reason or why or ("replaced" if lost else ""), now, fc, had)
+
+
+def scale_to(sched, svc: Service, want: int, reason: str, now: float, fc: float, before: int) -> Scaled:
+    """Promote standby replicas, place new ones, stop surplus ones (queued first, then the newest),
+    and refill the standby."""
+    promoted, removed, new = [], [], []
+    if want > len(svc.replicas):
+        promoted = svc.standby[:want - len(svc.replicas)]
+        svc.standby = svc.standby[len(promoted):]
+        svc.replicas += promoted
+        new = [replica(svc, now) for _ in range(want - len(svc.replicas))]
+        svc.replicas += [t.id for t in new]
+    elif want < len(svc.replicas):
+        order = sorted(svc.replicas, key=lambda r: (r in sched.running, -svc.replicas.index(r)))
+        removed = order[:len(svc.replicas) - want]
+        svc.replicas = [r for r in svc.replicas if r not in removed]
+    spare = [replica(svc, now) for _ in range(svc.policy.standby - len(svc.standby))]
+    svc.standby += [t.id for t in spare]
+    new += spare
+    for r in removed:
+        sched.end(r)
+    decisions = sched.decide_many(new, now) if new else []
+    if not (new or removed or promoted):
+        return Scaled(None, [], [])
+    change = ScalingChange(
+        from_replicas=before, to_replicas=len(svc.replicas), reason=reason or "replaced",
+        utilisation=svc.busy / before if math.isfinite(svc.busy) and before else None,
+        request_rate=svc.request_rate if math.isfinite(svc.request_rate) else None,
+        forecast_rate=round(fc, 6) if math.isfinite(fc) else None, replicas=list(svc.replicas),
+        standby=list(svc.standby), added=[t.id for t in new], removed=removed, promoted=promoted)
+    return Scaled(change, decisions, removed)
+
+
+def end_service(sched, svc: Service) -> list[str]:
+    """The service ended: every replica stops (their ids)."""
+    gone = svc.replicas + svc.standby
+    for r in gone:
+        sched.end(r)
+    svc.replicas, svc.standby = [], []
+    return gone
+
+
+def scaled_decision(sched, svc: Service, change: ScalingChange, now: float) -> Decision:
+    """The service's own decision: where its serving replicas run, and what changed."""
+    task = svc.task
+    nodes = [n for r in svc.replicas if r in sched.running for n in sched.running[r].nodes]
+    profile = task.network_profile or sched.types[task.type].profile
+    alpha = task.alpha if task.alpha is not None else sched.types[task.type].alpha
+    return Decision(task_id=task.id, status="scaled", nodes=nodes, alpha=alpha, network_profile=profile,
+                    state_version=sched.version, decided_at=now, task_type=task.type,
+                    submitted_at=task.submitted_at, cards=task.resources.cards, team=task.team, scaling=change)

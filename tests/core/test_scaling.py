@@ -1,0 +1,110 @@
+"""Elastic services' replica counts (core.scaling), with the numbers worked out by hand."""
+
+import math
+
+import numpy as np
+import pytest
+
+from core.scaling import (
+    DAY_S,
+    ScalingPolicy,
+    desired_replicas,
+    forecast_rate,
+    predictive_replicas,
+    reactive_replicas,
+    simulate,
+)
+
+NONE = np.array([], np.int64)
+
+
+def test_reactive_is_the_autoscaler_rule_with_its_tolerance():
+    # 4 replicas at 90 % for a 60 % target: ceil(4 x 0.9 / 0.6) = ceil(6.0) = 6
+    assert reactive_replicas(4, 0.9, 0.6) == 6
+    # 4 at 0.65: |0.65 / 0.6 - 1| = 0.083 <= 0.1: unchanged; at 0.7 (0.167 off): ceil(4.667) = 5
+    assert reactive_replicas(4, 0.65, 0.6) == 4
+    assert reactive_replicas(4, 0.7, 0.6) == 5
+    # 10 at 12 %: ceil(10 x 0.12 / 0.6) = ceil(2.0) = 2
+    assert reactive_replicas(10, 0.12, 0.6) == 2
+    assert reactive_replicas(3, math.nan, 0.6) == 3 and reactive_replicas(0, 0.5, 0.6) == 0
+
+
+def test_predictive_serves_the_forecast_at_the_target():
+    # 4 replicas at 50 % serve 200 req/s: one replica serves 200 / (4 x 0.5) = 100 req/s at full load;
+    # 420 req/s forecast at 60 %: ceil(420 / 60) = 7
+    assert predictive_replicas(4, 0.5, 200.0, 420.0, 0.6) == 7
+    assert predictive_replicas(4, 0.0, 200.0, 420.0, 0.6) == 0  # nothing says what a replica serves
+    assert predictive_replicas(4, 0.5, 200.0, math.nan, 0.6) == 0
+
+
+def test_desired_takes_the_larger_then_bounds_and_stabilises_scale_down():
+    p = ScalingPolicy(min_replicas=2, max_replicas=6, target_utilisation=0.6)
+    assert desired_replicas(4, 0.5, 200.0, 420.0, p, NONE) == (6, "forecast", 7)  # 7 capped at 6
+    # one replica serves 200 / (4 x 0.75) = 66.7 req/s: the forecast 150 wants ceil(150 / 40) = 4;
+    # reactive ceil(4 x 0.75 / 0.6) = 5 is more
+    assert desired_replicas(4, 0.75, 200.0, 150.0, p, NONE) == (5, "utilisation", 5)
+    # 6 at 10 %: reactive 1, forecast of the same rate ceil(60 / (100 x 0.6)) = 1, bounded to 2
+    assert desired_replicas(6, 0.1, 60.0, 60.0, p, NONE) == (2, "idle", 1)
+    # within the window 5 were wanted: down to 5 only
+    assert desired_replicas(6, 0.1, 60.0, 60.0, p, np.array([3, 5, 2])) == (5, "idle", 1)
+    # a window that wanted more than there are does not scale up
+    assert desired_replicas(6, 0.1, 60.0, 60.0, p, np.array([9])) == (6, "", 1)
+    # the bounds alone: 1 replica at the target, minimum 2
+    assert desired_replicas(1, 0.6, 10.0, 10.0, p, NONE) == (2, "bounds", 1)
+
+
+def test_the_forecast_follows_the_trend_without_a_day_of_history():
+    t = np.arange(0, 601, 60.0)
+    rate = 100 + 0.1 * t  # +6 req/s a minute: 160 at 600 s, 220 at 1200 s
+    assert forecast_rate(t, rate, 600.0, 600.0) == pytest.approx(220.0)
+    assert forecast_rate(t, 100 - 0.5 * t, 600.0, 600.0) == 0.0  # never below zero
+    assert forecast_rate([60.0], [42.0], 60.0, 600.0) == 42.0
+    assert math.isnan(forecast_rate([], [], 0.0, 600.0))
+
+
+def test_the_forecast_is_yesterday_at_the_target_time_scaled_by_today_against_yesterday():
+    step = 300.0
+    t = np.arange(0, DAY_S + 3600 + step, step)
+    day = 100 + 50 * (t % DAY_S >= 3600)  # 100 req/s in the first hour of a day, then 150
+    today_up = np.where(t > DAY_S, day * 1.2, day)  # today runs 20 % above yesterday
+    now = DAY_S + 3000.0  # 10 min before 01:00
+    # today's level: the samples in (now - 900, now] (00:40, 00:45, 00:50) are 120; a day before 100:
+    # ratio 1.2. The target time a day ago is 01:00 (3600 s); the samples within 450 s of it (3300,
+    # 3600, 3900) are 100, 150, 150: 133.3 x 1.2 = 160
+    assert forecast_rate(t, today_up, now, 600.0, level_s=900.0) == pytest.approx(160.0)
+    # today five times yesterday: the ratio is held at 2
+    assert forecast_rate(t, np.where(t > DAY_S, day * 5, day), now, 600.0) == pytest.approx(400.0 / 3 * 2)
+
+
+def test_simulate_counts_replica_hours_and_unserved_requests():
+    # a constant 60 req/s, 20 req/s per replica: 60 / (20 x 0.6) = 5 replicas; starting from 1
+    rate = np.full(10, 60.0)
+    run = simulate(rate, 60.0, 20.0, ScalingPolicy(min_replicas=1, max_replicas=8, lead_s=0), load_s=120.0)
+    # step 0: 1 ready (cap 20, 40 unserved), util 1.0 -> ceil(1 / 0.6) = 2 wanted, ready at step 2;
+    # step 1: 1 ready, 40 unserved; 2 counted at 0.5 each: ceil(2 x 0.5 / 0.6) = 2: unchanged;
+    # step 2: 2 ready (cap 40, 20 unserved), util 1 -> 4 wanted, ready at step 4;
+    # step 3: 20 unserved; step 4: 4 ready, cap 80, util 0.75 -> ceil(4 x 0.75 / 0.6) = 5, ready at 6;
+    # steps 4, 5: served; then 5 from step 6 on
+    assert run.replicas.tolist() == [1, 1, 2, 2, 4, 4, 5, 5, 5, 5]
+    assert run.unserved_share == pytest.approx((40 + 40 + 20 + 20) * 60 / (600 * 60))
+    assert run.overloaded_share == pytest.approx(0.4)
+    # paid: loading replicas count: 2, 2, 4, 4, 5, 5, 5, 5, 5, 5 = 42 replica-minutes
+    assert run.replica_hours == pytest.approx(42 / 60)
+
+
+def test_a_warm_standby_serves_at_once():
+    rate = np.array([10.0, 10.0, 30.0, 30.0, 30.0, 30.0])
+    cold = simulate(rate, 60.0, 20.0, ScalingPolicy(min_replicas=1, lead_s=0, target_utilisation=0.75),
+                    load_s=180.0)
+    warm = simulate(rate, 60.0, 20.0, ScalingPolicy(min_replicas=1, lead_s=0, target_utilisation=0.75, standby=1),
+                    load_s=180.0)
+    # at step 2 the load jumps to 30 (cap 20): 2 wanted; cold waits 3 steps, warm promotes its standby
+    assert cold.replicas.tolist() == [1, 1, 1, 1, 1, 2]
+    assert warm.replicas.tolist() == [1, 1, 2, 2, 2, 2]
+    assert warm.unserved_share < cold.unserved_share and warm.standby.tolist() == [1, 1, 0, 0, 0, 1]
+
+
+def test_simulate_takes_empty_nan_and_zero_rates():
+    assert simulate(np.array([]), 60.0, 10.0, ScalingPolicy(), 60.0).replica_hours == 0.0
+    run = simulate(np.array([np.nan, 0.0, 0.0]), 60.0, 10.0, ScalingPolicy(min_replicas=1, lead_s=0), 60.0)
+    assert run.replicas.tolist() == [1, 1, 1] and run.unserved_share == 0.0

@@ -1,0 +1,112 @@
+"""Elastic services in the scheduler (scheduling.services): replicas as tasks of their own, scaled from
+load reports, warm standby promoted, surplus stopped after the scale-down delay, lost replicas
+replaced, the image pull counted in where a replica goes."""
+
+import time
+
+from schemas.sched import Task, TaskEvent
+from streams.worker.scheduling.services import Service, end_service, evaluate, scaled_decision
+from tests.helpers.scheduling import gpu_node, make_scheduler, win
+
+NODES = ("n0", "n1", "n2", "n3")
+
+
+def world(now):
+    paths = {(n, "hub"): {"rtt_ms": win(now, 1.0)} for n in NODES}
+    return make_scheduler([gpu_node(n, now) for n in NODES], paths)
+
+
+def service(**scaling):
+    return Task(id="chat", type="inference", resources={"cards": 4},
+                scaling={"min_replicas": 2, "max_replicas": 6, "standby": 1, "prescale_lead_s": 0,
+                         "scale_down_delay_s": 300, **scaling})
+
+
+def load(at, utilisation, rate=100.0):
+    return TaskEvent(task_id="chat", event="load", at=at, utilisation=utilisation, request_rate=rate)
+
+
+def test_created_with_its_minimum_and_a_warm_standby():
+    now = time.time()
+    s = world(now)
+    svc = Service(service())
+    out = evaluate(s, svc, now, reason="created")
+    assert [d.task_id for d in out.decisions] == ["chat.r0", "chat.r1", "chat.r2"]
+    assert all(d.status == "placed" for d in out.decisions)
+    c = out.change
+    assert (c.from_replicas, c.to_replicas, c.reason) == (0, 2, "created")
+    assert c.replicas == ["chat.r0", "chat.r1"] and c.standby == ["chat.r2"] and c.added == ["chat.r0", "chat.r1", "chat.r2"]
+    # replicas are placed one by one (4 cards each on 8-card nodes) and are plain tasks
+    assert s.running["chat.r0"].task.scaling is None and s.running["chat.r0"].task.type == "inference"
+    d = scaled_decision(s, svc, c, now)
+    assert d.status == "scaled" and len(d.nodes) == 2 and d.scaling.to_replicas == 2
+
+
+def test_load_promotes_the_standby_and_a_second_look_does_not_scale_again():
+    now = time.time()
+    s = world(now)
+    svc = Service(service())
+    evaluate(s, svc, now, reason="created")
+    # 2 serving at 90 %: ceil(2 x 0.9 / 0.6) = 3; the standby r2 serves at once, r3 is the new standby
+    svc.remember(load(now + 10, 0.9), len(svc.replicas))
+    out = evaluate(s, svc, now + 10)
+    c = out.change
+    assert (c.from_replicas, c.to_replicas, c.reason) == (2, 3, "utilisation")
+    assert c.promoted == ["chat.r2"] and c.added == ["chat.r3"] and c.standby == ["chat.r3"]
+    assert c.utilisation == 0.9 and c.request_rate == 100.0
+    # the same report with 3 serving: 1.8 replicas' work at 60 % each is 3: no change
+    assert evaluate(s, svc, now + 11).change is None
+
+
+def test_scale_down_waits_for_the_delay_and_stops_the_newest():
+    now = time.time()
+    s = world(now)
+    svc = Service(service())
+    evaluate(s, svc, now, reason="created")
+    svc.remember(load(now + 10, 0.9), 2)
+    evaluate(s, svc, now + 10)  # 3 serving: r0, r1, r2
+    svc.remember(load(now + 20, 0.1), 3)  # 0.3 replicas' work: 1 wanted, bounded to 2
+    assert evaluate(s, svc, now + 20).change is None  # 3 were wanted 10 s ago
+    assert evaluate(s, svc, now + 200).change is None
+    out = evaluate(s, svc, now + 320)  # the recommendation of 3 (at +10) is older than 300 s
+    c = out.change
+    assert (c.to_replicas, c.reason, c.removed) == (2, "idle", ["chat.r2"])
+    assert "chat.r2" not in s.running and s.ledger.nodes_of("chat.r2") == []
+
+
+def test_a_lost_replica_is_replaced_and_an_ended_service_stops_them_all():
+    now = time.time()
+    s = world(now)
+    svc = Service(service(standby=0))
+    evaluate(s, svc, now, reason="created")
+    s.end("chat.r0")  # failed for good
+    out = evaluate(s, svc, now + 5)
+    assert (out.change.from_replicas, out.change.to_replicas, out.change.reason) == (2, 2, "replaced")
+    assert out.change.added == ["chat.r2"] and svc.replicas == ["chat.r1", "chat.r2"]
+    assert sorted(end_service(s, svc)) == ["chat.r1", "chat.r2"] and not s.running
+
+
+def test_replicas_beyond_the_cluster_wait_in_the_queue():
+    now = time.time()
+    s = world(now)  # 4 nodes x 8 cards: 8 replicas of 4 cards fit
+    svc = Service(service(min_replicas=10, max_replicas=10, standby=0))
+    out = evaluate(s, svc, now, reason="created")
+    assert sum(d.status == "placed" for d in out.decisions) == 8
+    assert len(s.pending) == 2 and out.change.to_replicas == 10
+
+
+def test_the_image_pull_counts_in_where_a_replica_goes():
+    now = time.time()
+    # the same compute and latency to the registry; n1's NIC is 99.5 % used: 30 GB take minutes there
+    busy = dict(win(now, 1.0), mean=0.995)
+    paths = {("n0", "registry"): {"rtt_ms": win(now, 0.5)}, ("n1", "registry"): {"rtt_ms": win(now, 0.5)},
+             ("n1", ""): {"bw_util": busy}}
+    s = make_scheduler([gpu_node("n0", now), gpu_node("n1", now)], paths)
+    with_image = Task(id="a", type="inference", resources={"cards": 1}, image={"node": "registry", "size_gb": 30})
+    d = s.decide(with_image, now)
+    assert d.nodes == ["n0"]
+    near, far = d.candidates
+    assert near.load_score == 100.0 and far.load_score < 60.0 and near.composite > far.composite
+    # without the image both load nothing and score alike
+    plain = s.decide(Task(id="b", type="inference", resources={"cards": 1}), now)
+    assert plain.candidates[0].load_score is None
