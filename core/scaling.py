@@ -16,7 +16,8 @@ The controller (:func:`desired_replicas`), one step:
 The forecast (:func:`forecast_rate`): with at least a day and a lead of history, the rate a day
 before the target time scaled by how today compares with yesterday (the last ``level_s`` against
 the same span a day earlier, the ratio held within [0.5, 2]); with less, the newest level plus its
-least-squares trend over the last ``lead_s`` (never below zero).
+least-squares trend over the last ``lead_s``, carried ahead no further than the span it was seen
+over (never below zero).
 
 :func:`simulate` runs the controller over a request-rate series: replicas started take ``load_s``
 (image pull and model load) to serve, warm standby replicas serve at once when promoted and are
@@ -105,7 +106,8 @@ def forecast_rate(t: np.ndarray, rate: np.ndarray, now: float, lead_s: float, le
     if tr.size < 2 or np.ptp(tr) == 0:
         return float(rate[-1])
     slope, intercept = np.polyfit(tr - now, rr, 1)
-    return float(max(intercept + slope * lead_s, 0.0))
+    # a trend seen over a short span is carried no further than that span
+    return float(max(intercept + slope * min(lead_s, float(np.ptp(tr))), 0.0))
 
 
 @dataclass(frozen=True)

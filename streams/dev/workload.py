@@ -13,7 +13,7 @@ from streams.config import Settings
 from streams.dev.operator_view import post
 from streams.dev.sim import TaskRunner, Topology
 from streams.kafka import producer
-from streams.render.lines import decision_line, energy_decision_line
+from streams.render.lines import decision_line, energy_decision_line, scaling_line
 
 # the alphas the simulated runner uses (what the learner should find); type defaults differ
 TRUE_ALPHA = {"training-data-parallel": 0.35, "fine-tune": 0.6, "batch-analytics": 0.8, "inference": 0.7,
@@ -27,7 +27,11 @@ DEMO_TASKS = [
     {"id": "infer-1", "type": "inference", "resources": {"cards": 1}, "expected_duration_s": 86400},
     {"id": "prep-1", "type": "preprocessing", "resources": {"host_mem_gb": 32}},
     {"id": "huge-1", "type": "training-model-parallel", "resources": {"cards": 64}},
+    {"id": "chat-1", "type": "inference", "resources": {"cards": 1}, "expected_duration_s": 86400,
+     "image": {"node": "", "size_gb": 6},
+     "scaling": {"min_replicas": 1, "max_replicas": 4, "standby": 1, "target_utilisation": 0.6}},
 ]
+SERVICE_REPLICA_RATE = 100.0  # requests/s one replica of the demo's service serves at full load
 
 
 def submit_tasks(settings: Settings, topo: Topology, data_node: str, suffix: str = "",
@@ -41,6 +45,8 @@ def submit_tasks(settings: Settings, topo: Topology, data_node: str, suffix: str
             task["data_source"] = {"node": data_node, "size_gb": 50}
         if task["type"] == "inference":
             task["model_repo"] = {"node": topo.nodes[0], "size_gb": 14}
+        if "image" in task:
+            task["image"] = {"node": topo.nodes[-1], "size_gb": task["image"]["size_gb"]}
         if expected is not None:
             expected[task["id"]] = task.get("expected_duration_s", 3600.0)
         try:
@@ -49,6 +55,8 @@ def submit_tasks(settings: Settings, topo: Topology, data_node: str, suffix: str
             print(f"decision {task['id']}: POST /tasks failed: {exc}")
             continue
         print(decision_line(task["id"], res))
+        if "scaling" in task:
+            continue
         if res.get("status") == "placed":
             placed[task["type"]] = res["nodes"]
     return placed
@@ -66,6 +74,8 @@ class Workload:
         self.shown_energy = False
         self.checkpointed_at = 0.0
         self.where: dict[str, list[str]] = {}  # task -> the nodes it runs on (decisions, moves)
+        self.serving: dict[str, int] = {}  # a scaled service -> its serving replicas (its decisions)
+        self.load_at = 0.0
 
     async def start(self) -> None:
         await self.p.start()
@@ -92,9 +102,27 @@ class Workload:
             self.submitted += 1
             k += 1
             await self.finish_due()
+            await self.report_load(time.monotonic() - t0, end_s)
             await asyncio.sleep(every_s)
 
+    async def report_load(self, elapsed: float, end_s: float, every_s: float = 2.0) -> None:
+        """Each scaled service's load every ``every_s``: a request rate rising from 40 to 200 req/s
+        over the run, and the utilisation it makes of the serving replicas."""
+        if time.monotonic() - self.load_at < every_s:
+            return
+        self.load_at = time.monotonic()
+        rate = 40.0 + 160.0 * min(elapsed / end_s, 1.0)
+        for service, replicas in self.serving.items():
+            util = min(rate / (SERVICE_REPLICA_RATE * max(replicas, 1)), 1.0)
+            await self._event({"task_id": service, "event": "load", "at": time.time(), "utilisation": round(util, 3),
+                               "request_rate": round(rate, 1), "replicas": replicas})
+
     async def decided(self, d: dict) -> None:
+        if d.get("status") == "scaled":
+            if d["task_id"] in self.serving:  # the creation was printed from POST /tasks
+                print(scaling_line(d))
+            self.serving[d["task_id"]] = d["scaling"]["to_replicas"]
+            return
         if d.get("status") == "preempted":  # stop it; it resumes from its checkpoint when placed again
             self.runner.stop(d["task_id"])
             self.where.pop(d["task_id"], None)

@@ -35,12 +35,27 @@ def deadletter_line(doc: dict) -> str:
 def decision_line(task_id: str, answer: dict) -> str:
     """A POST /tasks answer: where the task went and why, or why it could not be placed."""
     d = answer.get("decision") or {}
+    if d.get("status") == "scaled":
+        return scaling_line(d)
     if answer.get("status") == "placed":
         cands = " | ".join(f"{c['node']} {c['composite']:.1f}" for c in d["candidates"][:3])
         return (f"decision {task_id} -> {','.join(answer['nodes'])} (alpha {d['alpha']:.2f}, {d['network_profile']} "
                 f"profile); best: {cands}; compute-only would pick {','.join(d['compute_only_nodes'])}")
     counts = ", ".join(f"{k} x{v}" for k, v in (d.get("rejected_counts") or {}).items())
     return f"decision {task_id} {d.get('status', answer.get('status'))}: {counts}"
+
+
+def scaling_line(d: dict) -> str:
+    """A scaled service's decision (sched.decisions): how many replicas, why, and what changed."""
+    c = d["scaling"]
+    load = [f"load {c['utilisation']:.2f} of the serving replicas" if c.get("utilisation") is not None else "",
+            f"{c['request_rate']:g} req/s" if c.get("request_rate") is not None else "",
+            f"forecast {c['forecast_rate']:.0f} req/s" if c.get("forecast_rate") is not None else ""]
+    load_text = ", ".join(x for x in load if x)
+    changes = [f"{k} {','.join(c[k])}" for k in ("promoted", "added", "removed") if c.get(k)]
+    return (f"scaling  {d['task_id']}: {c['from_replicas']} -> {c['to_replicas']} replicas, reason {c['reason']}"
+            f"{' (' + load_text + ')' if load_text else ''}; {'; '.join(changes) or 'no replica changed'}; "
+            f"serving on {','.join(d['nodes']) or 'none yet'}")
 
 
 def energy_decision_line(d: dict) -> str:

@@ -55,10 +55,15 @@ def test_desired_takes_the_larger_then_bounds_and_stabilises_scale_down():
 
 def test_the_forecast_follows_the_trend_without_a_day_of_history():
     t = np.arange(0, 601, 60.0)
-    rate = 100 + 0.1 * t  # +6 req/s a minute: 160 at 600 s, 220 at 1200 s
-    assert forecast_rate(t, rate, 600.0, 600.0) == pytest.approx(220.0)
+    rate = 100 + 0.1 * t  # +6 req/s a minute: 160 at 600 s
+    # the last 600 s (samples 60..600 s: a 540 s span) carried 540 s ahead: 160 + 0.1 x 540 = 214
+    assert forecast_rate(t, rate, 600.0, 600.0) == pytest.approx(214.0)
+    # lead 300: samples 360..600 (240 s) carried 240 s, not 300: 160 + 24 = 184
+    assert forecast_rate(t, rate, 600.0, 300.0) == pytest.approx(184.0)
     assert forecast_rate(t, 100 - 0.5 * t, 600.0, 600.0) == 0.0  # never below zero
     assert forecast_rate([60.0], [42.0], 60.0, 600.0) == 42.0
+    # a trend seen over 20 s is carried 20 s ahead, not 600: 120 + 2 x 20 = 160 (not 1,320)
+    assert forecast_rate([80.0, 90.0, 100.0], [80.0, 100.0, 120.0], 100.0, 600.0) == pytest.approx(160.0)
     assert math.isnan(forecast_rate([], [], 0.0, 600.0))
 
 
