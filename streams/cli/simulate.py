@@ -16,11 +16,14 @@ from streams.config import Settings
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 PHILLY = DATA / "jobs" / "philly" / "philly_data_training.csv"
 SKYPLANE = DATA / "network" / "skyplane"
+ITP = DATA / "jobs" / "itp" / "itp_raw_all_clusters.csv.gz"
 
 
 def add_parsers(sub) -> None:
     p = sub.add_parser("simulate", help="replay a job trace over network measurements, every policy side by side")
-    p.add_argument("--jobs", default=f"philly:{PHILLY}", help="FORMAT:PATH, FORMAT philly, itp or generic")
+    p.add_argument("--jobs", default=None,
+                   help=f"FORMAT:PATH, FORMAT philly, itp or generic (default philly:{PHILLY}; with --services "
+                        f"itp:{ITP})")
     p.add_argument("--network", default=f"skyplane:{SKYPLANE / 'latency.csv.gz'},{SKYPLANE / 'throughput.csv.gz'}",
                    help="skyplane:LATENCY,THROUGHPUT or generic:PATH")
     p.add_argument("--limit", type=int, default=0, help="replay the first N jobs only (0: all)")
@@ -43,6 +46,15 @@ def add_parsers(sub) -> None:
     p.add_argument("--no-store", action="store_true", help="do not write the result to DuckDB")
     p.add_argument("--json", action="store_true")
     p.add_argument("--quiet", action="store_true", help="no progress (there is none off a terminal either)")
+    s = p.add_argument_group("elastic services (--services)")
+    s.add_argument("--services", action="store_true",
+                   help="replay an elastic service instead: the trace's submissions as its requests, every "
+                        "scaling policy side by side")
+    s.add_argument("--service-step", type=float, default=300.0, help="seconds per control step and rate bin")
+    s.add_argument("--service-load-s", type=float, default=600.0, help="a new replica's image pull and model load")
+    s.add_argument("--service-max-replicas", type=int, default=64)
+    s.add_argument("--service-per-replica-rate", type=float, default=0.0,
+                   help="requests/s one replica serves at full load (0: the rate's p95 / 8)")
 
 
 def _load(args):
@@ -55,7 +67,7 @@ def _load(args):
         load_skyplane,
     )
 
-    fmt, _, path = args.jobs.partition(":")
+    fmt, _, path = (args.jobs or f"philly:{PHILLY}").partition(":")
     loaders = {"philly": load_philly, "itp": load_itp, "generic": load_generic_jobs}
     if fmt not in loaders or not path:
         raise UsageError(f"--jobs: unknown trace format {fmt!r}: use philly:PATH, itp:PATH or generic:PATH")
@@ -107,6 +119,8 @@ def _jct_png(path: str, jobs: list[dict], policies) -> None:
 
 
 def cmd_simulate(args, settings: Settings) -> int:
+    if args.services:
+        return _services(args)
     from streams.replay.cluster import ClusterSpec, build_cluster
     from streams.replay.engine import POLICIES
     from streams.replay.results import job_table
@@ -204,3 +218,51 @@ def _cell(v) -> str:
 
 
 COMMANDS = {"simulate": cmd_simulate}
+
+
+def _services(args) -> int:
+    """The elastic-service replay (streams.replay.services): a table, JSON, or a chart of replicas."""
+    from streams.replay.services import POLICIES, arrival_rate, replay_services
+    from streams.replay.traces import TraceError, load_generic_jobs, load_itp, load_philly
+
+    if args.service_step <= 0 or args.service_load_s < 0 or args.service_max_replicas < 1 \
+            or args.service_per_replica_rate < 0:
+        raise UsageError("--service-step must be positive, --service-load-s and --service-per-replica-rate at "
+                         "least 0, --service-max-replicas at least 1")
+    fmt, _, path = (args.jobs or f"itp:{ITP}").partition(":")
+    loaders = {"philly": load_philly, "itp": load_itp, "generic": load_generic_jobs}
+    if fmt not in loaders or not path:
+        raise UsageError(f"--jobs: unknown trace format {fmt!r}: use philly:PATH, itp:PATH or generic:PATH")
+    try:
+        trace = loaders[fmt](path)
+    except TraceError as exc:
+        raise UsageError(str(exc)) from None
+    rate = arrival_rate(trace.submit_s[:args.limit] if args.limit else trace.submit_s, args.service_step)
+    res = replay_services(rate, args.service_step, args.service_load_s, args.service_max_replicas,
+                          args.service_per_replica_rate or None)
+    res["trace"] = f"{fmt}:{path}"
+    if args.png:
+        from streams.render.charts import line_chart
+
+        week = int(7 * 86400 / args.service_step)
+        with drawing("--png", args.png):
+            line_chart(args.png, [(p, res["policies"][p]["replicas"][:week]) for p in POLICIES],
+                       title="serving replicas by scaling policy (first week)", xlabel="step",
+                       ylabel="replicas")
+        res["png"] = args.png
+    for p in POLICIES:
+        res["policies"][p]["replicas"] = res["policies"][p]["replicas"].tolist() if args.json else None
+    if args.json:
+        print(json.dumps(res, default=float))
+        return 0
+    print(f"elastic service over {res['steps']:,} steps of {args.service_step:g} s of {res['trace']} submissions; "
+          f"a replica serves {res['per_replica_rate']:.4g} req/s, loads in {args.service_load_s:g} s")
+    head = ("policy", "replica_hours", "unserved_share", "overloaded_share", "replicas_mean", "replicas_max",
+            "scale_events")
+    print("  ".join(f"{h:>18}" for h in head))
+    for p in POLICIES:
+        f = res["policies"][p]
+        print("  ".join(f"{v:>18}" for v in (p, f["replica_hours"], f"{f['unserved_share']:.2%}",
+                                              f"{f['overloaded_share']:.2%}", f["replicas_mean"], f["replicas_max"],
+                                              f["scale_events"])))
+    return 0
