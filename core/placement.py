@@ -54,6 +54,19 @@ def top(scores: np.ndarray, k: int) -> np.ndarray:
     return idx[np.argsort(-scores[idx], kind="stable")][:k]
 
 
+def best_group(scores: np.ndarray, groups: np.ndarray, fits: np.ndarray, k: int) -> int | None:
+    """The group (a rack, a zone: ``groups`` int[N] codes, -1 none) whose ``k`` best fitting nodes have
+    the highest total score — where a gang that must stay together goes — or None when no group has
+    ``k`` fitting nodes. Ties go to the lower code."""
+    ok = fits & np.isfinite(scores) & (groups >= 0)
+    best, best_total = None, -np.inf
+    for g in np.unique(groups[ok]).tolist():
+        v = np.sort(scores[ok & (groups == g)])[::-1]
+        if v.size >= k and v[:k].sum() > best_total:
+            best, best_total = g, float(v[:k].sum())
+    return best
+
+
 def place(
     scores: np.ndarray,
     need: np.ndarray,

@@ -59,6 +59,9 @@ class ComputeReport(BaseModel):
     region: str = Field(default="", max_length=128)
     zone: str = Field(default="", max_length=128)
     rack: str = Field(default="", max_length=128)
+    tier: Literal["", "centre", "province", "edge"] = Field(
+        default="", description="where the node sits in the compute network: a central data centre, a provincial "
+                                "(regional) one, or the edge near users")
     accel_model: str = Field(default="", max_length=128, description="e.g. H100-SXM; keys the conversion table")
     accel_class: str = Field(default="", max_length=128, description="nodes are compared within a class; default: model")
     cards: int = Field(default=0, ge=0, le=1024)

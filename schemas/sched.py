@@ -43,6 +43,23 @@ class Endpoint(BaseModel):
     size_gb: float = Field(default=0.0, ge=0, description="how much the task loads from it")
 
 
+Tier = Literal["centre", "province", "edge"]
+
+
+class Constraints(BaseModel):
+    """Where a task may go beyond its resources: filters whose reasons show in the decision."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    regions: list[Annotated[str, Field(max_length=128)]] = Field(
+        default_factory=list, max_length=64, description="data residency: only nodes in these regions; empty: any")
+    tiers: list[Tier] = Field(default_factory=list, max_length=3, description="only nodes of these tiers; empty: any")
+    group: str = Field(default="", max_length=128, description="tasks that keep apart (spread) share a group")
+    spread: bool = Field(default=False, description=(
+        "anti-affinity: not on a node a running task of the same group holds, while another node fits"))
+    same_rack: bool = Field(default=False, description="affinity: a gang's workers all in one rack")
+
+
 class Scaling(BaseModel):
     """An elastic service: the task describes one replica; the scheduler keeps between ``min_replicas``
     and ``max_replicas`` of them (tasks ``<id>.r<k>``, each placed and decided on its own) so that their
@@ -60,6 +77,7 @@ class Scaling(BaseModel):
                                    description="scale for the request rate forecast this far ahead; 0: reactive only")
     scale_down_delay_s: float = Field(default=300.0, ge=0, le=86_400,
                                       description="fewer replicas only when fewer were wanted all this while")
+    spread: bool = Field(default=True, description="replicas on distinct nodes while there are enough")
 
     @model_validator(mode="after")
     def _bounds(self):
@@ -94,6 +112,7 @@ class Task(BaseModel):
     image: Endpoint | None = Field(default=None, description=(
         "the container image: where it is pulled from and how big; its pull counts in the load time"))
     scaling: Scaling | None = Field(default=None, description="an elastic service of replicas of this task")
+    constraints: Constraints | None = Field(default=None, description="residency, tiers, affinity, anti-affinity")
 
     @model_validator(mode="after")
     def _service(self):

@@ -151,6 +151,8 @@ class NodeView:
     joined_at: np.ndarray  # float64[N] when the scheduler first saw the node
     energy: np.ndarray  # float64[N] energy score 0-100 (core.energy; 50 where unknown)
     racks: list[str] = field(default_factory=list)  # each node's rack endpoint (adapters.network.rack_endpoint)
+    regions: np.ndarray = field(default_factory=lambda: np.zeros(0, object))  # each node's region ("" unknown)
+    tiers: np.ndarray = field(default_factory=lambda: np.zeros(0, object))  # centre, province, edge or ""
 
 
 def _col(records: list[dict], key: str, default: float = math.nan) -> np.ndarray:
@@ -182,4 +184,6 @@ def node_view(records: list[dict], conversion, benchmark_work, now: float, timeo
         energy=energy_scores(_col(records, "energy_price_per_mwh"), _col(records, "carbon_g_per_kwh"),
                              _col(records, "power_kw"), carbon_weight),
         racks=[rack_endpoint(r.get("rack") or "") for r in records],
+        regions=np.array([r.get("region") or "" for r in records], object),
+        tiers=np.array([r.get("tier") or "" for r in records], object),
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.scoring import ScoringInputs, class_mask
+from core.scoring import FEASIBLE, REGION_NOT_ALLOWED, TIER_NOT_ALLOWED, ScoringInputs, class_mask
 from core.sensitivity import accel_penalty
 from core.vocabulary import TASK_KINDS, TypeDefaults
 from schemas.sched import Task
@@ -73,6 +73,20 @@ def scoring_inputs(tasks: list[Task], alphas: list[float], nodes: NodeView, endp
         data_ep=np.array(data_ep, np.int64), data_gb=np.array(data_gb, np.float32),
         accel_penalty=np.array([accel_penalty(types[t.type], t.resources.cards) for t in tasks], np.float32),
     )
+
+
+def constraint_reasons(task: Task, nodes: NodeView) -> np.ndarray | None:
+    """int8[N]: the nodes a task's residency and tier constraints rule out (core.scoring reasons), or
+    None when it has none."""
+    c = task.constraints
+    if c is None or not (c.regions or c.tiers):
+        return None
+    r = np.zeros(len(nodes.ids), np.int8)
+    if c.regions:
+        r[~np.isin(nodes.regions, c.regions)] = REGION_NOT_ALLOWED
+    if c.tiers:
+        r[(r == FEASIBLE) & ~np.isin(nodes.tiers, c.tiers)] = TIER_NOT_ALLOWED
+    return r
 
 
 def endpoint_rows(x: ScoringInputs, t: int) -> np.ndarray:

@@ -28,6 +28,7 @@ from core.scoring import score_all, score_parts
 from schemas.sched import RescheduleEvent
 from streams.adapters.inventory import NodeView
 from streams.adapters.tasks import endpoint_rows, endpoints, need, scoring_inputs
+from streams.worker.scheduling.constraints import masked
 from streams.worker.scheduling.decision import breakdown
 from streams.worker.scheduling.ledger import MIGRATING
 
@@ -84,6 +85,9 @@ def _migrate_group(sched, nodes: NodeView, group: list, profile: str, now: float
     current = s_now[t_idx, cur].astype(np.float64)
     current = np.where(np.isfinite(current), current, 0.0)  # a failed node is worth nothing
     s[t_idx, cur] = -np.inf
+    for t, r in enumerate(group):  # residency, tiers, spread: a move keeps them too
+        if r.task.constraints is not None:
+            s[t] = masked(sched.running, r.task, nodes, nodes.usable, s[t])
     best_node = np.argmax(s, axis=1)
     best = s[t_idx, best_node].astype(np.float64)
     ev = _evaluate_group(sched, nodes, group, x, net, eps, profile, cur, best_node, current, best, now)
@@ -157,7 +161,7 @@ def migrate_gang(sched, r, nodes: NodeView, now: float) -> RescheduleEvent | Non
     x = dataclasses.replace(scoring_inputs([task], [alpha], nodes, eps, net, sched.types, scope=sched.compute_scope),
                             usable=usable)
     raw, network = score_parts(x)
-    scores = blend(raw[0][None, :], [w], nodes.energy)[0]
+    scores = masked(sched.running, task, nodes, usable, blend(raw[0][None, :], [w], nodes.energy)[0])
     compute = nodes.compute[:, x.kind[0]].astype(np.float64)
 
     def peer(first: int) -> np.ndarray:

@@ -20,7 +20,7 @@ import numpy as np
 
 from core.scaling import DAY_S, ScalingPolicy, desired_replicas, forecast_rate
 from schemas.api import ServiceState
-from schemas.sched import Decision, ScalingChange, Task, TaskEvent
+from schemas.sched import Constraints, Decision, ScalingChange, Task, TaskEvent
 
 
 def policy_of(task: Task) -> ScalingPolicy:
@@ -94,7 +94,9 @@ class Scaled:
 def replica(svc: Service, now: float) -> Task:
     rid = f"{svc.task.id}.r{svc.next_index}"
     svc.next_index += 1
-    return svc.task.model_copy(update={"id": rid, "scaling": None, "submitted_at": now})
+    base = svc.task.constraints or Constraints()
+    spread = base.model_copy(update={"group": svc.task.id, "spread": svc.task.scaling.spread or base.spread})
+    return svc.task.model_copy(update={"id": rid, "scaling": None, "submitted_at": now, "constraints": spread})
 
 
 def evaluate(sched, svc: Service, now: float, reason: str = "") -> Scaled:

@@ -21,6 +21,7 @@ from schemas.sched import Decision, Fallback, Incident, RescheduleEvent, ScoreBr
 from streams.adapters.inventory import NodeView, node_view
 from streams.adapters.tasks import endpoint_rows, need
 from streams.worker.scheduling.batch import BatchScores
+from streams.worker.scheduling.constraints import constrained
 from streams.worker.scheduling.decision import Scored, decision
 from streams.worker.scheduling.failures import IncidentBook, health
 from streams.worker.scheduling.held import Pending, Running
@@ -177,6 +178,8 @@ class Scheduler(QueueMixin):
         reasons = filter_reasons(dataclasses.replace(x, usable=usable), t) if nodes.ids else np.zeros(0, np.int8)
         reasons = np.where((reasons == FEASIBLE) & ~quota_ok, TEAM_QUOTA, reasons)
         reasons = np.where((reasons == FEASIBLE) & held, RESERVED, reasons).astype(np.int8)
+        if task.constraints is not None:
+            reasons = constrained(self.running, task, nodes, usable, reasons, b.composite[t])
         fits = reasons == 0
         s = Scored(alpha, np.where(fits, b.composite[t], -np.inf), nodes.compute[:, x.kind[t]], b.network[t],
                    load_scores(x, t))

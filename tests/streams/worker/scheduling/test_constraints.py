@@ -1,0 +1,97 @@
+"""Placement constraints as filters with reasons: data residency (regions), tiers, soft anti-affinity
+(a service's replicas spread over nodes while enough fit), a gang kept in one rack; and a move keeps
+them too."""
+
+import time
+
+import numpy as np
+
+from core.placement import best_group
+from schemas.sched import Task
+from streams.worker.scheduling.constraints import masked
+from streams.worker.scheduling.services import Service, evaluate
+from tests.helpers.scheduling import gpu_node, make_scheduler, win
+
+# eu-a (rack r1, centre, the strongest), eu-b (rack r2, province), us-a (rack r1, edge), us-b (r2, edge)
+NODES = {"eu-a": ("eu", "r1", "centre", 2000.0), "eu-b": ("eu", "r2", "province", 1000.0),
+         "us-a": ("us", "r1", "edge", 1900.0), "us-b": ("us", "r2", "edge", 1800.0)}
+
+
+def world(now, **extra):
+    reports = [gpu_node(n, now, fp16=f, region=reg, rack=rack, tier=tier, **extra)
+               for n, (reg, rack, tier, f) in NODES.items()]
+    paths = {(n, "hub"): {"rtt_ms": win(now, 1.0)} for n in NODES}
+    return make_scheduler(reports, paths)
+
+
+def task(tid="t", **kw):
+    return Task(id=tid, type="inference", resources={"cards": kw.pop("cards", 4)}, **kw)
+
+
+def test_residency_and_tiers_rule_nodes_out_with_their_reasons():
+    now = time.time()
+    s = world(now)
+    d = s.decide(task(constraints={"regions": ["us"]}), now)
+    assert d.nodes == ["us-a"] and d.rejected == {"eu-a": "region_not_allowed", "eu-b": "region_not_allowed"}
+    d = s.decide(task("p", constraints={"tiers": ["province"]}), now)
+    assert d.nodes == ["eu-b"] and d.rejected_counts == {"tier_not_allowed": 3}
+    d = s.decide(task("none", constraints={"regions": ["asia"]}), now)
+    assert d.status == "unschedulable" and d.rejected_counts == {"region_not_allowed": 4}
+
+
+def test_replicas_spread_over_nodes_while_enough_fit():
+    now = time.time()
+    s = world(now)
+    svc = Service(task("chat", cards=2, scaling={"min_replicas": 4, "max_replicas": 8, "prescale_lead_s": 0}))
+    out = evaluate(s, svc, now, reason="created")
+    # four replicas of 2 cards would all fit on eu-a (8 cards); spread puts one on each node
+    assert sorted(n for d in out.decisions for n in d.nodes) == sorted(NODES)
+    assert out.decisions[1].rejected == {"eu-a": "anti_affinity"}
+    # a fifth replica finds every node taken by a sibling: it goes beside one (soft)
+    svc.busy, svc.request_rate = 4 * 0.75, 100.0  # ceil(4 x 0.75 / 0.6) = 5
+    more = evaluate(s, svc, now + 1)
+    assert more.change.to_replicas == 5 and more.decisions[0].nodes == ["eu-a"]
+
+
+def test_spread_off_packs_the_best_node():
+    now = time.time()
+    s = world(now)
+    svc = Service(task("pack", cards=2, scaling={"min_replicas": 3, "spread": False, "prescale_lead_s": 0}))
+    out = evaluate(s, svc, now, reason="created")
+    assert [d.nodes for d in out.decisions] == [["eu-a"]] * 3
+
+
+def test_a_same_rack_gang_goes_to_the_rack_of_its_best_whole_gang():
+    now = time.time()
+    s = world(now)
+    free = task("free", cards=8, peers=2)
+    assert sorted(s.decide(free, now).nodes) == ["eu-a", "us-a"]  # the two best, racks r1 and r1
+    s.end("free")
+    d = s.decide(task("r2", cards=8, peers=2, constraints={"same_rack": True, "regions": ["eu", "us"]}), now)
+    # r1 holds eu-a (2000) and us-a (1900); r2 eu-b (1000) and us-b (1800): r1's pair scores higher
+    assert sorted(d.nodes) == ["eu-a", "us-a"] and d.rejected_counts == {"outside_the_gangs_rack": 2}
+    s.end("r2")
+    s.decide(task("blocker", cards=8), now)  # eu-a is full: r1 cannot hold a whole gang any more
+    d = s.decide(task("r3", cards=8, peers=2, constraints={"same_rack": True}), now)
+    assert sorted(d.nodes) == ["eu-b", "us-b"]
+
+
+def test_best_group_is_the_highest_total_of_k_fitting_nodes():
+    scores = np.array([90.0, 80.0, 85.0, 84.0, -np.inf])
+    groups = np.array([0, 0, 1, 1, 1])
+    fits = np.array([True, True, True, True, True])
+    assert best_group(scores, groups, fits, 2) == 0  # 90 + 80 = 170 beats 85 + 84 = 169
+    # node 1 does not fit: group 0 has one node left, group 1 holds the gang
+    assert best_group(scores, groups, fits & np.array([True, False, True, True, True]), 2) == 1
+    assert best_group(scores, groups, fits, 3) is None  # group 1's third node is infeasible
+    assert best_group(np.array([]), np.array([], np.int64), np.array([], bool), 1) is None
+
+
+def test_a_move_keeps_the_constraints():
+    now = time.time()
+    s = world(now)
+    t = task("stay", constraints={"regions": ["eu"]})
+    scores = np.array([50.0, 40.0, 99.0, 98.0])  # the us nodes would be worth more
+    out = masked(s.running, t, s.nodes(now), s.nodes(now).usable, scores)
+    assert out.tolist() == [50.0, 40.0, -np.inf, -np.inf]
+    assert masked(s.running, task("free"), s.nodes(now), s.nodes(now).usable, scores) is scores
