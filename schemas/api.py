@@ -166,6 +166,7 @@ class RunningState(ApiModel):
     restarts: int = 0
     started: bool = False  # a runner reported it started where it runs (no start timeout after a restart)
     ran_s: float = 0.0  # time it ran at its earlier placements
+    start_at: float = 0.0  # not to start before (power-aware starts)
 
 
 class ServiceState(ApiModel):

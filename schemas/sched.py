@@ -183,6 +183,8 @@ class Decision(BaseModel):
     preempted_by: str | None = Field(default=None, description="preempted: the task it made room for")
     work_lost_s: float | None = Field(default=None, description="preempted: task time since its last checkpoint")
     scaling: ScalingChange | None = Field(default=None, description="scaled: how the service's replicas changed")
+    start_at: float | None = Field(default=None, description=(
+        "placed: start no earlier than this (epoch s), so the sites' power ramps stay within their limits"))
 
 
 class ScoreBreakdown(BaseModel):

@@ -107,6 +107,10 @@ class Settings(BaseSettings):
     card_prices: dict[str, Annotated[float, Field(ge=0)]] = Field(
         default_factory=lambda: {"*": 1.0}, description='JSON {"<accelerator class>": price of a card-hour, '
         '"*": any other class} for `cnsched report cost` (cost units; default 1 per card-hour)')
+    site_ramp_limits: dict[str, Annotated[float, Field(gt=0)]] = Field(
+        default_factory=dict, description='JSON {"<site>": MW per minute, "*": any other site}: placed tasks start '
+        "no sooner than keeps the power a site adds within a minute under its limit (decisions say start_at); "
+        "empty: no limit")
     energy_price_per_mwh: float = Field(
         default=100.0, ge=0, description="energy price where a node reports none (cost units per MWh)")
     idle_power_share: float = Field(

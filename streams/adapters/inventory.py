@@ -153,6 +153,8 @@ class NodeView:
     racks: list[str] = field(default_factory=list)  # each node's rack endpoint (adapters.network.rack_endpoint)
     regions: np.ndarray = field(default_factory=lambda: np.zeros(0, object))  # each node's region ("" unknown)
     tiers: np.ndarray = field(default_factory=lambda: np.zeros(0, object))  # centre, province, edge or ""
+    sites: np.ndarray = field(default_factory=lambda: np.zeros(0, object))  # zone, else region (power ramps)
+    power_kw: np.ndarray = field(default_factory=lambda: np.zeros(0))  # full-load draw (NaN: not reported)
 
 
 def _col(records: list[dict], key: str, default: float = math.nan) -> np.ndarray:
@@ -186,4 +188,6 @@ def node_view(records: list[dict], conversion, benchmark_work, now: float, timeo
         racks=[rack_endpoint(r.get("rack") or "") for r in records],
         regions=np.array([r.get("region") or "" for r in records], object),
         tiers=np.array([r.get("tier") or "" for r in records], object),
+        sites=np.array([r.get("zone") or r.get("region") or "" for r in records], object),
+        power_kw=_col(records, "power_kw"),
     )

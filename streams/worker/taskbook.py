@@ -42,7 +42,8 @@ def running_state(run) -> RunningState | None:
                         baseline_p95=known(run.baseline_p95), cooldown_until=run.cooldown_until, moves=run.moves,
                         baseline_loss=known(run.baseline_loss), seen_window_end=known(run.seen_window_end),
                         checkpoint_at=known(run.checkpoint_at), checkpoint_gb=known(run.checkpoint_gb),
-                        restarts=run.restarts, started=run.started, ran_s=run.ran_s)
+                        restarts=run.restarts, started=run.started, ran_s=run.ran_s,
+                        start_at=run.start_at)
 
 
 def updated(rec: TaskRecord | None, task: Task | None, status: str, nodes: list[str], entry: dict | None,

@@ -33,6 +33,7 @@ from streams.worker.deadletter import dead_letter, guarded, raw_value, validated
 from streams.worker.scheduling import service_agent as services
 from streams.worker.scheduling.history import refresh_history, seed_detector
 from streams.worker.scheduling.preemption import preempted_decision, tidal_reclaim
+from streams.worker.scheduling.ramp import RampBook
 from streams.worker.scheduling.services import Service
 from streams.worker.scheduling.state import Pending, Running, Scheduler
 from streams.worker.taskbook import ENDED, TaskBook, running_state, updated
@@ -81,7 +82,7 @@ def make_scheduler(settings: Settings, net, inv) -> Scheduler:
         policy=ReschedulePolicy(cooldown_s=settings.migration_cooldown_seconds),
         conversion=settings.conversion_table, benchmark_work=settings.benchmark_table,
         energy_carbon_weight=settings.energy_carbon_weight, preemption=settings.preemption,
-        compute_scope=settings.compute_normalisation,
+        compute_scope=settings.compute_normalisation, ramps=RampBook(dict(settings.site_ramp_limits)),
     )
     sched.types = {t: dataclasses.replace(d, frugal=t in settings.frugal_types) for t, d in sched.types.items()}
     return sched
@@ -115,7 +116,7 @@ class SchedulingService:
                     moves=r.moves, baseline_loss=_nan(r.baseline_loss),
                     seen_window_end=-math.inf if r.seen_window_end is None else r.seen_window_end,
                     checkpoint_at=_nan(r.checkpoint_at), checkpoint_gb=_nan(r.checkpoint_gb), restarts=r.restarts,
-                    started=r.started, ran_s=r.ran_s))
+                    started=r.started, ran_s=r.ran_s, start_at=r.start_at))
             elif rec.status == "queued":
                 self.sched.pending[task.id] = Pending(task, task.submitted_at or time.time())
         self.restored = True

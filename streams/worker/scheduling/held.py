@@ -30,6 +30,7 @@ class Running:
     refused: list[str] = field(default_factory=list)  # nodes that refused it or where it failed to start
     rollback: tuple | None = None  # a move not confirmed yet: (nodes, baseline p95, loss, window end, left)
     ran_s: float = 0.0  # time it ran at its earlier placements (a move adds the time since placed_at)
+    start_at: float = 0.0  # not to start before (power-aware starts); its start timeout counts from then
 
     def ran_for(self, now: float) -> float:
         """How long it has run, over all its placements (what its remaining time is estimated from)."""

@@ -36,6 +36,7 @@ from streams.worker.scheduling.path_table import (
 from streams.worker.scheduling.preemption import Preemption, may_preempt, plan, preempt
 from streams.worker.scheduling.queue import QueueMixin, Reservation
 from streams.worker.scheduling.quotas import QuotaBook
+from streams.worker.scheduling.ramp import RampBook, draw_of
 
 
 @dataclass
@@ -65,6 +66,7 @@ class Scheduler(QueueMixin):
     preemptions: list[Preemption] = field(default_factory=list)  # made since the service last took them
     reservation: Reservation | None = None  # the head of the queue's nodes and start (queue.py)
     tidal_forecast: dict = field(default_factory=dict)  # tidal team -> cards it is forecast to need soon
+    ramps: RampBook = field(default_factory=RampBook)  # power-aware starts per site (CNSCHED_SITE_RAMP_LIMITS)
     services: dict = field(default_factory=dict)  # service id -> scheduling.services.Service (elastic)
     _cache: dict = field(default_factory=dict)
 
@@ -222,10 +224,13 @@ class Scheduler(QueueMixin):
                           seen_forecast_version=self.forecast_version,
                           restarts=prior.restarts if prior else 0,
                           checkpoint_at=prior.resume_from if prior and prior.resume_from else math.nan)
+            run.start_at = self.ramps.book(draw_of(nodes, p.nodes, task.resources.cards), now)
             self.add_running(run)
         else:
             self.pending.setdefault(task.id, Pending(task, task.submitted_at or now, queued_at=now))
         d = decision(task, b.profile, s, nodes, p, reasons, compute_only, self.version, now)
+        if p.placed and self.running[task.id].start_at > now:
+            d = d.model_copy(update={"start_at": round(self.running[task.id].start_at, 3)})
         queued = self.pending.get(task.id)
         run = self.running.get(task.id) if p.placed else None
         if run is not None and (run.restarts or math.isfinite(run.checkpoint_at)):  # resumed (failed, preempted)
@@ -303,7 +308,7 @@ class Scheduler(QueueMixin):
         is rolled back; a placement goes to the next candidate as if refused (reason start_timeout)."""
         if timeout_s <= 0:
             return []
-        late = [t for t, r in self.running.items() if not r.started and now - r.placed_at > timeout_s]
+        late = [t for t, r in self.running.items() if not r.started and now - max(r.placed_at, r.start_at) > timeout_s]
         out: list[Decision | RescheduleEvent] = []
         for t in late:
             if self.running[t].rollback is not None:

@@ -10,12 +10,13 @@ from streams.worker.taskbook import HISTORY_KEPT, running_state, updated
 
 def test_running_state_keeps_what_a_restart_needs_and_nan_as_null():
     task = Task(id="t1", type="inference")
-    run = Running(task, ["n1"], 0.8, "latency", 100.0, math.nan, cooldown_until=700.0, moves=2, ran_s=40.0)
+    run = Running(task, ["n1"], 0.8, "latency", 100.0, math.nan, cooldown_until=700.0, moves=2, ran_s=40.0,
+                  start_at=130.0)
     state = running_state(run)
     assert state.body() == {"alpha": 0.8, "profile": "latency", "placed_at": 100.0, "baseline_p95": None,
                             "cooldown_until": 700.0, "moves": 2, "baseline_loss": None, "seen_window_end": None,
                             "checkpoint_at": None, "checkpoint_gb": None, "restarts": 0, "started": False,
-                            "ran_s": 40.0}
+                            "ran_s": 40.0, "start_at": 130.0}
     assert run.ran_for(160.0) == 100.0  # 40 s before its last move, 60 s since
     assert running_state(None) is None
     run.started = True  # a restarted worker must not time out a task that runs

@@ -1,0 +1,62 @@
+"""Power-aware starts in the scheduler: each site's booked starts (time, MW) and its ramp limit
+(CNSCHED_SITE_RAMP_LIMITS, MW per minute); a placed task's start is put off until every site it
+draws from stays within its limit (core.ramp). The decision carries the time as ``start_at``.
+
+A task's draw at a node is the node's full-load ``power_kw`` x the share of its cards the task takes
+(all of it for a node without cards); a site is a node's zone (its region when it gives none).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from core.ramp import earliest_start
+
+WINDOW_S = 60.0
+
+
+@dataclass
+class RampBook:
+    limits: dict[str, float] = field(default_factory=dict)  # site -> MW per minute; "*": any other site
+    starts: dict[str, list[tuple[float, float]]] = field(default_factory=lambda: defaultdict(list))
+
+    def limit(self, site: str) -> float:
+        return self.limits.get(site, self.limits.get("*", np.inf))
+
+    def book(self, draw: dict[str, float], now: float) -> float:
+        """The start time of a task drawing ``draw`` (site -> MW) once placed at ``now``, booked."""
+        if not self.limits or not draw:
+            return now
+        for site in draw:
+            self.starts[site] = [(t, mw) for t, mw in self.starts[site] if t > now - WINDOW_S]
+        at = now
+        for _ in range(64):  # a start several sites accept: each pushes it on until all agree
+            later = max(self._earliest(site, mw, at) for site, mw in draw.items())
+            if later <= at:
+                break
+            at = later
+        for site, mw in draw.items():
+            self.starts[site].append((at, mw))
+        return at
+
+    def _earliest(self, site: str, mw: float, at: float) -> float:
+        booked = self.starts[site]
+        t = np.array([b[0] for b in booked], float)
+        m = np.array([b[1] for b in booked], float)
+        return earliest_start(at, mw, t, m, self.limit(site), WINDOW_S)
+
+
+def draw_of(nodes, members: list[int], cards: float) -> dict[str, float]:
+    """site -> MW a task taking ``cards`` on each of ``members`` adds there (NodeView ``nodes``)."""
+    out: dict[str, float] = defaultdict(float)
+    for i in members:
+        kw = nodes.power_kw[i]
+        if not np.isfinite(kw) or kw <= 0:
+            continue
+        total = nodes.capacity[i, 0]
+        share = min(cards / total, 1.0) if total > 0 else 1.0
+        out[nodes.sites[i]] += kw * share / 1000.0
+    return dict(out)

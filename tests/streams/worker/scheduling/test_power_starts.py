@@ -1,0 +1,54 @@
+"""Power-aware starts in the scheduler: with a site's ramp limit, placed tasks carry ``start_at`` so
+the power started within any minute stays under it; the start timeout counts from then."""
+
+import time
+
+from schemas.sched import Task
+from streams.worker.scheduling.ramp import RampBook
+from tests.helpers.scheduling import gpu_node, make_scheduler, win
+
+
+def world(now, limits, zones=("dc1", "dc1")):
+    # 8-card nodes drawing 800 kW at full load: 100 kW a card
+    reports = [gpu_node(f"n{i}", now, zone=z, power_kw=800.0) for i, z in enumerate(zones)]
+    s = make_scheduler(reports, {(f"n{i}", "hub"): {"rtt_ms": win(now, 1.0)} for i in range(len(zones))})
+    s.ramps = RampBook(limits)
+    return s
+
+
+def job(tid, cards):
+    return Task(id=tid, type="fine-tune", resources={"cards": cards})
+
+
+def test_starts_are_spaced_to_keep_the_sites_ramp():
+    now = 1_000_000.0
+    s = world(now, {"dc1": 1.0})  # 1 MW a minute at dc1
+    assert s.decide(job("t1", 8), now).start_at is None  # 0.8 MW now
+    # 0.4 MW more within the minute would be 1.2 MW: a minute later
+    assert s.decide(job("t2", 4), now).start_at == now + 60.0
+    # 0.2 MW fits beside t1 now (1.0), and beside t2 in its own minute (0.6)
+    assert s.decide(job("t3", 2), now).start_at is None
+    # the start timeout counts from start_at: at +100 with 50 s, t1 and t3 are late, t2 (due at +60) not
+    late = {getattr(x, "task_id", None) for x in s.expire_starts(now + 100.0, 50.0, max_fallbacks=3)}
+    assert late == {"t1", "t3"}
+
+
+def test_the_default_limit_and_sites_without_one():
+    now = 1_000_000.0
+    s = world(now, {"*": 0.5}, zones=("dc1", "dc2"))
+    first = s.decide(job("t1", 8), now)  # 0.8 MW alone: over the limit, so it goes by itself, now
+    assert first.start_at is None
+    second = s.decide(job("t2", 8), now)  # the other node, another site: its own ramp
+    assert second.start_at is None and second.nodes != first.nodes
+    third = s.decide(job("t3", 0), now)  # no cards: draws nothing here
+    assert third.start_at is None
+    free = world(now, {})
+    assert free.decide(job("a", 8), now).start_at is None and free.decide(job("b", 8), now).start_at is None
+
+
+def test_no_reported_power_no_delay():
+    now = time.time()
+    reports = [gpu_node("n0", now, zone="dc1")]
+    s = make_scheduler(reports, {("n0", "hub"): {"rtt_ms": win(now, 1.0)}})
+    s.ramps = RampBook({"dc1": 0.001})
+    assert s.decide(job("a", 4), now).start_at is None and s.decide(job("b", 4), now).start_at is None
