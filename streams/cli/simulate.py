@@ -42,6 +42,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--teams", type=int, default=6, help="users hashed into this many teams (ours-quotas, by team)")
     p.add_argument("--quota-max-factor", type=float, default=0.0,
                    help="ours-quotas: a team may hold this times its guarantee; 0: no maximum (default)")
+    p.add_argument("--card-kw", type=float, default=0.7, help="a working card's draw (the sites' power curves)")
+    p.add_argument("--ramp-limit", type=float, default=0.0,
+                   help="power-aware starts: a site adds at most this many MW a minute (0: no limit)")
     p.add_argument("--png", help="write the JCT distributions of network-sensitive jobs per policy here")
     p.add_argument("--no-store", action="store_true", help="do not write the result to DuckDB")
     p.add_argument("--json", action="store_true")
@@ -138,7 +141,8 @@ def cmd_simulate(args, settings: Settings) -> int:
                            oversubscription=args.oversubscription)
         cfg = SimConfig(cluster=spec, epoch_s=args.epoch, data_share=args.data_share,
                         failures_per_node_day=args.failures_per_node_day, teams=args.teams,
-                        quota_max_factor=args.quota_max_factor)
+                        quota_max_factor=args.quota_max_factor, card_kw=args.card_kw,
+                        ramp_limit_mw_per_min=args.ramp_limit)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     trace, paths = _load(args)
@@ -172,7 +176,7 @@ def cmd_simulate(args, settings: Settings) -> int:
 
 def _result(args, trace, cluster, run, cfg, t0: float) -> tuple[dict, list, list, dict]:
     """(the result document, its summary rows, its changes, the configuration) of a replay."""
-    from streams.replay.results import changes, summary
+    from streams.replay.results import changes, power_summary, summary
     from streams.replay.teams import team_summary
     from streams.replay.traces import FILL_RULE
 
@@ -182,7 +186,7 @@ def _result(args, trace, cluster, run, cfg, t0: float) -> tuple[dict, list, list
               "limit": args.limit, "seeds": args.seeds, "fill_rule_missing_gbps": FILL_RULE}
     result = {"trace": trace.source, "jobs": len(trace), "nodes": len(cluster.node_ids), "sites": cluster.sites,
               "wall_s": round(time.perf_counter() - t0, 1), "config": config, "summary": rows, "changes": delta,
-              "teams": team_summary(run)}
+              "teams": team_summary(run), "power": power_summary(run)}
     return result, rows, delta, config
 
 
@@ -206,6 +210,11 @@ def _print(result: dict) -> None:
         print(f"  {p:>13} jain {t['jain_slowdown']:.3f}  preemptions {t['preemptions']}  lost "
               f"{t['lost_card_hours']:.1f} card-h  quota violations {t['quota_violations']}  worst team "
               f"{worst[0]} (slowdown {worst[1]['slowdown_mean']:.2f})")
+    print("\nsite power (the worst site; battery sized on the curve for the ramp limit, 15-minute blocks)")
+    for p, f in result["power"].items():
+        print(f"  {p:>13} steepest rise {f['max_ramp_mw_per_min']:.2f} MW/min  minutes over the limit "
+              f"{f['minutes_over_limit']:.0f}  peak {f['peak_mw']:.2f} MW  battery {f['battery_mw']:.2f} MW / "
+              f"{f['battery_mwh']:.2f} MWh")
     if "run_id" in result:
         print(f"\nstored as {result['run_id']}: cnsched sql \"SELECT * FROM sim_runs WHERE run_id = "
               f"'{result['run_id']}'\"")

@@ -22,13 +22,26 @@ from core.jobperf import job_time
 from core.topology import placement_paths
 from streams.replay.cluster import Cluster
 from streams.replay.jobs import SimJobs, task_of
+from streams.replay.power import SitePower
 from streams.replay.teams import quota_set, stop_preempted
-from streams.replay.world import T0, SimConfig, SimInventory, SimNet, Truth, observe_epoch
+from streams.replay.world import (
+    ARRIVE,
+    EPOCH,
+    FAIL,
+    FINISH,
+    NET,
+    REPAIR,
+    T0,
+    SimConfig,
+    SimInventory,
+    SimNet,
+    Truth,
+    observe_epoch,
+)
 
 POLICIES = ("ours", "ours-static", "compute-only", "topology", "random", "ours-quotas", "fifo")
 SCHEDULED = ("ours", "ours-static", "compute-only", "ours-quotas")
 DEFAULT_POLICIES = POLICIES[:5]  # cnsched simulate's default; teams: --policies ours,ours-quotas,fifo,...
-ARRIVE, FINISH, EPOCH, NET, FAIL, REPAIR = range(6)
 
 
 class InvariantError(RuntimeError):
@@ -60,6 +73,7 @@ class Outcome:
     preemptions: np.ndarray = None  # int64[J] (ours-quotas)
     lost_card_s: float = 0.0  # work preempted jobs lost since their last checkpoint
     quota_violations: int = 0  # events after which a team held more than its maximum
+    power: dict = field(default_factory=dict)  # the sites' power figures (streams/replay/power.py)
 
 
 class Replay:
@@ -96,12 +110,13 @@ class Replay:
             self._push(*ev)
         self._push(0.0, EPOCH, 0)
         self.sched = None
+        self.power = SitePower(cluster.sites, cfg.card_kw, cfg.ramp_limit_mw_per_min)
         if policy in SCHEDULED:
             from core.reschedule import ReschedulePolicy
             from streams.worker.scheduling.state import Scheduler
 
             self.net = SimNet()
-            self.sched = Scheduler(self.net, SimInventory(cluster, self.fast),
+            self.sched = Scheduler(self.net, SimInventory(cluster, self.fast, cfg.card_kw), ramps=self.power.book,
                                    node_timeout_s=math.inf, policy=ReschedulePolicy(), preemption=policy == "ours-quotas")
             self.index = {x: i for i, x in enumerate(cluster.node_ids)}
             if policy == "ours-quotas":
@@ -149,6 +164,7 @@ class Replay:
             if not self.out.state[j]:
                 self.out.state[j], self.out.reason[j] = "unschedulable", "never placed: no capacity fitting it"
         self.out.makespan = float(np.nanmax(self.out.end)) if np.isfinite(self.out.end).any() else 0.0
+        self.out.power = self.power.summary(self.out.makespan)
         return self.out
 
     def _check(self, kind: int, a: int) -> None:
@@ -222,14 +238,19 @@ class Replay:
                     self._reschedule_finish(j)
 
     # ------------------------------------------------------------- lifecycle
-    def _start(self, j: int, members: list[int], resumed_work: float) -> None:
+    def _start(self, j: int, members: list[int], resumed_work: float, start_at: float | None = None) -> None:
+        """``start_at``: not before (the decision's, for our policies; a baseline's from the same book)."""
         if not np.all(self.free[members] >= self.jobs.cards[j]) or not self.up[members].all():
             raise InvariantError(f"job {j} placed on {members} without room at t={self.now:.0f}")
         self.free[members] -= self.jobs.cards[j]
         if math.isnan(self.out.start[j]):
             self.out.start[j] = self.now
         self._uplinks(members, +1)
-        pause = self._load_s(j, members) + (self.cfg.restart_s if resumed_work > 0 else 0.0)
+        draw = self.power.draw(self.cluster.node_site, members, int(self.jobs.cards[j]))
+        start_at = self.power.spaced(self.now, draw) if start_at is None and self.sched is None else start_at
+        delay = max((start_at or self.now) - self.now, 0.0)
+        self.power.on(j, self.now + delay, draw)
+        pause = delay + self._load_s(j, members) + (self.cfg.restart_s if resumed_work > 0 else 0.0)
         self.running[j] = Run(members, resumed_work, pause, self._rate(j, members), self.now)
         self._reschedule_finish(j)
         if len(members) > 1:
@@ -238,6 +259,7 @@ class Replay:
     def _stop(self, j: int) -> Run:
         self._sync(j)
         r = self.running.pop(j)
+        self.power.off(j, self.now)
         self.free[r.members] += self.jobs.cards[j]
         self._uplinks(r.members, -1)
         if len(r.members) > 1:
@@ -281,14 +303,14 @@ class Replay:
             d = self.sched.decide(task_of(self.jobs, j, self.cluster, self.cfg, alpha), T0 + self.now)
             stop_preempted(self)
             if d.status == "placed":
-                self._placed(j, d.nodes)
+                self._placed(j, d.nodes, d.start_at)
             return
         self.queue.append(j)
         self._place_queued()
 
-    def _placed(self, j: int, nodes: list[str]) -> None:
+    def _placed(self, j: int, nodes: list[str], start_at: float | None) -> None:
         self.sched.start(f"j{j}", nodes)
-        self._start(j, [self.index[n] for n in nodes], self.resume.pop(j, 0.0))
+        self._start(j, [self.index[n] for n in nodes], self.resume.pop(j, 0.0), start_at and start_at - T0)
 
     def _place_queued(self) -> None:
         if self.sched is not None:
@@ -297,7 +319,7 @@ class Replay:
                 placed = self.sched.retry_pending(T0 + self.now)
                 stop_preempted(self)
                 for d in placed:
-                    self._placed(int(d.task_id[1:]), d.nodes)
+                    self._placed(int(d.task_id[1:]), d.nodes, d.start_at)
             return
         waiting = []
         for j in self.queue:
@@ -374,21 +396,3 @@ def topology_pick(ok: np.ndarray, n: int, site: np.ndarray, rack: np.ndarray) ->
             return sorted(int(x) for x in ok[inside][order][:n])
     order = np.lexsort((ok, -np.bincount(rack)[rack], -np.bincount(site)[site]))  # best-stocked sites, racks
     return sorted(int(x) for x in ok[order][:n])
-
-
-def network_events(cfg: SimConfig, sites: int, nodes: int, horizon_s: float) -> list[tuple]:
-    """Reroutes and loss bursts per site pair, node failures and repairs, up to ``horizon_s``
-    (Poisson, seeded): (t, kind, a, b) for Replay."""
-    rng = np.random.default_rng(cfg.seed + 7)
-    out = []
-    days = horizon_s / 86400.0
-    hold = cfg.event_hours * 3600.0
-    for a in range(sites):
-        for b in range(a + 1, sites):
-            for rate, on, off, length in ((cfg.reroutes_per_day, 1, 2, hold), (cfg.bursts_per_day, 3, 4, hold / 4)):
-                for t in np.sort(rng.uniform(0, horizon_s, rng.poisson(rate * days))):
-                    out += [(float(t), NET, on, a * sites + b), (float(t) + length, NET, off, a * sites + b)]
-    for node in range(nodes):
-        for t in np.sort(rng.uniform(0, horizon_s, rng.poisson(cfg.failures_per_node_day * days))):
-            out += [(float(t), FAIL, node, 0), (float(t) + cfg.repair_hours * 3600.0, REPAIR, node, 0)]
-    return out

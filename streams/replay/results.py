@@ -10,10 +10,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from streams.replay.cluster import Cluster
-from streams.replay.engine import POLICIES, Outcome, Replay, network_events
+from streams.replay.engine import POLICIES, Outcome, Replay
 from streams.replay.jobs import SimJobs, sim_jobs
 from streams.replay.traces import JobTrace
-from streams.replay.world import SimConfig
+from streams.replay.world import SimConfig, network_events
 
 CLASSES = ("sensitive", "other", "all")
 BASELINES = ("compute-only", "topology")
@@ -141,4 +141,14 @@ def changes(run: ReplayRun, resamples: int = 2000, level: float = 0.95) -> list[
                 out.append({"policy": p, "against": base, "class": cls, "jct_change": est,
                             "ci_low": float(lo), "ci_high": float(hi),
                             "interval_over": "seeds" if len(per_seed) > 1 else "jobs"})
+    return out
+
+
+def power_summary(run: ReplayRun) -> dict[str, dict]:
+    """Per policy, the sites' power figures (streams/replay/power.py) averaged over seeds."""
+    out = {}
+    for p in run.policies:
+        figs = [run.outcomes[(p, seed)].power for seed in run.seeds if run.outcomes[(p, seed)].power]
+        if figs:
+            out[p] = {k: round(float(np.mean([f[k] for f in figs])), 3) for k in figs[0]}
     return out

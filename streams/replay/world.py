@@ -23,6 +23,7 @@ from core.topology import Fabric
 from streams.adapters.network import PathColumns
 from streams.replay.cluster import Cluster, ClusterSpec
 
+ARRIVE, FINISH, EPOCH, NET, FAIL, REPAIR = range(6)  # the replay's event kinds
 T0 = 1_700_000_000.0  # the scheduler's clock at the trace's second 0 (its messages want epoch seconds)
 
 
@@ -48,6 +49,8 @@ class SimConfig:
     max_restarts: int = 10
     teams: int = 6  # users hashed into this many teams (streams/replay/teams.py)
     quota_max_factor: float = 0.0  # a team may hold this times its guarantee (ours-quotas); 0: no maximum
+    card_kw: float = 0.7  # a working card's draw (site power curves; streams/replay/power.py)
+    ramp_limit_mw_per_min: float = 0.0  # power-aware starts: a site's limit; 0: none
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -57,7 +60,8 @@ class SimConfig:
                 raise ValueError(f"{name} must be > 0")
         if not 0 <= self.data_share <= 1 or not 0 <= self.burst_loss < 1:
             raise ValueError("data_share in [0, 1] and burst_loss in [0, 1)")
-        for name in ("data_gb", "checkpoint_gb", "reroutes_per_day", "bursts_per_day", "failures_per_node_day"):
+        for name in ("data_gb", "checkpoint_gb", "reroutes_per_day", "bursts_per_day", "failures_per_node_day",
+                     "card_kw", "ramp_limit_mw_per_min"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0")
 
@@ -75,13 +79,14 @@ class SimConfig:
 class SimInventory:
     """The inventory the Scheduler reads (duck-typed streams.worker.state_tables.Inventory)."""
 
-    def __init__(self, cluster: Cluster, fast: np.ndarray) -> None:
+    def __init__(self, cluster: Cluster, fast: np.ndarray, card_kw: float = 0.0) -> None:
         self.version = 0
         self._records = [{
             "node": node, "ts": T0, "received_at": T0, "status": "up", "rack": f"{cluster.sites[s]}.r{r}",
             "region": cluster.sites[s], "cards": cluster.spec.cards_per_node,
             "accel_model": "H100" if f else "A100", "accel_class": "gpu-80g", "peak_tflops": {"fp16": 990.0 if f else 660.0, "fp32": 60.0},
             "mem_gb": 80.0, "host_mem_gb": 2048.0, "inter_bw_gbps": cluster.spec.node_gbps,
+            "power_kw": card_kw * cluster.spec.cards_per_node or None,
         } for node, s, r, f in zip(cluster.node_ids, cluster.node_site, cluster.node_rack, fast, strict=True)]
 
     def records(self) -> list[dict]:
@@ -170,3 +175,21 @@ def observe_epoch(net: SimNet, truth: Truth, uplink_jobs: np.ndarray, probes: Pr
     """One window per probed path, drawn around the truth, into the Scheduler's network view."""
     src, dst, rtt, loss, util = truth.probe_paths(uplink_jobs)
     net.put(src, dst, observe(rtt, loss, probes, seed), util, end)
+
+
+def network_events(cfg: SimConfig, sites: int, nodes: int, horizon_s: float) -> list[tuple]:
+    """Reroutes and loss bursts per site pair, node failures and repairs, up to ``horizon_s``
+    (Poisson, seeded): (t, kind, a, b) for Replay."""
+    rng = np.random.default_rng(cfg.seed + 7)
+    out = []
+    days = horizon_s / 86400.0
+    hold = cfg.event_hours * 3600.0
+    for a in range(sites):
+        for b in range(a + 1, sites):
+            for rate, on, off, length in ((cfg.reroutes_per_day, 1, 2, hold), (cfg.bursts_per_day, 3, 4, hold / 4)):
+                for t in np.sort(rng.uniform(0, horizon_s, rng.poisson(rate * days))):
+                    out += [(float(t), NET, on, a * sites + b), (float(t) + length, NET, off, a * sites + b)]
+    for node in range(nodes):
+        for t in np.sort(rng.uniform(0, horizon_s, rng.poisson(cfg.failures_per_node_day * days))):
+            out += [(float(t), FAIL, node, 0), (float(t) + cfg.repair_hours * 3600.0, REPAIR, node, 0)]
+    return out

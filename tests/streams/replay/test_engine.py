@@ -11,11 +11,11 @@ import pytest
 from core.jobperf import PerfModel
 from streams.cli.main import main
 from streams.replay.cluster import ClusterSpec, build_cluster
-from streams.replay.engine import DEFAULT_POLICIES, POLICIES, Replay, network_events, topology_pick
+from streams.replay.engine import DEFAULT_POLICIES, POLICIES, Replay, topology_pick
 from streams.replay.jobs import sim_jobs
 from streams.replay.results import changes, replay, summary
 from streams.replay.traces import JobTrace, SitePaths
-from streams.replay.world import SimConfig
+from streams.replay.world import SimConfig, network_events
 
 QUIET = dict(reroutes_per_day=0.0, bursts_per_day=0.0, failures_per_node_day=0.0)
 
