@@ -61,8 +61,9 @@ class SitePower:
         """The worst site's figures: steepest one-minute rise, minutes rising faster than the limit,
         and the battery that would hold the limit there (0 without power or a limit)."""
         curves = self.curves(end_s)
-        rise = np.array([ramps(c).max(initial=0.0) for c in curves]) if curves.size else np.zeros(0)
-        over = int(sum((ramps(c) > self.limit + 1e-9).sum() for c in curves)) if self.limit > 0 else 0
+        rises = [ramps(np.concatenate([[0.0], c]))[1:] for c in curves]  # nothing drawn before the start
+        rise = np.array([r.max(initial=0.0) for r in rises])
+        over = int(sum((r > self.limit + 1e-9).sum() for r in rises)) if self.limit > 0 else 0
         energy = power = 0.0
         if self.limit > 0 and curves.shape[1] >= battery_window:
             for c in curves:

@@ -1,0 +1,49 @@
+"""The replay's site power (streams/replay/power.py): curves from start and stop events, the worst
+site's figures, and power-aware starts spacing jobs under a ramp limit for ours and the baselines."""
+
+import numpy as np
+
+from streams.replay.cluster import build_cluster
+from streams.replay.power import SitePower
+from streams.replay.results import power_summary, replay
+from streams.replay.world import SimConfig
+from tests.streams.replay.test_engine import QUIET, SPEC, trace, two_sites
+
+
+def test_curves_follow_the_jobs_that_work():
+    p = SitePower(["east", "west"], card_kw=500.0, limit_mw_per_min=0.0)
+    site = np.array([0, 0, 1])
+    draw = p.draw(site, [0, 1], 2)  # 2 cards on two east nodes: 2 MW
+    assert draw == {0: 2.0}
+    p.on(7, 30.0, draw)
+    p.on(8, 90.0, p.draw(site, [2], 4))  # 2 MW in the west from 90 s
+    p.off(7, 150.0)
+    curves = p.curves(200.0)
+    # minute ends 0, 60, 120, 180: east 2 from the first minute's events until 120-180; west from 60-120
+    assert curves.tolist() == [[2.0, 2.0, 0.0, 0.0], [0.0, 2.0, 2.0, 2.0]]
+    f = p.summary(200.0)
+    assert f["max_ramp_mw_per_min"] == 2.0 and f["peak_mw"] == 2.0 and f["minutes_over_limit"] == 0
+    p.off(99, 10.0)  # a job never on: nothing
+
+
+def test_a_stop_before_the_delayed_start_cancels_out():
+    p = SitePower(["east"], card_kw=1000.0, limit_mw_per_min=0.0)
+    p.on(1, 120.0, {0: 1.0})
+    p.off(1, 30.0)  # failed while waiting for its start
+    assert p.curves(180.0).tolist() == [[0.0, 0.0, 0.0, 0.0]]
+
+
+def test_a_ramp_limit_spaces_the_starts_of_every_policy():
+    # eight 8-card jobs submitted together on 8 nodes of 8 cards at 100 kW a card: 0.8 MW each
+    t = trace([0.0] * 8, [3600.0] * 8, [8] * 8, [1] * 8)
+    cluster = build_cluster(two_sites(5.0, 10.0), SPEC)
+    free = replay(t, cluster, SimConfig(cluster=SPEC, card_kw=100.0, **QUIET), ("ours", "topology"))
+    capped = replay(t, cluster, SimConfig(cluster=SPEC, card_kw=100.0, ramp_limit_mw_per_min=1.0, **QUIET),
+                    ("ours", "topology"))
+    before, after = power_summary(free), power_summary(capped)
+    for p in ("ours", "topology"):
+        assert before[p]["max_ramp_mw_per_min"] >= 2.4  # at least 3 jobs on one site in the first minute
+        assert after[p]["max_ramp_mw_per_min"] <= 1.0 + 1e-9 and after[p]["minutes_over_limit"] == 0
+        # one 0.8 MW start per site per minute: four per site put off by 0, 60, 120 and 180 s (mean 90)
+        late = capped.outcomes[(p, 0)].end - free.outcomes[(p, 0)].end
+        assert 60.0 <= late.mean() <= 120.0 and late.min() >= -1e-6 and late.max() <= 180.0 + 1e-6
