@@ -13,7 +13,11 @@ For a load P_load[t] in MW at a fixed interval of ``interval_s`` seconds and a w
    - charge: likewise for runs with P_batt < 0 (energy as a positive number);
    - state-of-charge swing: max - min of the running sum of P_batt x interval, the running sum
      starting at 0 before the first sample;
-   - recommended energy capacity = max(discharge, charge, swing) x margin / depth of discharge;
+   - window discharge (the seed's rule): the largest energy discharged within any W consecutive
+     samples (sum of the positive P_batt x interval in a sliding window: a charge in between is not
+     counted on, since the grid may not allow it);
+   - recommended energy capacity = max(discharge, window discharge, charge, swing) x margin / depth
+     of discharge;
 5. ramps per minute: a ramp is |P[t+1] - P[t]| / (interval in minutes); original max ramp is the
    load's; smoothed max ramp is the grid ramp limit when one is given, else the target curve's;
    smoothing rate = (1 - smoothed / original) x 100 % (0 when the load never ramps).
@@ -41,6 +45,7 @@ class Sizing:
     discharge_energy_kwh: float
     charge_energy_kwh: float
     soc_swing_kwh: float
+    window_discharge_kwh: float
     recommended_energy_kwh: float
     original_max_ramp_mw_per_min: float
     smoothed_max_ramp_mw_per_min: float
@@ -106,6 +111,13 @@ def run_energies(x: np.ndarray, interval_s: float) -> tuple[float, float]:
     return discharge, charge
 
 
+def window_discharge(x: np.ndarray, interval_s: float, window: int) -> float:
+    """The largest discharge (x > 0) summed over any ``window`` consecutive samples, in kWh."""
+    c = np.concatenate([[0.0], np.cumsum(np.maximum(x, 0.0))])
+    sums = c[window:] - c[:-window] if c.size > window else c[-1:]
+    return float(sums.max(initial=0.0)) * interval_s * KWH_PER_MW_S
+
+
 def max_ramp_per_min(p: np.ndarray, interval_s: float) -> float:
     if p.size < 2:
         return 0.0
@@ -123,6 +135,7 @@ def size_battery(load_mw, interval_s: float, window: int, margin: float = 1.2, r
     discharge, charge = run_energies(batt, interval_s)
     soc = np.concatenate([[0.0], np.cumsum(batt)]) * interval_s * KWH_PER_MW_S
     swing = float(soc.max() - soc.min())
+    in_window = window_discharge(batt, interval_s, window)
     original = max_ramp_per_min(p, interval_s)
     target_ramp = max_ramp_per_min(target, interval_s)
     smoothed = float(ramp_limit) if ramp_limit is not None else target_ramp
@@ -131,7 +144,8 @@ def size_battery(load_mw, interval_s: float, window: int, margin: float = 1.2, r
         discharge_energy_kwh=discharge,
         charge_energy_kwh=charge,
         soc_swing_kwh=swing,
-        recommended_energy_kwh=max(discharge, charge, swing) * margin / dod,
+        window_discharge_kwh=in_window,
+        recommended_energy_kwh=max(discharge, in_window, charge, swing) * margin / dod,
         original_max_ramp_mw_per_min=original,
         smoothed_max_ramp_mw_per_min=smoothed,
         smoothing_rate_pct=(1.0 - smoothed / original) * 100.0 if original > 0 else 0.0,
@@ -176,9 +190,11 @@ def size_battery_reference(load_mw, interval_s, window, margin=1.2, ramp_limit=N
     tr = max((abs(target[i + 1] - target[i]) / per_min for i in range(n - 1)), default=0.0)
     sm = ramp_limit if ramp_limit is not None else tr
     swing = hi_soc - lo_soc
+    in_window = max((sum(max(x, 0.0) for x in batt[i:i + window]) * k for i in range(max(n - window + 1, 1))),
+                    default=0.0)
     return {"power_capacity_mw": max(abs(x) for x in batt) * margin, "discharge_energy_kwh": best_d,
-            "charge_energy_kwh": best_c, "soc_swing_kwh": swing,
-            "recommended_energy_kwh": max(best_d, best_c, swing) * margin / dod,
+            "charge_energy_kwh": best_c, "soc_swing_kwh": swing, "window_discharge_kwh": in_window,
+            "recommended_energy_kwh": max(best_d, in_window, best_c, swing) * margin / dod,
             "original_max_ramp_mw_per_min": orig, "smoothed_max_ramp_mw_per_min": sm,
             "smoothing_rate_pct": (1 - sm / orig) * 100 if orig > 0 else 0.0, "target_mw": target,
             "compensation_mw": batt}

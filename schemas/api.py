@@ -131,6 +131,7 @@ class PowerSizing(ApiModel):
     discharge_energy_kwh: float
     charge_energy_kwh: float
     soc_swing_kwh: float
+    window_discharge_kwh: float
     recommended_energy_kwh: float
     original_max_ramp_mw_per_min: float
     smoothed_max_ramp_mw_per_min: float

@@ -12,7 +12,7 @@ from schemas.units import parse_duration
 from sinks.duckdb_store import DuckStore
 from sinks.queries import latest_window_start, load_series
 
-JSON_KEYS = ("power_capacity_mw", "discharge_energy_kwh", "charge_energy_kwh", "soc_swing_kwh",
+JSON_KEYS = ("power_capacity_mw", "discharge_energy_kwh", "charge_energy_kwh", "soc_swing_kwh", "window_discharge_kwh",
              "recommended_energy_kwh", "original_max_ramp_mw_per_min", "smoothed_max_ramp_mw_per_min",
              "smoothing_rate_pct")
 

@@ -16,7 +16,8 @@ def as_table(s: Sizing, n: int, interval_s: float, window: int, margin: float, d
         ("discharge energy", f"{s.discharge_energy_kwh:,.1f} kWh   (largest uninterrupted discharge)"),
         ("charge energy", f"{s.charge_energy_kwh:,.1f} kWh   (largest uninterrupted charge)"),
         ("state-of-charge swing", f"{s.soc_swing_kwh:,.1f} kWh"),
-        ("recommended energy", f"{s.recommended_energy_kwh:,.1f} kWh   (largest of the three x {margin:g} / "
+        ("window discharge", f"{s.window_discharge_kwh:,.1f} kWh   (most discharged within one window)"),
+        ("recommended energy", f"{s.recommended_energy_kwh:,.1f} kWh   (largest of the four x {margin:g} / "
                                f"depth of discharge {dod:g})"),
         ("original max ramp", f"{s.original_max_ramp_mw_per_min:,.3f} MW/min"),
         ("smoothed max ramp", f"{s.smoothed_max_ramp_mw_per_min:,.3f} MW/min   ("

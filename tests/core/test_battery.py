@@ -20,6 +20,8 @@ def test_block_target_worked_example():
     assert s.charge_energy_kwh == pytest.approx(10 * KWH_PER_MW_MIN)  # 166.7 kWh
     # running sum from 0: 0, -5, 0, 10, 0 MW-min -> swing 15 MW-min
     assert s.soc_swing_kwh == pytest.approx(15 * KWH_PER_MW_MIN)
+    # the window discharge: [-5, 5] -> 5, [5, 10] -> 15, [10, -10] -> 10 MW-min: 15, as the run
+    assert s.window_discharge_kwh == pytest.approx(15 * KWH_PER_MW_MIN)
     assert s.recommended_energy_kwh == pytest.approx(250 * 1.2 / 0.9)  # 333.3 kWh
     # load ramps 10, 10, 20 MW/min; target ramps 0, 5, 0
     assert s.original_max_ramp_mw_per_min == pytest.approx(20)
@@ -63,6 +65,22 @@ def test_partial_last_block_and_runs_split_by_sign():
     assert s.discharge_energy_kwh == pytest.approx(4 * KWH_PER_MW_MIN)  # [2, 2] in one run
     assert s.charge_energy_kwh == pytest.approx(2 * KWH_PER_MW_MIN)  # two separate runs of -2
     assert s.soc_swing_kwh == pytest.approx(4 * KWH_PER_MW_MIN)  # 0, -2, 0, 2, 0, 0
+
+
+def test_the_window_discharge_rule_counts_no_charge_in_between():
+    # window 4: the block mean of [13, 9, 13, 5] is 10; compensation [3, -1, 3, -5]
+    s = size_battery([13, 9, 13, 5], interval_s=60, window=4)
+    assert s.compensation_mw.tolist() == [3, -1, 3, -5]
+    assert s.discharge_energy_kwh == pytest.approx(3 * KWH_PER_MW_MIN)  # runs [3] and [3]
+    assert s.charge_energy_kwh == pytest.approx(5 * KWH_PER_MW_MIN)
+    assert s.soc_swing_kwh == pytest.approx(5 * KWH_PER_MW_MIN)  # 0, 3, 2, 5, 0
+    # within the one window 3 + 3 = 6 MW-min are discharged (the -1 between is not counted on)
+    assert s.window_discharge_kwh == pytest.approx(6 * KWH_PER_MW_MIN)
+    assert s.recommended_energy_kwh == pytest.approx(6 * KWH_PER_MW_MIN * 1.2 / 0.9)  # 133.3 kWh
+    # window 2: blocks [13, 9] -> 11 and [13, 5] -> 9, compensation [2, -2, 4, -4]; the sliding
+    # windows discharge 2, 4 and 4 MW-min
+    assert size_battery([13, 9, 13, 5], interval_s=60, window=2).window_discharge_kwh == pytest.approx(
+        4 * KWH_PER_MW_MIN)
 
 
 def test_constant_load_needs_no_battery():
