@@ -26,3 +26,16 @@ def test_blend_leaves_tasks_that_do_not_ask_exactly_as_they_were():
     assert (out[0] == s[0]).all()  # bit for bit
     assert out[1, 1] == -np.inf  # infeasible stays infeasible
     assert np.allclose(out[1], [0.5 * 70.123 + 50, -np.inf, 0.5 * 33.3])
+
+
+def test_cost_is_per_unit_of_compute_where_compute_is_known():
+    # A: 10 kW at 100 $/MWh = 1 $/h for 1000 TFLOPS -> 0.001 $/TFLOPS-h; B: 5 kW = 0.5 $/h for 200
+    # TFLOPS -> 0.0025. Per hour B is cheaper; per unit of work A is: scores 100 and 0
+    assert energy_scores([100, 100], [nan, nan], [10, 5]).tolist() == [0.0, 100.0]
+    assert energy_scores([100, 100], [nan, nan], [10, 5], work_tflops=[1000, 200]).tolist() == [100.0, 0.0]
+    # a node without a compute figure (a CPU node) is compared per hour with the others like it:
+    # C 0.2 $/h, D 0.4 $/h -> 100, 0; A and B as above
+    e = energy_scores([100] * 4, [nan] * 4, [10, 5, 2, 4], work_tflops=[1000, 200, 0, nan])
+    assert e.tolist() == [100.0, 0.0, 100.0, 0.0]
+    # carbon likewise: 300 g/kWh x 10 kW / 1000 = 3 g per TFLOPS-h against 100 x 5 / 200 = 2.5
+    assert energy_scores([nan, nan], [300, 100], [10, 5], work_tflops=[1000, 200]).tolist() == [0.0, 100.0]
