@@ -183,6 +183,8 @@ class Decision(BaseModel):
     preempted_by: str | None = Field(default=None, description="preempted: the task it made room for")
     work_lost_s: float | None = Field(default=None, description="preempted: task time since its last checkpoint")
     scaling: ScalingChange | None = Field(default=None, description="scaled: how the service's replicas changed")
+    load_gb: float = Field(default=0.0, description="placed: data, model and image each worker loads, summed "
+                           "over the workers (transfer volume)")
     start_at: float | None = Field(default=None, description=(
         "placed: start no earlier than this (epoch s), so the sites' power ramps stay within their limits"))
 
@@ -200,6 +202,7 @@ class RescheduleEvent(BaseModel):
     trigger: Trigger
     expected_gain_s: float
     migration_cost_s: float
+    transfer_gb: float = Field(default=0.0, description="state moved: the checkpoint, once per moving worker")
     before: ScoreBreakdown
     after: ScoreBreakdown
     state_version: int

@@ -10,6 +10,11 @@ names, each with ``cards`` accelerators (the placement's cards per worker):
   x the task's share of its cards x hours, at the node's ``energy_price_per_mwh`` then (else
   ``CNSCHED_ENERGY_PRICE_PER_MWH``). No task meters its own draw, so this is the modelled draw.
 
+Transfer: every placement loads its data, model and image (the decision's ``load_gb``, all workers),
+every move carries the state and loads again (the reschedule's ``transfer_gb``), priced per GB at
+``CNSCHED_TRANSFER_PRICE_PER_GB`` (0 by default: the volume is shown, its cost when a price is set),
+in the month it happened.
+
 Idle draw belongs to no task: a node draws ``CNSCHED_IDLE_POWER_SHARE`` of its full load on cards
 nobody holds. It is reported per site and month, from consecutive compute reports (the free cards
 of one report held until the next, at most ``MAX_GAP_S``). Delivered compute is what ``finished``
@@ -53,6 +58,13 @@ costed AS (
     FROM seg s JOIN placed p USING (task_id)
     ASOF LEFT JOIN reports r ON r.node = s.node AND s.start_at >= r.ts
     LEFT JOIN prices pr ON pr.accel_class = r.accel_class),
+transfers AS (
+    SELECT t.task_id, p.team, p.task_type, strftime(to_timestamp(t.at) AT TIME ZONE 'UTC', '%Y-%m') AS month,
+           t.gb, t.gb * {transfer_price} AS transfer_cost
+    FROM (SELECT task_id, decided_at AS at, coalesce(TRY_CAST(doc->>'load_gb' AS DOUBLE), 0) AS gb
+          FROM decisions WHERE status = 'placed'
+          UNION ALL SELECT task_id, moved_at, coalesce(transfer_gb, 0) FROM reschedules) t
+    JOIN placed p USING (task_id)),
 delivered AS (
     SELECT task_id, sum(throughput * duration_s) AS work, any_value(unit) AS unit
     FROM task_events WHERE event = 'finished' AND throughput IS NOT NULL AND duration_s IS NOT NULL
@@ -60,23 +72,31 @@ delivered AS (
 """
 
 BY_TASK_SQL = SEGMENTS_CTE + """
-SELECT task_id, any_value(team) AS team, any_value(task_type) AS task_type, min(month) AS month,
-       string_agg(DISTINCT node, ',' ORDER BY node) AS nodes,
-       round(sum(card_h), 4) AS card_h, round(sum(kwh), 3) AS kwh,
-       round(sum(card_cost), 4) AS card_cost, round(sum(energy_cost), 4) AS energy_cost,
-       round(sum(card_cost) + sum(energy_cost), 4) AS cost,
-       round((sum(card_cost) + sum(energy_cost)) / nullif(any_value(d.work), 0) * 1000, 6) AS cost_per_1k_units,
-       any_value(d.unit) AS unit
-FROM costed LEFT JOIN delivered d USING (task_id)
-GROUP BY task_id ORDER BY cost DESC, task_id
+, moved AS (SELECT task_id, sum(gb) AS gb, sum(transfer_cost) AS transfer_cost FROM transfers GROUP BY task_id),
+per_task AS (
+    SELECT task_id, any_value(team) AS team, any_value(task_type) AS task_type, min(month) AS month,
+           string_agg(DISTINCT node, ',' ORDER BY node) AS nodes, sum(card_h) AS card_h, sum(kwh) AS kwh,
+           sum(card_cost) AS card_cost, sum(energy_cost) AS energy_cost
+    FROM costed GROUP BY task_id)
+SELECT task_id, team, task_type, month, nodes, round(card_h, 4) AS card_h, round(kwh, 3) AS kwh,
+       round(coalesce(m.gb, 0), 3) AS transfer_gb, round(card_cost, 4) AS card_cost,
+       round(energy_cost, 4) AS energy_cost, round(coalesce(m.transfer_cost, 0), 4) AS transfer_cost,
+       round(card_cost + energy_cost + coalesce(m.transfer_cost, 0), 4) AS cost,
+       round((card_cost + energy_cost + coalesce(m.transfer_cost, 0)) / nullif(d.work, 0) * 1000, 6)
+           AS cost_per_1k_units, d.unit
+FROM per_task LEFT JOIN moved m USING (task_id) LEFT JOIN delivered d USING (task_id)
+ORDER BY cost DESC, task_id
 """
 
 BY_MONTH_SQL = SEGMENTS_CTE + """
 , m AS (
-    SELECT {key} AS {name}, month, sum(card_h) AS card_h, sum(kwh) AS kwh,
-           sum(card_cost) + sum(energy_cost) AS cost
-    FROM costed GROUP BY ALL)
-SELECT {name}, month, round(card_h, 3) AS card_h, round(kwh, 2) AS kwh, round(cost, 2) AS cost,
+    SELECT {key} AS {name}, month, sum(card_h) AS card_h, sum(kwh) AS kwh, sum(gb) AS transfer_gb,
+           sum(cost) AS cost
+    FROM (SELECT team, task_type, month, card_h, kwh, 0.0 AS gb, card_cost + energy_cost AS cost FROM costed
+          UNION ALL SELECT team, task_type, month, 0.0, 0.0, gb, transfer_cost FROM transfers)
+    GROUP BY ALL)
+SELECT {name}, month, round(card_h, 3) AS card_h, round(kwh, 2) AS kwh, round(transfer_gb, 2) AS transfer_gb,
+       round(cost, 2) AS cost,
        round(100 * (cost / nullif(lag(cost) OVER (PARTITION BY {name} ORDER BY month), 0) - 1), 1)
            AS change_vs_previous_month_pct
 FROM m ORDER BY {name}, month
@@ -107,14 +127,16 @@ def _prices_values(card_prices: dict[str, float]) -> str:
     return ", ".join(f"('{k.replace(chr(39), chr(39) * 2)}', {float(v)!r})" for k, v in sorted(prices.items()))
 
 
-def cost_sections(card_prices: dict[str, float], energy_price_mwh: float, idle_share: float) -> tuple:
+def cost_sections(card_prices: dict[str, float], energy_price_mwh: float, idle_share: float,
+                  transfer_price_gb: float = 0.0) -> tuple:
     """(title, sql) sections of the cost report, for ``run_sections``."""
-    fmt = {"prices": _prices_values(card_prices), "energy_price": repr(float(energy_price_mwh)), **_REPORT}
+    fmt = {"prices": _prices_values(card_prices), "energy_price": repr(float(energy_price_mwh)),
+           "transfer_price": repr(float(transfer_price_gb)), **_REPORT}
     seg = SEGMENTS_CTE.format(**fmt)
     by = BY_MONTH_SQL.replace(SEGMENTS_CTE, seg)
     return (
-        ("Cost by task: card-hours x the class price, modelled energy x the node's price; per 1,000 units of the "
-         "work it reported", BY_TASK_SQL.replace(SEGMENTS_CTE, seg)),
+        ("Cost by task: card-hours x the class price, modelled energy x the node's price, data moved x the "
+         "transfer price; per 1,000 units of the work it reported", BY_TASK_SQL.replace(SEGMENTS_CTE, seg)),
         ("Cost by team and month, with the change against the team's previous month",
          by.format(key="team", name="team")),
         ("Cost by task type and month", by.format(key="coalesce(task_type, '?')", name="task_type")),
@@ -150,6 +172,7 @@ GROUP BY ALL ORDER BY 1, 2
 
 def weekly_demand(con) -> tuple[list[tuple], dict[tuple[str, str], int]]:
     """([(class, site, week start, card-hours, jobs, cards per job, p95 wait s)], {(class, site): cards})."""
-    weekly = con.execute(WEEKLY_SQL.format(prices="('*', 0.0)", energy_price="0.0", **_REPORT)).fetchall()
+    weekly = con.execute(WEEKLY_SQL.format(prices="('*', 0.0)", energy_price="0.0", transfer_price="0.0",
+                                           **_REPORT)).fetchall()
     cards = {(c, s): int(n or 0) for c, s, n in con.execute(CARDS_SQL.format(**_REPORT)).fetchall()}
     return weekly, cards

@@ -136,6 +136,7 @@ _MIGRATIONS: dict[int, str] = {
     ALTER TABLE task_events ADD COLUMN utilisation DOUBLE;
     ALTER TABLE task_events ADD COLUMN request_rate DOUBLE;
     ALTER TABLE task_events ADD COLUMN latency_ms DOUBLE;
+    ALTER TABLE reschedules ADD COLUMN transfer_gb DOUBLE;
     """,
 }
 
@@ -180,7 +181,7 @@ _RESCHEDULES = pa.schema([
     ("task_id", pa.string()), ("moved_at", pa.float64()), ("from_nodes", pa.list_(pa.string())),
     ("to_nodes", pa.list_(pa.string())), ("trigger", pa.string()), ("expected_gain_s", pa.float64()),
     ("migration_cost_s", pa.float64()), ("before_composite", pa.float64()), ("after_composite", pa.float64()),
-    ("state_version", pa.int64()),
+    ("state_version", pa.int64()), ("transfer_gb", pa.float64()),
 ])
 
 
@@ -336,7 +337,7 @@ class DuckStore:
             "task_id": d["task_id"], "moved_at": d["at"], "from_nodes": d["from_nodes"], "to_nodes": d["to_nodes"],
             "trigger": d["trigger"], "expected_gain_s": d["expected_gain_s"], "migration_cost_s": d["migration_cost_s"],
             "before_composite": d["before"]["composite"], "after_composite": d["after"]["composite"],
-            "state_version": d.get("state_version"),
+            "state_version": d.get("state_version"), "transfer_gb": d.get("transfer_gb"),
         } for d in docs]
         return self._insert("reschedules", rows, _RESCHEDULES)
 

@@ -113,6 +113,8 @@ class Settings(BaseSettings):
         "empty: no limit")
     energy_price_per_mwh: float = Field(
         default=100.0, ge=0, description="energy price where a node reports none (cost units per MWh)")
+    transfer_price_per_gb: float = Field(
+        default=0.0, ge=0, description="price of a GB loaded or moved (`cnsched report cost`); 0: volume only")
     idle_power_share: float = Field(
         default=0.5, ge=0, le=1, description="a node's draw on free cards, as a share of its full load")
     forecast_step_seconds: float = Field(default=60.0, gt=0, le=86_400, description="resolution of forecasts")

@@ -26,6 +26,11 @@ def _endpoints_of(task: Task) -> list:
     return [e for e in (task.data_source, task.model_repo, task.image) if e is not None]
 
 
+def load_gb(task: Task) -> float:
+    """What one worker of the task loads at its start: data, model and image, in GB."""
+    return float(sum(e.size_gb for e in _endpoints_of(task)))
+
+
 def endpoints(tasks: list[Task]) -> list[str]:
     """Endpoint rows: the endpoints the tasks name (data source, model repository, image), sorted. A node's
     row as an endpoint (a gang's first member) is read apart (NetworkInputs.from_node): gathering

@@ -124,3 +124,25 @@ def test_weekly_demand_and_the_capacity_plan(tmp_path):
     # lam = 0.01488/h, a = 0.1488; one job at a time waits beyond 1 h with 0.149 e^-0.085 = 13.7 %, two
     # with C(2, a) = 0.0103 x e^-0.185 = 0.9 % <= 5 %: two jobs' worth, 4 cards
     assert plan["cards_needed"] == cards_for_wait(3 / 504 * 2.5, 10.0, 2.0, 1.0) == 4
+
+
+def test_transfer_volume_and_its_price(tmp_path):
+    with DuckStore(tmp_path / "x.duckdb") as store:
+        store.write_compute_reports([report("h1", T0, "dc1", "h100", 10.0, 8, 100.0),
+                                     report("a1", T0, "dc2", "a100", 6.0, 8)])
+        store.write_decisions([{**placed("t1", "red", "inference", 1, "h1", T0), "load_gb": 20.0}])
+        store.write_reschedules([{"task_id": "t1", "at": T0 + 1800, "from_nodes": ["h1"], "to_nodes": ["a1"],
+                                  "trigger": "degradation", "expected_gain_s": 100, "migration_cost_s": 10,
+                                  "transfer_gb": 25.0, "before": {"composite": 40}, "after": {"composite": 80}}])
+        store.write_task_events([ev("t1", "started", T0, "h1"), ev("t1", "started", T0 + 1800, "a1"),
+                                 ev("t1", "finished", T0 + 3600, duration=3600)])
+        out = run_sections(store.con, cost_sections(PRICES, ENERGY, IDLE, transfer_price_gb=0.02))
+    rows = [[dict(zip(s["columns"], r, strict=True)) for r in s["rows"]] for s in out]
+    t1 = rows[0][0]
+    # 20 GB loaded at placement (October 31, 23:00) + 25 GB moved at 23:30: 45 GB x 0.02 = 0.9
+    # cards: 0.5 h x 1 h100 card x 4.0 + 0.5 h x 1 a100 card x 1.0 = 2.5; energy: 10 kW / 8 x 0.5 h
+    # = 0.625 kWh at 100/MWh + 6 kW / 8 x 0.5 h = 0.375 kWh at 50/MWh = 0.0625 + 0.01875 = 0.08125
+    assert (t1["transfer_gb"], t1["transfer_cost"]) == (45.0, 0.9)
+    assert t1["cost"] == pytest.approx(2.5 + 0.08125 + 0.9, abs=1e-4)
+    by_team = {(r["team"], r["month"]): r for r in rows[1]}
+    assert by_team[("red", "2026-10")]["transfer_gb"] == 45.0

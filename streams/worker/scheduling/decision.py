@@ -13,6 +13,7 @@ from core.placement import Placement, top
 from core.scoring import REASONS
 from schemas.sched import Candidate, Decision, Fallback, ScoreBreakdown, Task
 from streams.adapters.inventory import NodeView
+from streams.adapters.tasks import load_gb
 
 TOP_CANDIDATES = 10  # candidates listed per decision
 
@@ -68,7 +69,7 @@ def decision(task: Task, profile: str, s: Scored, nodes: NodeView, placement: Pl
         compute_only_composite=finite(s.composite[co]) if co >= 0 else None,
         compute_only_network_score=finite(s.network[co]) if co >= 0 and s.alpha < 1 else None,
         decided_at=now, task_type=task.type, submitted_at=task.submitted_at, cards=task.resources.cards,
-        peers=task.peers, cost_sensitivity=w, team=task.team,
+        peers=task.peers, cost_sensitivity=w, team=task.team, load_gb=round(load_gb(task) * len(chosen), 6),
     )
 
 

@@ -27,7 +27,7 @@ from core.reschedule import (
 from core.scoring import score_all, score_parts
 from schemas.sched import RescheduleEvent
 from streams.adapters.inventory import NodeView
-from streams.adapters.tasks import endpoint_rows, endpoints, need, scoring_inputs
+from streams.adapters.tasks import endpoint_rows, endpoints, load_gb, need, scoring_inputs
 from streams.worker.scheduling.constraints import masked
 from streams.worker.scheduling.decision import breakdown
 from streams.worker.scheduling.ledger import MIGRATING
@@ -107,6 +107,7 @@ def _migrate_group(sched, nodes: NodeView, group: list, profile: str, now: float
         events.append(RescheduleEvent(
             task_id=r.task.id, from_nodes=list(r.nodes), to_nodes=[nodes.ids[b]], trigger=str(ev.trigger[t]),
             expected_gain_s=round(float(ev.gain_s[t]), 3), migration_cost_s=round(float(ev.cost_s[t]), 3),
+            transfer_gb=round(r.state_gb + load_gb(r.task), 6),
             before=breakdown(x.compute[c, kind], network[t, c], current[t], r.alpha),
             after=breakdown(x.compute[b, kind], network[t, b], best[t], r.alpha),
             state_version=sched.version, at=now))
@@ -201,6 +202,7 @@ def migrate_gang(sched, r, nodes: NodeView, now: float) -> RescheduleEvent | Non
         task_id=task.id, from_nodes=list(r.nodes), to_nodes=[nodes.ids[m] for m in alt.nodes],
         trigger=str(ev.trigger[0]), expected_gain_s=round(float(ev.gain_s[0]), 3),
         migration_cost_s=round(float(ev.cost_s[0]), 3),
+        transfer_gb=round(len(leaving) * (r.state_gb + load_gb(task)), 6),
         before=breakdown(compute[members].mean(), _gang_network(network[0], net, x, members), current, alpha),
         after=breakdown(compute[alt.nodes].mean(), _gang_network(network[0], net, x, alt.nodes), best, alpha),
         state_version=sched.version, at=now)
