@@ -56,7 +56,28 @@ PROFILES: dict[str, dict[str, float]] = {
     "balanced": {"rtt": 0.35, "loss": 0.25, "bw_headroom": 0.15, "retrans": 0.10, "jitter": 0.15},
     "latency": {"rtt": 0.45, "loss": 0.20, "bw_headroom": 0.05, "retrans": 0.05, "jitter": 0.25},
     "bandwidth": {"rtt": 0.10, "loss": 0.20, "bw_headroom": 0.45, "retrans": 0.15, "jitter": 0.10},
+    # model parallelism exchanges activations both ways every step: latency and headroom alike, and
+    # the path is as good as its worse direction (worse_direction)
+    "duplex": {"rtt": 0.30, "loss": 0.20, "bw_headroom": 0.30, "retrans": 0.10, "jitter": 0.10},
 }
+BOTH_WAYS = frozenset({"duplex"})  # profiles whose paths count at the worse of their two directions
+
+
+def worse_direction(q: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """Each path's quality at the worse of it and its reverse path (src and dst swapped), where the
+    reverse is measured; as it is elsewhere; a path without data (NaN) takes its reverse's."""
+    q = np.asarray(q)
+    if q.size == 0:
+        return q.copy()
+    src, dst = np.asarray(src, np.int64), np.asarray(dst, np.int64)
+    m = int(max(src.max(), dst.max())) + 1
+    key = src * m + dst
+    order = np.argsort(key, kind="stable")
+    pos = np.searchsorted(key[order], dst * m + src)
+    pos = np.minimum(pos, key.size - 1)
+    found = key[order][pos] == dst * m + src
+    rev = np.where(found, q[order][pos], np.nan)
+    return np.where(np.isnan(rev), q, np.fmin(q, rev)).astype(q.dtype)
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 # compute kinds of core/metering.py (columns of the compute-score matrix, in this order)
 TASK_KINDS: tuple[str, ...] = ("training", "inference", "generic")
 # network profiles of core/quality.py (weights of the path-quality dimensions)
-NETWORK_PROFILES: tuple[str, ...] = ("balanced", "latency", "bandwidth")
+NETWORK_PROFILES: tuple[str, ...] = ("balanced", "latency", "bandwidth", "duplex")
 STRATEGIES: tuple[str, ...] = ("data-parallel", "model-parallel", "pipeline", "single")
 DEGRADATION, IMPROVEMENT, NODE_JOINED, FORECAST = "degradation", "improvement", "node_joined", "forecast"
 NODE_FAILED, ROLLBACK = "node_failed", "rollback"
@@ -37,7 +37,7 @@ class TypeDefaults:
 
 DEFAULT_TYPES: dict[str, TypeDefaults] = {
     "training-data-parallel": TypeDefaults(0.2, "bandwidth", "training"),
-    "training-model-parallel": TypeDefaults(0.3, "latency", "training"),
+    "training-model-parallel": TypeDefaults(0.3, "duplex", "training"),  # both ways, latency and bandwidth
     "fine-tune": TypeDefaults(0.5, "balanced", "training"),
     "inference": TypeDefaults(0.8, "latency", "inference"),
     "data-intensive": TypeDefaults(0.3, "bandwidth", "generic"),

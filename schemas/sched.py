@@ -19,7 +19,7 @@ TaskType = Literal[
     "preprocessing",
     "batch-analytics",
 ]
-NetworkProfile = Literal["balanced", "latency", "bandwidth"]
+NetworkProfile = Literal["balanced", "latency", "bandwidth", "duplex"]
 Strategy = Literal["data-parallel", "model-parallel", "pipeline", "single"]
 Trigger = Literal["degradation", "improvement", "node_joined", "forecast", "node_failed", "rollback"]
 

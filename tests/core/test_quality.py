@@ -61,3 +61,15 @@ def test_combine_and_group_means_on_edge_inputs():
     assert combine(np.zeros((0, 5)), DEFAULT_MODEL.weights("balanced")).shape == (0,)
     m = mean_by_group(np.array([0, 0, 2]), np.array([10.0, 20.0, np.nan]), 3)
     assert m[0] == 15.0 and math.isnan(m[1]) and math.isnan(m[2])
+
+
+def test_worse_direction_takes_the_reverse_path_where_it_is_measured():
+    from core.quality import worse_direction
+
+    # paths 0->1 (90), 1->0 (40), 0->2 (70; 2->0 unmeasured), 2->1 (NaN), 1->2 (60)
+    q = np.array([90.0, 40.0, 70.0, np.nan, 60.0], np.float32)
+    src, dst = np.array([0, 1, 0, 2, 1]), np.array([1, 0, 2, 1, 2])
+    assert worse_direction(q, src, dst).tolist()[:3] == [40.0, 40.0, 70.0]
+    out = worse_direction(q, src, dst)
+    assert out[3] == 60.0 and out[4] == 60.0  # a path without data takes its reverse's; a NaN reverse leaves 60
+    assert out.dtype == np.float32 and worse_direction(np.zeros(0), np.zeros(0), np.zeros(0)).size == 0

@@ -21,11 +21,13 @@ import numpy as np
 
 from core.detect import ratio_now
 from core.quality import (
+    BOTH_WAYS,
     DEFAULT_LINK_GBPS,
     HEADROOM_FLOOR,
     mean_by_group,
     path_bandwidth_gbps,
     path_quality,
+    worse_direction,
 )
 from streams.adapters.inventory import NodeView
 from streams.adapters.network import PathColumns
@@ -91,6 +93,8 @@ def build_path_table(cols: PathColumns, node_ids: list[str], profile: str,
         fc = np.array([forecast_p95.get((cols.names[a], cols.names[b]), np.nan) for a, b in zip(src, dst, strict=True)])
         p95_eff = np.fmax(p95, fc)
     q = path_quality(p95_eff, x["loss"], x["bw_util"], x["retrans"], x["jitter_ms"], profile).astype(np.float32)
+    if profile in BOTH_WAYS:  # traffic both ways: a path is as good as its worse direction
+        q = worse_direction(q, src, dst)
     pos = _node_rows(cols, node_ids)
     ent_row, ent_col, ent_ep = _entries(cols, src, dst, pos)
     by_ep = _by_endpoint(cols.names, ent_row, ent_col, ent_ep)

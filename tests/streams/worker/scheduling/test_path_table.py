@@ -163,3 +163,26 @@ def test_rack_level_paths_stand_for_the_nodes_behind_them():
     # a node without node-level paths takes its rack's mean quality to the racks it probes
     assert pt.node_q[1] == pytest.approx(np.mean(q[[0, 2]]))
     assert np.isnan(pt.node_q[3])
+
+
+def test_model_parallel_reads_both_directions():
+    """The seed: model-parallel training needs bandwidth both ways. Its profile (duplex) scores a path
+    at its worse direction; inference (latency) reads the node's own direction."""
+    import time
+
+    from schemas.sched import Task
+    from tests.helpers.scheduling import gpu_node, make_scheduler, win
+
+    now = time.time()
+    # A -> peer is clean both ways for B; for A the way back (peer -> A) loses 4 % of its probes
+    paths = {("A", "peer"): {"rtt_ms": win(now, 1.0)}, ("peer", "A"): {"rtt_ms": win(now, 1.0, lost=4)},
+             ("B", "peer"): {"rtt_ms": win(now, 1.2)}, ("peer", "B"): {"rtt_ms": win(now, 1.2)}}
+    s = make_scheduler([gpu_node("A", now), gpu_node("B", now)], paths)
+    mp = Task(id="mp", type="training-model-parallel", resources={"cards": 8}, data_source={"node": "peer"})
+    d = s.decide(mp, now)
+    assert d.network_profile == "duplex" and d.nodes == ["B"]
+    by = {c.node: c.network_score for c in d.candidates}
+    assert by["A"] < by["B"] - 10  # A's worse way back counts
+    s.end("mp")
+    one_way = s.decide(mp.model_copy(update={"network_profile": "latency", "id": "lat"}), now)
+    assert one_way.nodes == ["A"]  # A -> peer alone is the faster path
