@@ -203,6 +203,7 @@ class RescheduleEvent(BaseModel):
     expected_gain_s: float
     migration_cost_s: float
     transfer_gb: float = Field(default=0.0, description="state moved: the checkpoint, once per moving worker")
+    start_at: float | None = Field(default=None, description="start at the target no earlier than this (site ramps)")
     before: ScoreBreakdown
     after: ScoreBreakdown
     state_version: int

@@ -354,18 +354,19 @@ class Replay:
             self._observe()
             if self.running:
                 for ev in self.sched.reschedule(T0 + self.now):
-                    self._move(int(ev.task_id[1:]), [self.index[x] for x in ev.to_nodes])
+                    self._move(int(ev.task_id[1:]), [self.index[x] for x in ev.to_nodes], ev.start_at)
         self._push(self.now + self.cfg.epoch_s, EPOCH, 0)
 
-    def _move(self, j: int, to: list[int]) -> None:
+    def _move(self, j: int, to: list[int], start_at: float | None = None) -> None:
         """Checkpoint, transfer the state, start again at the target."""
         old = self._stop(j)
         c = self.cluster
         _, gbps = placement_paths([old.members[0], to[0]], c.node_site, c.node_rack, self.truth.site_rtt(),
                                   self.truth.site_gbps(), self.uplink, self.truth.fabric)
         cost = self.cfg.restart_s + self.cfg.checkpoint_gb * 8 / min(gbps, c.spec.node_gbps)
-        self._start(j, to, old.work)
-        self.running[j].pause = cost + self._load_s(j, to)
+        self._start(j, to, old.work, start_at and start_at - T0)
+        delay = max(start_at - T0 - self.now, 0.0) if start_at else 0.0  # power-aware: the target's ramp
+        self.running[j].pause = delay + cost + self._load_s(j, to)
         self._reschedule_finish(j)
         self.sched.start(f"j{j}", [c.node_ids[m] for m in to])
         self.out.migrations[j] += 1

@@ -31,15 +31,24 @@ from streams.adapters.tasks import endpoint_rows, endpoints, load_gb, need, scor
 from streams.worker.scheduling.constraints import masked
 from streams.worker.scheduling.decision import breakdown
 from streams.worker.scheduling.ledger import MIGRATING
+from streams.worker.scheduling.ramp import draw_of
 
 
 def moved(sched, run, to_nodes: list[str], now: float, net, rows: np.ndarray, cols: list[int],
-          source_failed: bool = False) -> None:
+          source_failed: bool = False, nodes: NodeView | None = None) -> float | None:
     """Book a move: the ledger holds the new nodes (migrating) and keeps the ones it leaves until the
     runner reports it started at the target (released at once when they failed); new placement time,
     cool-down, and the baselines of its paths at the new nodes (p95, loss, newest window). What a
-    rollback needs is kept in ``run.rollback``."""
+    rollback needs is kept in ``run.rollback``. With site ramp limits, the power the move adds at a
+    site (its target's draw less what its source stops drawing there) is booked: the start time
+    returned when it is later than now."""
     leaving = [n for n in run.nodes if n not in to_nodes]
+    if sched.ramps.limits and nodes is not None:
+        cards = run.task.resources.cards
+        up = draw_of(nodes, [nodes.index[n] for n in to_nodes if n not in run.nodes], cards)
+        down = {} if source_failed else draw_of(nodes, [nodes.index[n] for n in leaving if n in nodes.index], cards)
+        run.start_at = sched.ramps.book({s: mw - down.get(s, 0.0) for s, mw in up.items()
+                                         if mw - down.get(s, 0.0) > 1e-12}, now)
     sched.ledger.book(run.task.id, [n for n in to_nodes if n not in run.nodes], need(run.task), now, MIGRATING)
     if source_failed or not run.started:
         sched.ledger.release(run.task.id, leaving)
@@ -55,6 +64,7 @@ def moved(sched, run, to_nodes: list[str], now: float, net, rows: np.ndarray, co
     run.baseline_p95 = worst_known([endpoint_worst(net.p95, rows, c) for c in cols])
     run.baseline_loss = worst_known([endpoint_worst(net.loss, rows, c) for c in cols])
     run.seen_window_end = worst_known([endpoint_worst(net.end, rows, c) for c in cols])
+    return round(run.start_at, 3) if run.start_at > now else None
 
 
 def migrate_singles(sched, runs: list, now: float) -> list[RescheduleEvent]:
@@ -111,7 +121,9 @@ def _migrate_group(sched, nodes: NodeView, group: list, profile: str, now: float
             before=breakdown(x.compute[c, kind], network[t, c], current[t], r.alpha),
             after=breakdown(x.compute[b, kind], network[t, b], best[t], r.alpha),
             state_version=sched.version, at=now))
-        moved(sched, r, [nodes.ids[b]], now, net, endpoint_rows(x, t), [b], not nodes.available[c])
+        start_at = moved(sched, r, [nodes.ids[b]], now, net, endpoint_rows(x, t), [b], not nodes.available[c], nodes)
+        if start_at is not None:
+            events[-1] = events[-1].model_copy(update={"start_at": start_at})
     return events
 
 
@@ -206,8 +218,9 @@ def migrate_gang(sched, r, nodes: NodeView, now: float) -> RescheduleEvent | Non
         before=breakdown(compute[members].mean(), _gang_network(network[0], net, x, members), current, alpha),
         after=breakdown(compute[alt.nodes].mean(), _gang_network(network[0], net, x, alt.nodes), best, alpha),
         state_version=sched.version, at=now)
-    moved(sched, r, [nodes.ids[m] for m in alt.nodes], now, net, rows, alt.nodes, not nodes.available[members].all())
-    return event
+    start_at = moved(sched, r, [nodes.ids[m] for m in alt.nodes], now, net, rows, alt.nodes,
+                     not nodes.available[members].all(), nodes)
+    return event if start_at is None else event.model_copy(update={"start_at": start_at})
 
 
 def _gang_worst(net, name: str, rows: np.ndarray, members: list[int]) -> float:

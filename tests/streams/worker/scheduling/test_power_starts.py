@@ -52,3 +52,17 @@ def test_no_reported_power_no_delay():
     s = make_scheduler(reports, {("n0", "hub"): {"rtt_ms": win(now, 1.0)}})
     s.ramps = RampBook({"dc1": 0.001})
     assert s.decide(job("a", 4), now).start_at is None and s.decide(job("b", 4), now).start_at is None
+
+
+def test_a_move_books_what_it_adds_at_the_target_site():
+    now = 1_000_000.0
+    s = world(now, {"dc2": 1.0}, zones=("dc1", "dc2", "dc2"))
+    s.inv.put(b"n0", gpu_node("n0", now, zone="dc1", power_kw=800.0, peak_tflops={"fp16": 4000, "fp32": 100}))
+    assert s.decide(job("t0", 8), now).nodes == ["n0"]  # the strongest node, dc1 (no limit there)
+    filler = s.decide(job("f1", 4), now)  # 0.4 MW at dc2 now
+    assert filler.nodes[0] in ("n1", "n2") and filler.start_at is None
+    s.start("t0", ["n0"])
+    s.inv.put(b"n0", gpu_node("n0", now + 1, zone="dc1", power_kw=800.0, status="down"))
+    ev = next(e for e in s.reschedule(now + 1) if e.task_id == "t0")
+    # 0.8 MW more at dc2 beside the filler's 0.4 within the minute: after the filler's minute, at +60
+    assert ev.trigger == "node_failed" and ev.to_nodes[0] in ("n1", "n2") and ev.start_at == now + 60.0
