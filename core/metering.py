@@ -17,6 +17,13 @@ with ``scope="cluster"``, within all nodes, so that standard units compare acros
 A task type weighs the dimensions (training: compute first; inference: storage first); the weighted
 sum is normalised once more within the class so that its best node scores exactly 100 and the others
 proportionally. Unknown values (NaN) count as nothing.
+
+Tensor cores and clock (``tensor_cores`` and ``clock_mhz`` of a report, per card): a report without
+an fp16 peak gets one from them, ``tensor cores x clock x dense fp16 FLOP per tensor core per clock``
+of its model's generation (``TENSOR_FLOP_PER_CLOCK``: an A100's 432 cores at 1,410 MHz x 512 = 311.9
+TFLOPS, its datasheet's 312); and a card reporting a clock below its model's boost clock
+(``BOOST_CLOCK_MHZ``: power capping, thermal throttling) has its peaks scaled by clock / boost. A
+benchmark is measured, so it is never scaled.
 """
 
 from __future__ import annotations
@@ -46,6 +53,35 @@ DEFAULT_MODEL_CONVERSION: dict[str, dict[str, float]] = {
     "A100-SXM": {"fp32": 1.0, "fp16": 1.0, "int8": 1.0},
     "MI300X": {"fp32": 1.0, "fp16": 1.0, "int8": 1.0},
 }
+# Dense fp16 FLOP one tensor core does per clock, by model (its generation): Volta 128, Ampere 512,
+# Ada 256, Hopper 1,024 (datasheet dense fp16 TFLOPS / (tensor cores x boost clock)).
+TENSOR_FLOP_PER_CLOCK: dict[str, float] = {
+    "V100": 128.0, "A100-SXM": 512.0, "A100-PCIE": 512.0, "L40S": 256.0, "H100-SXM": 1024.0, "H100-PCIE": 1024.0,
+    "H200-SXM": 1024.0,
+}
+# Boost clock (MHz) by model: a card reporting less runs its peaks at clock / boost.
+BOOST_CLOCK_MHZ: dict[str, float] = {
+    "V100": 1530.0, "A100-SXM": 1410.0, "A100-PCIE": 1410.0, "L40S": 2520.0, "H100-SXM": 1980.0,
+    "H100-PCIE": 1755.0, "H200-SXM": 1980.0,
+}
+
+
+def tensor_peak_tflops(model: str, tensor_cores: float | None, clock_mhz: float | None) -> float | None:
+    """Dense fp16 TFLOPS per card from tensor cores and clock, or None (a figure missing, model unknown)."""
+    per_clock = TENSOR_FLOP_PER_CLOCK.get(model)
+    if per_clock is None or not tensor_cores or not clock_mhz:
+        return None
+    return tensor_cores * clock_mhz * 1e6 * per_clock / 1e12
+
+
+def clock_factor(model: str, clock_mhz: float | None) -> float:
+    """clock / boost clock when a card reports running below its model's boost clock, else 1."""
+    boost = BOOST_CLOCK_MHZ.get(model)
+    if boost is None or not clock_mhz or clock_mhz >= boost:
+        return 1.0
+    return clock_mhz / boost
+
+
 # Work per unit of a standard benchmark, in FLOP (so samples/s x FLOP/sample = FLOP/s).
 DEFAULT_BENCHMARK_WORK: dict[str, float] = {
     "resnet50-train": 3 * 4.1e9,  # forward + backward, per image

@@ -15,10 +15,12 @@ from core.metering import (
     PRECISIONS,
     MeteringModel,
     NodeMetrics,
+    clock_factor,
     compute_capability,
     compute_scores,
     dimensions,
     economy_factor,
+    tensor_peak_tflops,
 )
 from core.quality import DEFAULT_LINK_GBPS
 from core.vocabulary import TASK_KINDS
@@ -47,10 +49,16 @@ def node_metrics(
     codes = np.zeros(n, dtype=np.int64)
     for i, r in enumerate(reports):
         codes[i] = classes.setdefault(node_class(r), len(classes))
+        model = r.get("accel_model", "")
+        slow = clock_factor(model, r.get("clock_mhz"))  # running below its boost clock
         for j, p in enumerate(PRECISIONS):
             v = (r.get("peak_tflops") or {}).get(p)
             peak[i, j] = math.nan if v is None else v
-            factor[i, j] = conversion.get(r.get("accel_model", ""), {}).get(p, 1.0)
+            factor[i, j] = conversion.get(model, {}).get(p, 1.0) * slow
+        fp16 = PRECISIONS.index("fp16")
+        derived = tensor_peak_tflops(model, r.get("tensor_cores"), r.get("clock_mhz"))
+        if math.isnan(peak[i, fp16]) and derived is not None:  # dense already, at the reported clock
+            peak[i, fp16], factor[i, fp16] = derived, 1.0
         # the freshest benchmark whose workload we know
         for b in sorted(r.get("benchmarks") or [], key=lambda b: -b["measured_at"]):
             if b["name"] in benchmark_work:

@@ -34,6 +34,25 @@ def test_reports_to_arrays_convert_peaks_and_pick_the_freshest_known_benchmark()
     assert np.isnan(m.bench_value[1]) and m.availability.tolist() == [1.0, 1.0]
 
 
+def test_tensor_cores_and_clock_fill_a_missing_peak_and_scale_a_slow_card():
+    from core.metering import compute_capability
+
+    reports = [
+        # no peak stated: 432 tensor cores x 1,410 MHz x 512 FLOP per clock = 311.9 dense TFLOPS a card
+        {"node": "a", "accel_model": "A100-SXM", "cards": 8, "tensor_cores": 432, "clock_mhz": 1410},
+        # stated sparse 1,979 at fp16 (x 0.5 dense), running at 1,485 of its 1,980 MHz boost: x 0.75
+        {"node": "b", "accel_model": "H100-SXM", "cards": 8, "peak_tflops": {"fp16": 1979}, "clock_mhz": 1485},
+        # an unknown model: neither figure can be used
+        {"node": "c", "accel_model": "X1", "cards": 8, "tensor_cores": 100, "clock_mhz": 1000},
+    ]
+    m, _ = node_metrics(reports, DEFAULT_MODEL_CONVERSION, DEFAULT_BENCHMARK_WORK, NOW)
+    assert m.peak[0, 1] == pytest.approx(432 * 1410e6 * 512 / 1e12) and m.peak_factor[0, 1] == 1.0
+    assert m.peak_factor[1].tolist() == pytest.approx([0.75, 0.375, 0.375])
+    assert np.isnan(m.peak[2, 1]) and m.peak_factor[2].tolist() == [1.0, 1.0, 1.0]
+    cap = compute_capability(m, 1)  # fp16, x cards x peak efficiency
+    assert cap[1] / cap[0] == pytest.approx(1979 * 0.375 / 311.88672, rel=1e-4)
+
+
 def test_unavailable_nodes_lose_their_quality_dimension():
     rec = {"node": "a", "cards": 1, "peak_tflops": {"fp16": 100}, "availability": 1.0, "idle_rate": 1.0,
            "queue_delay_s": 0.0}
