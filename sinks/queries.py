@@ -258,3 +258,14 @@ def run_query(con, sql: str) -> tuple[list[str], list[tuple]]:
     cur = con.execute(sql)
     cols = [d[0] for d in cur.description or []]
     return cols, (cur.fetchall() if cols else [])
+
+
+def service_load(con, task_ids: list[str], since: float) -> list[tuple]:
+    """[(task_id, event_at, request_rate)] of the services' stored ``load`` events since then, oldest
+    first (a restarted scheduler's pre-scaling history)."""
+    if not task_ids:
+        return []
+    return con.execute("""
+        SELECT task_id, event_at, request_rate FROM task_events
+        WHERE event = 'load' AND request_rate IS NOT NULL AND event_at >= ? AND list_contains(?, task_id)
+        ORDER BY task_id, event_at""", [since, task_ids]).fetchall()

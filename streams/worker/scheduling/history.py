@@ -10,6 +10,8 @@ import logging
 import time
 
 from core.vocabulary import DEFAULT_TYPES
+from sinks.duckdb_store import DuckStore
+from sinks.queries import service_load
 from streams.adapters.network import PathColumns
 from streams.analytics.alphas import load_learned_alphas
 from streams.analytics.forecasts import stored_p95s, worst_forecasts
@@ -31,6 +33,26 @@ async def seed_detector(sched: Scheduler, settings: Settings, counters: Counters
     (counters or Counters()).set("detector_seeded_windows", added)
     log.info("degradation detector: %d stored windows of %d paths", added, len(paths))
     return added
+
+
+async def seed_services(sched: Scheduler, settings: Settings, now: float | None = None) -> int:
+    """Services not seeded yet (created or restored since the last look) get their stored request
+    rates, so pre-scaling after a restart forecasts from a day of history at once."""
+    fresh = [svc for svc in sched.services.values() if not svc.seeded and svc.policy.lead_s > 0]
+    if not fresh:
+        return 0
+    now = time.time() if now is None else now
+    since = now - max(svc.history_s() for svc in fresh)
+
+    def read():
+        with DuckStore.open(settings.duckdb_path, read_only=True, timeout_s=5.0) as store:
+            return service_load(store.con, [svc.task.id for svc in fresh], since)
+
+    rows = await asyncio.to_thread(read)
+    for svc in fresh:
+        svc.seed([(t, r) for sid, t, r in rows if sid == svc.task.id])
+    log.info("service load history: %d reports of %d services", len(rows), len(fresh))
+    return len(rows)
 
 
 async def refresh_history(sched: Scheduler, settings: Settings, counters: Counters | None = None) -> None:
@@ -58,6 +80,7 @@ async def refresh_history(sched: Scheduler, settings: Settings, counters: Counte
         sched.touch()
         counters.set("forecast_paths", len(worst))
         log.info("preventive rescheduling: forecasts for %d paths", len(worst))
+    await seed_services(sched, settings)
     tidal = [q.team for q in sched.quotas.set.quotas if q.tidal]
     if tidal:
         sched.tidal_forecast = await asyncio.to_thread(

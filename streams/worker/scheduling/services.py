@@ -41,6 +41,7 @@ class Service:
     reported_at: float = math.nan
     recent: deque = field(default_factory=deque)  # (time, recommendation) within the scale-down delay
     load: deque = field(default_factory=deque)  # (time, request rate) for the forecast
+    seeded: bool = False  # its stored load history was read (after a restart)
 
     @property
     def policy(self) -> ScalingPolicy:
@@ -69,6 +70,17 @@ class Service:
         t, r = np.array(self.load).T
         return forecast_rate(t, r, now, p.lead_s, p.level_s)
 
+    def history_s(self) -> float:
+        """How much rate history the forecast reads: a day and two leads and a level."""
+        return DAY_S + 2 * self.policy.lead_s + self.policy.level_s
+
+    def seed(self, rows: list[tuple[float, float]]) -> None:
+        """Stored (time, rate) reports joined with the ones kept, each time once, oldest first."""
+        merged = dict(rows)
+        merged.update(dict(self.load))
+        self.load = deque(sorted(merged.items()))
+        self.seeded = True
+
     def remember(self, ev: TaskEvent, replicas: int) -> None:
         """A load report: the work it says is being done, and the rate for the forecast."""
         if ev.utilisation is not None:
@@ -76,8 +88,7 @@ class Service:
         if ev.request_rate is not None:
             self.request_rate = ev.request_rate
             self.load.append((ev.at, ev.request_rate))
-            keep = DAY_S + 2 * self.policy.lead_s + self.policy.level_s
-            while self.load and self.load[0][0] < ev.at - keep:
+            while self.load and self.load[0][0] < ev.at - self.history_s():
                 self.load.popleft()
         self.reported_at = ev.at
 

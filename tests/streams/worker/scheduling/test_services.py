@@ -110,3 +110,28 @@ def test_the_image_pull_counts_in_where_a_replica_goes():
     # without the image both load nothing and score alike
     plain = s.decide(Task(id="b", type="inference", resources={"cards": 1}), now)
     assert plain.candidates[0].load_score is None
+
+
+def test_a_restarted_scheduler_reads_the_stored_load_for_its_forecast(tmp_path):
+    import asyncio
+
+    from sinks.duckdb_store import DuckStore
+    from streams.config import Settings
+    from streams.worker.scheduling.history import seed_services
+
+    now = 1_800_000_000.0
+    with DuckStore(tmp_path / "h.duckdb") as store:  # a day and an hour of reports, one a minute, 100 req/s
+        store.write_task_events([load(now - k * 60.0, 0.5, 100.0 + (k % 2)).model_dump()
+                                 for k in range(1, 25 * 60)] + [load(now - 3 * 86400, 0.5, 5.0).model_dump()])
+    s = world(now)
+    svc = Service(service(prescale_lead_s=600))
+    svc.load.append((now - 30.0, 120.0))  # one report since the restart
+    s.services["chat"] = svc
+    settings = Settings(duckdb_path=tmp_path / "h.duckdb")
+    # within a day, two leads (10 min each) and a level (15 min): the reports of the last 1,475 minutes
+    assert asyncio.run(seed_services(s, settings, now)) == 24 * 60 + 35
+    assert svc.seeded and list(svc.load)[-1] == (now - 30.0, 120.0) and len(svc.load) == 24 * 60 + 35 + 1
+    assert all(a[0] < b[0] for a, b in zip(svc.load, list(svc.load)[1:], strict=False))
+    assert asyncio.run(seed_services(s, settings, now)) == 0  # once
+    # with a day of history the forecast is yesterday's rate at the lead, scaled: about 100 (not NaN)
+    assert 90.0 < svc.forecast(now) < 130.0
