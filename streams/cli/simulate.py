@@ -154,7 +154,7 @@ def cmd_simulate(args, settings: Settings) -> int:
     except TraceError as exc:
         raise UsageError(str(exc)) from None
     run = _replay_with_progress(args, trace, cluster, cfg, policies)
-    result, rows, delta, config = _result(args, trace, cluster, run, cfg, t0)
+    result, rows, delta, config = _result(args, trace, cluster, run, cfg, t0, settings)
     if args.png:
         _jct_png(args.png, job_table(run), policies)
         result["png"] = args.png
@@ -174,7 +174,7 @@ def cmd_simulate(args, settings: Settings) -> int:
     return 0
 
 
-def _result(args, trace, cluster, run, cfg, t0: float) -> tuple[dict, list, list, dict]:
+def _result(args, trace, cluster, run, cfg, t0: float, settings: Settings) -> tuple[dict, list, list, dict]:
     """(the result document, its summary rows, its changes, the configuration) of a replay."""
     from streams.replay.results import changes, power_summary, summary
     from streams.replay.teams import team_summary
@@ -186,7 +186,8 @@ def _result(args, trace, cluster, run, cfg, t0: float) -> tuple[dict, list, list
               "limit": args.limit, "seeds": args.seeds, "fill_rule_missing_gbps": FILL_RULE}
     result = {"trace": trace.source, "jobs": len(trace), "nodes": len(cluster.node_ids), "sites": cluster.sites,
               "wall_s": round(time.perf_counter() - t0, 1), "config": config, "summary": rows, "changes": delta,
-              "teams": team_summary(run), "power": power_summary(run)}
+              "teams": team_summary(run),
+              "power": power_summary(run, settings.card_prices.get("*", 1.0), settings.energy_price_per_mwh)}
     return result, rows, delta, config
 
 
@@ -210,11 +211,13 @@ def _print(result: dict) -> None:
         print(f"  {p:>13} jain {t['jain_slowdown']:.3f}  preemptions {t['preemptions']}  lost "
               f"{t['lost_card_hours']:.1f} card-h  quota violations {t['quota_violations']}  worst team "
               f"{worst[0]} (slowdown {worst[1]['slowdown_mean']:.2f})")
-    print("\nsite power (the worst site; battery sized on the curve for the ramp limit, 15-minute blocks)")
+    print("\ncost (card-hours held x the card-hour price + energy x CNSCHED_ENERGY_PRICE_PER_MWH) and site power "
+          "(the worst site; battery sized on its curve for the ramp limit, 15-minute blocks)")
     for p, f in result["power"].items():
-        print(f"  {p:>13} steepest rise {f['max_ramp_mw_per_min']:.2f} MW/min  minutes over the limit "
-              f"{f['minutes_over_limit']:.0f}  peak {f['peak_mw']:.2f} MW  battery {f['battery_mw']:.2f} MW / "
-              f"{f['battery_mwh']:.2f} MWh")
+        print(f"  {p:>13} cost {f['cost']:,.0f} ({f['card_hours']:,.0f} card-h, {f['energy_mwh']:,.1f} MWh)  "
+              f"steepest rise {f['max_ramp_mw_per_min']:.3f} MW/min  minutes over the limit "
+              f"{f['minutes_over_limit']:.0f}  peak {f['peak_mw']:.2f} MW  battery {f['battery_mw']:.3f} MW / "
+              f"{f['battery_mwh']:.3f} MWh")
     if "run_id" in result:
         print(f"\nstored as {result['run_id']}: cnsched sql \"SELECT * FROM sim_runs WHERE run_id = "
               f"'{result['run_id']}'\"")

@@ -71,4 +71,5 @@ class SitePower:
                 energy, power = max(energy, b.recommended_energy_kwh), max(power, b.power_capacity_mw)
         return {"max_ramp_mw_per_min": round(float(rise.max(initial=0.0)), 3), "minutes_over_limit": over,
                 "peak_mw": round(float(curves.max(initial=0.0)), 3),
+                "energy_mwh": round(float(curves.sum()) * STEP_S / 3600.0, 3),
                 "battery_mwh": round(energy / 1000.0, 3), "battery_mw": round(power, 3)}

@@ -144,11 +144,16 @@ def changes(run: ReplayRun, resamples: int = 2000, level: float = 0.95) -> list[
     return out
 
 
-def power_summary(run: ReplayRun) -> dict[str, dict]:
-    """Per policy, the sites' power figures (streams/replay/power.py) averaged over seeds."""
+def power_summary(run: ReplayRun, card_hour_price: float = 1.0, energy_price_mwh: float = 100.0) -> dict[str, dict]:
+    """Per policy, averaged over seeds: the sites' power figures (streams/replay/power.py), the
+    card-hours its jobs held (waiting for data or a delayed start included) and what they cost, as
+    ``cnsched report cost`` prices them: card-hours x the card-hour price + energy x its price."""
     out = {}
     for p in run.policies:
-        figs = [run.outcomes[(p, seed)].power for seed in run.seeds if run.outcomes[(p, seed)].power]
+        figs = [{**o.power, "card_hours": o.card_seconds / 3600.0} for o in
+                (run.outcomes[(p, seed)] for seed in run.seeds) if o.power]
         if figs:
-            out[p] = {k: round(float(np.mean([f[k] for f in figs])), 3) for k in figs[0]}
+            mean = {k: float(np.mean([f[k] for f in figs])) for k in figs[0]}
+            mean["cost"] = mean["card_hours"] * card_hour_price + mean["energy_mwh"] * energy_price_mwh
+            out[p] = {k: round(v, 3) for k, v in mean.items()}
     return out

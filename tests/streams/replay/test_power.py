@@ -2,6 +2,7 @@
 site's figures, and power-aware starts spacing jobs under a ramp limit for ours and the baselines."""
 
 import numpy as np
+import pytest
 
 from streams.replay.cluster import build_cluster
 from streams.replay.power import SitePower
@@ -23,6 +24,8 @@ def test_curves_follow_the_jobs_that_work():
     assert curves.tolist() == [[2.0, 2.0, 0.0, 0.0], [0.0, 2.0, 2.0, 2.0]]
     f = p.summary(200.0)
     assert f["max_ramp_mw_per_min"] == 2.0 and f["peak_mw"] == 2.0 and f["minutes_over_limit"] == 0
+    # 2 + 2 + 2 + 2 + 2 MW over one-minute samples: 10 MW-min = 0.167 MWh
+    assert f["energy_mwh"] == 0.167
     p.off(99, 10.0)  # a job never on: nothing
 
 
@@ -44,6 +47,10 @@ def test_a_ramp_limit_spaces_the_starts_of_every_policy():
     for p in ("ours", "topology"):
         assert before[p]["max_ramp_mw_per_min"] >= 2.4  # at least 3 jobs on one site in the first minute
         assert after[p]["max_ramp_mw_per_min"] <= 1.0 + 1e-9 and after[p]["minutes_over_limit"] == 0
+        # cost = card-hours held x 1.0 + MWh x 100 (the defaults of cnsched report cost)
+        assert after[p]["cost"] == pytest.approx(after[p]["card_hours"] + 100 * after[p]["energy_mwh"], abs=0.01)
+        # eight jobs x 8 cards x 0.1 MW for their working time: 6.4 MW x the hours they worked
+        assert after[p]["energy_mwh"] > 0 and after[p]["card_hours"] >= 64 * (2400 / 3600) - 1e-6
         # one 0.8 MW start per site per minute: four per site put off by 0, 60, 120 and 180 s (mean 90)
         late = capped.outcomes[(p, 0)].end - free.outcomes[(p, 0)].end
         assert 60.0 <= late.mean() <= 120.0 and late.min() >= -1e-6 and late.max() <= 180.0 + 1e-6
