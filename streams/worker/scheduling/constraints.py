@@ -39,6 +39,12 @@ def constrained(running: dict, task: Task, nodes: NodeView, usable: np.ndarray, 
     return reasons
 
 
+def allowed(task: Task, nodes: NodeView) -> np.ndarray:
+    """bool[N]: the nodes the task's residency and tiers allow (what preemption may clear for it)."""
+    ruled = constraint_reasons(task, nodes)
+    return np.ones(len(nodes.ids), bool) if ruled is None else ruled == FEASIBLE
+
+
 def masked(running: dict, task: Task, nodes: NodeView, usable: np.ndarray, scores: np.ndarray) -> np.ndarray:
     """``scores`` (one task's, over the nodes) with -inf where its constraints rule a node out (what a
     move may choose from)."""

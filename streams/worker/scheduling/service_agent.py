@@ -15,6 +15,7 @@ from streams.worker.scheduling.services import (
     end_service,
     evaluate,
     scaled_decision,
+    serving_nodes,
 )
 from streams.worker.taskbook import ENDED, updated
 
@@ -70,6 +71,9 @@ async def publish(owner, svc: Service, scaled: Scaled, force: bool = False) -> N
     owner.counters.set("service_replicas", len(svc.replicas), service=svc.task.id, role="serving")
     owner.counters.set("service_replicas", len(svc.standby), service=svc.task.id, role="standby")
     if scaled.change is None and not force:
+        rec = owner.book.get(svc.task.id)  # its replicas may have been placed or moved since
+        if rec is not None and rec.status not in ENDED and serving_nodes(owner.sched, svc) != rec.nodes:
+            await owner.book.put(_record(owner, rec, svc, None, None))
         return
     now = time.time()
     d = scaled_decision(owner.sched, svc, scaled.change, now)
@@ -82,11 +86,10 @@ async def publish(owner, svc: Service, scaled: Scaled, force: bool = False) -> N
              scaled.change.to_replicas, scaled.change.reason)
 
 
-def _record(owner, rec, svc: Service, status: str | None, entry: dict):
+def _record(owner, rec, svc: Service, status: str | None, entry: dict | None):
     if status is None:  # placed once a serving replica is
         status = "placed" if any(r in owner.sched.running for r in svc.replicas) else "queued"
-    nodes = [n for r in svc.replicas if r in owner.sched.running for n in owner.sched.running[r].nodes]
-    return updated(rec, svc.task, status, nodes, entry, None, svc.state())
+    return updated(rec, svc.task, status, serving_nodes(owner.sched, svc), entry, None, svc.state())
 
 
 async def _stop(owner, replicas: list[str], service_id: str) -> None:

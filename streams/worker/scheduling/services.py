@@ -42,6 +42,7 @@ class Service:
     recent: deque = field(default_factory=deque)  # (time, recommendation) within the scale-down delay
     load: deque = field(default_factory=deque)  # (time, request rate) for the forecast
     seeded: bool = False  # its stored load history was read (after a restart)
+    _forecast: tuple = (None, math.nan)  # (the reports and second it was made for, the forecast)
 
     @property
     def policy(self) -> ScalingPolicy:
@@ -67,8 +68,11 @@ class Service:
         p = self.policy
         if p.lead_s <= 0 or not self.load:
             return math.nan
-        t, r = np.array(self.load).T
-        return forecast_rate(t, r, now, p.lead_s, p.level_s)
+        key = (len(self.load), self.load[-1][0], int(now))  # once per new report and second
+        if self._forecast[0] != key:
+            t, r = np.array(self.load).T
+            self._forecast = (key, forecast_rate(t, r, now, p.lead_s, p.level_s))
+        return self._forecast[1]
 
     def history_s(self) -> float:
         """How much rate history the forecast reads: a day and two leads and a level."""
@@ -172,10 +176,15 @@ def end_service(sched, svc: Service) -> list[str]:
     return gone
 
 
+def serving_nodes(sched, svc: Service) -> list[str]:
+    """Where the service's serving replicas run (queued ones run nowhere yet)."""
+    return [n for r in svc.replicas if r in sched.running for n in sched.running[r].nodes]
+
+
 def scaled_decision(sched, svc: Service, change: ScalingChange, now: float) -> Decision:
     """The service's own decision: where its serving replicas run, and what changed."""
     task = svc.task
-    nodes = [n for r in svc.replicas if r in sched.running for n in sched.running[r].nodes]
+    nodes = serving_nodes(sched, svc)
     profile = task.network_profile or sched.types[task.type].profile
     alpha = task.alpha if task.alpha is not None else sched.types[task.type].alpha
     return Decision(task_id=task.id, status="scaled", nodes=nodes, alpha=alpha, network_profile=profile,

@@ -21,7 +21,7 @@ from schemas.sched import Decision, Fallback, Incident, RescheduleEvent, ScoreBr
 from streams.adapters.inventory import NodeView, node_view
 from streams.adapters.tasks import endpoint_rows, need
 from streams.worker.scheduling.batch import BatchScores
-from streams.worker.scheduling.constraints import constrained
+from streams.worker.scheduling.constraints import allowed, constrained
 from streams.worker.scheduling.decision import Scored, decision
 from streams.worker.scheduling.failures import IncidentBook, health
 from streams.worker.scheduling.held import Pending, Running
@@ -201,7 +201,8 @@ class Scheduler(QueueMixin):
         held = np.zeros(len(nodes.ids), bool) if ahead else self.blocked(task, nodes, now)
         reasons, s, compute_only, p = self._attempt(task, b, t, nodes, usable, reserve, quota_ok, held)
         if not p.placed and self.preemption and team is not None and \
-                (pl := plan(self, task, b.x, t, nodes, usable, team, quota_ok & ~held, now)) is not None:
+                (pl := plan(self, task, b.x, t, nodes, usable, team, quota_ok & ~held & allowed(task, nodes),
+                            now)) is not None:
             for victim, why in zip(pl.victims, pl.reasons, strict=True):
                 preempt(self, victim, task.id, why, now)
             # scored again where the victims were (the batch's kernel saw those nodes full)

@@ -95,3 +95,20 @@ def test_a_move_keeps_the_constraints():
     out = masked(s.running, t, s.nodes(now), s.nodes(now).usable, scores)
     assert out.tolist() == [50.0, 40.0, -np.inf, -np.inf]
     assert masked(s.running, task("free"), s.nodes(now), s.nodes(now).usable, scores) is scores
+
+
+def test_preemption_clears_room_only_where_the_constraints_allow():
+    now = 1_000_000.0
+    s = world(now)
+    s.node_timeout_s = float("inf")
+    where = {}
+    for k in range(4):  # every node full of low-priority work
+        where[f"low{k}"] = s.decide(Task(id=f"low{k}", type="fine-tune", priority=10, resources={"cards": 8}),
+                                    now).nodes[0]
+    assert sorted(where.values()) == sorted(NODES)
+    # an urgent task that may run in the us only takes a us node's work, never an eu one's (eu-a,
+    # the strongest, would be its first choice otherwise)
+    d = s.decide(task("urgent", cards=8, priority=90, constraints={"regions": ["us"]}), now + 60)
+    assert d.status == "placed" and d.nodes[0].startswith("us-")
+    (p,) = s.preemptions
+    assert where[p.task_id] == d.nodes[0]
