@@ -187,6 +187,9 @@ class Decision(BaseModel):
                            "over the workers (transfer volume)")
     start_at: float | None = Field(default=None, description=(
         "placed: start no earlier than this (epoch s), so the sites' power ramps stay within their limits"))
+    checkpoint_phase_s: float | None = Field(default=None, description=(
+        "with site ramp limits: checkpoint when (epoch seconds mod CNSCHED_CHECKPOINT_INTERVAL_SECONDS) "
+        "reaches this, so the checkpoints at a site are spread over the interval"))
 
 
 class ScoreBreakdown(BaseModel):

@@ -111,6 +111,9 @@ class Settings(BaseSettings):
         default_factory=dict, description='JSON {"<site>": MW per minute, "*": any other site}: placed tasks start '
         "no sooner than keeps the power a site adds within a minute under its limit (decisions say start_at); "
         "empty: no limit")
+    checkpoint_interval_seconds: float = Field(
+        default=1800.0, gt=0, le=7 * 86_400, description="the checkpoint interval placed tasks' checkpoint phases "
+        "(with site ramp limits) spread checkpoints over")
     energy_price_per_mwh: float = Field(
         default=100.0, ge=0, description="energy price where a node reports none (cost units per MWh)")
     transfer_price_per_gb: float = Field(

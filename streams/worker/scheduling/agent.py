@@ -82,7 +82,8 @@ def make_scheduler(settings: Settings, net, inv) -> Scheduler:
         policy=ReschedulePolicy(cooldown_s=settings.migration_cooldown_seconds),
         conversion=settings.conversion_table, benchmark_work=settings.benchmark_table,
         energy_carbon_weight=settings.energy_carbon_weight, preemption=settings.preemption,
-        compute_scope=settings.compute_normalisation, ramps=RampBook(dict(settings.site_ramp_limits)),
+        compute_scope=settings.compute_normalisation,
+        ramps=RampBook(dict(settings.site_ramp_limits), checkpoint_every_s=settings.checkpoint_interval_seconds),
     )
     sched.types = {t: dataclasses.replace(d, frugal=t in settings.frugal_types) for t, d in sched.types.items()}
     return sched

@@ -49,6 +49,7 @@ def moved(sched, run, to_nodes: list[str], now: float, net, rows: np.ndarray, co
         down = {} if source_failed else draw_of(nodes, [nodes.index[n] for n in leaving if n in nodes.index], cards)
         run.start_at = sched.ramps.book({s: mw - down.get(s, 0.0) for s, mw in up.items()
                                          if mw - down.get(s, 0.0) > 1e-12}, now)
+        sched.ramps.phase(run.task.id, draw_of(nodes, [nodes.index[n] for n in to_nodes], cards))  # same slot
     sched.ledger.book(run.task.id, [n for n in to_nodes if n not in run.nodes], need(run.task), now, MIGRATING)
     if source_failed or not run.started:
         sched.ledger.release(run.task.id, leaving)

@@ -2,6 +2,11 @@
 (CNSCHED_SITE_RAMP_LIMITS, MW per minute); a placed task's start is put off until every site it
 draws from stays within its limit (core.ramp). The decision carries the time as ``start_at``.
 
+Checkpoint bursts: a checkpoint idles a task's cards while it writes, and their draw comes back all
+at once. Placed tasks are given a checkpoint phase, one of ``CHECKPOINT_SLOTS`` offsets within the
+checkpoint interval, the one where their sites have the least MW checkpointing already, so a site's
+checkpoints are spread over the interval rather than bunched (the decision's ``checkpoint_phase_s``).
+
 A task's draw at a node is the node's full-load ``power_kw`` x the share of its cards the task takes
 (all of it for a node without cards); a site is a node's zone (its region when it gives none).
 """
@@ -16,12 +21,16 @@ import numpy as np
 from core.ramp import earliest_start
 
 WINDOW_S = 60.0
+CHECKPOINT_SLOTS = 12
 
 
 @dataclass
 class RampBook:
     limits: dict[str, float] = field(default_factory=dict)  # site -> MW per minute; "*": any other site
     starts: dict[str, list[tuple[float, float]]] = field(default_factory=lambda: defaultdict(list))
+    checkpoint_every_s: float = 1800.0
+    slots: dict[str, np.ndarray] = field(default_factory=dict)  # site -> MW checkpointing in each slot
+    phases: dict[str, tuple[int, dict[str, float]]] = field(default_factory=dict)  # task -> (slot, its draw)
 
     def limit(self, site: str) -> float:
         return self.limits.get(site, self.limits.get("*", np.inf))
@@ -41,6 +50,28 @@ class RampBook:
         for site, mw in draw.items():
             self.starts[site].append((at, mw))
         return at
+
+    def phase(self, task_id: str, draw: dict[str, float]) -> float | None:
+        """The task's checkpoint offset within the interval (seconds), booked in the slot where its
+        sites have the least MW checkpointing (ties: the earliest); None without limits or draw. A task
+        phased before keeps its slot, its draw moved to its new sites (a move)."""
+        if not self.limits or not draw:
+            return None
+        slot = self.phases[task_id][0] if task_id in self.phases else None
+        self.release(task_id)
+        if slot is None:
+            load = sum((self.slots.get(site, np.zeros(CHECKPOINT_SLOTS)) for site in draw), np.zeros(CHECKPOINT_SLOTS))
+            slot = int(np.argmin(load))
+        for site, mw in draw.items():
+            self.slots.setdefault(site, np.zeros(CHECKPOINT_SLOTS))[slot] += mw
+        self.phases[task_id] = (slot, dict(draw))
+        return slot * self.checkpoint_every_s / CHECKPOINT_SLOTS
+
+    def release(self, task_id: str) -> None:
+        """The task stopped drawing: its checkpoints leave their slot."""
+        slot, draw = self.phases.pop(task_id, (None, {}))
+        for site, mw in draw.items():
+            self.slots[site][slot] = max(self.slots[site][slot] - mw, 0.0)
 
     def _earliest(self, site: str, mw: float, at: float) -> float:
         booked = self.starts[site]

@@ -225,13 +225,14 @@ class Scheduler(QueueMixin):
                           seen_forecast_version=self.forecast_version,
                           restarts=prior.restarts if prior else 0,
                           checkpoint_at=prior.resume_from if prior and prior.resume_from else math.nan)
-            run.start_at = self.ramps.book(draw_of(nodes, p.nodes, task.resources.cards), now)
+            timing = self._power_timing(run, nodes, p.nodes, now)
             self.add_running(run)
         else:
             self.pending.setdefault(task.id, Pending(task, task.submitted_at or now, queued_at=now))
+            timing = {}
         d = decision(task, b.profile, s, nodes, p, reasons, compute_only, self.version, now)
-        if p.placed and self.running[task.id].start_at > now:
-            d = d.model_copy(update={"start_at": round(self.running[task.id].start_at, 3)})
+        if timing:
+            d = d.model_copy(update=timing)
         queued = self.pending.get(task.id)
         run = self.running.get(task.id) if p.placed else None
         if run is not None and (run.restarts or math.isfinite(run.checkpoint_at)):  # resumed (failed, preempted)
@@ -239,6 +240,14 @@ class Scheduler(QueueMixin):
         elif queued is not None and (queued.restarts or queued.resume_from is not None):
             d = d.model_copy(update={"restarts": queued.restarts, "resume_from": queued.resume_from})
         return d
+
+    def _power_timing(self, run: Running, nodes: NodeView, members: list[int], now: float) -> dict:
+        """With site ramp limits: the placed task's start time and checkpoint phase (decision fields)."""
+        draw = draw_of(nodes, members, run.task.resources.cards)
+        run.start_at = self.ramps.book(draw, now)
+        phase = self.ramps.phase(run.task.id, draw)
+        timing = {"start_at": round(run.start_at, 3)} if run.start_at > now else {}
+        return timing | ({"checkpoint_phase_s": phase} if phase is not None else {})
 
     def add_running(self, run: Running) -> None:
         """A task runs (placed now, or restored after a restart): it holds its nodes in the ledger."""
@@ -344,6 +353,7 @@ class Scheduler(QueueMixin):
         ran = self.running.pop(task_id, None) is not None
         self.pending.pop(task_id, None)
         self.ledger.release(task_id)
+        self.ramps.release(task_id)
         if ran:
             self.allocation_version += 1
             self.touch()

@@ -3,6 +3,8 @@ the power started within any minute stays under it; the start timeout counts fro
 
 import time
 
+import pytest
+
 from schemas.sched import Task
 from streams.worker.scheduling.ramp import RampBook
 from tests.helpers.scheduling import gpu_node, make_scheduler, win
@@ -66,3 +68,15 @@ def test_a_move_books_what_it_adds_at_the_target_site():
     ev = next(e for e in s.reschedule(now + 1) if e.task_id == "t0")
     # 0.8 MW more at dc2 beside the filler's 0.4 within the minute: after the filler's minute, at +60
     assert ev.trigger == "node_failed" and ev.to_nodes[0] in ("n1", "n2") and ev.start_at == now + 60.0
+
+
+def test_checkpoints_are_spread_over_the_interval():
+    now = 1_000_000.0
+    s = world(now, {"dc1": 10.0})  # a limit that never delays a start here
+    # 12 slots of 1800 / 12 = 150 s: each task takes the slot with the least MW checkpointing
+    phases = [s.decide(job(f"t{k}", c), now).checkpoint_phase_s for k, c in enumerate((8, 4, 2))]
+    assert phases == [0.0, 150.0, 300.0]
+    s.end("t0")  # its 0.8 MW leave slot 0
+    assert s.decide(job("t3", 2), now).checkpoint_phase_s == 0.0
+    assert s.ramps.slots["dc1"][:4].tolist() == pytest.approx([0.2, 0.4, 0.2, 0.0])
+    assert world(now, {}).decide(job("free", 8), now).checkpoint_phase_s is None  # no limits: no phase
