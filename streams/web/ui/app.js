@@ -157,6 +157,7 @@ function eventsOf(tasks) {
         const d = h.decision;
         const why = d.status === "placed" ? `→ ${d.nodes.join(", ")} (alpha ${num(d.alpha, 2)}, ${d.network_profile})`
           : d.status === "preempted" ? `preempted for ${d.preempted_by || "?"}`
+          : d.status === "scaled" && d.scaling ? `${d.scaling.from_replicas} → ${d.scaling.to_replicas} replicas (${d.scaling.reason})`
           : Object.entries(d.rejected_counts || {}).map(([r, n]) => `${r} ×${n}`).join(", ") || d.status;
         out.push({ t: d.decided_at, kind: d.status, text: `${d.task_id} ${why}` });
       } else if (h.reschedule) {
