@@ -109,7 +109,9 @@ async def _network_answers(port: int) -> float:
     assert path["inputs"] == {"p95_rtt_ms": 90.0, "loss": 0.01, "bw_util": 0.65, "retrans": 0.0, "jitter_ms": 5.0}
     assert path["quality"] == pytest.approx(49.087, abs=1e-3)
     assert path["window_end"] == pytest.approx(NOW - 5) and 0 <= path["age_s"] < 120
-    assert set(path["quality_by_profile"]) == {"balanced", "latency", "bandwidth"}
+    assert set(path["quality_by_profile"]) == {"balanced", "latency", "bandwidth", "duplex"}
+    # duplex .30/.20/.30/.10/.10: 5.646 + 16 + 15 + 10 + 3.333 (this direction; the scheduler takes the worse)
+    assert path["quality_by_profile"]["duplex"] == pytest.approx(49.980, abs=1e-3)
 
     node = await wait_for(port, "/network/nodes/a")
     good = (await wait_for(port, "/network/paths/a/c"))["quality"]
