@@ -3,7 +3,7 @@ any power-aware delay — to its stop), so every site has a power curve. With a 
 starts are spaced (the Scheduler's RampBook for our policies, the same book here for the baselines),
 and the figures say what an operator of the grid connection sees: the steepest rise in a minute,
 the minutes over the limit, and the battery (core.battery, block target over ``battery_window``
-minutes) that would still be needed to hold the limit.
+minutes) that smooths what is left.
 """
 
 from __future__ import annotations
@@ -59,15 +59,15 @@ class SitePower:
 
     def summary(self, end_s: float, battery_window: int = 15) -> dict:
         """The worst site's figures: steepest one-minute rise, minutes rising faster than the limit,
-        and the battery that would hold the limit there (0 without power or a limit)."""
+        and the battery that smooths its curve over ``battery_window`` minutes (0 without power)."""
         curves = self.curves(end_s)
         rises = [ramps(np.concatenate([[0.0], c]))[1:] for c in curves]  # nothing drawn before the start
         rise = np.array([r.max(initial=0.0) for r in rises])
         over = int(sum((r > self.limit + 1e-9).sum() for r in rises)) if self.limit > 0 else 0
         energy = power = 0.0
-        if self.limit > 0 and curves.shape[1] >= battery_window:
+        if self.card_kw > 0 and curves.shape[1] >= battery_window:
             for c in curves:
-                b = size_battery(c, STEP_S, battery_window, ramp_limit=self.limit)
+                b = size_battery(c, STEP_S, battery_window, ramp_limit=self.limit or None)
                 energy, power = max(energy, b.recommended_energy_kwh), max(power, b.power_capacity_mw)
         return {"max_ramp_mw_per_min": round(float(rise.max(initial=0.0)), 3), "minutes_over_limit": over,
                 "peak_mw": round(float(curves.max(initial=0.0)), 3),
