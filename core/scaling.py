@@ -4,7 +4,8 @@ rate and from a forecast of that rate (pure: numbers and arrays in, numbers out)
 The controller (:func:`desired_replicas`), one step:
 
 - reactive, as Kubernetes' horizontal autoscaler: ``ceil(ready x utilisation / target)``, unchanged
-  while ``|utilisation / target - 1| <= tolerance`` (0.1);
+  while ``|utilisation / target - 1| <= tolerance`` (0.1); with a latency target too, the same rule
+  on the reported p95 latency against it, and the larger of the two;
 - predictive (pre-scaling): the rate forecast ``lead_s`` ahead over what one replica serves at the
   target, ``ceil(forecast_rate / (per_replica_rate x target))``, where a replica's rate at full load
   is ``rate / (ready x utilisation)`` as measured now. Only ever adds: a forecast never takes
@@ -40,6 +41,7 @@ class ScalingPolicy:
     min_replicas: int = 1
     max_replicas: int = 8
     target_utilisation: float = 0.6
+    target_latency_ms: float = 0.0  # also scale on the reported p95 latency against this (0: not)
     tolerance: float = 0.1
     standby: int = 0  # warm replicas kept loaded beyond the active ones
     lead_s: float = 600.0  # pre-scale for the rate this far ahead (0: reactive only)
@@ -66,14 +68,17 @@ def predictive_replicas(ready: int, utilisation: float, rate: float, forecast: f
 
 
 def desired_replicas(ready: int, utilisation: float, rate: float, forecast: float, policy: ScalingPolicy,
-                     recent: np.ndarray) -> tuple[int, str, int]:
+                     recent: np.ndarray, latency_ms: float = math.nan) -> tuple[int, str, int]:
     """(replicas wanted now, why, the recommendation): reactive and predictive, bounded, scale-down
     stabilised. ``recent``: the recommendations (the third value: reactive and predictive, before
     bounds and stabilisation) of the last ``scale_down_delay_s``, before this one. Why is
-    "utilisation", "forecast", "idle" (fewer), "bounds" (min/max alone) or "" (no change)."""
+    "utilisation", "latency", "forecast", "idle" (fewer), "bounds" (min/max alone) or "" (no change)."""
     react = reactive_replicas(ready, utilisation, policy.target_utilisation, policy.tolerance)
+    slow = 0
+    if policy.target_latency_ms > 0 and latency_ms > 0:
+        slow = reactive_replicas(ready, latency_ms, policy.target_latency_ms, policy.tolerance)
     pre = predictive_replicas(ready, utilisation, rate, forecast, policy.target_utilisation) if policy.lead_s > 0 else 0
-    raw = want = max(react, pre)
+    raw = want = max(react, slow, pre)
     if want < ready and len(recent):  # down only as far as the highest count wanted within the window
         want = min(max(want, int(np.max(recent))), ready)
     bounded = min(max(want, policy.min_replicas), policy.max_replicas)
@@ -83,7 +88,7 @@ def desired_replicas(ready: int, utilisation: float, rate: float, forecast: floa
         return bounded, "bounds", raw  # the bounds alone move it (a new minimum, a lowered maximum)
     if bounded < ready:
         return bounded, "idle", raw
-    return bounded, "forecast" if pre > react else "utilisation", raw
+    return bounded, "forecast" if pre > max(react, slow) else "latency" if slow > react else "utilisation", raw
 
 
 def forecast_rate(t: np.ndarray, rate: np.ndarray, now: float, lead_s: float, level_s: float = 900.0) -> float:

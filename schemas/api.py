@@ -177,6 +177,7 @@ class ServiceState(ApiModel):
     standby: list[str] = []
     next_index: int = 0
     busy: float | None = None  # replicas' worth of work at the last report (utilisation x replicas)
+    slow: float | None = None  # the last reported p95 latency x the replicas it was over
     request_rate: float | None = None
     reported_at: float | None = None
     recent: list[list[float]] = []  # [time, replicas recommended] within the scale-down delay

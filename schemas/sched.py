@@ -72,6 +72,8 @@ class Scaling(BaseModel):
     min_replicas: int = Field(default=1, ge=0, le=1024)
     max_replicas: int = Field(default=8, ge=1, le=1024)
     target_utilisation: float = Field(default=0.6, gt=0, le=1, description="of the serving replicas' capacity")
+    target_latency_ms: float | None = Field(default=None, gt=0, description=(
+        "also scale so the reported p95 latency stays near this (the larger count of the two wins)"))
     standby: int = Field(default=0, ge=0, le=64, description="warm replicas kept loaded, not serving")
     prescale_lead_s: float = Field(default=600.0, ge=0, le=86_400,
                                    description="scale for the request rate forecast this far ahead; 0: reactive only")
@@ -145,7 +147,7 @@ class ScalingChange(BaseModel):
 
     from_replicas: int
     to_replicas: int
-    reason: Literal["created", "utilisation", "forecast", "idle", "bounds", "replaced", "ended"]
+    reason: Literal["created", "utilisation", "latency", "forecast", "idle", "bounds", "replaced", "ended"]
     utilisation: float | None = Field(default=None, description="the last reported, over the serving replicas")
     request_rate: float | None = Field(default=None, description="the last reported, requests/s")
     forecast_rate: float | None = Field(default=None, description="requests/s forecast at the lead time")

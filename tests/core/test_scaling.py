@@ -113,3 +113,13 @@ def test_simulate_takes_empty_nan_and_zero_rates():
     assert simulate(np.array([]), 60.0, 10.0, ScalingPolicy(), 60.0).replica_hours == 0.0
     run = simulate(np.array([np.nan, 0.0, 0.0]), 60.0, 10.0, ScalingPolicy(min_replicas=1, lead_s=0), 60.0)
     assert run.replicas.tolist() == [1, 1, 1] and run.unserved_share == 0.0
+
+
+def test_a_latency_target_takes_the_larger_count():
+    p = ScalingPolicy(min_replicas=1, max_replicas=10, target_latency_ms=200.0, lead_s=0)
+    # utilisation on target keeps 4; 300 ms against 200: ceil(4 x 1.5) = 6
+    assert desired_replicas(4, 0.6, 100.0, math.nan, p, NONE, latency_ms=300.0) == (6, "latency", 6)
+    # 210 ms is within the 10 % tolerance: the utilisation's 5 (ceil(4 x 0.75 / 0.6)) decides
+    assert desired_replicas(4, 0.75, 100.0, math.nan, p, NONE, latency_ms=210.0) == (5, "utilisation", 5)
+    # no latency target: the latency is not read
+    assert desired_replicas(4, 0.6, 100.0, math.nan, ScalingPolicy(lead_s=0), NONE, latency_ms=900.0)[0] == 4

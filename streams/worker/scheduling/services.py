@@ -4,8 +4,8 @@ image, model, data — in the composite), booked and reported on by the runner u
 
 The service's replica count comes from core.scaling: from ``load`` events (utilisation and request
 rate under the service's id) and, on every rescoring pass, from the rate forecast ``prescale_lead_s``
-ahead. The load is kept as the work it is (utilisation x the replicas it was measured over), so
-looking again with more replicas does not scale again on the same report. Warm standby replicas are
+ahead. The load is kept as the work it is (utilisation x the replicas it was measured over; latency
+likewise), so looking again with more replicas does not scale again on the same report. Warm standby replicas are
 placed and loaded like the others and serve at once when promoted; the standby is refilled at once.
 A replica that ends (failed for good, finished, withdrawn) is replaced on the next look.
 """
@@ -26,7 +26,8 @@ from schemas.sched import Constraints, Decision, ScalingChange, Task, TaskEvent
 def policy_of(task: Task) -> ScalingPolicy:
     s = task.scaling
     return ScalingPolicy(min_replicas=s.min_replicas, max_replicas=s.max_replicas,
-                         target_utilisation=s.target_utilisation, standby=s.standby, lead_s=s.prescale_lead_s,
+                         target_utilisation=s.target_utilisation, target_latency_ms=s.target_latency_ms or 0.0,
+                         standby=s.standby, lead_s=s.prescale_lead_s,
                          scale_down_delay_s=s.scale_down_delay_s)
 
 
@@ -38,6 +39,7 @@ class Service:
     next_index: int = 0
     busy: float = math.nan  # replicas' worth of work at the last report
     request_rate: float = math.nan
+    slow: float = math.nan  # the last reported p95 latency x the replicas it was measured over
     reported_at: float = math.nan
     recent: deque = field(default_factory=deque)  # (time, recommendation) within the scale-down delay
     load: deque = field(default_factory=deque)  # (time, request rate) for the forecast
@@ -53,15 +55,17 @@ class Service:
             return v if math.isfinite(v) else None
 
         return ServiceState(replicas=self.replicas, standby=self.standby, next_index=self.next_index,
-                            busy=known(self.busy), request_rate=known(self.request_rate),
+                            busy=known(self.busy), slow=known(self.slow), request_rate=known(self.request_rate),
                             reported_at=known(self.reported_at), recent=[list(r) for r in self.recent])
 
     @classmethod
     def restored(cls, task: Task, st: ServiceState) -> Service:
-        nan = math.nan
-        return cls(task, list(st.replicas), list(st.standby), st.next_index,
-                   nan if st.busy is None else st.busy, nan if st.request_rate is None else st.request_rate,
-                   nan if st.reported_at is None else st.reported_at, deque(tuple(r) for r in st.recent))
+        def nan_if_none(v: float | None) -> float:
+            return math.nan if v is None else v
+
+        return cls(task, list(st.replicas), list(st.standby), st.next_index, nan_if_none(st.busy),
+                   nan_if_none(st.request_rate), nan_if_none(st.slow), nan_if_none(st.reported_at),
+                   deque(tuple(r) for r in st.recent))
 
     def forecast(self, now: float) -> float:
         """The request rate forecast at the lead time (NaN without reports or a lead)."""
@@ -87,8 +91,11 @@ class Service:
 
     def remember(self, ev: TaskEvent, replicas: int) -> None:
         """A load report: the work it says is being done, and the rate for the forecast."""
+        over = ev.replicas if ev.replicas is not None else max(replicas, 1)
         if ev.utilisation is not None:
-            self.busy = ev.utilisation * (ev.replicas if ev.replicas is not None else max(replicas, 1))
+            self.busy = ev.utilisation * over
+        if ev.latency_ms is not None:  # as the autoscaler assumes: latency falls as replicas are added
+            self.slow = ev.latency_ms * over
         if ev.request_rate is not None:
             self.request_rate = ev.request_rate
             self.load.append((ev.at, ev.request_rate))
@@ -126,9 +133,9 @@ def evaluate(sched, svc: Service, now: float, reason: str = "") -> Scaled:
     while svc.recent and svc.recent[0][0] < now - p.scale_down_delay_s:
         svc.recent.popleft()
     fc = svc.forecast(now)
-    if math.isfinite(svc.busy) and had > 0:
+    if (math.isfinite(svc.busy) or math.isfinite(svc.slow)) and had > 0:
         want, why, raw = desired_replicas(had, svc.busy / had, svc.request_rate, fc, p,
-                                          np.array([r for _, r in svc.recent], np.int64))
+                                          np.array([r for _, r in svc.recent], np.int64), svc.slow / had)
         svc.recent.append((now, raw))
     else:  # no load known: within the bounds
         want = min(max(had, p.min_replicas), p.max_replicas)

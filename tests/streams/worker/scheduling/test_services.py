@@ -135,3 +135,19 @@ def test_a_restarted_scheduler_reads_the_stored_load_for_its_forecast(tmp_path):
     assert asyncio.run(seed_services(s, settings, now)) == 0  # once
     # with a day of history the forecast is yesterday's rate at the lead, scaled: about 100 (not NaN)
     assert 90.0 < svc.forecast(now) < 130.0
+
+
+def test_a_latency_target_scales_too_and_once_per_report():
+    now = time.time()
+    s = world(now)
+    svc = Service(service(standby=0, target_latency_ms=100))
+    evaluate(s, svc, now, reason="created")  # 2 replicas
+    # 2 at 30 % (reactive: ceil(2 x 0.3 / 0.6) = 1) but p95 latency 250 ms against 100: ceil(2 x 2.5) = 5
+    ev = TaskEvent(task_id="chat", event="load", at=now + 5, utilisation=0.3, request_rate=50.0, latency_ms=250.0)
+    svc.remember(ev, len(svc.replicas))
+    out = evaluate(s, svc, now + 5)
+    assert (out.change.from_replicas, out.change.to_replicas, out.change.reason) == (2, 5, "latency")
+    # the same report seen with 5: 250 x 2 / 5 = 100 ms, on target: no change
+    assert evaluate(s, svc, now + 6).change is None
+    restored = Service.restored(svc.task, svc.state())
+    assert restored.slow == svc.slow == 500.0 and restored.busy == svc.busy == 0.6
