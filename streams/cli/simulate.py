@@ -45,6 +45,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--card-kw", type=float, default=0.7, help="a working card's draw (the sites' power curves)")
     p.add_argument("--ramp-limit", type=float, default=0.0,
                    help="power-aware starts: a site adds at most this many MW a minute (0: no limit)")
+    p.add_argument("--power-csv", metavar="DIR", help="write each policy's site power curves (seed 0) here, "
+                   "<policy>-<site>.csv with minute,power_mw: what cnsched battery sizes")
     p.add_argument("--png", help="write the JCT distributions of network-sensitive jobs per policy here")
     p.add_argument("--no-store", action="store_true", help="do not write the result to DuckDB")
     p.add_argument("--json", action="store_true")
@@ -158,6 +160,8 @@ def cmd_simulate(args, settings: Settings) -> int:
     if args.png:
         _jct_png(args.png, job_table(run), policies)
         result["png"] = args.png
+    if args.power_csv:
+        result["power_csv"] = _power_csv(args.power_csv, run, cluster.sites)
     if not args.no_store:
         from sinks.duckdb_store import DuckStore
 
@@ -230,6 +234,24 @@ def _cell(v) -> str:
 
 
 COMMANDS = {"simulate": cmd_simulate}
+
+
+def _power_csv(folder: str, run, sites: list[str]) -> list[str]:
+    """Each policy's site curves of the first seed as CSV files (minute, power_mw)."""
+    out = Path(folder)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        written = []
+        for p in run.policies:
+            curves = run.outcomes[(p, run.seeds[0])].power_mw
+            for s, site in enumerate(sites):
+                path = out / f"{p}-{site}.csv"
+                rows = "".join(f"{m},{v:.6f}\n" for m, v in enumerate(curves[s]))
+                path.write_text("minute,power_mw\n" + rows)
+                written.append(str(path))
+    except OSError as exc:
+        raise UsageError(f"--power-csv: {exc}") from None
+    return written
 
 
 def _services(args) -> int:

@@ -74,6 +74,7 @@ class Outcome:
     lost_card_s: float = 0.0  # work preempted jobs lost since their last checkpoint
     quota_violations: int = 0  # events after which a team held more than its maximum
     power: dict = field(default_factory=dict)  # the sites' power figures (streams/replay/power.py)
+    power_mw: np.ndarray | None = None  # float64[S, minutes] each site's draw
 
 
 class Replay:
@@ -164,7 +165,7 @@ class Replay:
             if not self.out.state[j]:
                 self.out.state[j], self.out.reason[j] = "unschedulable", "never placed: no capacity fitting it"
         self.out.makespan = float(np.nanmax(self.out.end)) if np.isfinite(self.out.end).any() else 0.0
-        self.out.power = self.power.summary(self.out.makespan)
+        self.out.power, self.out.power_mw = self.power.summary(self.out.makespan), self.power.curves(self.out.makespan)
         return self.out
 
     def _check(self, kind: int, a: int) -> None:

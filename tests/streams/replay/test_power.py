@@ -54,3 +54,30 @@ def test_a_ramp_limit_spaces_the_starts_of_every_policy():
         # one 0.8 MW start per site per minute: four per site put off by 0, 60, 120 and 180 s (mean 90)
         late = capped.outcomes[(p, 0)].end - free.outcomes[(p, 0)].end
         assert 60.0 <= late.mean() <= 120.0 and late.min() >= -1e-6 and late.max() <= 180.0 + 1e-6
+
+
+def test_simulate_writes_the_curves_battery_sizes(tmp_path, capsys):
+    import json
+
+    from streams.cli.main import main
+
+    jobs = tmp_path / "jobs.csv"
+    rows = "".join(f"{i * 50},{3000 + i},8,1,u{i % 3},Pass,training-data-parallel\n" for i in range(6))
+    jobs.write_text("submit_s,duration_s,gpus,nodes,user,status,type\n" + rows)
+    net = tmp_path / "net.csv"
+    net.write_text("src_site,dst_site,rtt_ms,gbps\na,b,40,2\nb,a,40,2\n")
+    out = tmp_path / "power"
+    assert main(["simulate", "--no-store", "--jobs", f"generic:{jobs}", "--network", f"generic:{net}", "--sites", "2",
+                 "--racks-per-site", "2", "--nodes-per-rack", "2", "--seeds", "1", "--policies", "ours,topology",
+                 "--card-kw", "100", "--power-csv", str(out), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert sorted(p.rsplit("/", 1)[1] for p in doc["power_csv"]) == ["ours-a.csv", "ours-b.csv", "topology-a.csv",
+                                                                     "topology-b.csv"]
+    lines = (out / "ours-a.csv").read_text().splitlines()
+    assert lines[0] == "minute,power_mw" and lines[1].startswith("0,")
+    # six 8-card jobs at 100 kW a card: 0.8 MW each, so every curve is a multiple of 0.8 MW
+    mw = np.array([float(x.split(",")[1]) for x in lines[1:]])
+    assert np.allclose(mw / 0.8, np.round(mw / 0.8)) and mw.max() > 0
+    # what cnsched battery reads: the power_mw column, one sample a minute
+    assert main(["battery", str(out / "ours-a.csv"), "--window", "15min", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["power_capacity_mw"] > 0
