@@ -74,6 +74,27 @@ async def test_a_service_is_created_and_scaled_from_its_load(make_settings, tmp_
         assert rec["service"]["standby"] == ["chat.r2"] and len(rec["nodes"]) == 2
         _, r2 = await asyncio.to_thread(call, port, "GET", "/tasks/chat.r2")
         assert r2["status"] == "placed" and r2["task"]["scaling"] is None
+
+        # a service of none yet (minimum 0, no standby) is answered all the same
+        status, body = await asyncio.to_thread(call, port, "POST", "/tasks", {
+            **SERVICE, "id": "idle", "scaling": {"min_replicas": 0, "max_replicas": 2, "prescale_lead_s": 0}})
+        assert status == 200 and body["decision"]["scaling"]["to_replicas"] == 0, body
+
+        # the service ends: every replica stops (a last scaled decision says which) and their records end
+        out = consumer(settings, SCHED_DECISIONS, group_id=None)
+        await out.start()
+        p = producer(settings)
+        await p.start()
+        done = {"task_id": "chat", "event": "finished", "at": now + 30}
+        await p.send_and_wait(settings.topic(SCHED_EVENTS), json.dumps(done).encode(), key=b"chat")
+        await p.stop()
+        seen = await _decisions(out, lambda ds: any((x.get("scaling") or {}).get("reason") == "ended" for x in ds))
+        await out.stop()
+        ended = next(x for x in seen if (x.get("scaling") or {}).get("reason") == "ended")["scaling"]
+        assert ended["to_replicas"] == 0 and sorted(ended["removed"]) == ["chat.r0", "chat.r1", "chat.r2"]
+        _, rec = await asyncio.to_thread(call, port, "GET", "/tasks/chat")
+        _, r0 = await asyncio.to_thread(call, port, "GET", "/tasks/chat.r0")
+        assert rec["status"] == "finished" and r0["status"] == "finished"
     finally:
         stop_process(worker)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import time
 
-from schemas.sched import Task, TaskEvent
+from schemas.sched import ScalingChange, Task, TaskEvent
 from streams.worker.scheduling.services import (
     Scaled,
     Service,
@@ -32,7 +32,10 @@ async def create(owner, task: Task) -> None:
     """A new service: its minimum replicas and standby placed."""
     svc = Service(task)
     owner.sched.services[task.id] = svc
-    await publish(owner, svc, evaluate(owner.sched, svc, time.time(), reason="created"), force=True)
+    scaled = evaluate(owner.sched, svc, time.time(), reason="created")
+    if scaled.change is None:  # nothing wanted yet (a minimum of 0 and no standby): said all the same
+        scaled.change = ScalingChange(from_replicas=0, to_replicas=0, reason="created")
+    await publish(owner, svc, scaled)
 
 
 async def on_event(owner, rec, ev: TaskEvent) -> None:
@@ -52,7 +55,8 @@ async def on_event(owner, rec, ev: TaskEvent) -> None:
         await _stop(owner, gone, svc.task.id)
         del owner.sched.services[svc.task.id]
         await owner.book.put(_record(owner, rec, svc, ev.event, entry))
-        log.info("service %s %s: %d replicas stopped (%d serving)", svc.task.id, ev.event, len(gone), before)
+        await _send(owner, scaled_decision(owner.sched, svc, ScalingChange(
+            from_replicas=before, to_replicas=0, reason="ended", removed=gone), ev.at))
         return
     await owner.book.put(_record(owner, rec, svc, rec.status, entry))
 
@@ -63,27 +67,30 @@ async def rescale_all(owner, now: float) -> None:
         await publish(owner, svc, evaluate(owner.sched, svc, now))
 
 
-async def publish(owner, svc: Service, scaled: Scaled, force: bool = False) -> None:
+async def publish(owner, svc: Service, scaled: Scaled) -> None:
     """New replicas' decisions, stopped replicas' records, then the service's decision and record."""
     for d in scaled.decisions:
         await owner.publish_decision(owner.sched.task_of(d.task_id), d)
     await _stop(owner, scaled.removed, svc.task.id)
     owner.counters.set("service_replicas", len(svc.replicas), service=svc.task.id, role="serving")
     owner.counters.set("service_replicas", len(svc.standby), service=svc.task.id, role="standby")
-    if scaled.change is None and not force:
+    if scaled.change is None:
         rec = owner.book.get(svc.task.id)  # its replicas may have been placed or moved since
         if rec is not None and rec.status not in ENDED and serving_nodes(owner.sched, svc) != rec.nodes:
             await owner.book.put(_record(owner, rec, svc, None, None))
         return
-    now = time.time()
-    d = scaled_decision(owner.sched, svc, scaled.change, now)
-    entry = {"decision": d.model_dump(mode="json")}
-    await owner.book.put(_record(owner, owner.book.get(svc.task.id), svc, None, entry))
-    await owner.topics.decisions.send(key=svc.task.id.encode(), value=d.model_dump_json().encode())
+    d = scaled_decision(owner.sched, svc, scaled.change, time.time())
+    await owner.book.put(_record(owner, owner.book.get(svc.task.id), svc, None, {"decision": d.model_dump(mode="json")}))
+    await _send(owner, d)
+
+
+async def _send(owner, d) -> None:
+    """A service's scaled decision to sched.decisions, counted and logged."""
+    await owner.topics.decisions.send(key=d.task_id.encode(), value=d.model_dump_json().encode())
     owner.counters.inc("decisions_total", status="scaled")
-    owner.counters.inc("scaling_decisions_total", reason=scaled.change.reason)
-    log.info("service %s: %d -> %d replicas (%s)", svc.task.id, scaled.change.from_replicas,
-             scaled.change.to_replicas, scaled.change.reason)
+    owner.counters.inc("scaling_decisions_total", reason=d.scaling.reason)
+    log.info("service %s: %d -> %d replicas (%s)", d.task_id, d.scaling.from_replicas, d.scaling.to_replicas,
+             d.scaling.reason)
 
 
 def _record(owner, rec, svc: Service, status: str | None, entry: dict | None):
