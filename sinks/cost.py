@@ -15,6 +15,10 @@ every move carries the state and loads again (the reschedule's ``transfer_gb``),
 ``CNSCHED_TRANSFER_PRICE_PER_GB`` (0 by default: the volume is shown, its cost when a price is set),
 in the month it happened.
 
+Measured against modelled: where a site sends its facility power (``power_mw`` windows), its energy
+per month is set beside the modelled energy of its tasks and idle cards; the ratio is what the model
+does not see (cooling, conversion losses, nodes that report no power).
+
 Idle draw belongs to no task: a node draws ``CNSCHED_IDLE_POWER_SHARE`` of its full load on cards
 nobody holds. It is reported per site and month, from consecutive compute reports (the free cards
 of one report held until the next, at most ``MAX_GAP_S``). Delivered compute is what ``finished``
@@ -102,8 +106,8 @@ SELECT {name}, month, round(card_h, 3) AS card_h, round(kwh, 2) AS kwh, round(tr
 FROM m ORDER BY {name}, month
 """
 
-IDLE_SQL = """
-WITH r AS (
+IDLE_CTE = """
+r AS (
     SELECT node, ts, {site} AS site, greatest(cards, 0) AS cards, coalesce(free_cards, 0) AS free_cards, {power},
            lead(ts) OVER (PARTITION BY node ORDER BY ts) AS next_ts
     FROM compute_reports),
@@ -111,9 +115,32 @@ idle AS (
     SELECT site, strftime(to_timestamp(ts) AT TIME ZONE 'UTC', '%Y-%m') AS month, price_mwh,
            power_kw * {idle_share} * free_cards / nullif(cards, 0) * least(next_ts - ts, {max_gap}) / 3600 AS kwh
     FROM r WHERE next_ts IS NOT NULL AND power_kw IS NOT NULL AND cards > 0)
+"""
+
+IDLE_SQL = "WITH " + IDLE_CTE + """
 SELECT site, month, round(sum(kwh), 3) AS idle_kwh,
        round(sum(kwh / 1000 * coalesce(price_mwh, {energy_price})), 4) AS idle_energy_cost
 FROM idle GROUP BY ALL ORDER BY site, month
+"""
+
+# a site's measured draw: its power_mw windows (src = site, dst empty), each counted until the next
+# window starts (hopping windows overlap) or its own end, whichever is sooner
+MEASURED_SQL = SEGMENTS_CTE + ", " + IDLE_CTE + """,
+modelled AS (
+    SELECT site, month, sum(kwh) AS kwh
+    FROM (SELECT site, month, kwh FROM costed UNION ALL SELECT site, month, kwh FROM idle) GROUP BY ALL),
+w AS (
+    SELECT src AS site, window_start, mean,
+           least(window_end, lead(window_start) OVER (PARTITION BY src ORDER BY window_start)) - window_start AS s
+    FROM windows WHERE metric = 'power_mw' AND dst = '' AND mean IS NOT NULL),
+measured AS (
+    SELECT site, strftime(to_timestamp(window_start) AT TIME ZONE 'UTC', '%Y-%m') AS month,
+           sum(mean * s) / 3600 * 1000 AS kwh
+    FROM w GROUP BY ALL)
+SELECT coalesce(m.site, x.site) AS site, coalesce(m.month, x.month) AS month, round(m.kwh, 3) AS modelled_kwh,
+       round(x.kwh, 3) AS measured_kwh, round(x.kwh / nullif(m.kwh, 0), 3) AS measured_over_modelled
+FROM modelled m FULL JOIN measured x ON m.site = x.site AND m.month = x.month
+ORDER BY 1, 2
 """
 
 
@@ -133,6 +160,7 @@ def cost_sections(card_prices: dict[str, float], energy_price_mwh: float, idle_s
     fmt = {"prices": _prices_values(card_prices), "energy_price": repr(float(energy_price_mwh)),
            "transfer_price": repr(float(transfer_price_gb)), **_REPORT}
     seg = SEGMENTS_CTE.format(**fmt)
+    idle = {"idle_share": repr(float(idle_share)), "max_gap": repr(MAX_GAP_S), **fmt}
     by = BY_MONTH_SQL.replace(SEGMENTS_CTE, seg)
     return (
         ("Cost by task: card-hours x the class price, modelled energy x the node's price, data moved x the "
@@ -141,7 +169,10 @@ def cost_sections(card_prices: dict[str, float], energy_price_mwh: float, idle_s
          by.format(key="team", name="team")),
         ("Cost by task type and month", by.format(key="coalesce(task_type, '?')", name="task_type")),
         (f"Idle draw by site and month ({idle_share:g} of full load on free cards; no task pays it)",
-         IDLE_SQL.format(idle_share=repr(float(idle_share)), max_gap=repr(MAX_GAP_S), **fmt)),
+         IDLE_SQL.format(**idle)),
+        ("Energy by site and month: modelled (tasks' and idle draw) beside measured (the site's power_mw "
+         "windows); their ratio is what the model misses (cooling, power conversion, unreported nodes)",
+         MEASURED_SQL.format(**idle)),
     )
 
 

@@ -97,8 +97,8 @@ def print_reports(settings: Settings, true_alpha: dict[str, float]) -> None:
         with DuckStore.open(settings.duckdb_path, read_only=True, timeout_s=10) as store:
             sections = run_sections(store.con)
             incidents = run_sections(store.con, INCIDENTS)
-            cost = cost_sections(settings.card_prices, settings.energy_price_per_mwh, settings.idle_power_share,
-                          settings.transfer_price_per_gb)
+            cost = cost_sections(settings.card_prices, settings.energy_price_per_mwh,
+                                 settings.idle_power_share, settings.transfer_price_per_gb)
             costs = run_sections(store.con, (cost[2], cost[3]))  # by type and month; idle draw by site
             plan = capacity_plan(*weekly_demand(store.con), weeks=2, wait_target_h=1.0)
             alphas = learned_alphas(store.con, min_tasks=settings.alpha_min_tasks)

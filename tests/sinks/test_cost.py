@@ -146,3 +146,23 @@ def test_transfer_volume_and_its_price(tmp_path):
     assert t1["cost"] == pytest.approx(2.5 + 0.08125 + 0.9, abs=1e-4)
     by_team = {(r["team"], r["month"]): r for r in rows[1]}
     assert by_team[("red", "2026-10")]["transfer_gb"] == 45.0
+
+
+def test_measured_site_energy_beside_the_modelled(tmp_path):
+    def power_window(start, mw):
+        return {"src": "dc1", "dst": "", "metric": "power_mw", "window_start": start, "window_end": start + 1800,
+                "count": 30, "kept": 30, "outliers": 0, "lost": 0, "mean": mw, "p50": mw, "p95": mw, "p99": mw,
+                "min": mw, "max": mw}
+
+    with DuckStore(tmp_path / "m.duckdb") as store:
+        store.write_compute_reports([report("h1", T0, "dc1", "h100", 10.0, 8, 100.0),
+                                     report("h1", T0 + 3600, "dc1", "h100", 10.0, 8, 100.0)])
+        store.write_decisions([placed("t1", "red", "inference", 4, "h1", T0)])
+        store.write_task_events([ev("t1", "started", T0, "h1"), ev("t1", "finished", T0 + 1800, duration=1800)])
+        store.write_windows([power_window(T0, 0.012), power_window(T0 + 1800, 0.008)])
+        out = run_sections(store.con, cost_sections(PRICES, ENERGY, IDLE))
+    (row,) = [dict(zip(out[4]["columns"], r, strict=True)) for r in out[4]["rows"]]
+    # modelled: t1 10 kW x 4/8 x 0.5 h = 2.5 kWh; idle 10 kW x 0.5 x 8/8 free x 1 h = 5 kWh (October)
+    # measured: 0.012 MW x 0.5 h = 6 kWh + 0.008 MW x 0.5 h = 4 kWh; 10 / 7.5 = 1.333
+    assert row == {"site": "dc1", "month": "2026-10", "modelled_kwh": 7.5, "measured_kwh": 10.0,
+                   "measured_over_modelled": 1.333}
