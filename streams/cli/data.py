@@ -219,9 +219,11 @@ def cmd_report(args, settings: Settings) -> int:
         return _report_capacity(args, settings)
     with DuckStore.open(settings.duckdb_path, read_only=True) as store:
         if args.report in ("benefit", "incidents", "quotas", "cost"):
-            chosen = (cost_sections(settings.card_prices, settings.energy_price_per_mwh,
-                                 settings.idle_power_share, settings.transfer_price_per_gb)
-                      if args.report == "cost" else {"incidents": INCIDENTS, "quotas": QUOTAS}.get(args.report, BENEFIT))
+            if args.report == "cost":
+                chosen = cost_sections(settings.card_prices, settings.energy_price_per_mwh, settings.idle_power_share,
+                                       settings.transfer_price_per_gb)
+            else:
+                chosen = {"incidents": INCIDENTS, "quotas": QUOTAS}.get(args.report, BENEFIT)
             sections = run_sections(store.con, chosen)
             if args.json:
                 print(json.dumps([{"title": s["title"], "sql": s["sql"] if args.show_sql else None,
