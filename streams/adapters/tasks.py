@@ -7,11 +7,9 @@ import numpy as np
 
 from core.scoring import FEASIBLE, REGION_NOT_ALLOWED, TIER_NOT_ALLOWED, ScoringInputs, class_mask
 from core.sensitivity import accel_penalty
-from core.vocabulary import TASK_KINDS, TypeDefaults
+from core.vocabulary import TypeDefaults
 from schemas.sched import Task
 from streams.adapters.inventory import SCORE_COLUMN, NodeView, cluster_key, economy_key
-
-KIND_INDEX = {k: i for i, k in enumerate(TASK_KINDS)}
 
 
 def need(task: Task) -> np.ndarray:

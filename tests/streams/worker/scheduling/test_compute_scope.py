@@ -5,9 +5,9 @@ import time
 
 import pytest
 
-from core.vocabulary import TASK_KINDS
 from schemas.sched import Task
-from streams.adapters.tasks import KIND_INDEX, compute_column
+from streams.adapters.inventory import SCORE_COLUMN, cluster_key
+from streams.adapters.tasks import compute_column
 from tests.helpers.scheduling import gpu_node, make_scheduler
 
 
@@ -16,12 +16,13 @@ def task(tid, classes=(), typ="training-data-parallel"):
 
 
 def test_the_column_a_task_is_scored_by():
-    k, t = len(TASK_KINDS), KIND_INDEX["training"]
-    assert compute_column(task("a"), "training") == k + t  # any class: across classes
-    assert compute_column(task("b", ["h100", "l40s"]), "training") == k + t  # several: across
-    assert compute_column(task("c", ["h100"]), "training") == t  # one class: within it
-    assert compute_column(task("d"), "training", "class") == t
-    assert compute_column(task("e", ["h100"]), "training", "cluster") == k + t
+    within, across = SCORE_COLUMN["training"], SCORE_COLUMN[cluster_key("training")]
+    assert within != across
+    assert compute_column(task("a"), "training") == across  # any class: across classes
+    assert compute_column(task("b", ["h100", "l40s"]), "training") == across  # several: across
+    assert compute_column(task("c", ["h100"]), "training") == within  # one class: within it
+    assert compute_column(task("d"), "training", "class") == within
+    assert compute_column(task("e", ["h100"]), "training", "cluster") == across
 
 
 @pytest.mark.parametrize("scope,expected", [("auto", {"big"}), ("cluster", {"big"}), ("class", {"big", "small"})])
