@@ -131,9 +131,15 @@ async def test_dashboard_in_a_browser(make_settings, tmp_path):
             assert "ui-1" in await page.locator("#events").inner_text()
             # what the page read, through the test client: each answer checked against /openapi.json
             status, page_of = await asyncio.to_thread(call, settings.web_port, "GET", "/tasks?limit=5")
-            assert status == 200 and [r["task"]["id"] for r in page_of["items"]] == ["ui-1"]
+            assert status == 200 and [r["task"]["id"] for r in page_of["items"]] == ["ui-1"]  # before the service
             assert (await asyncio.to_thread(call, settings.web_port, "GET", "/tasks?status=done"))[0] == 400
             assert await asyncio.to_thread(call, settings.web_port, "GET", "/incidents") == (200, {"open": []})
+            # an elastic service's scaled decision reads as its replica count and reason
+            svc = {"id": "ui-svc", "type": "inference", "resources": {"cards": 1},
+                   "scaling": {"min_replicas": 2, "max_replicas": 3, "prescale_lead_s": 0}}
+            status, body = await asyncio.to_thread(call, settings.web_port, "POST", "/tasks", svc)
+            assert status == 200 and body["decision"]["status"] == "scaled", body
+            await page.get_by_text("ui-svc 0 → 2 replicas (created)").wait_for(timeout=30_000)
             status, doc = await asyncio.to_thread(call, settings.web_port, "GET", "/openapi.json")
             assert status == 200 and "/ui" in doc["paths"]
 
