@@ -9,7 +9,9 @@ so that the busy hours need several replicas.
 Policies: ``static-peak`` (always the replicas the p95 rate needs at the target: what is provisioned
 without autoscaling), ``reactive`` (the autoscaler rule), ``reactive-standby`` (with one warm
 standby), ``predictive`` (pre-scaling on the rate forecast ``load_s`` ahead) and
-``predictive-standby``. Figures: replica-hours paid, the share of requests beyond the ready
+``predictive-standby``, and ``reactive-equal-cost``: the autoscaler rule aiming at a lower
+utilisation, lowered until it pays the replica-hours ``predictive`` pays (within 2 %) — is the
+forecast worth more than the same money spent on headroom? Figures: replica-hours paid, the share of requests beyond the ready
 replicas' capacity, the share of steps overloaded, scale events, and the replicas over time.
 """
 
@@ -22,7 +24,7 @@ import numpy as np
 
 from core.scaling import ScalingPolicy, ServiceRun, simulate
 
-POLICIES = ("static-peak", "reactive", "reactive-standby", "predictive", "predictive-standby")
+POLICIES = ("static-peak", "reactive", "reactive-standby", "predictive", "predictive-standby", "reactive-equal-cost")
 
 
 def arrival_rate(submit_s: np.ndarray, step_s: float) -> np.ndarray:
@@ -52,10 +54,30 @@ def replay_services(rate: np.ndarray, step_s: float, load_s: float, max_replicas
     if per_replica_rate is None:
         per_replica_rate = max(float(np.percentile(rate, 95)) / 8.0, 1e-9) if rate.size else 1.0
     out = {}
-    for name, pol in policies(rate, per_replica_rate, load_s, step_s, max_replicas).items():
+    pols = policies(rate, per_replica_rate, load_s, step_s, max_replicas)
+    for name, pol in pols.items():
         out[name] = _figures(simulate(rate, step_s, per_replica_rate, pol, load_s), pol)
+    pol, run = equal_cost(rate, step_s, per_replica_rate, pols["reactive"], load_s, out["predictive"]["replica_hours"])
+    out["reactive-equal-cost"] = {**_figures(run, pol), "target_utilisation": round(pol.target_utilisation, 4)}
     return {"per_replica_rate": per_replica_rate, "steps": int(rate.size), "step_s": step_s, "load_s": load_s,
             "policies": out}
+
+
+def equal_cost(rate: np.ndarray, step_s: float, per_replica_rate: float, base: ScalingPolicy, load_s: float,
+               hours: float, tolerance: float = 0.02) -> tuple[ScalingPolicy, ServiceRun]:
+    """``base`` with its target utilisation lowered (bisection over [0.02, its target]) until its
+    replica-hours come within ``tolerance`` of ``hours`` — or the nearest it gets."""
+    lo, hi = 0.02, base.target_utilisation
+    best = None
+    for _ in range(20):
+        pol = replace(base, target_utilisation=(lo + hi) / 2)
+        run = simulate(rate, step_s, per_replica_rate, pol, load_s)
+        if best is None or abs(run.replica_hours - hours) < abs(best[1].replica_hours - hours):
+            best = (pol, run)
+        if abs(run.replica_hours - hours) <= tolerance * max(hours, 1e-9):
+            break
+        lo, hi = (lo, pol.target_utilisation) if run.replica_hours < hours else (pol.target_utilisation, hi)
+    return best
 
 
 def _figures(run: ServiceRun, pol: ScalingPolicy) -> dict:

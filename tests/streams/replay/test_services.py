@@ -27,7 +27,7 @@ def test_static_peak_provisions_the_p95_at_the_target():
     pol = policies(rate, 10.0, 600.0, 300.0, 64)
     assert pol["static-peak"].min_replicas == pol["static-peak"].max_replicas == 16
     assert pol["predictive"].lead_s == 900.0 and pol["reactive"].lead_s == 0.0
-    assert pol["reactive-standby"].standby == 1 and tuple(pol) == POLICIES
+    assert pol["reactive-standby"].standby == 1 and tuple(pol) == POLICIES[:-1]  # the last is matched after
 
 
 def test_a_daily_peak_is_met_sooner_with_pre_scaling():
@@ -41,6 +41,10 @@ def test_a_daily_peak_is_met_sooner_with_pre_scaling():
     assert res["reactive-standby"]["unserved_share"] < res["reactive"]["unserved_share"]
     assert res["static-peak"]["unserved_share"] == 0.0  # 17 replicas all the time
     assert res["static-peak"]["replica_hours"] > res["predictive"]["replica_hours"] > res["reactive"]["replica_hours"]
+    # a demand that comes back every day is where a forecast beats headroom bought for the same money
+    same = res["reactive-equal-cost"]
+    assert abs(same["replica_hours"] / res["predictive"]["replica_hours"] - 1) <= 0.02 and same["target_utilisation"] < 0.6
+    assert res["predictive"]["unserved_share"] < same["unserved_share"]
 
 
 def test_the_command_prints_every_policy_and_refuses_bad_options(tmp_path):
@@ -72,3 +76,8 @@ def test_on_the_itp_submissions_pre_scaling_and_standby_serve_more():
     assert res["predictive-standby"]["unserved_share"] < res["predictive"]["unserved_share"]
     assert res["reactive-standby"]["unserved_share"] < res["reactive"]["unserved_share"]
     assert res["static-peak"]["replica_hours"] > 3 * res["reactive"]["replica_hours"]
+    # the same replica-hours spent on headroom (a lower target): measured 27.6 % unserved against the
+    # forecast's 30.1 % — bursts of submissions do not come back at the same time of day
+    same = res["reactive-equal-cost"]
+    assert abs(same["replica_hours"] / res["predictive"]["replica_hours"] - 1) <= 0.02
+    assert same["unserved_share"] < res["reactive"]["unserved_share"]
