@@ -16,13 +16,25 @@ ENDED = ("finished", "failed", "expired", "rejected")  # statuses a record never
 class TaskBook:
     def __init__(self, table) -> None:
         self.table = table
+        self._parsed: dict[bytes, tuple[bytes, TaskRecord]] = {}  # key -> (the value parsed, its record)
 
     def get(self, task_id: str) -> TaskRecord | None:
         raw = self.table.get(task_id.encode())
         return TaskRecord.model_validate_json(raw) if raw else None
 
     def all(self) -> list[TaskRecord]:
-        return [TaskRecord.model_validate_json(v) for v in self.table.values() if v]
+        """Every record; a value parsed before and unchanged since is not parsed again (GET /tasks and
+        the dashboard read them all every few seconds). Records are not to be changed in place."""
+        parsed, out = {}, []
+        for key, raw in list(self.table.items()):
+            if not raw:
+                continue
+            hit = self._parsed.get(key)
+            rec = hit[1] if hit is not None and (hit[0] is raw or hit[0] == raw) else TaskRecord.model_validate_json(raw)
+            parsed[key] = (raw, rec)
+            out.append(rec)
+        self._parsed = parsed
+        return out
 
     async def put(self, record: TaskRecord) -> None:
         key = record.task["id"].encode()

@@ -43,3 +43,21 @@ def test_a_services_state_is_kept_until_a_new_one_comes():
     assert rec.service.replicas == ["svc.r0"] and len(rec.history) == 1
     rec = updated(rec, None, "placed", ["n1", "n2"], None, None, ServiceState(replicas=["svc.r0", "svc.r1"]))
     assert rec.service.replicas == ["svc.r0", "svc.r1"] and len(rec.history) == 1
+
+
+def test_all_parses_a_record_once_until_it_changes():
+    from streams.worker.taskbook import TaskBook
+
+    table = {}
+    book = TaskBook(table)
+    for k in range(3):
+        rec = updated(None, Task(id=f"t{k}", type="inference"), "queued", [], {"decision": {"k": k}}, None)
+        table[f"t{k}".encode()] = rec.model_dump_json(by_alias=True).encode()
+    first = {r.task["id"]: r for r in book.all()}
+    again = {r.task["id"]: r for r in book.all()}
+    assert all(again[t] is first[t] for t in first)  # unchanged: the same parsed record
+    table[b"t1"] = updated(first["t1"], None, "placed", ["n1"], {"event": {}}, None).model_dump_json().encode()
+    del table[b"t2"]
+    now = {r.task["id"]: r for r in book.all()}
+    assert set(now) == {"t0", "t1"} and now["t0"] is first["t0"] and now["t1"].status == "placed"
+    assert set(book._parsed) == {b"t0", b"t1"}  # a removed record is forgotten
