@@ -199,14 +199,16 @@ def compute_scores(m: NodeMetrics, task_kind: str, model: MeteringModel = DEFAUL
     return normalise_in_class(raw, _peers(m, scope))
 
 
-def economy_factor(m: NodeMetrics, model: MeteringModel = DEFAULT_METERING) -> np.ndarray:
+def economy_factor(m: NodeMetrics, model: MeteringModel = DEFAULT_METERING,
+                   capability: np.ndarray | None = None) -> np.ndarray:
     """For work that needs little accelerator (fine-tuning, preprocessing): the weakest accelerator
     node's capability / this node's (training precision, standard units, every class), 1 for a node
     without accelerators (it wastes none). A kind's compute score times it is the economy score: the
     smallest card that fits keeps its score, a card k times stronger keeps 1 / k of it, so high-end
     cards are not wasted on such work, and among alike cards the usual score (availability, idle rate,
-    memory) decides."""
-    cap = compute_capability(m, model.precision("training"), model)
+    memory) decides. ``capability``: the nodes' compute at the training precision, when the caller
+    has it already."""
+    cap = compute_capability(m, model.precision("training"), model) if capability is None else capability
     has = cap > 0
     if not has.any():
         return np.ones(cap.shape)

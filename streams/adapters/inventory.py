@@ -92,6 +92,7 @@ class Metered:
     available: np.ndarray
     scores: dict[str, np.ndarray]
     dims: dict[str, np.ndarray]
+    work_tflops: np.ndarray  # [N] compute in standard units at the training precision (economy, energy)
 
 
 def meter(records: list[dict], conversion, benchmark_work, now: float, timeout_s: float,
@@ -101,9 +102,10 @@ def meter(records: list[dict], conversion, benchmark_work, now: float, timeout_s
     m.availability = np.where(available, m.availability, 0.0)
     scores = {k: compute_scores(m, k, model) for k in TASK_KINDS}
     scores.update({cluster_key(k): compute_scores(m, k, model, "cluster") for k in TASK_KINDS})
-    waste = economy_factor(m, model)  # economy: the class score scaled down on stronger cards
+    work = compute_capability(m, model.precision("training"), model)
+    waste = economy_factor(m, model, work)  # economy: the class score scaled down on stronger cards
     scores.update({economy_key(k): scores[k] * waste for k in TASK_KINDS})
-    return Metered(m, classes, available, scores, {k: dimensions(m, k, model) for k in TASK_KINDS})
+    return Metered(m, classes, available, scores, {k: dimensions(m, k, model) for k in TASK_KINDS}, work)
 
 
 def cluster_key(kind: str) -> str:
@@ -194,7 +196,7 @@ def node_view(records: list[dict], conversion, benchmark_work, now: float, timeo
         joined_at=np.array([first_seen.setdefault(x, now) for x in ids], np.float64),
         energy=energy_scores(_col(records, "energy_price_per_mwh"), _col(records, "carbon_g_per_kwh"),
                              _col(records, "power_kw"), carbon_weight,
-                             compute_capability(mt.metrics, DEFAULT_METERING.precision("training")) if n else None),
+                             mt.work_tflops if n else None),
         racks=[rack_endpoint(r.get("rack") or "") for r in records],
         regions=np.array([r.get("region") or "" for r in records], object),
         tiers=np.array([r.get("tier") or "" for r in records], object),
