@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import math
 import time
@@ -31,7 +30,7 @@ from streams.kafka import TASKS_TABLE, table_name
 from streams.metrics import Counters
 from streams.worker.deadletter import dead_letter, guarded, raw_value, validated
 from streams.worker.scheduling import service_agent as services
-from streams.worker.scheduling.history import refresh_history, seed_detector
+from streams.worker.scheduling.history import configured_types, refresh_history, seed_detector
 from streams.worker.scheduling.preemption import preempted_decision, tidal_reclaim
 from streams.worker.scheduling.ramp import RampBook
 from streams.worker.scheduling.services import Service
@@ -85,7 +84,7 @@ def make_scheduler(settings: Settings, net, inv) -> Scheduler:
         compute_scope=settings.compute_normalisation,
         ramps=RampBook(dict(settings.site_ramp_limits), checkpoint_every_s=settings.checkpoint_interval_seconds),
     )
-    sched.types = {t: dataclasses.replace(d, frugal=t in settings.frugal_types) for t, d in sched.types.items()}
+    sched.types = configured_types(settings)
     return sched
 
 

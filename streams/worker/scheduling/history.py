@@ -23,6 +23,14 @@ from streams.worker.scheduling.state import Scheduler
 log = logging.getLogger(__name__)
 
 
+def configured_types(settings: Settings, learned: dict[str, float] | None = None) -> dict:
+    """The task types' defaults as configured: learned alphas where given, frugal types
+    (CNSCHED_FRUGAL_TYPES) scored by economy."""
+    learned = learned or {}
+    return {t: dataclasses.replace(d, alpha=learned.get(t, d.alpha), frugal=t in settings.frugal_types)
+            for t, d in DEFAULT_TYPES.items()}
+
+
 async def seed_detector(sched: Scheduler, settings: Settings, counters: Counters | None = None) -> int:
     """Fill each path's detector memory (its last window p95s) from the stored windows, so a restarted
     worker detects shifts at once instead of after a baseline's worth of new windows."""
@@ -62,8 +70,7 @@ async def refresh_history(sched: Scheduler, settings: Settings, counters: Counte
     if settings.learn_alpha:
         rows = await asyncio.to_thread(load_learned_alphas, settings.duckdb_path, settings.alpha_min_tasks)
         learned = {r["task_type"]: r["learned_alpha"] for r in rows if r["in_use"] and r["task_type"] in DEFAULT_TYPES}
-        types = {t: dataclasses.replace(d, alpha=learned.get(t, d.alpha), frugal=t in settings.frugal_types)
-                 for t, d in DEFAULT_TYPES.items()}
+        types = configured_types(settings, learned)
         if types != sched.types:
             log.info("type alphas now %s", {t: d.alpha for t, d in types.items()})
             sched.types = types
