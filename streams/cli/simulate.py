@@ -62,23 +62,26 @@ def add_parsers(sub) -> None:
                    help="requests/s one replica serves at full load (0: the rate's p95 / 8)")
 
 
-def _load(args):
-    from streams.replay.traces import (
-        TraceError,
-        load_generic_jobs,
-        load_generic_network,
-        load_itp,
-        load_philly,
-        load_skyplane,
-    )
+def _jobs(spec: str):
+    """The job trace ``FORMAT:PATH`` names (bad input: one usage line)."""
+    from streams.replay.traces import TraceError, load_generic_jobs, load_itp, load_philly
 
-    fmt, _, path = (args.jobs or f"philly:{PHILLY}").partition(":")
+    fmt, _, path = spec.partition(":")
     loaders = {"philly": load_philly, "itp": load_itp, "generic": load_generic_jobs}
     if fmt not in loaders or not path:
         raise UsageError(f"--jobs: unknown trace format {fmt!r}: use philly:PATH, itp:PATH or generic:PATH")
+    try:
+        return loaders[fmt](path)
+    except TraceError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _load(args):
+    from streams.replay.traces import TraceError, load_generic_network, load_skyplane
+
+    trace = _jobs(args.jobs or f"philly:{PHILLY}")
     nfmt, _, npath = args.network.partition(":")
     try:
-        trace = loaders[fmt](path)
         if nfmt == "skyplane" and npath.count(",") == 1:
             paths = load_skyplane(*npath.split(","))
         elif nfmt == "generic" and npath:
@@ -257,24 +260,17 @@ def _power_csv(folder: str, run, sites: list[str]) -> list[str]:
 def _services(args) -> int:
     """The elastic-service replay (streams.replay.services): a table, JSON, or a chart of replicas."""
     from streams.replay.services import POLICIES, arrival_rate, replay_services
-    from streams.replay.traces import TraceError, load_generic_jobs, load_itp, load_philly
 
     if args.service_step <= 0 or args.service_load_s < 0 or args.service_max_replicas < 1 \
             or args.service_per_replica_rate < 0:
         raise UsageError("--service-step must be positive, --service-load-s and --service-per-replica-rate at "
                          "least 0, --service-max-replicas at least 1")
-    fmt, _, path = (args.jobs or f"itp:{ITP}").partition(":")
-    loaders = {"philly": load_philly, "itp": load_itp, "generic": load_generic_jobs}
-    if fmt not in loaders or not path:
-        raise UsageError(f"--jobs: unknown trace format {fmt!r}: use philly:PATH, itp:PATH or generic:PATH")
-    try:
-        trace = loaders[fmt](path)
-    except TraceError as exc:
-        raise UsageError(str(exc)) from None
+    spec = args.jobs or f"itp:{ITP}"
+    trace = _jobs(spec)
     rate = arrival_rate(trace.submit_s[:args.limit] if args.limit else trace.submit_s, args.service_step)
     res = replay_services(rate, args.service_step, args.service_load_s, args.service_max_replicas,
                           args.service_per_replica_rate or None)
-    res["trace"] = f"{fmt}:{path}"
+    res["trace"] = spec
     if args.png:
         from streams.render.charts import line_chart
 
