@@ -19,22 +19,24 @@ class TaskBook:
         self._parsed: dict[bytes, tuple[bytes, TaskRecord]] = {}  # key -> (the value parsed, its record)
 
     def get(self, task_id: str) -> TaskRecord | None:
-        raw = self.table.get(task_id.encode())
-        return TaskRecord.model_validate_json(raw) if raw else None
+        key = task_id.encode()
+        raw = self.table.get(key)
+        return self._record(key, raw) if raw else None
 
     def all(self) -> list[TaskRecord]:
-        """Every record; a value parsed before and unchanged since is not parsed again (GET /tasks and
-        the dashboard read them all every few seconds). Records are not to be changed in place."""
-        parsed, out = {}, []
-        for key, raw in list(self.table.items()):
-            if not raw:
-                continue
-            hit = self._parsed.get(key)
-            rec = hit[1] if hit is not None and (hit[0] is raw or hit[0] == raw) else TaskRecord.model_validate_json(raw)
-            parsed[key] = (raw, rec)
-            out.append(rec)
-        self._parsed = parsed
+        """Every record (GET /tasks and the dashboard read them all every few seconds)."""
+        out = [self._record(key, raw) for key, raw in list(self.table.items()) if raw]
+        if len(self._parsed) > len(out):  # records gone from the table are forgotten
+            self._parsed = {k: v for k, v in self._parsed.items() if k in self.table}
         return out
+
+    def _record(self, key: bytes, raw: bytes) -> TaskRecord:
+        """The record a stored value holds; a value parsed before and unchanged since is not parsed
+        again. Records are not to be changed in place."""
+        hit = self._parsed.get(key)
+        if hit is None or not (hit[0] is raw or hit[0] == raw):
+            hit = self._parsed[key] = (raw, TaskRecord.model_validate_json(raw))
+        return hit[1]
 
     async def put(self, record: TaskRecord) -> None:
         key = record.task["id"].encode()
