@@ -243,6 +243,8 @@ class Scheduler(QueueMixin):
 
     def _power_timing(self, run: Running, nodes: NodeView, members: list[int], now: float) -> dict:
         """With site ramp limits: the placed task's start time and checkpoint phase (decision fields)."""
+        if not self.ramps.limits:
+            return {}
         draw = draw_of(nodes, members, run.task.resources.cards)
         run.start_at = self.ramps.book(draw, now)
         phase = self.ramps.phase(run.task.id, draw)
