@@ -140,6 +140,45 @@ def mean_by_group(group: np.ndarray, values: np.ndarray, n_groups: int) -> np.nd
         return np.where(c > 0, s / np.maximum(c, 1), np.nan)
 
 
+UNKNOWN_QUALITY = 50.0  # a path without (fresh) data: neither good nor bad (core.scoring's default too)
+
+
+@dataclass(frozen=True)
+class Freshness:
+    """How a path's latest window ages: fully trusted for ``fresh_s`` after it ended, trusted less and
+    less until ``stale_s``, unknown from then on (a probe that stopped says nothing of the path now)."""
+
+    fresh_s: float = 60.0
+    stale_s: float = 300.0
+
+    def __post_init__(self) -> None:
+        if not (0 <= self.fresh_s < self.stale_s):
+            raise ValueError(f"need 0 <= fresh_s < stale_s, got {self.fresh_s} and {self.stale_s}")
+
+    def confidence(self, age_s) -> np.ndarray:
+        """float64: 1 while fresh, falling linearly to 0 at ``stale_s``; 0 beyond it and where the
+        age is unknown (NaN: no window at all)."""
+        age = np.asarray(age_s, np.float64)
+        with np.errstate(invalid="ignore"):
+            c = np.clip(1.0 - (age - self.fresh_s) / (self.stale_s - self.fresh_s), 0.0, 1.0)
+        return np.where(np.isnan(age) | (age >= self.stale_s), 0.0, c)
+
+    def state(self, age_s: float) -> str:
+        """``fresh``, ``aging`` or ``stale`` (stale: scored as unknown)."""
+        if not age_s < self.stale_s:
+            return "stale"
+        return "fresh" if age_s <= self.fresh_s else "aging"
+
+
+def aged_quality(q, age_s, freshness: Freshness, unknown: float = UNKNOWN_QUALITY) -> np.ndarray:
+    """float64: each path's quality as its age allows — drawn towards ``unknown`` by the lost
+    confidence (``unknown + c x (q - unknown)``), NaN (unknown: the scorer's neutral value) once stale.
+    Worked: q 90, fresh 60 s, stale 300 s, age 180 s: c = 0.5, 50 + 0.5 x 40 = 70."""
+    q = np.asarray(q, np.float64)
+    c = freshness.confidence(age_s)
+    return np.where(c > 0, unknown + c * (q - unknown), np.nan)
+
+
 DEFAULT_LINK_GBPS = 10.0  # a node that reports no interconnect speed
 HEADROOM_FLOOR = 0.05  # a saturated NIC still moves some data: never plan with less than 5 % of the link
 

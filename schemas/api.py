@@ -69,6 +69,10 @@ class PathAnswer(ApiModel):
     window_start: float | None
     window_end: float | None
     age_s: float | None
+    freshness: Literal["fresh", "aging", "stale"] = Field(
+        default="fresh", description="fresh: fully trusted; aging: quality drawn towards unknown (50) by the "
+        "lost confidence; stale: no window for CNSCHED_PATH_STALE_SECONDS, quality unknown (null)")
+    confidence: float = Field(default=1.0, ge=0, le=1, description="how far the quality is trusted (1 fresh, 0 stale)")
 
 
 class NodeAnswer(ApiModel):

@@ -78,6 +78,11 @@ class Settings(BaseSettings):
     data_dir: Path = Field(default=Path(".cnsched-data"), description="worker scratch data")
     log_level: LogLevel = "INFO"
     node_timeout_seconds: float = Field(default=60.0, gt=0, description="silent longer: unavailable")
+    path_fresh_seconds: float = Field(
+        default=60.0, ge=0, description="a path's latest window is fully trusted this long after it ended")
+    path_stale_seconds: float = Field(
+        default=300.0, gt=0, description="after this long without a new window a path is unknown (scored as "
+        "neither good nor bad); in between its quality is drawn towards unknown")
     page_limit_max: int = Field(default=1000, ge=1, le=100_000)
     model_conversion: dict[str, dict[str, float]] | None = Field(
         default=None, description="JSON: accelerator model -> precision -> factor to dense units"
@@ -153,6 +158,8 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _consistent(self) -> Settings:
         problems = []
+        if self.path_fresh_seconds >= self.path_stale_seconds:
+            problems.append(f"{env_name('path_fresh_seconds')} must be below {env_name('path_stale_seconds')}")
         if self.window_step_seconds > self.window_seconds:
             problems.append(
                 f"{env_name('window_step_seconds')} must not exceed {env_name('window_seconds')}"

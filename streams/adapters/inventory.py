@@ -161,7 +161,8 @@ class NodeView:
     queue_s: np.ndarray  # float64[N] queueing delay at the node
     joined_at: np.ndarray  # float64[N] when the scheduler first saw the node
     energy: np.ndarray  # float64[N] energy score 0-100 (core.energy; 50 where unknown)
-    racks: list[str] = field(default_factory=list)  # each node's rack endpoint (adapters.network.rack_endpoint)
+    racks: list[str] = field(default_factory=list)  # each node's rack endpoint, scoped by site (rack_endpoint)
+    rack_aliases: list[str] = field(default_factory=list)  # the same unscoped (``rack:<rack>``), what probes may name
     regions: np.ndarray = field(default_factory=lambda: np.zeros(0, object))  # each node's region ("" unknown)
     tiers: np.ndarray = field(default_factory=lambda: np.zeros(0, object))  # centre, province, edge or ""
     sites: np.ndarray = field(default_factory=lambda: np.zeros(0, object))  # zone, else region (power ramps)
@@ -197,7 +198,8 @@ def node_view(records: list[dict], conversion, benchmark_work, now: float, timeo
         energy=energy_scores(_col(records, "energy_price_per_mwh"), _col(records, "carbon_g_per_kwh"),
                              _col(records, "power_kw"), carbon_weight,
                              mt.work_tflops if n else None),
-        racks=[rack_endpoint(r.get("rack") or "") for r in records],
+        racks=[rack_endpoint(r.get("rack") or "", r.get("zone") or r.get("region") or "") for r in records],
+        rack_aliases=[rack_endpoint(r.get("rack") or "") for r in records],
         regions=np.array([r.get("region") or "" for r in records], object),
         tiers=np.array([r.get("tier") or "" for r in records], object),
         sites=np.array([r.get("zone") or r.get("region") or "" for r in records], object),

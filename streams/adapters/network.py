@@ -17,9 +17,14 @@ from core.vocabulary import NETWORK_PROFILES
 RACK_PREFIX = "rack:"
 
 
-def rack_endpoint(rack: str) -> str:
-    """The endpoint name of a rack's probes, ``rack:<rack>`` ('' for a node that reports no rack)."""
-    return f"{RACK_PREFIX}{rack}" if rack else ""
+def rack_endpoint(rack: str, site: str = "") -> str:
+    """The endpoint name of a rack's probes: ``rack:<site>/<rack>`` for a node that reports where it
+    sits (its zone, else its region: rack names are local to a site, ``r1`` in two regions is two
+    racks), ``rack:<rack>`` otherwise; '' for a node that reports no rack. Probes may also name a
+    rack ``rack:<rack>`` where no other site has a rack of that name (PathTable takes it as an alias)."""
+    if not rack:
+        return ""
+    return f"{RACK_PREFIX}{site}/{rack}" if site else f"{RACK_PREFIX}{rack}"
 
 
 def merge_window(record: dict | None, window: dict) -> dict:

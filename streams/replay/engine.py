@@ -113,12 +113,14 @@ class Replay:
         self.sched = None
         self.power = SitePower(cluster.sites, cfg.card_kw, cfg.ramp_limit_mw_per_min)
         if policy in SCHEDULED:
+            from core.quality import Freshness
             from core.reschedule import ReschedulePolicy
             from streams.worker.scheduling.state import Scheduler
 
             self.net = SimNet()
             self.sched = Scheduler(self.net, SimInventory(cluster, self.fast, cfg.card_kw), ramps=self.power.book,
-                                   node_timeout_s=math.inf, policy=ReschedulePolicy(), preemption=policy == "ours-quotas")
+                                   node_timeout_s=math.inf, policy=ReschedulePolicy(), preemption=policy == "ours-quotas",
+                                   freshness=Freshness(cfg.epoch_s, 3 * cfg.epoch_s))
             self.index = {x: i for i, x in enumerate(cluster.node_ids)}
             if policy == "ours-quotas":
                 self.sched.quotas.replace(quota_set(jobs.team, jobs.ideal * jobs.cards * jobs.nodes,

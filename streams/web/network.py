@@ -9,7 +9,7 @@ import time
 import numpy as np
 from faust.web import Request, Response
 
-from core.quality import DEFAULT_MODEL, DIMENSIONS, QualityModel
+from core.quality import DEFAULT_MODEL, DIMENSIONS, Freshness, QualityModel, aged_quality
 from schemas.api import ErrorBody, NodeAnswer, PathAnswer
 from streams.adapters.network import path_quality_table, stat, window_span
 from streams.web.base import Resource
@@ -20,16 +20,27 @@ def _num(v) -> float | None:
     return None if v is None or (isinstance(v, float) and math.isnan(v)) else round(float(v), 6)
 
 
-def path_answer(path: dict, nodes: dict[str, dict], now: float, model: QualityModel = DEFAULT_MODEL) -> PathAnswer:
+def path_answer(path: dict, nodes: dict[str, dict], now: float, model: QualityModel = DEFAULT_MODEL,
+                freshness: Freshness = Freshness()) -> PathAnswer:
+    """The path's statistics and its quality as the scheduler scores it now: drawn towards unknown as
+    its latest window ages, null once stale (``freshness`` says which, ``confidence`` how much)."""
     x, u, q = path_quality_table([path], nodes, model)
     start, end = window_span([path])
+    age = now - end if end is not None else math.nan
+    conf = float(freshness.confidence(age)) if end is not None else 1.0
+    aged = {name: float(aged_quality(v[0], age, freshness)) if end is not None else v[0] for name, v in q.items()}
     return PathAnswer(
-        src=path["src"], dst=path["dst"], quality=_num(q["balanced"][0]),
-        quality_by_profile={name: _num(v[0]) for name, v in q.items()},
+        src=path["src"], dst=path["dst"], quality=_num(aged["balanced"]),
+        quality_by_profile={name: _num(v) for name, v in aged.items()},
         dimensions={d: _num(u[0, i]) for i, d in enumerate(DIMENSIONS)},
         inputs={k: _num(v[0]) for k, v in x.items()}, metrics=path["metrics"],
-        window_start=_num(start), window_end=_num(end), age_s=_num(now - end),
+        window_start=_num(start), window_end=_num(end), age_s=_num(age),
+        freshness=freshness.state(age) if end is not None else "fresh", confidence=round(conf, 6),
     )
+
+
+def _freshness(settings) -> Freshness:
+    return Freshness(settings.path_fresh_seconds, settings.path_stale_seconds)
 
 
 def node_answer(node: str, local: dict | None, out_paths: list[dict], nodes: dict[str, dict], now: float,
@@ -90,7 +101,7 @@ class NetworkPath(Resource):
         if path is None:
             return self.answer(ErrorBody(error="unknown path", src=src, dst=dst), 404)
         local, _ = network_index(self.ctx.net)
-        return self.answer(path_answer(path, local, time.time()))
+        return self.answer(path_answer(path, local, time.time(), freshness=_freshness(self.ctx.settings)))
 
 
 class NetworkPaths(Resource):
@@ -104,4 +115,5 @@ class NetworkPaths(Resource):
         paths = sorted((p for ps in by_src.values() for p in ps if src is None or p["src"] == src),
                        key=lambda p: (p["src"], p["dst"]))
         now = time.time()
-        return self.paged(request, paths, lambda p: path_answer(p, local, now))
+        fr = _freshness(self.ctx.settings)
+        return self.paged(request, paths, lambda p: path_answer(p, local, now, freshness=fr))

@@ -73,3 +73,20 @@ def test_worse_direction_takes_the_reverse_path_where_it_is_measured():
     out = worse_direction(q, src, dst)
     assert out[3] == 60.0 and out[4] == 60.0  # a path without data takes its reverse's; a NaN reverse leaves 60
     assert out.dtype == np.float32 and worse_direction(np.zeros(0), np.zeros(0), np.zeros(0)).size == 0
+
+
+def test_aged_quality_worked_example_and_edges():
+    from core.quality import Freshness, aged_quality
+
+    fr = Freshness(fresh_s=60.0, stale_s=300.0)
+    # q 90: fresh at 0 and 60 s; at 180 s c = 1 - 120/240 = 0.5 -> 50 + 0.5 x 40 = 70; at 300 s unknown
+    got = aged_quality(np.array([90.0, 90.0, 90.0, 90.0, 10.0, np.nan]),
+                       np.array([0.0, 60.0, 180.0, 300.0, 240.0, 0.0]), fr)
+    assert got[:3].tolist() == [90.0, 90.0, 70.0] and np.isnan(got[3])
+    assert got[4] == pytest.approx(50 + 0.25 * (10 - 50))  # a bad path climbs towards unknown too
+    assert np.isnan(got[5])  # no quality stays none
+    assert fr.confidence(np.nan) == 0.0 and aged_quality(np.array([]), np.array([]), fr).size == 0
+    assert [fr.state(a) for a in (0.0, 60.0, 61.0, 299.0, 300.0, float("nan"))] == [
+        "fresh", "fresh", "aging", "aging", "stale", "stale"]
+    with pytest.raises(ValueError):
+        Freshness(300.0, 60.0)

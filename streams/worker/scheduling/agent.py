@@ -20,6 +20,7 @@ import time
 import faust
 from faust.types import TP
 
+from core.quality import Freshness
 from core.reschedule import ReschedulePolicy
 from schemas.api import ServiceState
 from schemas.quota import DEFAULT_TEAM
@@ -83,6 +84,7 @@ def make_scheduler(settings: Settings, net, inv) -> Scheduler:
         energy_carbon_weight=settings.energy_carbon_weight, preemption=settings.preemption,
         compute_scope=settings.compute_normalisation,
         ramps=RampBook(dict(settings.site_ramp_limits), checkpoint_every_s=settings.checkpoint_interval_seconds),
+        freshness=Freshness(settings.path_fresh_seconds, settings.path_stale_seconds),
     )
     sched.types = configured_types(settings)
     return sched

@@ -4,9 +4,9 @@ A hold is one task's need (cards, accelerator memory GB, host memory GB) on one 
 ``placed`` (placed there; until a runner reports it started, the scheduler's ``Running.started`` is
 off and a start timeout or refusal hands it on) or ``migrating`` (the target of a move; the source
 stays held until the task started at the target). What the scheduler may still give
-out on a node is its capacity minus every hold there; the headroom for what it cannot know (usage
-reported by the node itself, stale reports) is applied to the node's reported free capacity only,
-never to its own bookings (see :func:`usable`).
+out on a node is its capacity minus every hold there; the headroom for what it cannot know (memory
+in use that the books do not explain, which grows between reports) is applied to the node's reported
+free memory only: never to cards, never to its own bookings (see :func:`usable`).
 
 Invariant, at every step: the holds on a node never exceed its capacity in any resource
 (:meth:`Ledger.overbooked` lists where they do; after a node shrinks, say).
@@ -102,16 +102,28 @@ class Ledger:
 
 def usable(capacity: np.ndarray, allocated: np.ndarray, reported_free: np.ndarray, booked_since_report: np.ndarray,
            report_age_s: np.ndarray, margin: float, full_margin_after_s: float) -> np.ndarray:
-    """float32[N, 3]: what the scheduler may still give out on each node.
+    """float32[N, 3]: what the scheduler may still give out on each node (cards, accelerator memory
+    GB, host memory GB).
 
-    Its own bookings are known exactly: capacity - allocated. A node that reports its free capacity
-    (``reported_free``, NaN where it does not) may be used by others too: that report, less what we
-    booked after it, less a headroom that grows with the report's age (``margin`` x capacity once the
-    report is ``full_margin_after_s`` old, nothing for a report just in), bounds it as well. Cards are
-    whole: a fraction of a card is no card."""
+    Its own bookings are known exactly: ``capacity - allocated``. A node that reports what is free
+    (``reported_free``, NaN where it does not say) may be used by others too, so its report, less
+    what we booked after it (``booked_since_report``), bounds it as well:
+
+    - cards are whole and are taken whole: the report bounds them exactly, with no headroom (an
+      empty 8-card node reporting 8 free offers 8, whatever the report's age);
+    - memory (accelerator and host) is utilisation-like: use the books do not explain (the report
+      shows less free than the books) can grow between reports, so there a headroom is kept that
+      grows with the report's age (``margin`` x capacity once the report is ``full_margin_after_s``
+      old, nothing for a report just in). Where the report and the books agree, none is kept.
+
+    Cards are whole: a fraction of a card is no card."""
     exact = capacity - allocated
+    reported = reported_free - booked_since_report
     age_share = np.clip(np.asarray(report_age_s, np.float64) / max(full_margin_after_s, 1e-9), 0.0, 1.0)
-    external = reported_free - booked_since_report - margin * age_share[:, None] * capacity
-    out = np.where(np.isnan(reported_free), exact, np.minimum(exact, external))
+    with np.errstate(invalid="ignore"):
+        foreign = reported < exact - 1e-6  # in use by something our books do not hold
+    headroom = np.where(foreign, margin * age_share[:, None] * capacity, 0.0)
+    headroom[:, 0] = 0.0  # cards: whole, reported exactly
+    out = np.where(np.isnan(reported_free), exact, np.minimum(exact, reported - headroom))
     out[:, 0] = np.floor(out[:, 0] + 1e-9)
     return out.astype(np.float32)

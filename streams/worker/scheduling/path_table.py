@@ -24,6 +24,8 @@ from core.quality import (
     BOTH_WAYS,
     DEFAULT_LINK_GBPS,
     HEADROOM_FLOOR,
+    Freshness,
+    aged_quality,
     mean_by_group,
     path_bandwidth_gbps,
     path_quality,
@@ -82,8 +84,14 @@ class PathTable:
 
 def build_path_table(cols: PathColumns, node_ids: list[str], profile: str,
                      forecast_p95: dict[tuple[str, str], float] | None = None,
-                     node_racks: list[str] | None = None) -> PathTable:
-    """``node_racks``: each node's rack endpoint (streams.adapters.network.rack_endpoint; '' none)."""
+                     node_racks: list[str] | None = None, rack_aliases: list[str] | None = None,
+                     now: float | None = None, freshness: Freshness | None = None) -> PathTable:
+    """``node_racks``: each node's rack endpoint (streams.adapters.network.rack_endpoint, scoped by
+    site; '' none); ``rack_aliases``: the same unscoped (``rack:<rack>``), which probes may name a
+    rack by where no other site has a rack of that name. With ``now`` and ``freshness``, paths age:
+    a path's quality is drawn towards unknown as its latest rtt window grows old
+    (core.quality.aged_quality), and a stale path is unknown (quality, p95, loss and probes NaN:
+    neither scored nor judged degraded or lost by what it last said)."""
     rows, x = cols.path_inputs()
     src, dst = cols.src[rows], cols.dst[rows]
     p95 = x["p95_rtt_ms"]
@@ -95,16 +103,23 @@ def build_path_table(cols: PathColumns, node_ids: list[str], profile: str,
     q = path_quality(p95_eff, x["loss"], x["bw_util"], x["retrans"], x["jitter_ms"], profile).astype(np.float32)
     if profile in BOTH_WAYS:  # traffic both ways: a path is as good as its worse direction
         q = worse_direction(q, src, dst)
+    loss, probes, end = x["loss"], cols.column("count", rows), cols.column("end", rows)
+    if now is not None and freshness is not None and rows.size:
+        age = np.where(np.isnan(end), 0.0, now - end)  # a path without rtt windows has no age to judge
+        q = aged_quality(q, age, freshness).astype(np.float32)
+        stale = freshness.confidence(age) <= 0
+        if stale.any():
+            p95, p95_eff, loss, probes = (np.where(stale, np.nan, v) for v in (p95, p95_eff, loss, probes))
     pos = _node_rows(cols, node_ids)
     ent_row, ent_col, ent_ep = _entries(cols, src, dst, pos)
     by_ep = _by_endpoint(cols.names, ent_row, ent_col, ent_ep)
     util = np.array([cols.local_value(node, "bw_util") for node in node_ids], np.float64)
     node_q = mean_by_group(ent_col, q[ent_row], len(node_ids)).astype(np.float32)
-    racks = _racks(cols, src, dst, q, node_ids, node_racks or [""] * len(node_ids))
+    racks = _racks(cols, src, dst, q, node_ids, node_racks or [""] * len(node_ids), rack_aliases)
     node_q = np.where(np.isnan(node_q), racks["node_q"], node_q).astype(np.float32)
     return PathTable(
-        q=q, p95=p95, p95_eff=p95_eff, loss=x["loss"], probes=cols.column("count", rows),
-        end=cols.column("end", rows), path_nodes=np.stack([pos[src], pos[dst]], axis=1).reshape(-1, 2), by_ep=by_ep,
+        q=q, p95=p95, p95_eff=p95_eff, loss=loss, probes=probes,
+        end=end, path_nodes=np.stack([pos[src], pos[dst]], axis=1).reshape(-1, 2), by_ep=by_ep,
         node_q=node_q, headroom=np.where(np.isnan(util), 1.0, 1.0 - util), history=(cols, rows),
         node_rack=racks["node_rack"],
         to_racks=racks["to_racks"], rack_of=racks["rack_of"],
@@ -112,11 +127,18 @@ def build_path_table(cols: PathColumns, node_ids: list[str], profile: str,
 
 
 def _racks(cols: PathColumns, src: np.ndarray, dst: np.ndarray, q: np.ndarray, node_ids: list[str],
-           node_racks: list[str]) -> dict:
+           node_racks: list[str], rack_aliases: list[str] | None = None) -> dict:
     """The rack-level side of the table: each node's rack code, each source's path row towards every
-    rack, and a node's mean quality from its rack's paths (for nodes without node-level paths)."""
+    rack, and a node's mean quality from its rack's paths (for nodes without node-level paths). A
+    rack probed under its unscoped alias counts as that rack when the alias names one rack only."""
     names = sorted({r for r in node_racks if r})
     code = {r: i for i, r in enumerate(names)}
+    alias_of: dict[str, set[str]] = {}
+    for scoped, alias in zip(node_racks, rack_aliases or node_racks, strict=True):
+        if scoped and alias and alias != scoped:
+            alias_of.setdefault(alias, set()).add(scoped)
+    aliases = {a: next(iter(s)) for a, s in alias_of.items() if len(s) == 1 and a not in code}
+    code.update({a: code[s] for a, s in aliases.items()})
     node_rack = np.array([code.get(r, -1) for r in node_racks], np.int64)
     dst_rack = np.array([code.get(n, -1) for n in cols.names], np.int64)[dst] if names else np.full(dst.size, -1)
     rows = np.flatnonzero(dst_rack >= 0)  # the rack-level paths
@@ -124,6 +146,9 @@ def _racks(cols: PathColumns, src: np.ndarray, dst: np.ndarray, q: np.ndarray, n
     towards = np.full((srcs.size, len(names)), -1, np.int64)
     towards[inv, dst_rack[rows]] = rows
     to_racks = {cols.names[int(c)]: towards[k] for k, c in enumerate(srcs)}
+    for a, scoped in aliases.items():  # a rack's own paths probed under its alias
+        if a in to_racks and scoped not in to_racks:
+            to_racks[scoped] = to_racks[a]
     src_rack = np.array([code.get(cols.names[int(c)], -1) for c in srcs], np.int64)[inv] if rows.size else rows
     ok = (src_rack >= 0) & ~np.isnan(q[rows])
     rack_sum = np.bincount(src_rack[ok], q[rows][ok].astype(np.float64), len(names))

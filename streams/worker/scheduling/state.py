@@ -14,6 +14,7 @@ import numpy as np
 
 from core.metering import DEFAULT_BENCHMARK_WORK, DEFAULT_MODEL_CONVERSION
 from core.placement import peer_scores, place, top
+from core.quality import Freshness
 from core.reschedule import ReschedulePolicy, endpoint_worst, worst_known
 from core.scoring import FEASIBLE, RESERVED, TEAM_QUOTA, filter_reasons, load_scores
 from core.vocabulary import DEFAULT_TYPES
@@ -68,7 +69,9 @@ class Scheduler(QueueMixin):
     tidal_forecast: dict = field(default_factory=dict)  # tidal team -> cards it is forecast to need soon
     ramps: RampBook = field(default_factory=RampBook)  # power-aware starts per site (CNSCHED_SITE_RAMP_LIMITS)
     services: dict = field(default_factory=dict)  # service id -> scheduling.services.Service (elastic)
+    freshness: Freshness | None = field(default_factory=Freshness)  # how paths age (None: never)
     _cache: dict = field(default_factory=dict)
+    _now: float | None = None  # the time of the last node view
 
     on_touch: object = None  # called after every change (the worker's rescoring loop waits on it)
 
@@ -95,6 +98,7 @@ class Scheduler(QueueMixin):
         timeouts), with what is usable after the ledger's holds (recomputed every call; see
         ledger.usable for the headroom on what nodes report)."""
         # an infinite node timeout (the replay's nodes never go silent) makes the view timeless
+        self._now = now  # the time the path table is read at (its paths' age)
         key = ("nodes", getattr(self.inv, "version", None), int(now) if math.isfinite(self.node_timeout_s) else 0)
         base = self._nodes(now) if key[1] is None else self._cached(key, lambda: self._nodes(now))
         n = len(base.ids)
@@ -123,15 +127,21 @@ class Scheduler(QueueMixin):
                          self.first_seen, self.energy_carbon_weight)
 
     def path_table(self, nodes: NodeView, profile: str) -> PathTable:
-        """The path table of a profile, built once per version of the network view and forecasts."""
+        """The path table of a profile, built once per version of the network view and forecasts, and
+        again as paths age (``freshness``: at most 20 times over its aging span), read at the time of
+        the last node view (``now`` of the decision, rescoring or watch)."""
         version = getattr(self.net, "version", None)
+        now, fr = self._now, self.freshness
+        step = max((fr.stale_s - fr.fresh_s) / 20.0, 1.0) if fr is not None and math.isfinite(fr.stale_s) else 0.0
+        at = None if fr is None or now is None else (math.floor(now / step) * step if step else now)
 
         def build() -> PathTable:
-            return build_path_table(self.net.columns(), nodes.ids, profile, self.forecast_p95, nodes.racks)
+            return build_path_table(self.net.columns(), nodes.ids, profile, self.forecast_p95, nodes.racks,
+                                    nodes.rack_aliases, at, fr)
 
         if version is None:
             return build()
-        return self._cached((("paths", profile), (version, self.forecast_version), tuple(nodes.ids)), build)
+        return self._cached((("paths", profile), (version, self.forecast_version, at), tuple(nodes.ids)), build)
 
     def network(self, endpoint_ids: list[str], nodes: NodeView, profile: str) -> NetworkInputs:
         return network_inputs(self.path_table(nodes, profile), endpoint_ids, nodes)

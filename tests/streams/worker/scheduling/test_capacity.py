@@ -60,15 +60,31 @@ def test_two_moves_in_one_pass_do_not_overbook_the_target():
 
 def test_usable_worked_example():
     # capacity 8 cards, 640 GB, 1024 GB; we hold 3 cards. Node A says nothing of its free capacity:
-    # 8 - 3 = 5. Node B reported 4 free 30 s ago (margin 0.15 at full after 60 s: 0.075 x 8 = 0.6 card),
-    # and we booked 1 card after its report: min(5, 4 - 1 - 0.6 = 2.4) -> 2 whole cards.
+    # 8 - 3 = 5. Node B reported 4 cards free 30 s ago and we booked 1 card after its report: cards are
+    # whole and reported exactly, min(5, 4 - 1) = 3. Its accelerator memory agrees with the books
+    # (640 free): no headroom. Its host memory shows 124 GB in use that the books do not hold: a
+    # headroom of margin 0.15 x age share 0.5 x 1024 = 76.8 GB, so min(1024, 900 - 76.8) = 823.2.
     cap = np.array([[8, 640, 1024], [8, 640, 1024]], float)
     alloc = np.array([[3, 0, 0], [3, 0, 0]], float)
-    free = np.array([[np.nan] * 3, [4, 640, 1024]])
+    free = np.array([[np.nan] * 3, [4, 640, 900]])
     since = np.array([[0, 0, 0], [1, 0, 0]], float)
     u = usable(cap, alloc, free, since, np.array([30.0, 30.0]), 0.15, 60.0)
     assert u[0].tolist() == [5, 640, 1024]
-    assert u[1, 0] == 2 and u[1, 1] == pytest.approx(640 - 0.075 * 640)
+    assert u[1, 0] == 3 and u[1, 1] == 640 and u[1, 2] == pytest.approx(823.2)
+
+
+def test_a_full_node_reporting_its_free_cards_offers_them_all_at_any_age():
+    # issue 27 finding 1: an empty 8-card node that reports 8 free offered 7 once its report was a
+    # second old (the margin was taken off cards too); agreeing reports and books keep no headroom
+    cap = np.array([[8, 640, 1024]] * 3, float)
+    free = cap.copy()
+    for age in (0.0, 1.0, 30.0, 59.0, 600.0):
+        u = usable(cap, np.zeros((3, 3)), free, np.zeros((3, 3)), np.full(3, age), 0.15, 60.0)
+        assert u.tolist() == cap.tolist(), age
+    # the same node with 2 cards booked by us before its report (which says 6 free): 6, at any age
+    alloc = np.array([[2, 160, 0]] * 3, float)
+    u = usable(cap, alloc, cap - alloc, np.zeros((3, 3)), np.full(3, 45.0), 0.15, 60.0)
+    assert u[:, 0].tolist() == [6, 6, 6] and u[:, 1].tolist() == [480, 480, 480]
 
 
 def test_ledger_settles_and_releases():

@@ -62,18 +62,45 @@ def test_spread_off_packs_the_best_node():
 
 
 def test_a_same_rack_gang_goes_to_the_rack_of_its_best_whole_gang():
+    # racks are (site, rack): eu's r1 and us's r1 are two racks (issue 27 finding 4: they were one,
+    # and a gang "in one rack" spanned two regions); eu-c joins eu's r1 beside eu-a
     now = time.time()
     s = world(now)
+    s.inv.put(b"eu-c", gpu_node("eu-c", now, fp16=1500.0, region="eu", rack="r1", tier="centre"))
     free = task("free", cards=8, peers=2)
-    assert sorted(s.decide(free, now).nodes) == ["eu-a", "us-a"]  # the two best, racks r1 and r1
+    assert sorted(s.decide(free, now).nodes) == ["eu-a", "us-a"]  # the two best, in two regions
     s.end("free")
-    d = s.decide(task("r2", cards=8, peers=2, constraints={"same_rack": True, "regions": ["eu", "us"]}), now)
-    # r1 holds eu-a (2000) and us-a (1900); r2 eu-b (1000) and us-b (1800): r1's pair scores higher
-    assert sorted(d.nodes) == ["eu-a", "us-a"] and d.rejected_counts == {"outside_the_gangs_rack": 2}
+    d = s.decide(task("r2", cards=8, peers=2, constraints={"same_rack": True}), now)
+    # eu/r1 holds eu-a (2000) and eu-c (1500); every other rack has one node: eu/r1 it is
+    assert sorted(d.nodes) == ["eu-a", "eu-c"] and d.rejected_counts == {"outside_the_gangs_rack": 3}
     s.end("r2")
-    s.decide(task("blocker", cards=8), now)  # eu-a is full: r1 cannot hold a whole gang any more
+    s.decide(task("blocker", cards=8), now)  # eu-a is full: no rack can hold a whole gang any more
     d = s.decide(task("r3", cards=8, peers=2, constraints={"same_rack": True}), now)
-    assert sorted(d.nodes) == ["eu-b", "us-b"]
+    assert d.status == "unschedulable" and d.nodes == []
+
+
+def test_racks_of_one_name_in_two_sites_are_two_racks_in_the_path_table():
+    # rack-level probes: rack:eu/r1 -> rack:us/r1 is a slow path between regions; inside eu/r1 it is
+    # fast. With unscoped names both racks were "rack:r1" and looked 0.05 ms apart.
+    now = time.time()
+    reports = [gpu_node(n, now, region=reg, rack=rack) for n, (reg, rack, _, _) in NODES.items()]
+    paths = {("rack:eu/r1", "rack:eu/r1"): {"rtt_ms": win(now, 0.05)},
+             ("rack:eu/r1", "rack:us/r1"): {"rtt_ms": win(now, 90.0)},
+             ("rack:us/r1", "rack:us/r1"): {"rtt_ms": win(now, 0.05)}}
+    s = make_scheduler(reports, paths)
+    nodes = s.nodes(now)
+    assert nodes.racks[nodes.index["eu-a"]] == "rack:eu/r1" and nodes.racks[nodes.index["us-a"]] == "rack:us/r1"
+    p95 = s.path_table(nodes, "balanced").gather("p95", ["eu-a"], len(nodes.ids))[0]
+    assert p95[nodes.index["us-a"]] == 90.0 and np.isnan(p95[nodes.index["eu-b"]])
+    # a rack probed by its unscoped name counts where that name is one rack only (r2 is in both
+    # regions: ambiguous, ignored; a rack named x exists in eu only)
+    s.inv.put(b"eu-x", gpu_node("eu-x", now, region="eu", rack="x"))
+    s.net.put(b"rack:x|rack:x", {"src": "rack:x", "dst": "rack:x", "metrics": {"rtt_ms": win(now, 0.07)}})
+    s.net.put(b"rack:r2|rack:r2", {"src": "rack:r2", "dst": "rack:r2", "metrics": {"rtt_ms": win(now, 0.07)}})
+    nodes = s.nodes(now)
+    table = s.path_table(nodes, "balanced")
+    assert table.gather("p95", ["eu-x"], len(nodes.ids))[0][nodes.index["eu-x"]] == 0.07
+    assert np.isnan(table.gather("p95", ["eu-b"], len(nodes.ids))[0][nodes.index["us-b"]])
 
 
 def test_best_group_is_the_highest_total_of_k_fitting_nodes():

@@ -1,0 +1,54 @@
+"""Decisions on inputs shaped as real machines send them (issue 27): nodes that report their free cards
+with reports of varying age, probes that stop, racks named alike in two sites, failures with no room."""
+
+import time
+
+import numpy as np
+
+from schemas.sched import Task
+from tests.helpers.scheduling import gpu_node, make_scheduler, win
+
+
+def full(node: str, now: float, age_s: float, **extra) -> dict:
+    """An 8-card node's report as a real reporter sends it: ``free`` present, received ``age_s`` ago."""
+    return gpu_node(node, now - age_s, free={"cards": 8, "mem_gb": 640, "host_mem_gb": 1024}, **extra)
+
+
+def dp(tid: str, cards: int = 8, **kw) -> Task:
+    return Task(id=tid, type="training-data-parallel", resources={"cards": cards}, **kw)
+
+
+def test_empty_nodes_reporting_free_cards_take_whole_node_jobs_at_any_report_age():
+    # finding 1: an 8-card node reporting free.cards = 8 offered 7 cards once its report was a second old
+    now = time.time()
+    s = make_scheduler([full("a", now, 1.5), full("b", now, 40.0)], {})
+    got = [s.decide(dp(t), now) for t in ("t1", "t2", "t3")]
+    assert sorted(n for d in got[:2] for n in d.nodes) == ["a", "b"]
+    assert got[2].status == "unschedulable" and got[2].rejected == {"a": "insufficient_cards",
+                                                                    "b": "insufficient_cards"}
+    assert "t3" in s.pending  # waits with its reason
+
+
+def test_a_probe_that_stops_ages_into_unknown():
+    # finding 3: node a's path to the data was excellent (0.3 ms) but its probe stopped 10 minutes ago;
+    # node b's path is fresh and fair (20 ms). The stale path is unknown (50), never its last good value.
+    now = time.time()
+    paths = {("a", "store"): {"rtt_ms": win(now - 600, 0.3)}, ("b", "store"): {"rtt_ms": win(now, 20.0)}}
+    s = make_scheduler([gpu_node("a", now), gpu_node("b", now)], paths)
+    task = dp("t", 1, data_source={"node": "store", "size_gb": 0})
+    d = s.decide(task, now)
+    assert d.nodes == ["b"]
+    nodes = s.nodes(now)
+    table = s.path_table(nodes, "bandwidth")
+    q = table.gather("q", ["store"], 2)[0]
+    assert np.isnan(q[nodes.index["a"]]) and q[nodes.index["b"]] > 50
+    assert np.isnan(table.gather("p95", ["store"], 2)[0][nodes.index["a"]])  # not judged by what it last said
+    # 3 minutes old (fresh 60 s, stale 300 s): confidence 0.5, half way to unknown
+    s.net.put(b"a|store", {"src": "a", "dst": "store", "metrics": {"rtt_ms": win(now - 180, 0.3)}})
+    fresh = make_scheduler([gpu_node("a", now)], {("a", "store"): {"rtt_ms": win(now, 0.3)}})
+    n1 = fresh.nodes(now)
+    q_fresh = float(fresh.path_table(n1, "bandwidth").gather("q", ["store"], 1)[0][0])
+    nodes = s.nodes(now)
+    q_aged = float(s.path_table(nodes, "bandwidth").gather("q", ["store"], 2)[0][nodes.index["a"]])
+    # the table ages in steps of (300 - 60) / 20 = 12 s: an age of 168-180 s, confidence 0.55-0.5
+    assert 50 + 0.5 * (q_fresh - 50) - 1e-3 <= q_aged <= 50 + 0.55 * (q_fresh - 50) + 1e-3
