@@ -99,6 +99,9 @@ class Task(BaseModel):
     data_source: Endpoint | None = None
     model_repo: Endpoint | None = None
     priority: int = Field(default=50, ge=0, le=100)
+    preempts: bool = Field(default=False, description=(
+        "without team quotas, this task may preempt running work of a lower priority (opt-in: with quotas "
+        "set the quotas' rules decide; CNSCHED_PREEMPTION_PRIORITY opts in a whole priority class)"))
     team: str = Field(default="", max_length=128)
     alpha: float | None = Field(default=None, ge=0, le=1, description="compute weight; default from the type")
     network_profile: NetworkProfile | None = None
@@ -253,3 +256,6 @@ class Incident(BaseModel):
     recovered_at: float | None = None
     tasks: list[str] = []
     work_lost_s: float = Field(default=0.0, ge=0, description="task time since the last checkpoint (since placement when none)")
+    outcomes: dict[str, str] = Field(
+        default_factory=dict, description="recovered: what became of each task — 'moved to <nodes>', 'placed on "
+        "<nodes> (preempting <tasks>)' or 'queued' (re-queued from its checkpoint: no node could take it), 'ended'")

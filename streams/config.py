@@ -141,6 +141,9 @@ class Settings(BaseSettings):
         description="tidal lending: lent cards are taken back when the team's forecast peak is this close")
     preemption: bool = Field(
         default=True, description="a task that finds no room may preempt work it outranks (priority, reclaim)")
+    preemption_priority: int | None = Field(
+        default=None, ge=0, le=100, description="without team quotas, tasks of at least this priority may preempt "
+        "lower ones (besides tasks that say preempts: true); unset: only those")
     fetch_max_wait_ms: int = Field(
         default=100, ge=1, le=10_000, description="longest a fetch waits for data at the broker"
     )

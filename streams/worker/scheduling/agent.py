@@ -82,6 +82,7 @@ def make_scheduler(settings: Settings, net, inv) -> Scheduler:
         policy=ReschedulePolicy(cooldown_s=settings.migration_cooldown_seconds),
         conversion=settings.conversion_table, benchmark_work=settings.benchmark_table,
         energy_carbon_weight=settings.energy_carbon_weight, preemption=settings.preemption,
+        preemption_priority=settings.preemption_priority,
         compute_scope=settings.compute_normalisation,
         ramps=RampBook(dict(settings.site_ramp_limits), checkpoint_every_s=settings.checkpoint_interval_seconds),
         freshness=Freshness(settings.path_fresh_seconds, settings.path_stale_seconds),
@@ -259,6 +260,8 @@ class SchedulingService:
             if self.sched.version != self.scored_version or self.sched.incidents.open:
                 for ev in self.sched.reschedule():
                     await self.publish_move(ev)
+                for d in self.sched.recover():  # on a failed node with nowhere to move: re-queued
+                    await self.publish_decision(self.sched.task_of(d.task_id), d)
                 incidents += self.sched.watch()  # recovered by these moves
                 self.scored_version = self.sched.version
             for inc in incidents:

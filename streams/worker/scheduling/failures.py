@@ -35,9 +35,11 @@ class IncidentBook:
     open: dict[str, Open] = field(default_factory=dict)
     settled: set[str] = field(default_factory=set)  # recovered (tasks elsewhere), the node still failed
 
-    def update(self, nodes: NodeView, failed: np.ndarray, cause: np.ndarray, running: dict, now: float) -> list[Incident]:
+    def update(self, nodes: NodeView, failed: np.ndarray, cause: np.ndarray, running: dict, now: float,
+               outcome=None) -> list[Incident]:
         """Open incidents for newly failed nodes, locate those still unknown, recover the ones whose
-        tasks are gone from the node (or the node is back); the messages to publish."""
+        tasks are gone from the node (or the node is back); the messages to publish. ``outcome(task
+        id) -> str``: what became of a task, said in the recovered message."""
         out = []
         on_node: dict[str, list] = {}
         for r in running.values():
@@ -58,7 +60,8 @@ class IncidentBook:
                 out.append(_message(node, inc, "open"))
             moved_off = bool(inc and inc.tasks) and not any(r.task.id in inc.tasks for r in on_node.get(node, []))
             if inc is not None and (not failed[i] or moved_off):
-                out.append(_message(node, inc, "recovered", now))
+                said = {t: outcome(t) for t in inc.tasks} if outcome is not None and failed[i] else {}
+                out.append(_message(node, inc, "recovered", now).model_copy(update={"outcomes": said}))
                 del self.open[node]
                 if failed[i]:
                     self.settled.add(node)  # one incident per failure, not one per rescoring

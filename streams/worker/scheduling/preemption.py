@@ -102,7 +102,7 @@ def may_preempt(sched, task, headroom: np.ndarray | None = None, lowest: float |
     work of a lower priority, or its team within its guarantee (it may reclaim borrowed cards).
     ``headroom`` (each team's guaranteed less used cards) and ``lowest`` (the lowest running
     priority) may be passed in when many tasks are asked about at once."""
-    if not sched.preemption or not sched.running:
+    if not sched.preemption or not sched.running or not sched.opted_in(task):
         return False
     if lowest is None:
         lowest = min(r.task.priority for r in sched.running.values())

@@ -64,6 +64,7 @@ class Scheduler(QueueMixin):
     incidents: IncidentBook = field(default_factory=IncidentBook)
     quotas: QuotaBook = field(default_factory=QuotaBook)
     preemption: bool = True  # a task that finds no room may take it from work it outranks
+    preemption_priority: int | None = None  # without quotas: the priority from which tasks may preempt
     preemptions: list[Preemption] = field(default_factory=list)  # made since the service last took them
     reservation: Reservation | None = None  # the head of the queue's nodes and start (queue.py)
     tidal_forecast: dict = field(default_factory=dict)  # tidal team -> cards it is forecast to need soon
@@ -72,6 +73,7 @@ class Scheduler(QueueMixin):
     freshness: Freshness | None = field(default_factory=Freshness)  # how paths age (None: never)
     _cache: dict = field(default_factory=dict)
     _now: float | None = None  # the time of the last node view
+    made_room: dict = field(default_factory=dict)  # task id -> the tasks preempted to place it (incidents say so)
 
     on_touch: object = None  # called after every change (the worker's rescoring loop waits on it)
 
@@ -178,6 +180,14 @@ class Scheduler(QueueMixin):
             out.append(self._place_one(task, scored[profiles[j]], row[j], nodes, usable, reserve, now, task.id in ahead))
         return out
 
+    def opted_in(self, task: Task) -> bool:
+        """Whether ``task`` may preempt at all: with team quotas, by their rules; without, only when it
+        says so (``preempts``) or its priority class does (CNSCHED_PREEMPTION_PRIORITY) — a long
+        training run is not to be preempted casually by any higher number."""
+        if self.quotas.active:
+            return True
+        return task.preempts or (self.preemption_priority is not None and task.priority >= self.preemption_priority)
+
     def _profile(self, task: Task) -> str:
         return task.network_profile or self.types[task.type].profile
 
@@ -210,11 +220,12 @@ class Scheduler(QueueMixin):
         quota_ok = self.quotas.room(list(self.running.values()), task, team, nodes)
         held = np.zeros(len(nodes.ids), bool) if ahead else self.blocked(task, nodes, now)
         reasons, s, compute_only, p = self._attempt(task, b, t, nodes, usable, reserve, quota_ok, held)
-        if not p.placed and self.preemption and team is not None and \
+        if not p.placed and self.preemption and team is not None and self.opted_in(task) and \
                 (pl := plan(self, task, b.x, t, nodes, usable, team, quota_ok & ~held & allowed(task, nodes),
                             now)) is not None:
             for victim, why in zip(pl.victims, pl.reasons, strict=True):
                 preempt(self, victim, task.id, why, now)
+            self.made_room[task.id] = list(pl.victims)
             # scored again where the victims were (the batch's kernel saw those nodes full)
             nodes = dataclasses.replace(self.nodes(now), available=nodes.available)
             usable[:] = nodes.usable  # what the victims held is free for the rest of the batch too
@@ -364,6 +375,7 @@ class Scheduler(QueueMixin):
         """The task finished, failed or was withdrawn: its holds are released. True if it ran."""
         ran = self.running.pop(task_id, None) is not None
         self.pending.pop(task_id, None)
+        self.made_room.pop(task_id, None)
         self.ledger.release(task_id)
         self.ramps.release(task_id)
         if ran:
@@ -373,11 +385,47 @@ class Scheduler(QueueMixin):
 
     # ------------------------------------------------------------------------ reschedule
     def watch(self, now: float | None = None) -> list[Incident]:
-        """Incidents opened, located or recovered since the last look (call after reschedule)."""
+        """Incidents opened, located or recovered since the last look (call after reschedule and
+        recover)."""
         now = time.time() if now is None else now
         nodes = self.nodes(now)
         failed, cause = self.health(nodes, now)
-        return self.incidents.update(nodes, failed, cause, self.running, now)
+        return self.incidents.update(nodes, failed, cause, self.running, now, self.outcome)
+
+    def outcome(self, task_id: str) -> str:
+        """What became of a task whose node failed (an incident's recovery says it)."""
+        run = self.running.get(task_id)
+        if run is not None:
+            victims = self.made_room.get(task_id)
+            where = ",".join(run.nodes)
+            return f"placed on {where} (preempting {','.join(victims)})" if victims else f"moved to {where}"
+        return "queued" if task_id in self.pending else "ended"
+
+    def recover(self, now: float | None = None) -> list[Decision]:
+        """Tasks still held on a failed or vanished node once moves were tried (no node could take
+        them, call after reschedule): released from it, re-queued to resume from their last checkpoint,
+        and decided again at once — placed, placed by preempting work they outrank (the usual rules),
+        or queued with the reasons. Each decision's first fallback says what happened."""
+        now = time.time() if now is None else now
+        nodes = self.nodes(now)
+
+        def dead(n: str) -> bool:
+            return n not in nodes.index or not nodes.available[nodes.index[n]]
+
+        stranded = [r for r in self.running.values() if any(dead(n) for n in r.nodes)]
+        if not stranded:
+            return []
+        notes = {}
+        for r in stranded:
+            lost = max(now - r.progress_since, 0.0)
+            self.end(r.task.id)
+            resume = _known(r.checkpoint_at)
+            self.pending[r.task.id] = Pending(r.task, r.task.submitted_at or now, r.restarts, resume, queued_at=now)
+            notes[r.task.id] = Fallback(node=",".join(n for n in r.nodes if dead(n)), reason=(
+                f"node_failed: released and re-queued from {'its checkpoint' if resume is not None else 'the start'}"
+                f" ({lost:.0f} s of work lost)"))
+        out = self.decide_many([r.task for r in stranded], now)
+        return [d.model_copy(update={"fallbacks": [notes[d.task_id], *d.fallbacks]}) for d in out]
 
     def reschedule(self, now: float | None = None) -> list[RescheduleEvent]:
         now = time.time() if now is None else now

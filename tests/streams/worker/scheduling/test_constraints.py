@@ -135,7 +135,7 @@ def test_preemption_clears_room_only_where_the_constraints_allow():
     assert sorted(where.values()) == sorted(NODES)
     # an urgent task that may run in the us only takes a us node's work, never an eu one's (eu-a,
     # the strongest, would be its first choice otherwise)
-    d = s.decide(task("urgent", cards=8, priority=90, constraints={"regions": ["us"]}), now + 60)
+    d = s.decide(task("urgent", cards=8, priority=90, preempts=True, constraints={"regions": ["us"]}), now + 60)
     assert d.status == "placed" and d.nodes[0].startswith("us-")
     (p,) = s.preemptions
     assert where[p.task_id] == d.nodes[0]

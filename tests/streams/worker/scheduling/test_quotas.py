@@ -21,8 +21,9 @@ def cluster():
     return s
 
 
-def task(tid, team, cards=8, priority=50, kind="training-data-parallel"):
-    return Task(id=tid, type=kind, team=team, priority=priority, resources={"cards": cards}, submitted_at=NOW)
+def task(tid, team, cards=8, priority=50, kind="training-data-parallel", preempts=False):
+    return Task(id=tid, type=kind, team=team, priority=priority, resources={"cards": cards}, submitted_at=NOW,
+                preempts=preempts)
 
 
 def test_borrow_idle_cards_then_reclaim_them_from_the_task_that_loses_least():
@@ -71,13 +72,22 @@ def test_an_urgent_task_preempts_lower_priority_work_of_its_team_not_others_quot
     assert d.status == "unschedulable" and len(s.preemptions) == 1
 
 
-def test_without_quotas_priority_alone_decides_and_preemption_can_be_off():
+def test_without_quotas_priority_decides_for_tasks_that_opt_in_and_preemption_can_be_off():
     s = make_scheduler([gpu_node("n1", NOW)], {})
     s.decide(task("low", "", priority=10), NOW)
+    # issue 27 finding 9: a higher number alone no longer preempts a long run without quotas
+    assert s.decide(task("high0", "", priority=90), NOW).status == "unschedulable" and not s.preemptions
     s.preemption = False
-    assert s.decide(task("high", "", priority=90), NOW).status == "unschedulable"
+    assert s.decide(task("high", "", priority=90, preempts=True), NOW).status == "unschedulable"
     s.preemption = True
-    assert s.decide(task("high2", "", priority=90), NOW + 1).status == "placed" and s.preemptions[0].task_id == "low"
+    assert s.decide(task("high2", "", priority=90, preempts=True), NOW + 1).status == "placed"
+    assert s.preemptions[0].task_id == "low"
+    # a priority class opts in: from CNSCHED_PREEMPTION_PRIORITY up
+    s = make_scheduler([gpu_node("n1", NOW)], {})
+    s.decide(task("low", "", priority=10), NOW)
+    s.preemption_priority = 80
+    assert s.decide(task("mid", "", priority=70), NOW + 3).status == "unschedulable"
+    assert s.decide(task("high3", "", priority=85), NOW + 3).status == "placed"
 
 
 def test_a_team_no_quota_names_is_placed_nowhere():

@@ -52,3 +52,49 @@ def test_a_probe_that_stops_ages_into_unknown():
     q_aged = float(s.path_table(nodes, "bandwidth").gather("q", ["store"], 2)[0][nodes.index["a"]])
     # the table ages in steps of (300 - 60) / 20 = 12 s: an age of 168-180 s, confidence 0.55-0.5
     assert 50 + 0.5 * (q_fresh - 50) - 1e-3 <= q_aged <= 50 + 0.55 * (q_fresh - 50) + 1e-3
+
+
+def _fail_node(s, node: str, others: list[str], at: float) -> None:
+    """``node`` stops reporting; the others report at ``at``."""
+    for n in others:
+        s.inv.put(n.encode(), full(n, at, 0.0))
+
+
+def test_a_task_on_a_failed_node_with_no_room_elsewhere_is_requeued_and_its_incident_closes():
+    # finding 2: the task stayed booked on the dead node, was never re-queued, its incident never closed
+    now = time.time()
+    s = make_scheduler([full("a", now, 0.0), full("b", now, 0.0)], {})
+    assert s.decide(dp("t", checkpoint_gb=1), now).nodes == ["a"]
+    assert s.decide(dp("other"), now).nodes == ["b"]
+    s.checkpoint("t", now + 30)
+    later = now + 120
+    _fail_node(s, "a", ["b"], later)
+    (opened,) = s.watch(later)
+    assert opened.status == "open" and opened.tasks == ["t"]
+    assert s.reschedule(later) == []  # nowhere to move
+    (d,) = s.recover(later)
+    assert d.task_id == "t" and d.status == "unschedulable" and d.resume_from == now + 30
+    assert d.fallbacks[0].node == "a" and d.fallbacks[0].reason.startswith("node_failed: released and re-queued")
+    assert "t" in s.pending and "t" not in s.running and s.ledger.nodes_of("t") == []
+    (closed,) = s.watch(later + 1)
+    assert closed.status == "recovered" and closed.outcomes == {"t": "queued"}
+    assert s.incidents.open == {}
+    # b frees: the queued task resumes from its checkpoint there
+    s.end("other")
+    (placed,) = s.retry_pending(later + 2)
+    assert placed.nodes == ["b"] and placed.resume_from == now + 30
+
+
+def test_a_task_on_a_failed_node_may_preempt_work_it_outranks_and_the_incident_says_so():
+    now = time.time()
+    s = make_scheduler([full("a", now, 0.0), full("b", now, 0.0)], {})
+    assert s.decide(dp("t", priority=9, preempts=True), now).nodes == ["a"]
+    assert s.decide(dp("low", priority=1), now).nodes == ["b"]
+    later = now + 120
+    _fail_node(s, "a", ["b"], later)
+    s.watch(later)
+    assert s.reschedule(later) == []
+    (d,) = s.recover(later)
+    assert d.nodes == ["b"] and [p.task_id for p in s.preemptions] == ["low"] and "low" in s.pending
+    (closed,) = s.watch(later + 1)
+    assert closed.outcomes == {"t": "placed on b (preempting low)"}
