@@ -97,6 +97,19 @@ def queue_order(priority: np.ndarray, share: np.ndarray, waited_s: np.ndarray, m
                        -np.where(starving, waited, -1.0), ~starving))
 
 
+def deadline_wait(waited_s: np.ndarray, slack_s: np.ndarray, max_wait_s: float) -> np.ndarray:
+    """float64: the wait a queued task is ordered by, deadlines kept. ``slack_s``: for a deferrable
+    task, its deadline less now less the time it still needs (NaN: no deadline). Once the slack is
+    down to ``max_wait_s`` the task counts as starving (first in the queue), and the nearer its
+    deadline the earlier: ``max(waited, 2 x max_wait - slack)``. Worked (max wait 600 s): slack 100 s
+    and waited 30 s -> 1,100 s (starving, ahead of one that waited 1,000 s); slack 700 s -> 30 s."""
+    waited = np.asarray(waited_s, np.float64)
+    slack = np.asarray(slack_s, np.float64)
+    with np.errstate(invalid="ignore"):
+        due = slack <= max_wait_s
+    return np.where(due, np.maximum(waited, 2.0 * max_wait_s - np.nan_to_num(slack)), waited)
+
+
 def eligible_victims(priority: int, reclaiming: bool, same_team: np.ndarray, victim_priority: np.ndarray,
                      victim_borrowed: np.ndarray, quotas: bool) -> np.ndarray:
     """bool[N]: the running tasks a task of ``priority`` may preempt. Borrowed work may be reclaimed

@@ -99,6 +99,8 @@ class ComputeAnswer(ApiModel):
     compute_score: dict[str, float]
     dimensions: dict[str, dict[str, float]]
     report: dict
+    first_seen: float | None = Field(default=None, description="when the worker first had a report of the node "
+                                     "(kept over restarts: a move to a node that joined later says node_joined)")
     last_seen: float
     age_s: float
 

@@ -135,7 +135,8 @@ def scored(records: list[dict], conversion, benchmark_work, now: float, timeout_
         "compute_score": {k: round(float(mt.scores[k][i]), 4) for k in TASK_KINDS},
         "dimensions": {k: {d: round(float(mt.dims[k][i, j]), 4) for j, d in enumerate(DIMENSIONS)}
                        for k in TASK_KINDS},
-        "report": {k: v for k, v in r.items() if k != "received_at"},
+        "report": {k: v for k, v in r.items() if k not in ("received_at", "first_seen_at")},
+        "first_seen": r.get("first_seen_at") or r["received_at"],
         "last_seen": r["received_at"],
         "age_s": round(now - r["received_at"], 3),
     } for i, r in enumerate(records)]
@@ -194,7 +195,9 @@ def node_view(records: list[dict], conversion, benchmark_work, now: float, timeo
         reported_down=np.array([r.get("status") == "down" for r in records], bool),
         node_class=mt.metrics.node_class if n else np.zeros(0, np.int64), class_names=mt.classes if n else [],
         has_accel=cards > 0, link_gbps=link, queue_s=_col(records, "queue_delay_s", 0.0),
-        joined_at=np.array([first_seen.setdefault(x, now) for x in ids], np.float64),
+        joined_at=np.array([r.get("first_seen_at") or first_seen.setdefault(x, now) for x, r in zip(ids, records,
+                                                                                                    strict=True)],
+                           np.float64),
         energy=energy_scores(_col(records, "energy_price_per_mwh"), _col(records, "carbon_g_per_kwh"),
                              _col(records, "power_kw"), carbon_weight,
                              mt.work_tflops if n else None),

@@ -138,6 +138,10 @@ def register(app: faust.App, topics, settings: Settings, counters: Counters) -> 
                 continue
             doc = report.model_dump(mode="json")
             doc["received_at"] = time.time()
+            # when the node was first seen, kept in its record (the table's changelog keeps it over a
+            # restart: a restarted scheduler does not take every node for newly joined)
+            prev = inv.get_key(report.node.encode())
+            doc["first_seen_at"] = (prev or {}).get("first_seen_at") or doc["received_at"]
             if await guarded(event, topics.compute_deadletter, counters,
                              lambda report=report, doc=doc: _put(inv, report.node.encode(), doc)):
                 counters.inc("compute_reports_total")

@@ -57,3 +57,11 @@ class Pending:
 
     def waited(self, now: float) -> float:
         return now - (self.queued_at if math.isfinite(self.queued_at) else self.submitted_at)
+
+
+def slack_s(task: Task, ran_s: float, now: float) -> float:
+    """A deferrable task's slack: its deadline less now less the time it still needs (its expected
+    duration less what it ran); NaN for a task without a deadline."""
+    if task.deferrable_until is None:
+        return math.nan
+    return task.deferrable_until - now - max(task.expected_duration_s - ran_s, 0.0)

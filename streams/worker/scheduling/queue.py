@@ -8,11 +8,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.quota import queue_order
+from core.quota import deadline_wait, queue_order
 from core.reservation import blocks, node_free_times, reserve
 from schemas.sched import Decision, Fallback, Task
 from streams.adapters.inventory import NodeView
 from streams.adapters.tasks import need
+from streams.worker.scheduling.held import slack_s
 from streams.worker.scheduling.preemption import may_preempt
 
 
@@ -102,7 +103,8 @@ class QueueMixin:
         if not items:
             return []
         nodes = self.nodes(now)
-        waited = np.array([now - p.submitted_at for p in items])
+        waited = deadline_wait(np.array([now - p.submitted_at for p in items]),
+                               np.array([slack_s(p.task, 0.0, now) for p in items]), self.max_wait_s)
         order = queue_order(np.array([p.task.priority for p in items]),
                             self.quotas.shares([p.task for p in items], list(self.running.values()), nodes),
                             waited, self.max_wait_s)

@@ -98,3 +98,35 @@ def test_a_task_on_a_failed_node_may_preempt_work_it_outranks_and_the_incident_s
     assert d.nodes == ["b"] and [p.task_id for p in s.preemptions] == ["low"] and "low" in s.pending
     (closed,) = s.watch(later + 1)
     assert closed.outcomes == {"t": "placed on b (preempting low)"}
+
+
+def test_a_deferrable_task_rises_in_the_queue_as_its_deadline_nears_and_is_not_preempted_past_it():
+    # finding 9: deferrable_until was read as a flag only
+    from core.quota import deadline_wait
+
+    # worked (max wait 600 s): slack 100 s, waited 30 -> 1,100 (starving); slack 700 -> 30; none -> 30
+    assert deadline_wait(np.array([30.0, 30.0, 30.0, 1000.0]), np.array([100.0, 700.0, np.nan, np.nan]),
+                         600.0).tolist() == [1100.0, 30.0, 30.0, 1000.0]
+    now = time.time()
+    s = make_scheduler([full("a", now, 0.0)], {})
+    s.decide(dp("run"), now)
+    # both wait; the deferrable one is due (deadline in 1 h 05, needs 1 h): it goes first, though its
+    # priority is lower and it came later
+    s.decide(dp("urgent-number", priority=90, submitted_at=now), now)
+    s.decide(dp("due", priority=10, submitted_at=now + 5, deferrable_until=now + 3900,
+                expected_duration_s=3600), now + 5)
+    s.end("run")
+    (placed,) = s.retry_pending(now + 10)
+    assert placed.task_id == "due"
+    # now running with 5 min of slack: a preempting task may not pause it
+    d = s.decide(dp("boss", priority=100, preempts=True), now + 20)
+    assert d.status == "unschedulable" and not s.preemptions
+
+
+def test_a_node_keeps_its_first_seen_time_in_its_record():
+    # finding 9: first_seen lived in memory, so after a restart every node looked newly joined
+    now = time.time()
+    rec = {**gpu_node("a", now), "first_seen_at": now - 86_400}
+    s = make_scheduler([rec], {})  # a restarted scheduler: its memory is empty, the record is not
+    nodes = s.nodes(now)
+    assert nodes.joined_at[0] == now - 86_400
