@@ -232,7 +232,9 @@ class TaskEvent(BaseModel):
     event: Literal["started", "refused", "checkpoint", "finished", "failed", "load"]
     at: float = Field(gt=0, description="epoch seconds")
     nodes: list[Annotated[str, Field(pattern=ID_PATTERN)]] = Field(default_factory=list, max_length=4096)
-    duration_s: float | None = Field(default=None, ge=0)
+    duration_s: float | None = Field(default=None, ge=0, description=(
+        "finished: its run time; checkpoint: how long the save took; started after a move or a restart: how "
+        "long resuming from the checkpoint took (a move's cost counts the last two)"))
     throughput: float | None = Field(default=None, ge=0, description="achieved, in `unit`")
     unit: str = Field(default="samples/s", max_length=64)
     checkpoint_at: float | None = Field(default=None, gt=0, description="checkpoint: when the state was saved")

@@ -125,3 +125,14 @@ def test_per_task_worst_matches_the_per_task_reference():
         assert gp[t] == (max(ties) if ties else 0.0)
     empty = worst_per_task(values, np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
     assert empty.shape == (0,)
+
+
+def test_migration_cost_worked_example_with_measured_save_restore_and_the_data_reload():
+    from core.reschedule import migration_cost_s
+
+    # 10 GB over 5 Gbit/s = 16 s, saved in 12 s, restored in 8 s, 50 GB over 20 Gbit/s = 20 s: 56 s;
+    # not measured yet (NaN): the policy's 30 s + 30 s; no data: no reload; no bandwidth: infinite
+    got = migration_cost_s(np.array([10.0, 10.0, 0.0, 1.0]), np.array([5.0, 5.0, 5.0, 0.0]), np.zeros(4),
+                           save_s=np.array([12.0, np.nan, 12.0, 12.0]), restore_s=np.array([8.0, np.nan, 8.0, 8.0]),
+                           reload_gb=np.array([50.0, 50.0, 0.0, 0.0]), reload_gbps=np.array([20.0, 20.0, 20.0, 20.0]))
+    assert got[:3].tolist() == [56.0, 16.0 + 60.0 + 20.0, 20.0] and np.isinf(got[3])

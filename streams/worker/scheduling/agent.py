@@ -201,12 +201,12 @@ class SchedulingService:
                 return None  # a load report about a task that does not scale: stored by the sink only
             status, entry = rec.status, {"event": ev.model_dump(mode="json", exclude_none=True)}
             if ev.event == "started":
-                self.sched.start(ev.task_id, ev.nodes)
+                self.sched.start(ev.task_id, ev.nodes, ev.duration_s)
             elif ev.event == "refused" or (ev.event == "failed" and not self._started(ev.task_id)):
                 await self._fall_back(rec, ev, entry)  # not started there: the next candidate
                 return
             elif ev.event == "checkpoint":
-                self.sched.checkpoint(ev.task_id, ev.checkpoint_at or ev.at, ev.checkpoint_gb)
+                self.sched.checkpoint(ev.task_id, ev.checkpoint_at or ev.at, ev.checkpoint_gb, ev.duration_s)
             elif ev.event == "finished":
                 status = "finished"
                 self.sched.end(ev.task_id)

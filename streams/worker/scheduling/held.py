@@ -31,6 +31,8 @@ class Running:
     rollback: tuple | None = None  # a move not confirmed yet: (nodes, baseline p95, loss, window end, left)
     ran_s: float = 0.0  # time it ran at its earlier placements (a move adds the time since placed_at)
     start_at: float = 0.0  # not to start before (power-aware starts); its start timeout counts from then
+    save_s: float = math.nan  # how long its last checkpoint took to save (its checkpoint event's duration_s)
+    restore_s: float = math.nan  # how long its last resume took (a started event's duration_s after a move)
 
     def ran_for(self, now: float) -> float:
         """How long it has run, over all its placements (what its remaining time is estimated from)."""

@@ -153,8 +153,15 @@ def _evaluate_group(sched, nodes: NodeView, group: list, x, net, eps: list[str],
         r.seen_forecast_version = sched.forecast_version
         if not np.isnan(newest[t]):
             r.seen_window_end = max(r.seen_window_end, float(newest[t]))
-    cost = migration_cost_s(np.array([r.state_gb for r in group]), net.between_nodes(best_node, cur),
-                            nodes.queue_s[best_node], sched.policy)
+    # the checkpoint moves from the task's node to the target (the target's NIC headroom counts); its
+    # data is loaded again there over the target's own path from the data endpoint
+    t_idx = np.arange(len(group))
+    reload_gbps = np.where(x.data_ep >= 0, x.bandwidth_gbps[np.maximum(x.data_ep, 0), best_node], np.inf) \
+        if x.bandwidth_gbps.size else np.full(len(group), np.inf)
+    cost = migration_cost_s(np.array([r.state_gb for r in group]), net.between_nodes(cur, best_node),
+                            nodes.queue_s[best_node], sched.policy, save_s=[r.save_s for r in group],
+                            restore_s=[r.restore_s for r in group], reload_gb=x.data_gb[t_idx].astype(np.float64),
+                            reload_gbps=reload_gbps)
     remaining = remaining_s([r.task.expected_duration_s for r in group], [r.ran_for(now) for r in group], sched.policy)
     joined = nodes.joined_at[best_node] > np.array([r.placed_at for r in group])
     return evaluate(current, best, deg, joined, alpha, np.array([r.streak for r in group]), remaining, cost,
@@ -200,8 +207,11 @@ def migrate_gang(sched, r, nodes: NodeView, now: float) -> RescheduleEvent | Non
     r.seen_forecast_version = sched.forecast_version
     if not np.isnan(newest):
         r.seen_window_end = max(r.seen_window_end, newest)
+    reload_gbps = x.bandwidth_gbps[x.data_ep[0], arriving] if x.data_ep[0] >= 0 else np.full(len(arriving), np.inf)
     cost = migration_cost_s(np.full(len(leaving), r.state_gb), net.between_nodes(leaving, arriving),
-                            nodes.queue_s[arriving], sched.policy)
+                            nodes.queue_s[arriving], sched.policy, save_s=np.full(len(leaving), r.save_s),
+                            restore_s=np.full(len(leaving), r.restore_s), reload_gb=np.full(len(leaving), x.data_gb[0]),
+                            reload_gbps=reload_gbps)
     remaining = remaining_s([task.expected_duration_s], [r.ran_for(now)], sched.policy)
     joined = bool((nodes.joined_at[arriving] > r.placed_at).any())
     ev = evaluate(np.array([current]), np.array([best]), deg, np.array([joined]), np.array([alpha]),

@@ -280,11 +280,14 @@ class Scheduler(QueueMixin):
         self.allocation_version += 1
         self.touch()
 
-    def start(self, task_id: str, nodes: list[str]) -> None:
-        """The runner started the task (where it was placed or moved to)."""
+    def start(self, task_id: str, nodes: list[str], restore_s: float | None = None) -> None:
+        """The runner started the task (where it was placed or moved to); ``restore_s``: how long
+        resuming from its checkpoint took there (what a move's cost counts)."""
         run = self.running.get(task_id)
         if run is not None and (not nodes or sorted(nodes) == sorted(run.nodes)):
             run.started = True
+            if restore_s is not None and (run.moves or math.isfinite(run.checkpoint_at)):
+                run.restore_s = restore_s
             run.rollback = None
             self.ledger.settle(task_id, run.nodes, run.placed_at)  # a move is done: the source is free
             self.allocation_version += 1
@@ -350,13 +353,16 @@ class Scheduler(QueueMixin):
                 out.append(d)
         return out
 
-    def checkpoint(self, task_id: str, at: float, gb: float | None = None) -> None:
-        """The running task saved its state: a restart or a move resumes from here."""
+    def checkpoint(self, task_id: str, at: float, gb: float | None = None, save_s: float | None = None) -> None:
+        """The running task saved its state: a restart or a move resumes from here (``save_s``: how
+        long the save took, what a move's cost counts)."""
         run = self.running.get(task_id)
         if run is not None and at >= (run.checkpoint_at if math.isfinite(run.checkpoint_at) else -math.inf):
             run.checkpoint_at = at
             if gb is not None:
                 run.checkpoint_gb = gb
+            if save_s is not None:
+                run.save_s = save_s
 
     def fail(self, task_id: str, at: float, max_restarts: int) -> float | None:
         """The task failed where it ran: re-queued to resume from its last checkpoint (the work since

@@ -130,3 +130,27 @@ def test_a_node_keeps_its_first_seen_time_in_its_record():
     s = make_scheduler([rec], {})  # a restarted scheduler: its memory is empty, the record is not
     nodes = s.nodes(now)
     assert nodes.joined_at[0] == now - 86_400
+
+
+def test_a_moves_cost_counts_the_targets_headroom_the_measured_save_and_restore_and_the_data_reload():
+    # finding 6: fixed 30 s + 30 s, no data reload, and the source's NIC headroom for single tasks
+    now = time.time()
+    paths = {("a", "store"): {"rtt_ms": win(now, 0.5)}, ("b", "store"): {"rtt_ms": win(now, 40.0)}}
+    s = make_scheduler([gpu_node("a", now), gpu_node("b", now)], paths)
+    d = s.decide(dp("t", 4, checkpoint_gb=100, expected_duration_s=86_400,
+                    data_source={"node": "store", "size_gb": 50}), now)
+    assert d.nodes == ["a"]
+    s.start("t", ["a"])
+    s.checkpoint("t", now + 5, save_s=12.0)
+    s.running["t"].restore_s = 8.0  # measured at its last resume
+    # a's path to the data collapses and its NIC is 90 % busy; b's path becomes the best, its NIC half busy
+    for n, util in (("a", 0.9), ("b", 0.5)):
+        s.net.put(f"{n}|".encode(), {"src": n, "dst": "", "metrics": {"bw_util": {**win(now + 10, 0.0), "mean": util}}})
+    s.net.put(b"a|store", {"src": "a", "dst": "store", "metrics": {"rtt_ms": win(now + 10, 400.0, lost=30)}})
+    s.net.put(b"b|store", {"src": "b", "dst": "store", "metrics": {"rtt_ms": win(now + 10, 0.5)}})
+    (ev,) = s.reschedule(now + 11)
+    assert ev.to_nodes == ["b"]
+    # checkpoint 100 GB over min(400, 400) Gbit/s x b's headroom 0.5 = 200 -> 4 s (a's 0.1 gave 20 s);
+    # data 50 GB from the store (10 Gbit/s default link) x b's headroom 0.5 = 5 Gbit/s -> 80 s;
+    # 12 s save + 4 + 8 s restore + 80 = 104 s
+    assert ev.migration_cost_s == 104.0
