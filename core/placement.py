@@ -3,9 +3,10 @@
 - rank: feasible nodes by composite, best first; ties go to the lower node index (deterministic);
 - reserve: the caller's ``reserve(node) -> bool`` (the state may be seconds old: a node can refuse);
   a refusal is recorded as a fallback and the next candidate is tried;
-- gangs: a job of ``gang`` workers takes ``gang`` distinct nodes or none. The others are ranked by
-  ``alpha x compute + (1 - alpha) x quality to the first`` (co-workers want a good path to each
-  other). The first worker goes to the node that leads the best whole gang among the ``lookahead``
+- gangs: a job of ``gang`` workers takes ``gang`` distinct nodes or none. Each next worker is ranked
+  by ``alpha x compute + (1 - alpha) x its mean quality to the workers chosen so far`` (co-workers
+  want a good path to each other: the seeds score a data-parallel job by its quality to all
+  co-workers), and a whole gang is valued by every member's quality to all the others. The first worker goes to the node that leads the best whole gang among the ``lookahead``
   best nodes for the job (a node whose rack has room for its co-workers beats an equal one whose
   co-workers would sit across the fabric); when none of those can lead a full gang, to the best node.
   If the gang cannot be completed every reservation made for it is released (``unreserve``);
@@ -74,18 +75,22 @@ def place(
     gang: int = 1,
     reserve: Callable[[int], bool] | None = None,
     unreserve: Callable[[int], None] | None = None,
-    peer_scores: Callable[[int], np.ndarray] | None = None,
+    peer_scores: Callable[[tuple[int, ...]], np.ndarray] | None = None,
     lookahead: int = 8,
+    value_of: Callable[[list[int]], float] | None = None,
 ) -> Placement:
     """Place one job (``scores``: its composite per node, -inf where infeasible).
 
-    ``usable`` (float[N, R]) is updated in place for the nodes taken. ``peer_scores(first)`` gives
-    the scores of the other gang workers once the first is placed (default: ``scores``).
+    ``usable`` (float[N, R]) is updated in place for the nodes taken. ``peer_scores(chosen)`` gives
+    what every node is worth as the next gang worker once ``chosen`` (a tuple of node rows) are
+    placed — its quality to all of them, the seeds' rule (default: ``scores``); ``value_of(members)``
+    what a whole gang is worth (default: :func:`gang_value` over the members' peer scores), by which
+    the look-ahead picks the first worker.
     """
     result = Placement()
     reserve = reserve or (lambda n: True)
     refused: set[int] = set()
-    others_of = functools.cache(peer_scores or (lambda first: scores))  # each first's peers, once
+    others_of = functools.cache(peer_scores or (lambda chosen: scores))  # each set of chosen's peers, once
 
     def take(values: np.ndarray, exclude: set[int]) -> int | None:
         """The best node by ``values`` that fits now and reserves (best first, ties by index)."""
@@ -107,60 +112,82 @@ def place(
                 return None
             k *= 4
 
+    def value(members: list[int]) -> float:
+        if value_of is not None:
+            return value_of(members)
+        return gang_value(scores, others_of((members[0],)), members)
+
     ahead = gang > 1 and peer_scores is not None and lookahead > 1
-    first = take(_leads(scores, usable, need, gang, others_of, lookahead), set()) if ahead else None
+    first = take(_leads(scores, usable, need, gang, others_of, lookahead, value), set()) if ahead else None
     first = take(scores, set()) if first is None else first
     if first is None:
         return result
     chosen = [first]
-    if gang > 1:
-        order = np.where(np.isfinite(scores), others_of(first), -np.inf)
-        while len(chosen) < gang:
-            n = take(order, set(chosen))
-            if n is None:
-                for m in chosen:  # all or nothing
-                    usable[m] += need
-                    if unreserve is not None:
-                        unreserve(m)
-                result.fallbacks.append((-1, f"gang incomplete: {len(chosen)} of {gang} workers placed"))
-                return result
-            chosen.append(n)
+    while len(chosen) < gang:
+        order = np.where(np.isfinite(scores), others_of(tuple(chosen)), -np.inf)
+        n = take(order, set(chosen))
+        if n is None:
+            for m in chosen:  # all or nothing
+                usable[m] += need
+                if unreserve is not None:
+                    unreserve(m)
+            result.fallbacks.append((-1, f"gang incomplete: {len(chosen)} of {gang} workers placed"))
+            return result
+        chosen.append(n)
     result.nodes = chosen
     return result
 
 
 def _leads(scores: np.ndarray, usable: np.ndarray, need: np.ndarray, gang: int,
-           others_of: Callable[[int], np.ndarray], k: int) -> np.ndarray:
-    """float64[N]: for the ``k`` best nodes that fit, the value (``gang_value``) of the best gang each
-    would lead with what fits now; -inf for every other node and for a node that cannot lead a full
-    gang."""
+           others_of: Callable[[tuple[int, ...]], np.ndarray], k: int,
+           value: Callable[[list[int]], float]) -> np.ndarray:
+    """float64[N]: for the ``k`` best nodes that fit, the value of the best gang each would lead
+    with what fits now (built as ``place`` builds it: each next worker the best by its quality to
+    those chosen so far); -inf for every other node and for a node that cannot lead a full gang."""
     fits = np.isfinite(scores) & np.all(usable >= need, axis=1)
     lead = np.full(scores.shape, -np.inf)
     for c in top(np.where(fits, scores, -np.inf), k):
-        c = int(c)
-        peer = others_of(c)
+        members = [int(c)]
         cand = fits.copy()
-        cand[c] = False
-        rest = top(np.where(cand, peer, -np.inf), gang - 1)
-        if rest.size == gang - 1:
-            lead[c] = gang_value(scores, peer, [c, *(int(m) for m in rest)])
+        cand[members[0]] = False
+        while len(members) < gang:
+            nxt = top(np.where(cand, others_of(tuple(members)), -np.inf), 1)
+            if nxt.size == 0:
+                break
+            members.append(int(nxt[0]))
+            cand[members[-1]] = False
+        if len(members) == gang:
+            lead[members[0]] = value(members)
     return lead
 
 
 def gang_value(scores: np.ndarray, peer: np.ndarray, members: list[int]) -> float:
-    """What a gang placement is worth, as ``place`` builds it: the first member's composite and
-    each other member's peer score (``peer``: ``peer_scores(first)``), averaged."""
+    """What a gang placement is worth: the first member's composite and each other member's peer
+    score (``peer[m]``), averaged."""
     if not members:
         return float("-inf")
     first, rest = members[0], members[1:]
     return float((scores[first] + sum(float(peer[m]) for m in rest)) / len(members))
 
 
+def pair_means(q: np.ndarray, unknown_quality: float) -> np.ndarray:
+    """float64[k]: each gang member's mean path quality to the other members — ``q[j, i]`` the
+    quality from member j to member i (NaN: unknown, taken as ``unknown_quality``); the seeds' rule
+    scores a data-parallel worker by its quality to all its co-workers. A gang of one: unknown.
+    Worked: q = [[100, 80, 20], [80, 100, 60], [20, 60, 100]] -> [50, 70, 40]."""
+    q = np.where(np.isnan(q), unknown_quality, np.asarray(q, np.float64))
+    k = q.shape[0]
+    if k < 2:
+        return np.full(k, unknown_quality)
+    return (q.sum(axis=0) - np.diagonal(q)) / (k - 1)
+
+
 def peer_scores(alpha: float, compute: np.ndarray, quality_to_first: np.ndarray, unknown_quality: float,
                 energy: np.ndarray | None = None, cost_sensitivity: float = 0.0) -> np.ndarray:
-    """float64[N]: what each node is worth as a gang member once the first member is placed:
-    ``alpha x compute + (1 - alpha) x quality to the first`` (unknown paths at ``unknown_quality``),
-    with the task's energy preference mixed in (core.energy.blend) when it has one."""
+    """float64[N]: what each node is worth as a gang member: ``alpha x compute + (1 - alpha) x
+    quality`` — its quality to the members already chosen (their mean; unknown paths at
+    ``unknown_quality``) — with the task's energy preference mixed in (core.energy.blend) when it
+    has one."""
     q = np.where(np.isnan(quality_to_first), unknown_quality, quality_to_first).astype(np.float64)
     peer = alpha * np.asarray(compute, np.float64) + (1 - alpha) * q
     if cost_sensitivity > 0 and energy is not None:

@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 
 from core.placement import place, rank
 from core.quota import queue_order
@@ -47,7 +48,7 @@ def test_gang_members_follow_the_quality_to_the_first_worker():
     to_first = {0: np.zeros(4), 1: np.array([0.0, 0.0, 20.0, 95.0]), 2: np.array([0.0, 20.0, 0.0, 10.0]),
                 3: np.array([0.0, 95.0, 20.0, 0.0])}
     # gangs led by 1: (90 + 95) / 2 = 92.5; by 2: (85 + 20) / 2 = 52.5; by 3: (60 + 95) / 2 = 77.5
-    p = place(scores, np.array([8.0]), usable, gang=2, peer_scores=lambda n: to_first[n])
+    p = place(scores, np.array([8.0]), usable, gang=2, peer_scores=lambda c: to_first[c[0]])
     assert p.nodes == [1, 3]
 
 
@@ -57,7 +58,7 @@ def test_the_first_worker_is_the_one_that_leads_the_best_gang():
     scores = np.array([90.0, 89.0, 50.0, 50.0])
     to_first = {0: np.array([0.0, 40.0, 40.0, 40.0]), 1: np.array([40.0, 0.0, 95.0, 95.0]),
                 2: np.array([40.0, 95.0, 0.0, 95.0]), 3: np.array([40.0, 95.0, 95.0, 0.0])}
-    peer = lambda n: to_first[n]  # noqa: E731
+    peer = lambda c: to_first[c[0]]  # noqa: E731
     assert place(scores, np.array([8.0]), np.full((4, 1), 8.0), gang=2, peer_scores=peer).nodes == [1, 2]
     # without looking ahead: the best node first, then its best co-worker (ties: lower index)
     assert place(scores, np.array([8.0]), np.full((4, 1), 8.0), gang=2, peer_scores=peer, lookahead=1).nodes == [0, 1]
@@ -72,3 +73,28 @@ def test_anti_starvation_order():
     assert order.tolist() == [3, 1, 0, 2]
     # nobody starving: priority, then the one who waited longer
     assert queue_order(np.array([50, 50, 70]), np.zeros(3), np.array([1.0, 9.0, 0.0]), 600).tolist() == [2, 1, 0]
+
+
+def test_gang_workers_are_chosen_and_valued_by_their_quality_to_all_co_workers():
+    # issue 27 finding 5: from node 0, nodes 1 and 2 are the closest (95, 90), but 1 and 2 are far
+    # apart (10); node 3 is close to both 0 and 1 (85, 90). With the quality to the first only the gang
+    # was {0, 1, 2}; with every pair, after {0, 1} node 3's mean (85 + 90) / 2 = 87.5 beats node 2's
+    # (90 + 10) / 2 = 50.
+    from core.placement import pair_means
+
+    q = np.array([[100, 95, 90, 85], [95, 100, 10, 90], [90, 10, 100, 90], [85, 90, 90, 100]], float)
+    assert pair_means(q[np.ix_([0, 1, 2], [0, 1, 2])], 50.0).tolist() == [92.5, 52.5, 50.0]
+    assert pair_means(np.array([[100.0, np.nan], [np.nan, 100.0]]), 50.0).tolist() == [50.0, 50.0]
+    assert pair_means(np.array([[100.0]]), 50.0).tolist() == [50.0]
+    scores = np.array([90.0, 80.0, 80.0, 80.0])
+
+    def peer(chosen):
+        return q[list(chosen)].mean(axis=0)
+
+    def value(members):
+        return float((scores[members[0]] + pair_means(q[np.ix_(members, members)], 50.0)[1:].sum()) / len(members))
+
+    p = place(scores, np.array([8.0]), np.full((4, 1), 8.0), gang=3, peer_scores=peer, value_of=value)
+    assert p.nodes == [0, 1, 3]
+    # worked value: (90 + mean(95, 90) + mean(85, 90)) / 3 = (90 + 92.5 + 87.5) / 3 = 90
+    assert value([0, 1, 3]) == pytest.approx(90.0) and value([0, 1, 2]) == pytest.approx((90 + 52.5 + 50) / 3)

@@ -11,7 +11,7 @@ import dataclasses
 import numpy as np
 
 from core.energy import blend
-from core.placement import gang_value, peer_scores, place
+from core.placement import place
 from core.reschedule import (
     Evaluation,
     degraded,
@@ -30,6 +30,7 @@ from streams.adapters.inventory import NodeView
 from streams.adapters.tasks import endpoint_rows, endpoints, load_gb, need, scoring_inputs
 from streams.worker.scheduling.constraints import masked
 from streams.worker.scheduling.decision import breakdown
+from streams.worker.scheduling.gangs import GangScorer
 from streams.worker.scheduling.ledger import MIGRATING
 from streams.worker.scheduling.ramp import draw_of
 
@@ -184,17 +185,14 @@ def migrate_gang(sched, r, nodes: NodeView, now: float) -> RescheduleEvent | Non
     raw, network = score_parts(x)
     scores = masked(sched.running, task, nodes, usable, blend(raw[0][None, :], [w], nodes.energy)[0])
     compute = nodes.compute[:, x.kind[0]].astype(np.float64)
-
-    def peer(first: int) -> np.ndarray:
-        return peer_scores(alpha, compute, net.from_node("q", first), x.unknown_quality, nodes.energy, w)
-
-    current = gang_value(scores, peer(members[0]), members)
+    g = GangScorer(alpha, scores, compute, net, x.unknown_quality, nodes.energy, w)
+    current = g.value(members)
     current = current if np.isfinite(current) else 0.0  # a member's node failed
-    alt = place(scores.copy(), need(task), usable.copy(), gang=len(members), peer_scores=peer)
+    alt = place(scores.copy(), need(task), usable.copy(), gang=len(members), peer_scores=g.peers, value_of=g.value)
     if not alt.placed or set(alt.nodes) == set(members):
         r.streak = 0
         return None
-    best = gang_value(scores, peer(alt.nodes[0]), alt.nodes)
+    best = g.value(alt.nodes)
     leaving = [m for m in members if m not in alt.nodes]
     arriving = [m for m in alt.nodes if m not in members]
     rows = endpoint_rows(x, 0)
@@ -226,8 +224,8 @@ def migrate_gang(sched, r, nodes: NodeView, now: float) -> RescheduleEvent | Non
         trigger=str(ev.trigger[0]), expected_gain_s=round(float(ev.gain_s[0]), 3),
         migration_cost_s=round(float(ev.cost_s[0]), 3),
         transfer_gb=round(len(leaving) * (r.state_gb + load_gb(task)), 6),
-        before=breakdown(compute[members].mean(), _gang_network(network[0], net, x, members), current, alpha),
-        after=breakdown(compute[alt.nodes].mean(), _gang_network(network[0], net, x, alt.nodes), best, alpha),
+        before=breakdown(compute[members].mean(), g.network(network[0][members[0]], members), current, alpha),
+        after=breakdown(compute[alt.nodes].mean(), g.network(network[0][alt.nodes[0]], alt.nodes), best, alpha),
         state_version=sched.version, at=now)
     start_at = moved(sched, r, [nodes.ids[m] for m in alt.nodes], now, net, rows, alt.nodes,
                      not nodes.available[members].all(), nodes)
@@ -239,11 +237,3 @@ def _gang_worst(net, name: str, rows: np.ndarray, members: list[int]) -> float:
     member, and each member's path to the first."""
     return worst_known([endpoint_worst(getattr(net, name), rows, m) for m in members]
                        + list(net.from_node(name, members[0])[members[1:]]))
-
-
-def _gang_network(network: np.ndarray, net, x, members: list[int]) -> float:
-    """The network part of a gang's value, composed as gang_value composes the composite: the first
-    member's network score and each other member's path quality to the first, averaged."""
-    q = net.from_node("q", members[0])[members[1:]]
-    q = np.where(np.isnan(q), x.unknown_quality, q)
-    return float((network[members[0]] + q.sum()) / len(members))

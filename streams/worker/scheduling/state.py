@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from core.metering import DEFAULT_BENCHMARK_WORK, DEFAULT_MODEL_CONVERSION
-from core.placement import peer_scores, place, top
+from core.placement import place, top
 from core.quality import Freshness
 from core.reschedule import ReschedulePolicy, endpoint_worst, worst_known
 from core.scoring import FEASIBLE, RESERVED, TEAM_QUOTA, filter_reasons, load_scores
@@ -25,6 +25,7 @@ from streams.worker.scheduling.batch import BatchScores
 from streams.worker.scheduling.constraints import allowed, constrained
 from streams.worker.scheduling.decision import Scored, decision
 from streams.worker.scheduling.failures import IncidentBook, health
+from streams.worker.scheduling.gangs import GangScorer
 from streams.worker.scheduling.held import Pending, Running
 from streams.worker.scheduling.ledger import Ledger, usable
 from streams.worker.scheduling.migration import migrate_gang, migrate_singles
@@ -206,13 +207,11 @@ class Scheduler(QueueMixin):
         s = Scored(alpha, np.where(fits, b.composite[t], -np.inf), nodes.compute[:, x.kind[t]], b.network[t],
                    load_scores(x, t))
         compute_only = [int(i) for i in top(np.where(fits, b.compute_only[t], -np.inf), task.peers)]
-        w = task.cost_sensitivity
-
-        def peer(first: int) -> np.ndarray:
-            return peer_scores(alpha, s.compute, net.from_node("q", first), x.unknown_quality, nodes.energy, w)
-
+        if task.peers == 1:
+            return reasons, s, compute_only, place(s.composite, need(task), usable, reserve=reserve)
+        g = GangScorer(alpha, s.composite, s.compute, net, x.unknown_quality, nodes.energy, task.cost_sensitivity)
         return reasons, s, compute_only, place(s.composite, need(task), usable, gang=task.peers, reserve=reserve,
-                                               peer_scores=peer)
+                                               peer_scores=g.peers, value_of=g.value)
 
     def _place_one(self, task: Task, b: BatchScores, t: int, nodes: NodeView, usable: np.ndarray, reserve,
                    now: float, ahead: bool = False) -> Decision:
