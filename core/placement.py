@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from core.energy import blend
+from core.feasibility import covers
 
 
 @dataclass
@@ -94,7 +95,7 @@ def place(
 
     def take(values: np.ndarray, exclude: set[int]) -> int | None:
         """The best node by ``values`` that fits now and reserves (best first, ties by index)."""
-        fits = np.isfinite(values) & np.all(usable >= need, axis=1)
+        fits = np.isfinite(values) & covers(usable, need)
         fits[list(exclude | refused)] = False
         masked = np.where(fits, values, -np.inf)
         k = 8
@@ -144,7 +145,7 @@ def _leads(scores: np.ndarray, usable: np.ndarray, need: np.ndarray, gang: int,
     """float64[N]: for the ``k`` best nodes that fit, the value of the best gang each would lead
     with what fits now (built as ``place`` builds it: each next worker the best by its quality to
     those chosen so far); -inf for every other node and for a node that cannot lead a full gang."""
-    fits = np.isfinite(scores) & np.all(usable >= need, axis=1)
+    fits = np.isfinite(scores) & covers(usable, need)
     lead = np.full(scores.shape, -np.inf)
     for c in top(np.where(fits, scores, -np.inf), k):
         members = [int(c)]

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from core.feasibility import covers
+
 
 def node_free_times(need: np.ndarray, usable: np.ndarray, feasible: np.ndarray, release_node: np.ndarray,
                     release_at: np.ndarray, release: np.ndarray, now: float) -> np.ndarray:
@@ -23,7 +25,7 @@ def node_free_times(need: np.ndarray, usable: np.ndarray, feasible: np.ndarray, 
     usable = np.asarray(usable, np.float64)
     n = usable.shape[0]
     out = np.full(n, np.inf)
-    fits_now = (usable >= need).all(axis=1)
+    fits_now = covers(usable, need)
     out[fits_now] = now
     release_node = np.asarray(release_node, np.int64)
     release_at = np.maximum(np.asarray(release_at, np.float64), now)
@@ -35,7 +37,7 @@ def node_free_times(need: np.ndarray, usable: np.ndarray, feasible: np.ndarray, 
         if np.isfinite(out[k]):
             continue
         room[k] += release[m]
-        if (room[k] >= need).all():
+        if covers(room[k], need):
             out[k] = release_at[m]
     return np.where(np.asarray(feasible, bool), out, np.inf)
 

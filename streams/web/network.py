@@ -15,13 +15,15 @@ from streams.adapters.network import path_quality_table, stat, window_span
 from streams.web.base import Resource
 from streams.web.params import check_ids
 
+DEFAULT_FRESHNESS = Freshness()
+
 
 def _num(v) -> float | None:
     return None if v is None or (isinstance(v, float) and math.isnan(v)) else round(float(v), 6)
 
 
 def path_answer(path: dict, nodes: dict[str, dict], now: float, model: QualityModel = DEFAULT_MODEL,
-                freshness: Freshness = Freshness()) -> PathAnswer:
+                freshness: Freshness = DEFAULT_FRESHNESS) -> PathAnswer:
     """The path's statistics and its quality as the scheduler scores it now: drawn towards unknown as
     its latest window ages, null once stale (``freshness`` says which, ``confidence`` how much)."""
     x, u, q = path_quality_table([path], nodes, model)

@@ -98,3 +98,29 @@ def test_gang_workers_are_chosen_and_valued_by_their_quality_to_all_co_workers()
     assert p.nodes == [0, 1, 3]
     # worked value: (90 + mean(95, 90) + mean(85, 90)) / 3 = (90 + 92.5 + 87.5) / 3 = 90
     assert value([0, 1, 3]) == pytest.approx(90.0) and value([0, 1, 2]) == pytest.approx((90 + 52.5 + 50) / 3)
+
+
+def test_the_feasibility_rule_and_the_kernels_agree():
+    # core.feasibility is the one rule; the scoring kernel applies the same comparison in its loop:
+    # on random books, a node is scored (finite) exactly where it is available and covers the need
+    from core.feasibility import covers, fitting, fitting_counts
+    from core.scoring import ScoringInputs, score_reference
+
+    rng = np.random.default_rng(3)
+    n = 40
+    usable = rng.integers(0, 9, (n, 3)).astype(np.float32)
+    available = rng.random(n) > 0.2
+    needs = rng.integers(0, 9, (6, 3)).astype(np.float32)
+    x = ScoringInputs(compute=np.full((n, 1), 50, np.float32), usable=usable, available=available,
+                      node_class=np.zeros(n, np.int64), has_accel=np.ones(n, bool),
+                      node_quality=np.full(n, 50, np.float32), quality=np.zeros((0, n), np.float32),
+                      bandwidth_gbps=np.zeros((0, n), np.float32), kind=np.zeros(6, np.int64),
+                      alpha=np.full(6, 0.5, np.float32), need=needs, class_mask=np.zeros(6, np.int64),
+                      ep_ptr=np.zeros(7, np.int64), ep_idx=np.zeros(0, np.int64), data_ep=np.full(6, -1, np.int64),
+                      data_gb=np.zeros(6, np.float32), accel_penalty=np.zeros(6, np.float32))
+    scored = np.isfinite(score_reference(x))
+    for j in range(6):
+        assert (scored[j] == fitting(usable, needs[j], available)).all()
+    assert fitting_counts(usable, needs, available).tolist() == scored.sum(axis=1).tolist()
+    assert covers(np.array([8.0, 640, 1024]), np.array([8.0, 640, 1024]))  # an exact fit fits
+    assert not covers(np.array([7.0, 640, 1024]), np.array([8.0, 0, 0]))

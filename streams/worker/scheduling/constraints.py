@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from core.feasibility import covers
 from core.placement import best_group
 from core.scoring import ANTI_AFFINITY, FEASIBLE, OTHER_RACK
 from schemas.sched import Task
@@ -22,7 +23,7 @@ def constrained(running: dict, task: Task, nodes: NodeView, usable: np.ndarray, 
     ruled = constraint_reasons(task, nodes)
     if ruled is not None:
         reasons = np.where(reasons == FEASIBLE, ruled, reasons).astype(np.int8)
-    fits = (reasons == FEASIBLE) & np.all(usable >= need(task), axis=1)
+    fits = (reasons == FEASIBLE) & covers(usable, need(task))
     if c.spread and c.group:
         held = np.zeros(len(nodes.ids), bool)
         held[[nodes.index[n] for r in running.values() if r.task.id != task.id and r.task.constraints

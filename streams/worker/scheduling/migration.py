@@ -11,6 +11,7 @@ import dataclasses
 import numpy as np
 
 from core.energy import blend
+from core.feasibility import covers
 from core.placement import place
 from core.reschedule import (
     Evaluation,
@@ -111,7 +112,7 @@ def _migrate_group(sched, nodes: NodeView, group: list, profile: str, now: float
         c, b, kind = int(cur[t]), int(best_node[t]), x.kind[t]
         if not ev.move[t]:
             continue
-        if not np.all(free[b] >= x.need[t]):  # an earlier move of this pass took the room
+        if not covers(free[b], x.need[t]):  # an earlier move of this pass took the room
             r.streak = int(sched.policy.patience(np.array([r.alpha]))[0]) - 1  # ready to move next pass
             continue
         free[b] -= x.need[t]

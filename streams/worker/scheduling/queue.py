@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from core.feasibility import fitting, fitting_counts
 from core.quota import deadline_wait, queue_order
 from core.reservation import blocks, node_free_times, reserve
 from schemas.sched import Decision, Fallback, Task
@@ -39,7 +40,7 @@ def reservation_for(sched, task: Task, nodes: NodeView, now: float, starving: bo
     allowed = set(task.resources.accel_classes)
     classes = np.array([not allowed or c in allowed for c in nodes.class_names], bool)
     n = need(task)
-    feasible = nodes.available & (nodes.capacity >= n).all(axis=1) & (classes[nodes.node_class] if len(classes) else True)
+    feasible = fitting(nodes.capacity, n, nodes.available) & (classes[nodes.node_class] if len(classes) else True)
     feasible &= sched.quotas.room(list(sched.running.values()), task, sched.quotas.team_of(task), nodes)
     rel_node, rel_at, rel = [], [], []
     for r in sched.running.values():
@@ -109,13 +110,12 @@ class QueueMixin:
                             self.quotas.shares([p.task for p in items], list(self.running.values()), nodes),
                             waited, self.max_wait_s)
         # a task that fits on too few nodes stays queued without being decided again
-        room = nodes.usable[nodes.available]
         needs = np.array([need(items[i].task) for i in order]).reshape(-1, 3)
-        fitting = (room[None, :, :] >= needs[:, None, :]).all(axis=2).sum(axis=1)
+        fits_on = fitting_counts(nodes.usable, needs, nodes.available)
         run = list(self.running.values())
         room_left = self.quotas.headroom(run, nodes) if self.quotas.active else None
         lowest = min((r.task.priority for r in run), default=None)
-        keep = [fitting[k] >= items[i].task.peers or may_preempt(self, items[i].task, room_left, lowest)
+        keep = [fits_on[k] >= items[i].task.peers or may_preempt(self, items[i].task, room_left, lowest)
                 for k, i in enumerate(order)]
         head = next((k for k, ok in enumerate(keep) if not ok), None)
         if head is not None:

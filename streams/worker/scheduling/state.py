@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from core.feasibility import fitting
 from core.metering import DEFAULT_BENCHMARK_WORK, DEFAULT_MODEL_CONVERSION
 from core.placement import place, top
 from core.quality import Freshness
@@ -175,7 +176,7 @@ class Scheduler(QueueMixin):
             row.update({j: k for k, j in enumerate(group)})
         out = []
         for j, task in enumerate(tasks):
-            if placeable_only and int(np.all(usable[nodes.available] >= need(task), axis=1).sum()) < task.peers \
+            if placeable_only and int(fitting(usable, need(task), nodes.available).sum()) < task.peers \
                     and not may_preempt(self, task):
                 continue
             out.append(self._place_one(task, scored[profiles[j]], row[j], nodes, usable, reserve, now, task.id in ahead))
