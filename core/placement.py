@@ -152,11 +152,12 @@ def _leads(scores: np.ndarray, usable: np.ndarray, need: np.ndarray, gang: int,
         cand = fits.copy()
         cand[members[0]] = False
         while len(members) < gang:
-            nxt = top(np.where(cand, others_of(tuple(members)), -np.inf), 1)
-            if nxt.size == 0:
+            v = np.where(cand, others_of(tuple(members)), -np.inf)
+            nxt = int(np.argmax(v))  # the best, ties to the lower index (as top)
+            if not np.isfinite(v[nxt]):
                 break
-            members.append(int(nxt[0]))
-            cand[members[-1]] = False
+            members.append(nxt)
+            cand[nxt] = False
         if len(members) == gang:
             lead[members[0]] = value(members)
     return lead

@@ -20,11 +20,17 @@ class GangScorer:
         self.alpha, self.scores, self.compute = alpha, scores, np.asarray(compute, np.float64)
         self.unknown, self.energy, self.w = unknown_quality, energy, cost_sensitivity
         self.row = functools.cache(lambda m: net.from_node("q", m).astype(np.float64))  # quality from m to all
+        self._filled = functools.cache(lambda m: np.where(np.isnan(r := self.row(m)), unknown_quality, r))
+        self._sum = functools.cache(self._sum_of)  # by prefix: a gang grown one worker at a time adds one row
+
+    def _sum_of(self, chosen: tuple[int, ...]) -> np.ndarray:
+        last = self._filled(chosen[-1])
+        return last if len(chosen) == 1 else self._sum(chosen[:-1]) + last
 
     def peers(self, chosen: tuple[int, ...]) -> np.ndarray:
         """float64[N]: each node's worth as the next worker: its mean quality to the chosen ones."""
-        rows = np.stack([np.where(np.isnan(r), self.unknown, r) for r in map(self.row, chosen)])
-        return peer_scores(self.alpha, self.compute, rows.mean(axis=0), self.unknown, self.energy, self.w)
+        return peer_scores(self.alpha, self.compute, self._sum(chosen) / len(chosen), self.unknown, self.energy,
+                           self.w)
 
     def pair_quality(self, members: list[int]) -> np.ndarray:
         """float64[k]: each member's mean quality to the other members."""
