@@ -89,29 +89,11 @@ def place(
     the look-ahead picks the first worker.
     """
     result = Placement()
-    reserve = reserve or (lambda n: True)
     refused: set[int] = set()
     others_of = functools.cache(peer_scores or (lambda chosen: scores))  # each set of chosen's peers, once
 
     def take(values: np.ndarray, exclude: set[int]) -> int | None:
-        """The best node by ``values`` that fits now and reserves (best first, ties by index)."""
-        fits = np.isfinite(values) & covers(usable, need)
-        fits[list(exclude | refused)] = False
-        masked = np.where(fits, values, -np.inf)
-        k = 8
-        while True:
-            batch = top(masked, k)
-            for n in batch:
-                n = int(n)
-                if reserve(n):
-                    usable[n] -= need
-                    return n
-                refused.add(n)
-                masked[n] = -np.inf
-                result.fallbacks.append((n, "reservation_failed"))
-            if batch.size < k:
-                return None
-            k *= 4
+        return _take(values, exclude | refused, usable, need, reserve or (lambda n: True), refused, result.fallbacks)
 
     def value(members: list[int]) -> float:
         if value_of is not None:
@@ -137,6 +119,29 @@ def place(
         chosen.append(n)
     result.nodes = chosen
     return result
+
+
+def _take(values: np.ndarray, exclude: set[int], usable: np.ndarray, need: np.ndarray,
+          reserve: Callable[[int], bool], refused: set[int], fallbacks: list) -> int | None:
+    """The best node by ``values`` that fits now and reserves (best first, ties by index); taken
+    from ``usable``; a node that refuses joins ``refused`` and ``fallbacks``."""
+    fits = np.isfinite(values) & covers(usable, need)
+    fits[list(exclude)] = False
+    masked = np.where(fits, values, -np.inf)
+    k = 8
+    while True:
+        batch = top(masked, k)
+        for n in batch:
+            n = int(n)
+            if reserve(n):
+                usable[n] -= need
+                return n
+            refused.add(n)
+            masked[n] = -np.inf
+            fallbacks.append((n, "reservation_failed"))
+        if batch.size < k:
+            return None
+        k *= 4
 
 
 def _leads(scores: np.ndarray, usable: np.ndarray, need: np.ndarray, gang: int,
@@ -195,3 +200,20 @@ def peer_scores(alpha: float, compute: np.ndarray, quality_to_first: np.ndarray,
     if cost_sensitivity > 0 and energy is not None:
         return blend(peer[None, :], [cost_sensitivity], energy)[0]
     return peer
+
+
+def topology_pick(ok: np.ndarray, n: int, site: np.ndarray, rack: np.ndarray) -> list[int]:
+    """The topology-aware baseline (what Slurm's topology plugin or Volcano's network tiers do): fewest
+    sites, then fewest racks, best fit (the fullest group that still holds the job),
+    lowest node index first. ``ok``: the nodes that fit one member; ``site``/``rack`` theirs."""
+    for groups in (rack, site):
+        ids, counts = np.unique(groups, return_counts=True)
+        fits = ids[counts >= n]
+        if fits.size:
+            best = fits[np.argmin(counts[counts >= n])]
+            inside = groups == best
+            # inside the group, the best-stocked racks first (fewest racks), then the lower index
+            order = np.lexsort((ok[inside], -np.bincount(rack)[rack[inside]]))
+            return sorted(int(x) for x in ok[inside][order][:n])
+    order = np.lexsort((ok, -np.bincount(rack)[rack], -np.bincount(site)[site]))  # best-stocked sites, racks
+    return sorted(int(x) for x in ok[order][:n])

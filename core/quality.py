@@ -140,7 +140,7 @@ def mean_by_group(group: np.ndarray, values: np.ndarray, n_groups: int) -> np.nd
         return np.where(c > 0, s / np.maximum(c, 1), np.nan)
 
 
-UNKNOWN_QUALITY = 50.0  # a path without (fresh) data: neither good nor bad (core.scoring's default too)
+UNKNOWN_QUALITY = 50.0  # a path without (fresh) data: neither good nor bad (what core.scoring scores it)
 
 
 @dataclass(frozen=True)

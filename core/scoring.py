@@ -27,6 +27,8 @@ from dataclasses import dataclass
 import numba as nb
 import numpy as np
 
+from core.quality import UNKNOWN_QUALITY
+
 # filter reasons (0 = feasible)
 (FEASIBLE, UNAVAILABLE, CLASS_NOT_ALLOWED, NO_CARDS, NO_ACCEL_MEM, NO_HOST_MEM, TEAM_QUOTA, RESERVED,
  REGION_NOT_ALLOWED, TIER_NOT_ALLOWED, ANTI_AFFINITY, OTHER_RACK) = range(12)
@@ -69,7 +71,7 @@ class ScoringInputs:
     load_good_s: float = 60.0
     load_bad_s: float = 3600.0
     load_weight: float = 0.3  # share of the composite the data load time takes when a task loads data
-    unknown_quality: float = 50.0  # a path without data yet: neither good nor bad
+    unknown_quality: float = UNKNOWN_QUALITY  # a path without data yet: neither good nor bad
 
     @property
     def n_jobs(self) -> int:

@@ -168,6 +168,7 @@ class NodeView:
     tiers: np.ndarray = field(default_factory=lambda: np.zeros(0, object))  # centre, province, edge or ""
     sites: np.ndarray = field(default_factory=lambda: np.zeros(0, object))  # zone, else region (power ramps)
     power_kw: np.ndarray = field(default_factory=lambda: np.zeros(0))  # full-load draw (NaN: not reported)
+    at: float | None = None  # the time the view is for (what the scheduler ages paths to)
 
 
 def _col(records: list[dict], key: str, default: float = math.nan) -> np.ndarray:

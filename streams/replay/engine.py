@@ -18,7 +18,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from core.feasibility import fitting
 from core.jobperf import job_time
+from core.placement import topology_pick
 from core.topology import placement_paths
 from streams.replay.cluster import Cluster
 from streams.replay.jobs import SimJobs, task_of
@@ -114,12 +116,11 @@ class Replay:
         self.power = SitePower(cluster.sites, cfg.card_kw, cfg.ramp_limit_mw_per_min)
         if policy in SCHEDULED:
             from core.quality import Freshness
-            from core.reschedule import ReschedulePolicy
             from streams.worker.scheduling.state import Scheduler
 
-            self.net = SimNet()
+            self.net = SimNet()  # its paths age by epochs: fresh for one, unknown after three
             self.sched = Scheduler(self.net, SimInventory(cluster, self.fast, cfg.card_kw), ramps=self.power.book,
-                                   node_timeout_s=math.inf, policy=ReschedulePolicy(), preemption=policy == "ours-quotas",
+                                   node_timeout_s=math.inf, preemption=policy == "ours-quotas",
                                    freshness=Freshness(cfg.epoch_s, 3 * cfg.epoch_s))
             self.index = {x: i for i, x in enumerate(cluster.node_ids)}
             if policy == "ours-quotas":
@@ -335,7 +336,7 @@ class Replay:
 
     def _choose(self, j: int) -> list[int] | None:
         n, c = int(self.jobs.nodes[j]), int(self.jobs.cards[j])
-        ok = np.flatnonzero(self.up & (self.free >= c))
+        ok = np.flatnonzero(fitting(self.free[:, None], np.array([c]), self.up))  # the one rule (core.feasibility)
         if ok.size < n:
             return None
         if self.policy == "random":
@@ -385,18 +386,3 @@ class Replay:
             self.truth.loss[a, b] = self.truth.loss[b, a] = self.cfg.burst_loss if what == 3 else 0.0
         self._refresh_rates()
 
-
-def topology_pick(ok: np.ndarray, n: int, site: np.ndarray, rack: np.ndarray) -> list[int]:
-    """Fewest sites, then fewest racks, best fit (the fullest group that still holds the job),
-    lowest node index first. ``ok``: the nodes that fit one member; ``site``/``rack`` theirs."""
-    for groups in (rack, site):
-        ids, counts = np.unique(groups, return_counts=True)
-        fits = ids[counts >= n]
-        if fits.size:
-            best = fits[np.argmin(counts[counts >= n])]
-            inside = groups == best
-            # inside the group, the best-stocked racks first (fewest racks), then the lower index
-            order = np.lexsort((ok[inside], -np.bincount(rack)[rack[inside]]))
-            return sorted(int(x) for x in ok[inside][order][:n])
-    order = np.lexsort((ok, -np.bincount(rack)[rack], -np.bincount(site)[site]))  # best-stocked sites, racks
-    return sorted(int(x) for x in ok[order][:n])

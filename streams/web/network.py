@@ -29,15 +29,15 @@ def path_answer(path: dict, nodes: dict[str, dict], now: float, model: QualityMo
     x, u, q = path_quality_table([path], nodes, model)
     start, end = window_span([path])
     age = now - end if end is not None else math.nan
-    conf = float(freshness.confidence(age)) if end is not None else 1.0
-    aged = {name: float(aged_quality(v[0], age, freshness)) if end is not None else v[0] for name, v in q.items()}
+    judged = 0.0 if end is None else age  # no window time: no age to judge (as the scheduler's path table)
+    aged = {name: float(aged_quality(v[0], judged, freshness)) for name, v in q.items()}
     return PathAnswer(
         src=path["src"], dst=path["dst"], quality=_num(aged["balanced"]),
         quality_by_profile={name: _num(v) for name, v in aged.items()},
         dimensions={d: _num(u[0, i]) for i, d in enumerate(DIMENSIONS)},
         inputs={k: _num(v[0]) for k, v in x.items()}, metrics=path["metrics"],
         window_start=_num(start), window_end=_num(end), age_s=_num(age),
-        freshness=freshness.state(age) if end is not None else "fresh", confidence=round(conf, 6),
+        freshness=freshness.state(judged), confidence=round(float(freshness.confidence(judged)), 6),
     )
 
 

@@ -74,7 +74,6 @@ class Scheduler(QueueMixin):
     services: dict = field(default_factory=dict)  # service id -> scheduling.services.Service (elastic)
     freshness: Freshness | None = field(default_factory=Freshness)  # how paths age (None: never)
     _cache: dict = field(default_factory=dict)
-    _now: float | None = None  # the time of the last node view
     made_room: dict = field(default_factory=dict)  # task id -> the tasks preempted to place it (incidents say so)
 
     on_touch: object = None  # called after every change (the worker's rescoring loop waits on it)
@@ -102,9 +101,9 @@ class Scheduler(QueueMixin):
         timeouts), with what is usable after the ledger's holds (recomputed every call; see
         ledger.usable for the headroom on what nodes report)."""
         # an infinite node timeout (the replay's nodes never go silent) makes the view timeless
-        self._now = now  # the time the path table is read at (its paths' age)
         key = ("nodes", getattr(self.inv, "version", None), int(now) if math.isfinite(self.node_timeout_s) else 0)
         base = self._nodes(now) if key[1] is None else self._cached(key, lambda: self._nodes(now))
+        base = dataclasses.replace(base, at=now)  # the time its paths are aged to
         n = len(base.ids)
         allocated = self.ledger.allocated(base.index, n)
         reports = ~np.isnan(base.reported_free).all()  # only a node's own report needs the holds since it
@@ -132,10 +131,10 @@ class Scheduler(QueueMixin):
 
     def path_table(self, nodes: NodeView, profile: str) -> PathTable:
         """The path table of a profile, built once per version of the network view and forecasts, and
-        again as paths age (``freshness``: at most 20 times over its aging span), read at the time of
-        the last node view (``now`` of the decision, rescoring or watch)."""
+        again as paths age (``freshness``: at most 20 times over its aging span), aged to the time of
+        the node view (``nodes.at``: the decision's, rescoring's or watch's ``now``)."""
         version = getattr(self.net, "version", None)
-        now, fr = self._now, self.freshness
+        now, fr = nodes.at, self.freshness
         step = max((fr.stale_s - fr.fresh_s) / 20.0, 1.0) if fr is not None and math.isfinite(fr.stale_s) else 0.0
         at = None if fr is None or now is None else (math.floor(now / step) * step if step else now)
 

@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 
 from core.jobperf import PerfModel
+from core.placement import topology_pick
 from streams.cli.main import main
 from streams.replay.cluster import ClusterSpec, build_cluster
-from streams.replay.engine import DEFAULT_POLICIES, POLICIES, Replay, topology_pick
+from streams.replay.engine import DEFAULT_POLICIES, POLICIES, Replay
 from streams.replay.jobs import sim_jobs
 from streams.replay.results import changes, replay, summary
 from streams.replay.traces import JobTrace, SitePaths
