@@ -19,7 +19,7 @@ from core.quality import Freshness
 from core.reschedule import ReschedulePolicy, endpoint_worst, worst_known
 from core.scoring import FEASIBLE, RESERVED, TEAM_QUOTA, filter_reasons, load_scores
 from core.vocabulary import DEFAULT_TYPES
-from schemas.sched import Decision, Fallback, Incident, RescheduleEvent, ScoreBreakdown, Task
+from schemas.sched import Decision, RescheduleEvent, Task
 from streams.adapters.inventory import NodeView, node_view
 from streams.adapters.tasks import endpoint_rows, need
 from streams.worker.scheduling.batch import BatchScores
@@ -29,6 +29,7 @@ from streams.worker.scheduling.failures import IncidentBook, health
 from streams.worker.scheduling.gangs import GangScorer
 from streams.worker.scheduling.held import Pending, Running
 from streams.worker.scheduling.ledger import Ledger, usable
+from streams.worker.scheduling.lifecycle import LifecycleMixin, known
 from streams.worker.scheduling.migration import migrate_gang, migrate_singles
 from streams.worker.scheduling.path_table import (
     NetworkInputs,
@@ -43,7 +44,7 @@ from streams.worker.scheduling.ramp import RampBook, draw_of
 
 
 @dataclass
-class Scheduler(QueueMixin):
+class Scheduler(QueueMixin, LifecycleMixin):
     net: object  # streams.worker.state_tables.NetState
     inv: object  # streams.worker.state_tables.Inventory
     margin: float = 0.15
@@ -256,7 +257,7 @@ class Scheduler(QueueMixin):
         queued = self.pending.get(task.id)
         run = self.running.get(task.id) if p.placed else None
         if run is not None and (run.restarts or math.isfinite(run.checkpoint_at)):  # resumed (failed, preempted)
-            d = d.model_copy(update={"restarts": run.restarts, "resume_from": _known(run.checkpoint_at)})
+            d = d.model_copy(update={"restarts": run.restarts, "resume_from": known(run.checkpoint_at)})
         elif queued is not None and (queued.restarts or queued.resume_from is not None):
             d = d.model_copy(update={"restarts": queued.restarts, "resume_from": queued.resume_from})
         return d
@@ -279,102 +280,10 @@ class Scheduler(QueueMixin):
         self.allocation_version += 1
         self.touch()
 
-    def start(self, task_id: str, nodes: list[str], restore_s: float | None = None) -> None:
-        """The runner started the task (where it was placed or moved to); ``restore_s``: how long
-        resuming from its checkpoint took there (what a move's cost counts)."""
-        run = self.running.get(task_id)
-        if run is not None and (not nodes or sorted(nodes) == sorted(run.nodes)):
-            run.started = True
-            if restore_s is not None and (run.moves or math.isfinite(run.checkpoint_at)):
-                run.restore_s = restore_s
-            run.rollback = None
-            self.ledger.settle(task_id, run.nodes, run.placed_at)  # a move is done: the source is free
-            self.allocation_version += 1
-            self.touch()
-
-    def roll_back(self, task_id: str, now: float) -> RescheduleEvent | None:
-        """A move whose start never came, or failed at the target: the task stays where it was (the
-        target's holds released)."""
-        run = self.running.get(task_id)
-        if run is None or run.rollback is None:
-            return None
-        nodes, p95, loss, end, _ = run.rollback
-        target = run.nodes
-        self.ledger.release(task_id, [n for n in target if n not in nodes])
-        self.ledger.settle(task_id, nodes, now)
-        run.nodes, run.baseline_p95, run.baseline_loss, run.seen_window_end = nodes, p95, loss, end
-        run.rollback, run.started = None, True
-        self.allocation_version += 1
-        self.touch()
-        zero = ScoreBreakdown(compute_score=0.0, network_score=0.0, composite=0.0)
-        return RescheduleEvent(task_id=task_id, from_nodes=target, to_nodes=nodes, trigger="rollback",
-                               expected_gain_s=0.0, migration_cost_s=0.0, before=zero, after=zero,
-                               state_version=self.version, at=now)
-
-    def refuse(self, task_id: str, reason: str, now: float, max_fallbacks: int) -> Decision | None:
-        """The node(s) refused the task or it failed to start there: the next candidate is tried,
-        the refusing nodes left out (up to ``max_fallbacks`` tries, then it waits in the queue).
-        None when the task is not waiting to start."""
-        run = self.running.get(task_id)
-        if run is None or run.started or run.rollback is not None:
-            return None  # running, or a move to roll back instead (roll_back)
-        tried = run.refused + [n for n in run.nodes if n not in run.refused]
-        self.end(task_id)
-        self.pending[task_id] = Pending(run.task, run.task.submitted_at or now, run.restarts, _known(run.checkpoint_at),
-                                        queued_at=now)
-        fallbacks = [Fallback(node=n, reason=reason) for n in run.nodes]
-        if len(tried) > max_fallbacks:  # enough tried: it waits in the queue, retried as the state changes
-            d = self.decide(run.task, now, exclude=list(self.nodes(now).ids))
-            return d.model_copy(update={
-                "candidates": [], "rejected": {n: "refused" for n in tried}, "rejected_counts": {"refused": len(tried)},
-                "fallbacks": fallbacks + [Fallback(node="", reason=f"{len(tried)} nodes tried: queued")]})
-        d = self.decide(run.task, now, exclude=tried)
-        if task_id in self.running:
-            self.running[task_id].refused = tried
-        return d.model_copy(update={"fallbacks": fallbacks + list(d.fallbacks)})
-
     def task_of(self, task_id: str) -> Task | None:
         """A running or queued task."""
         held = self.running.get(task_id) or self.pending.get(task_id)
         return None if held is None else held.task
-
-    def expire_starts(self, now: float, timeout_s: float, max_fallbacks: int) -> list[Decision | RescheduleEvent]:
-        """Tasks placed or moved more than ``timeout_s`` ago that no runner reported started: a move
-        is rolled back; a placement goes to the next candidate as if refused (reason start_timeout)."""
-        if timeout_s <= 0:
-            return []
-        late = [t for t, r in self.running.items() if not r.started and now - max(r.placed_at, r.start_at) > timeout_s]
-        out: list[Decision | RescheduleEvent] = []
-        for t in late:
-            if self.running[t].rollback is not None:
-                out.append(self.roll_back(t, now))
-            elif (d := self.refuse(t, "start_timeout", now, max_fallbacks)) is not None:
-                out.append(d)
-        return out
-
-    def checkpoint(self, task_id: str, at: float, gb: float | None = None, save_s: float | None = None) -> None:
-        """The running task saved its state: a restart or a move resumes from here (``save_s``: how
-        long the save took, what a move's cost counts)."""
-        run = self.running.get(task_id)
-        if run is not None and at >= (run.checkpoint_at if math.isfinite(run.checkpoint_at) else -math.inf):
-            run.checkpoint_at = at
-            if gb is not None:
-                run.checkpoint_gb = gb
-            if save_s is not None:
-                run.save_s = save_s
-
-    def fail(self, task_id: str, at: float, max_restarts: int) -> float | None:
-        """The task failed where it ran: re-queued to resume from its last checkpoint (the work since
-        then is lost, returned in seconds), or ended for good (None) after ``max_restarts``."""
-        run = self.running.get(task_id)
-        if run is None or run.restarts >= max_restarts:
-            self.end(task_id)
-            return None
-        self.end(task_id)
-        self.pending[task_id] = Pending(run.task, run.task.submitted_at or at, run.restarts + 1,
-                                        _known(run.checkpoint_at), queued_at=at)
-        self.touch()
-        return max(at - run.progress_since, 0.0)
 
     def end(self, task_id: str) -> bool:
         """The task finished, failed or was withdrawn: its holds are released. True if it ran."""
@@ -389,49 +298,6 @@ class Scheduler(QueueMixin):
         return ran
 
     # ------------------------------------------------------------------------ reschedule
-    def watch(self, now: float | None = None) -> list[Incident]:
-        """Incidents opened, located or recovered since the last look (call after reschedule and
-        recover)."""
-        now = time.time() if now is None else now
-        nodes = self.nodes(now)
-        failed, cause = self.health(nodes, now)
-        return self.incidents.update(nodes, failed, cause, self.running, now, self.outcome)
-
-    def outcome(self, task_id: str) -> str:
-        """What became of a task whose node failed (an incident's recovery says it)."""
-        run = self.running.get(task_id)
-        if run is not None:
-            victims = self.made_room.get(task_id)
-            where = ",".join(run.nodes)
-            return f"placed on {where} (preempting {','.join(victims)})" if victims else f"moved to {where}"
-        return "queued" if task_id in self.pending else "ended"
-
-    def recover(self, now: float | None = None) -> list[Decision]:
-        """Tasks still held on a failed or vanished node once moves were tried (no node could take
-        them, call after reschedule): released from it, re-queued to resume from their last checkpoint,
-        and decided again at once — placed, placed by preempting work they outrank (the usual rules),
-        or queued with the reasons. Each decision's first fallback says what happened."""
-        now = time.time() if now is None else now
-        nodes = self.nodes(now)
-
-        def dead(n: str) -> bool:
-            return n not in nodes.index or not nodes.available[nodes.index[n]]
-
-        stranded = [r for r in self.running.values() if any(dead(n) for n in r.nodes)]
-        if not stranded:
-            return []
-        notes = {}
-        for r in stranded:
-            lost = max(now - r.progress_since, 0.0)
-            self.end(r.task.id)
-            resume = _known(r.checkpoint_at)
-            self.pending[r.task.id] = Pending(r.task, r.task.submitted_at or now, r.restarts, resume, queued_at=now)
-            notes[r.task.id] = Fallback(node=",".join(n for n in r.nodes if dead(n)), reason=(
-                f"node_failed: released and re-queued from {'its checkpoint' if resume is not None else 'the start'}"
-                f" ({lost:.0f} s of work lost)"))
-        out = self.decide_many([r.task for r in stranded], now)
-        return [d.model_copy(update={"fallbacks": [notes[d.task_id], *d.fallbacks]}) for d in out]
-
     def reschedule(self, now: float | None = None) -> list[RescheduleEvent]:
         now = time.time() if now is None else now
         if not self.running:
@@ -449,6 +315,3 @@ class Scheduler(QueueMixin):
             self.touch()
         return events
 
-
-def _known(v: float) -> float | None:
-    return v if math.isfinite(v) else None
