@@ -34,6 +34,11 @@ class Running:
     save_s: float = math.nan  # how long its last checkpoint took to save (its checkpoint event's duration_s)
     restore_s: float = math.nan  # how long its last resume took (a started event's duration_s after a move)
 
+    def deadline_near(self, now: float, max_wait_s: float) -> bool:
+        """A deferrable task whose slack is down to ``max_wait_s``: pausing it could cost its
+        deadline, so it is never preempted (nor its cards reclaimed)."""
+        return bool(slack_s(self.task, self.ran_for(now), now) <= max_wait_s)
+
     def ran_for(self, now: float) -> float:
         """How long it has run, over all its placements (what its remaining time is estimated from)."""
         return self.ran_s + max(now - self.placed_at, 0.0)

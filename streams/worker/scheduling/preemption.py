@@ -16,7 +16,7 @@ from core.scoring import filter_reasons
 from schemas.sched import Decision, Fallback
 from streams.adapters.inventory import NodeView
 from streams.adapters.tasks import need
-from streams.worker.scheduling.held import Pending, slack_s
+from streams.worker.scheduling.held import Pending
 
 
 @dataclass
@@ -67,7 +67,7 @@ def plan(sched, task, x, t: int, nodes: NodeView, usable: np.ndarray, team: int,
     same = qu.team == team
     # a deferrable task is never preempted once pausing it could cost its deadline (its slack is down
     # to the longest a starving task waits)
-    kept = np.array([slack_s(r.task, r.ran_for(now), now) <= sched.max_wait_s for r in run], bool)
+    kept = np.array([r.deadline_near(now, sched.max_wait_s) for r in run], bool)
     rows = np.stack([eligible_victims(task.priority, False, same, vprio, lent, book.active) & ~kept,
                      eligible_victims(task.priority, True, same, vprio, lent, book.active) & ~kept])
     if not rows.any():
@@ -155,7 +155,7 @@ def tidal_reclaim(sched, now: float) -> list[Preemption]:
             continue
         takers = [v for v in range(len(run)) if run[v].task.deferrable_until is not None and lent[v]
                   and qu.team[v] != t and run[v].task.id in sched.running
-                  and not slack_s(run[v].task, run[v].ran_for(now), now) <= sched.max_wait_s]
+                  and not run[v].deadline_near(now, sched.max_wait_s)]
         for v in sorted(takers, key=lambda v: (qu.cards[v] * max(now - run[v].progress_since, 0.0), v)):
             if short <= 0:
                 break
