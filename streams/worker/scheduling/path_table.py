@@ -54,6 +54,7 @@ class PathTable:
     rack_of: dict[str, str] = field(default_factory=dict)  # node -> its rack endpoint
     history: tuple | None = None  # (PathColumns, path rows): the window p95s the shift is read from
     _shift: np.ndarray | None = None
+    _rack_rows: dict = field(default_factory=dict)  # (column, rack endpoint) -> its row over the nodes
 
     @property
     def shift(self) -> np.ndarray:
@@ -70,16 +71,27 @@ class PathTable:
         col = getattr(self, name)
         out = np.full((len(endpoints), n_nodes), np.nan, dtype)
         for a, ep in enumerate(endpoints):
+            source = ep if ep in self.to_racks else self.rack_of.get(ep)
+            rack_row = self._rack_row(name, col, source) if source in self.to_racks else None
+            if rack_row is not None:
+                out[a] = rack_row
             cols, rows = self.by_ep.get(ep, (_EMPTY, _EMPTY))
-            out[a, cols] = col[rows]
-            racks = self.to_racks.get(ep)
-            if racks is None and ep in self.rack_of:
-                racks = self.to_racks.get(self.rack_of[ep])
-            if racks is not None:
-                r = np.where(self.node_rack >= 0, racks[np.maximum(self.node_rack, 0)], -1)
-                fill = (r >= 0) & np.isnan(out[a])
-                out[a, fill] = col[r[fill]]
+            out[a, cols] = col[rows]  # node-level paths win
+            if rack_row is not None and cols.size:
+                gap = np.isnan(out[a])  # a node-level path without a value: its rack's path stands in
+                out[a, gap] = rack_row[gap]
         return out
+
+    def _rack_row(self, name: str, col: np.ndarray, source: str) -> np.ndarray:
+        """float64[N] of ``col`` from ``source`` (an endpoint or a rack) to every node's rack (NaN where
+        none), once per table: every node of a rack without paths of its own shares it."""
+        key = (name, source)
+        row = self._rack_rows.get(key)
+        if row is None:
+            racks = self.to_racks[source]
+            r = np.where(self.node_rack >= 0, racks[np.maximum(self.node_rack, 0)], -1)
+            row = self._rack_rows[key] = np.where(r >= 0, col[np.maximum(r, 0)], np.nan)
+        return row
 
 
 def build_path_table(cols: PathColumns, node_ids: list[str], profile: str,
