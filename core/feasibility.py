@@ -18,7 +18,13 @@ import numpy as np
 def covers(usable: np.ndarray, need: np.ndarray) -> np.ndarray:
     """bool: where ``usable`` (float[..., R]) covers ``need`` (float[R], or float[J, 1, R] against
     float[N, R] for many tasks at once) in every resource."""
-    return np.all(np.asarray(usable) >= np.asarray(need), axis=-1)
+    usable, need = np.asarray(usable), np.asarray(need)
+    if usable.ndim == 2 and need.ndim == 1 and need.shape[0]:  # one task against every node: a column at a time (R is small)
+        ok = usable[:, 0] >= need[0]
+        for r in range(1, need.shape[0]):
+            ok &= usable[:, r] >= need[r]
+        return ok
+    return np.all(usable >= need, axis=-1)
 
 
 def fitting(usable: np.ndarray, need: np.ndarray, available: np.ndarray | None = None) -> np.ndarray:

@@ -21,6 +21,7 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numba as nb
 import numpy as np
 
 from core.energy import blend
@@ -44,16 +45,42 @@ def rank(scores: np.ndarray) -> np.ndarray:
 
 
 def top(scores: np.ndarray, k: int) -> np.ndarray:
-    """``rank(scores)[:k]`` without sorting every node: the k best (ties at the k-th included before
-    the final sort), O(N) plus O(k log k)."""
-    idx = np.flatnonzero(np.isfinite(scores))
+    """``rank(scores)[:k]`` without sorting every node: one pass keeping the k best (ties to the
+    lower index) for a small k, a partition and a sort of the k best beyond it."""
     if k <= 0:
-        return idx[:0]
+        return np.zeros(0, np.int64)
+    scores = np.asarray(scores)
+    if k <= _SMALL_K and scores.dtype.kind == "f":
+        return _top_small(scores, k)
+    idx = np.flatnonzero(np.isfinite(scores))
     if idx.size > 4 * k:
         v = scores[idx]
         kth = v[np.argpartition(-v, k - 1)[k - 1]]
         idx = idx[v >= kth]
     return idx[np.argsort(-scores[idx], kind="stable")][:k]
+
+
+_SMALL_K = 64
+
+
+@nb.njit(cache=True)
+def _top_small(scores, k):  # pragma: no cover - compiled (tested against rank)
+    best_i = np.empty(k, np.int64)
+    best_v = np.empty(k, np.float64)
+    m = 0
+    for i in range(scores.shape[0]):
+        v = scores[i]
+        if not np.isfinite(v) or (m == k and v <= best_v[k - 1]):
+            continue  # an equal score at a higher index ranks after the ones kept
+        j = m if m < k else k - 1
+        while j > 0 and best_v[j - 1] < v:
+            best_v[j] = best_v[j - 1]
+            best_i[j] = best_i[j - 1]
+            j -= 1
+        best_v[j] = v
+        best_i[j] = i
+        m = min(m + 1, k)
+    return best_i[:m]
 
 
 def best_group(scores: np.ndarray, groups: np.ndarray, fits: np.ndarray, k: int) -> int | None:

@@ -204,8 +204,9 @@ def evaluate(
 
 def worst_known(values) -> float:
     """The largest of the known values (NaN when none is known)."""
-    v = np.asarray(values, dtype=np.float64)
-    return float(np.nanmax(v)) if (~np.isnan(v)).any() else math.nan
+    v = values.ravel().tolist() if isinstance(values, np.ndarray) else values  # a few values: plain Python
+    known = [float(x) for x in v if x == x]
+    return max(known) if known else math.nan
 
 
 def endpoint_worst(values: np.ndarray, endpoint_rows: np.ndarray, node: int) -> float:

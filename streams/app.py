@@ -175,18 +175,20 @@ def create_app(
     from streams.worker.health import Readiness
     from streams.worker.scheduling import agent as sched_agent
     from streams.worker.scheduling import quota_agent
+    from streams.worker.scheduling.view import SchedulerView
     from streams.worker.warm import KernelWarmer
 
     ingest.register(app, topics, settings, counters, sample_partitions or settings.partitions)
     net, inv = state_tables.register(app, topics, settings, counters)
     service = sched_agent.register(app, topics, settings, counters, net, inv)
-    quotas = quota_agent.register(app, topics, settings, counters, service.sched)
+    view = SchedulerView(service.sched)  # what the API may read of the scheduler
+    quotas = quota_agent.register(app, topics, settings, counters, service.sched, view)
     tasks = service.book
     readiness = Readiness(app)
     readiness.warmer = KernelWarmer().start()
     for agent in app.agents.values():
         agent._on_error = readiness.agent_crashed  # what app.agent(on_error=...) sets; Faust restarts the agent after it
-    web.register(app, counters, settings, net, inv, tasks, topics.tasks, readiness, quotas, topics.quotas)
+    web.register(app, counters, settings, net, inv, tasks, topics.tasks, readiness, quotas, topics.quotas, view)
     use_idle_timeout(app, settings.web_idle_timeout_seconds)
     watch_broker(app, settings, sample_partitions or settings.partitions, readiness, on_broker_lost)
     return app, topics, counters

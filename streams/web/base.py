@@ -29,6 +29,7 @@ class WebContext:
     readiness: object = None  # streams.worker.health.Readiness
     quotas: object = None  # streams.worker.scheduling.quota_agent.QuotaState
     quotas_topic: object = None
+    scheduler: object = None  # streams.worker.scheduling.view.SchedulerView: read-only answers, never its state
     _known_metadata: set = field(default_factory=set)
 
     async def ensure_metadata(self, table) -> None:

@@ -7,50 +7,29 @@ from __future__ import annotations
 import asyncio
 import time
 
-import numpy as np
 from faust.web import Request, Response
 from pydantic import ValidationError
 
-from schemas.api import ErrorBody, FieldError, QuotaAnswer, QuotaUsage, field_errors
-from schemas.quota import ANY_CLASS, QuotaSet
+from schemas.api import ErrorBody, FieldError, QuotaAnswer, field_errors
+from schemas.quota import QuotaSet
 from streams.web.base import Resource, WebContext
 
 POLL_S = 0.05
 
 
-def quota_answer(state) -> QuotaAnswer:
+def quota_answer(ctx: WebContext) -> QuotaAnswer:
     """The set in force with every team's use (per class of the inventory and in all)."""
-    sched = state.sched
-    qs = sched.quotas.set
-    nodes = sched.nodes(time.time())
-    names = list(nodes.class_names) + [ANY_CLASS]
-    usage = []
-    if qs.quotas:
-        g, m = sched.quotas.arrays(nodes.class_names)
-        use = sched.quotas.use(list(sched.running.values()), nodes.index, nodes.node_class, len(nodes.class_names)).use
-        queued = {}
-        for p in sched.pending.values():
-            t = sched.quotas.team_of(p.task)
-            if t is not None and t >= 0:
-                queued[t] = queued.get(t, 0) + 1
-        own = {(q.team, q.accel_class) for q in qs.quotas}
-        for ti, team in enumerate(sched.quotas.teams):
-            for ci, cls in enumerate(names):
-                if (team, cls) not in own and not (cls == ANY_CLASS or use[ti, ci]):
-                    continue
-                usage.append(QuotaUsage(team=team, accel_class=cls, guaranteed_cards=float(g[ti, ci]),
-                                        max_cards=None if np.isinf(m[ti, ci]) else float(m[ti, ci]),
-                                        used_cards=float(use[ti, ci]), borrowed_cards=float(max(use[ti, ci] - g[ti, ci], 0)),
-                                        queued_tasks=queued.get(ti, 0) if cls == ANY_CLASS else 0))
+    qs = ctx.quotas.book.set  # the set in force
+    usage = ctx.scheduler.quota_usage(time.time()) if ctx.scheduler is not None else []
     return QuotaAnswer(quotas=[q.model_dump(mode="json") for q in qs.quotas], changed_at=qs.changed_at,
-                       usage=usage, rejected=state.rejected())
+                       usage=usage, rejected=ctx.quotas.rejected())
 
 
 class Quotas(Resource):
     routed = "quotas"
 
     async def get(self, request: Request) -> Response:
-        return self.answer(quota_answer(self.ctx.quotas))
+        return self.answer(quota_answer(self.ctx))
 
     async def put(self, request: Request) -> Response:
         raw = await request.read()
@@ -77,4 +56,4 @@ class Quotas(Resource):
 
 async def owner_answer(ctx: WebContext, headers: dict) -> dict | None:
     """GET /quotas as the owner of the quota table answers it (None while it is unknown)."""
-    return await ctx.from_owner(ctx.quotas.table, "/quotas", lambda: quota_answer(ctx.quotas).body(), headers)
+    return await ctx.from_owner(ctx.quotas.table, "/quotas", lambda: quota_answer(ctx).body(), headers)

@@ -39,8 +39,9 @@ ROUTES: tuple[tuple[str, type[Resource]], ...] = (
 
 
 def register(app: faust.App, counters: Counters, settings: Settings, net, inv, book, tasks_topic,
-             readiness=None, quotas=None, quotas_topic=None) -> WebContext:
-    ctx = WebContext(app, counters, settings, net, inv, book, tasks_topic, readiness, quotas, quotas_topic)
+             readiness=None, quotas=None, quotas_topic=None, scheduler=None) -> WebContext:
+    ctx = WebContext(app, counters, settings, net, inv, book, tasks_topic, readiness, quotas, quotas_topic,
+                     scheduler)
     for path, view in ROUTES:
         attrs: dict = {"ctx": ctx}
         if view.routed is not None and getattr(ctx, view.routed) is not None:

@@ -87,23 +87,7 @@ class Tasks(Resource):
 
 def estimate(ctx: WebContext, task_id: str) -> TaskEstimate | None:
     """The scheduler's estimate for a running task (its end) or the queue's head (its reservation)."""
-    sched = getattr(ctx.quotas, "sched", None)
-    if sched is None:
-        return None
-    from streams.worker.scheduling.queue import expected_end
-
-    now = time.time()
-    run = sched.running.get(task_id)
-    if run is not None:
-        return TaskEstimate(start=run.placed_at, end=expected_end(run, now),
-                            basis="placed; ends when its expected_duration_s has run")
-    res = sched.reservation
-    if res is not None and res.task_id == task_id:
-        return TaskEstimate(start=res.start, end=res.end, reserved_nodes=res.nodes,
-                            basis="head of the queue: the reserved nodes free as their tasks' expected ends say")
-    if task_id in sched.pending:
-        return TaskEstimate(basis="queued behind the head of the queue: no estimate")
-    return None
+    return None if ctx.scheduler is None else ctx.scheduler.estimate(task_id, time.time())
 
 
 async def task_record(ctx: WebContext, task_id: str, headers: dict | None = None) -> TaskRecord | None:
@@ -119,9 +103,6 @@ class Incidents(Resource):
     routed = "tasks"
 
     async def get(self, request: Request) -> Response:
-        sched = getattr(self.ctx.quotas, "sched", None)
-        if sched is None:
-            return self.answer(IncidentsAnswer(open=[]))
-        from streams.worker.scheduling.failures import open_incidents
-
-        return self.answer(IncidentsAnswer(open=[i.model_dump(mode="json") for i in open_incidents(sched.incidents)]))
+        view = self.ctx.scheduler
+        incidents = [] if view is None else view.open_incidents()
+        return self.answer(IncidentsAnswer(open=[i.model_dump(mode="json") for i in incidents]))

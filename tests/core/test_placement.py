@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from core.placement import place, rank
+from core.placement import place, rank, top
 from core.quota import queue_order
 
 INF = -np.inf
@@ -124,3 +124,21 @@ def test_the_feasibility_rule_and_the_kernels_agree():
     assert fitting_counts(usable, needs, available).tolist() == scored.sum(axis=1).tolist()
     assert covers(np.array([8.0, 640, 1024]), np.array([8.0, 640, 1024]))  # an exact fit fits
     assert not covers(np.array([7.0, 640, 1024]), np.array([8.0, 0, 0]))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_top_is_rank_prefix_on_ties_nan_inf_empty_and_constant(dtype):
+    """top(scores, k) == rank(scores)[:k] (best first, ties to the lower index, only finite scores)
+    for the one-pass kernel (small k) and the partition path (large k)."""
+    rng = np.random.default_rng(3)
+    cases = [np.zeros(0), np.full(7, 5.0), np.full(5, np.nan), np.array([-np.inf, np.inf, 1.0, 1.0, np.nan, 2.0])]
+    for _ in range(200):
+        v = rng.integers(0, 6, size=int(rng.integers(1, 300))).astype(np.float64)  # many ties
+        v[rng.random(v.size) < 0.2] = -np.inf
+        v[rng.random(v.size) < 0.05] = np.nan
+        cases.append(v)
+    for v in cases:
+        v = v.astype(dtype)
+        for k in (1, 3, 8, 64, 65, 500):
+            assert top(v, k).tolist() == rank(v)[:k].tolist(), (v, k)
+    assert top(np.array([3.0, 9.0, 9.0, 1.0]), 2).tolist() == [1, 2]  # worked: ties keep index order

@@ -8,6 +8,7 @@ from core.reschedule import (
     expected_gain_s,
     migration_cost_s,
     remaining_s,
+    worst_known,
 )
 from core.vocabulary import DEGRADATION, IMPROVEMENT, NODE_JOINED
 
@@ -136,3 +137,15 @@ def test_migration_cost_worked_example_with_measured_save_restore_and_the_data_r
                            save_s=np.array([12.0, np.nan, 12.0, 12.0]), restore_s=np.array([8.0, np.nan, 8.0, 8.0]),
                            reload_gb=np.array([50.0, 50.0, 0.0, 0.0]), reload_gbps=np.array([20.0, 20.0, 20.0, 20.0]))
     assert got[:3].tolist() == [56.0, 16.0 + 60.0 + 20.0, 20.0] and np.isinf(got[3])
+
+
+def test_worst_known_is_nanmax_with_nan_when_nothing_is_known():
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        v = rng.normal(size=int(rng.integers(0, 6)))
+        v[rng.random(v.size) < 0.4] = np.nan
+        want = float(np.nanmax(v)) if (~np.isnan(v)).any() else None
+        for given in (v, v.tolist(), v.reshape(1, -1)):
+            got = worst_known(given)
+            assert (np.isnan(got) if want is None else got == want), (v, got)
+    assert worst_known([np.float32(2.5), np.nan, 1]) == 2.5 and np.isnan(worst_known([]))

@@ -16,6 +16,7 @@ from streams.adapters.inventory import NodeView
 from streams.adapters.tasks import load_gb
 
 TOP_CANDIDATES = 10  # candidates listed per decision
+REJECTED_LISTED = 20  # nodes named per filter reason in a decision's ``rejected`` (all are counted)
 
 
 @dataclass
@@ -44,13 +45,17 @@ def candidates(s: Scored, nodes: NodeView, with_energy: bool) -> list[Candidate]
 
 
 def rejections(reasons: np.ndarray, nodes: NodeView) -> tuple[dict[str, str], dict[str, int]]:
-    """(node -> reason, reason -> count) of the nodes a filter rejected."""
-    out = np.flatnonzero(reasons)
-    names = np.asarray(REASONS)[reasons[out]].tolist()
-    rejected = dict(zip([nodes.ids[i] for i in out.tolist()], names, strict=True))
-    n = np.bincount(reasons[out].astype(np.int64), minlength=len(REASONS))
-    counts = {REASONS[r]: int(n[r]) for r in np.flatnonzero(n).tolist()}
-    return rejected, counts
+    """(node -> reason, reason -> count) of the nodes a filter rejected: every rejected node counted,
+    the first ``REJECTED_LISTED`` of each reason (by node order) named — a decision on a cluster of
+    thousands of full nodes stays a small message (Kafka's default limit is 1 MB)."""
+    counts_all = np.bincount(reasons.astype(np.int64), minlength=len(REASONS)) if reasons.size else reasons
+    rejected, counts = {}, {}
+    for r in np.flatnonzero(counts_all[1:]).tolist():
+        name = REASONS[r + 1]
+        counts[name] = int(counts_all[r + 1])
+        listed = np.flatnonzero(reasons == r + 1)[:REJECTED_LISTED].tolist()
+        rejected.update(zip([nodes.ids[i] for i in listed], [name] * len(listed), strict=True))
+    return dict(sorted(rejected.items(), key=lambda kv: nodes.index[kv[0]])), counts
 
 
 def decision(task: Task, profile: str, s: Scored, nodes: NodeView, placement: Placement, reasons: np.ndarray,

@@ -28,8 +28,7 @@ class LifecycleMixin:
                 run.restore_s = restore_s
             run.rollback = None
             self.ledger.settle(task_id, run.nodes, run.placed_at)  # a move is done: the source is free
-            self.allocation_version += 1
-            self.touch()
+            self.books_changed()
 
     def roll_back(self, task_id: str, now: float) -> RescheduleEvent | None:
         """A move whose start never came, or failed at the target: the task stays where it was (the
@@ -43,8 +42,7 @@ class LifecycleMixin:
         self.ledger.settle(task_id, nodes, now)
         run.nodes, run.baseline_p95, run.baseline_loss, run.seen_window_end = nodes, p95, loss, end
         run.rollback, run.started = None, True
-        self.allocation_version += 1
-        self.touch()
+        self.books_changed()
         zero = ScoreBreakdown(compute_score=0.0, network_score=0.0, composite=0.0)
         return RescheduleEvent(task_id=task_id, from_nodes=target, to_nodes=nodes, trigger="rollback",
                                expected_gain_s=0.0, migration_cost_s=0.0, before=zero, after=zero,

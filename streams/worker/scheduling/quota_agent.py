@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable
 
 import faust
 from faust.types import TP
@@ -19,6 +20,8 @@ from streams.config import Settings
 from streams.kafka import QUOTAS_TABLE, table_name
 from streams.metrics import Counters
 from streams.worker.deadletter import dead_letter, guarded, raw_value, validated
+from streams.worker.scheduling.quotas import QuotaBook
+from streams.worker.scheduling.view import SchedulerView
 
 log = logging.getLogger(__name__)
 KEY_SET, KEY_REJECTED = b"set", b"rejected"
@@ -26,10 +29,15 @@ OVER_CLUSTER = "quota_exceeds_cluster"
 
 
 class QuotaState:
-    def __init__(self, table, sched) -> None:
-        self.table, self.sched = table, sched
-        sched.quotas.loader = self.current
-        sched.quotas.invalidate()
+    """The quota table and the scheduler's quota book it feeds. ``class_cards()``: the cluster's cards
+    per accelerator class (what a set's guarantees are checked against); ``changed()``: called once a
+    new set is in force (what queued tasks may take has changed)."""
+
+    def __init__(self, table, book: QuotaBook, class_cards: Callable[[], dict[str, int]],
+                 changed: Callable[[], None]) -> None:
+        self.table, self.book, self.class_cards, self.changed = table, book, class_cards, changed
+        book.loader = self.current
+        book.invalidate()
 
     def current(self) -> QuotaSet | None:
         raw = self.table.get(KEY_SET)
@@ -39,24 +47,16 @@ class QuotaState:
         raw = self.table.get(KEY_REJECTED)
         return json.loads(raw) if raw else None
 
-    def cards_by_class(self) -> dict[str, int]:
-        nodes = self.sched.nodes(time.time())
-        out: dict[str, int] = {}
-        for cls, cards in zip(nodes.node_class.tolist(), nodes.capacity[:, 0].tolist(), strict=True):
-            out[nodes.class_names[cls]] = out.get(nodes.class_names[cls], 0) + int(cards)
-        return out
-
     def apply(self, qs: QuotaSet) -> list[tuple[str, str]]:
         """Put ``qs`` in force, or return (field, reason) of what exceeds the cluster."""
-        over = self.sched.quotas.over_cluster(qs, self.cards_by_class())
+        over = self.book.over_cluster(qs, self.class_cards())
         if over:
             self.table[KEY_REJECTED] = json.dumps({"changed_at": qs.changed_at, "fields": [
                 {"field": f, "reason": r} for f, r in over]}).encode()
             return over
         self.table[KEY_SET] = qs.model_dump_json().encode()
-        self.sched.quotas.replace(qs)
-        self.sched.allocation_version += 1  # what a queued task may take has changed
-        self.sched.touch()
+        self.book.replace(qs)
+        self.changed()
         log.info("quotas now: %s", ", ".join(f"{q.team}/{q.accel_class} {q.guaranteed_cards}..{q.max_cards}"
                                             for q in qs.quotas) or "none")
         return []
@@ -74,10 +74,11 @@ def load_file(path) -> QuotaSet:
         raise ValueError(f"{path}: {where}: {e['msg']}") from None
 
 
-def register(app: faust.App, topics, settings: Settings, counters: Counters, sched) -> QuotaState:
+def register(app: faust.App, topics, settings: Settings, counters: Counters, sched,
+             view: SchedulerView) -> QuotaState:
     counters.describe("quota_changes_total", "quota sets applied from sched.quotas, by outcome")
     table = app.Table(table_name(settings, QUOTAS_TABLE), key_type=bytes, value_type=bytes, partitions=1)
-    state = QuotaState(table, sched)
+    state = QuotaState(table, sched.quotas, lambda: view.class_cards(time.time()), sched.books_changed)
 
     @app.agent(topics.quotas, name="quotas")
     async def quota_agent(stream):

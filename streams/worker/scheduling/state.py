@@ -87,6 +87,11 @@ class Scheduler(QueueMixin, LifecycleMixin):
         if self.on_touch is not None:
             self.on_touch()
 
+    def books_changed(self) -> None:
+        """What tasks may take has changed (allocations, quotas): derived state is rebuilt."""
+        self.allocation_version += 1
+        self.touch()
+
     def _cached(self, key, build):
         """Derived state per version of its inputs: decisions in a burst share one build."""
         hit = self._cache.get(key[0])
@@ -277,8 +282,7 @@ class Scheduler(QueueMixin, LifecycleMixin):
         self.running[run.task.id] = run
         self.ledger.release(run.task.id)
         self.ledger.book(run.task.id, run.nodes, need(run.task), run.placed_at)
-        self.allocation_version += 1
-        self.touch()
+        self.books_changed()
 
     def task_of(self, task_id: str) -> Task | None:
         """A running or queued task."""
@@ -293,8 +297,7 @@ class Scheduler(QueueMixin, LifecycleMixin):
         self.ledger.release(task_id)
         self.ramps.release(task_id)
         if ran:
-            self.allocation_version += 1
-            self.touch()
+            self.books_changed()
         return ran
 
     # ------------------------------------------------------------------------ reschedule
@@ -311,7 +314,6 @@ class Scheduler(QueueMixin, LifecycleMixin):
                 events.append(ev)
         events += migrate_singles(self, singles, now)
         if events:
-            self.allocation_version += 1
-            self.touch()
+            self.books_changed()
         return events
 

@@ -29,6 +29,20 @@ def test_everything_full_queues_with_a_reason_per_node():
     assert "c" in s.pending and s.retry_pending(now + 1) == [] and s.reschedule(now + 1) == []
 
 
+def test_a_full_large_cluster_names_twenty_nodes_per_reason_and_counts_them_all():
+    """A decision on 45 full nodes (and 5 with cards but too little memory) stays small: 20 nodes
+    named per reason, in node order, every one counted."""
+    now = time.time()
+    nodes = [gpu_node(f"n{i:02d}", now, cards=1) for i in range(50)]
+    s = make_scheduler(nodes, {})
+    for i in range(45):
+        assert s.decide(task(f"f{i}", 1), now).nodes == [f"n{i:02d}"]
+    d = s.decide(Task(id="big", type="training-data-parallel", resources={"cards": 1, "host_mem_gb": 10_000}), now)
+    assert d.status == "unschedulable"
+    assert d.rejected_counts == {"insufficient_cards": 45, "insufficient_host_memory": 5}
+    assert list(d.rejected) == [f"n{i:02d}" for i in range(20)] + [f"n{i}" for i in range(45, 50)]
+
+
 def test_nodes_in_windows_that_never_reported_are_not_candidates():
     now = time.time()
     s = make_scheduler([gpu_node("n0", now)], {("ghost", "n0"): {"rtt_ms": win(now, 1.0)},
