@@ -191,12 +191,18 @@ class ServiceState(ApiModel):
 
 class TaskEstimate(ApiModel):
     """GET /tasks/{id}, live from the scheduler: when a queued task should start (it holds the queue's
-    reservation) and when a task should end, from the running tasks' declared durations."""
+    reservation) and when a task should end, from the running tasks' declared durations; for a queued
+    task, what it waits for (``reason``, ``basis``) and its place in the queue."""
 
     start: float | None = None
     end: float | None = None
     reserved_nodes: list[str] = []
     basis: str
+    reason: str | None = Field(default=None, description=(
+        "a queued task: the one thing it waits for — held, quota (its team's maximum), resources (too few "
+        "nodes with room now), reservation (the free nodes are promised to the task first in line), "
+        "retrying (it fits: placed at the next retry)"))
+    position: int | None = Field(default=None, description="a queued task: its place in the service order (1: next)")
 
 
 class TaskRecord(ApiModel):
@@ -204,7 +210,7 @@ class TaskRecord(ApiModel):
     its history (``{"decision": ...}``, ``{"reschedule": ...}``, ``{"event": ...}``, newest last, 50 kept)."""
 
     task: dict
-    status: Literal["queued", "placed", "finished", "failed", "expired", "rejected"]
+    status: Literal["queued", "held", "placed", "running", "finished", "failed", "expired", "rejected", "cancelled"]
     nodes: list[str] = []
     running: RunningState | None = None
     service: ServiceState | None = None
@@ -221,6 +227,16 @@ class IncidentsAnswer(ApiModel):
     recovered ones are in DuckDB (``cnsched report incidents``)."""
 
     open: list[dict]
+
+
+class TaskCommand(ApiModel):
+    """DELETE /tasks/{id} and POST /tasks/{id}/hold|release|priority: who asks and why (both optional),
+    and the new priority (required by /priority)."""
+
+    model_config = ConfigDict(extra="forbid")
+    priority: int | None = Field(default=None, ge=0, le=100)
+    by: str | None = Field(default=None, max_length=128)
+    reason: str | None = Field(default=None, max_length=1024)
 
 
 class TaskAnswer(ApiModel):

@@ -9,6 +9,12 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from schemas.compute import NODE_ID_PATTERN as ID_PATTERN
 
+# Bounds on every number a task or an event carries: finite is not enough (1e300 overflows a cost
+# report; a timestamp of 4e307 is no time at all). Generous for any real job.
+EPOCH_MAX = 4_102_444_800.0  # 2100-01-01: no timestamp is later
+DURATION_MAX_S = 10 * 366 * 86_400.0  # ten years: no run, wait or save takes longer
+SIZE_MAX_GB = 1e7  # 10 PB: no dataset, model, image or checkpoint is larger
+
 # the words of core/vocabulary.py, spelled as literals (tests/test_vocabulary.py holds them equal)
 TaskType = Literal[
     "training-data-parallel",
@@ -40,7 +46,7 @@ class Endpoint(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     node: str = Field(pattern=ID_PATTERN, description="where the data or model lives (a node of the network view)")
-    size_gb: float = Field(default=0.0, ge=0, description="how much the task loads from it")
+    size_gb: float = Field(default=0.0, ge=0, le=SIZE_MAX_GB, description="how much the task loads from it")
 
 
 Tier = Literal["centre", "province", "edge"]
@@ -105,14 +111,14 @@ class Task(BaseModel):
     team: str = Field(default="", max_length=128)
     alpha: float | None = Field(default=None, ge=0, le=1, description="compute weight; default from the type")
     network_profile: NetworkProfile | None = None
-    submitted_at: float | None = Field(default=None, gt=0)
-    expected_duration_s: float = Field(default=3600.0, gt=0)
-    checkpoint_gb: float = Field(default=0.0, ge=0, description="state moved on a migration")
+    submitted_at: float | None = Field(default=None, gt=0, le=EPOCH_MAX, description="epoch seconds")
+    expected_duration_s: float = Field(default=3600.0, gt=0, le=DURATION_MAX_S)
+    checkpoint_gb: float = Field(default=0.0, ge=0, le=SIZE_MAX_GB, description="state moved on a migration")
     cost_sensitivity: float = Field(
         default=0.0, ge=0, le=1,
         description="weight of the energy score (cheaper, greener nodes); 0: scores as without energy")
     deferrable_until: float | None = Field(
-        default=None, gt=0, description=("epoch seconds: the task may be paused (preempted at a checkpoint) and "
+        default=None, gt=0, le=EPOCH_MAX, description=("epoch seconds: the task may be paused (preempted at a checkpoint) and "
                                          "resumed until then; it may borrow a tidal team's idle cards"))
     image: Endpoint | None = Field(default=None, description=(
         "the container image: where it is pulled from and how big; its pull counts in the load time"))
@@ -163,7 +169,7 @@ class ScalingChange(BaseModel):
 
 class Decision(BaseModel):
     task_id: str
-    status: Literal["placed", "unschedulable", "queued", "preempted", "scaled"]
+    status: Literal["placed", "unschedulable", "queued", "preempted", "scaled", "cancelled"]
     nodes: list[str] = Field(default_factory=list)
     alpha: float
     network_profile: NetworkProfile
@@ -223,27 +229,43 @@ class TaskEvent(BaseModel):
     candidate is tried), checkpoint (when it saved its state, how big, where), load (a scaled
     service's utilisation and request rate, under the service's id),
     finished (with duration and achieved throughput), failed (it is re-queued and resumes from its last
-    checkpoint, up to CNSCHED_MAX_RESTARTS times). Reported by whatever runs the task; the audit joins
-    it to decisions."""
+    checkpoint, up to CNSCHED_MAX_RESTARTS times), stopped (it stopped as a `cancelled` decision told
+    it). Reported by whatever runs the task; the audit joins it to decisions.
+
+    An operator's commands travel the same way (DELETE /tasks/{id}, POST /tasks/{id}/hold|release|
+    priority, ``cnsched cancel|hold|release|priority``): cancel (a queued or held task ends; a placed
+    or running one gets a `cancelled` decision its runner acts on), hold (a queued task is not placed
+    until released), release, priority (a new priority, ``priority``); ``by`` and ``reason`` say who
+    and why."""
 
     model_config = ConfigDict(extra="allow", allow_inf_nan=False)
 
     task_id: str = Field(pattern=ID_PATTERN)
-    event: Literal["started", "refused", "checkpoint", "finished", "failed", "load"]
-    at: float = Field(gt=0, description="epoch seconds")
+    event: Literal["started", "refused", "checkpoint", "finished", "failed", "load", "stopped",
+                   "cancel", "hold", "release", "priority"]
+    at: float = Field(gt=0, le=EPOCH_MAX, description="epoch seconds")
     nodes: list[Annotated[str, Field(pattern=ID_PATTERN)]] = Field(default_factory=list, max_length=4096)
-    duration_s: float | None = Field(default=None, ge=0, description=(
+    duration_s: float | None = Field(default=None, ge=0, le=DURATION_MAX_S, description=(
         "finished: its run time; checkpoint: how long the save took; started after a move or a restart: how "
         "long resuming from the checkpoint took (a move's cost counts the last two)"))
-    throughput: float | None = Field(default=None, ge=0, description="achieved, in `unit`")
+    throughput: float | None = Field(default=None, ge=0, le=1e15, description="achieved, in `unit`")
     unit: str = Field(default="samples/s", max_length=64)
-    checkpoint_at: float | None = Field(default=None, gt=0, description="checkpoint: when the state was saved")
-    checkpoint_gb: float | None = Field(default=None, ge=0, description="checkpoint: its size")
+    checkpoint_at: float | None = Field(default=None, gt=0, le=EPOCH_MAX, description="checkpoint: when the state was saved")
+    checkpoint_gb: float | None = Field(default=None, ge=0, le=SIZE_MAX_GB, description="checkpoint: its size")
     checkpoint_location: str | None = Field(default=None, max_length=1024, description="checkpoint: where it is stored")
     utilisation: float | None = Field(default=None, ge=0, le=1, description="load: busy share of the serving replicas")
-    request_rate: float | None = Field(default=None, ge=0, description="load: requests/s the service received")
-    latency_ms: float | None = Field(default=None, ge=0, description="load: the service's p95 request latency")
+    request_rate: float | None = Field(default=None, ge=0, le=1e12, description="load: requests/s the service received")
+    latency_ms: float | None = Field(default=None, ge=0, le=1e9, description="load: the service's p95 request latency")
     replicas: int | None = Field(default=None, ge=0, le=4096, description="load: replicas the utilisation is over")
+    priority: int | None = Field(default=None, ge=0, le=100, description="priority: the task's new priority")
+    by: str | None = Field(default=None, max_length=128, description="cancel, hold, release, priority: who asked")
+    reason: str | None = Field(default=None, max_length=1024, description="cancel, hold, release, priority: why")
+
+    @model_validator(mode="after")
+    def _priority(self):
+        if self.event == "priority" and self.priority is None:
+            raise ValueError("a priority event carries the new priority")
+        return self
 
 
 class Incident(BaseModel):

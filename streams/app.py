@@ -173,8 +173,8 @@ def create_app(
     from streams.web import routes as web
     from streams.worker import ingest, state_tables
     from streams.worker.health import Readiness
-    from streams.worker.scheduling import agent as sched_agent
     from streams.worker.scheduling import quota_agent
+    from streams.worker.scheduling import wiring as sched_agent
     from streams.worker.scheduling.view import SchedulerView
     from streams.worker.warm import KernelWarmer
 
@@ -188,7 +188,8 @@ def create_app(
     readiness.warmer = KernelWarmer().start()
     for agent in app.agents.values():
         agent._on_error = readiness.agent_crashed  # what app.agent(on_error=...) sets; Faust restarts the agent after it
-    web.register(app, counters, settings, net, inv, tasks, topics.tasks, readiness, quotas, topics.quotas, view)
+    web.register(app, counters, settings, net, inv, tasks, topics.tasks, readiness, quotas, topics.quotas, view,
+                 topics.events)
     use_idle_timeout(app, settings.web_idle_timeout_seconds)
     watch_broker(app, settings, sample_partitions or settings.partitions, readiness, on_broker_lost)
     return app, topics, counters

@@ -30,6 +30,7 @@ class WebContext:
     quotas: object = None  # streams.worker.scheduling.quota_agent.QuotaState
     quotas_topic: object = None
     scheduler: object = None  # streams.worker.scheduling.view.SchedulerView: read-only answers, never its state
+    events_topic: object = None  # sched.events: operators' commands (cancel, hold, release, priority)
     _known_metadata: set = field(default_factory=set)
 
     async def ensure_metadata(self, table) -> None:

@@ -27,6 +27,7 @@ from schemas.api import (
     PowerSizing,
     QuotaAnswer,
     TaskAnswer,
+    TaskCommand,
     TaskRecord,
 )
 from schemas.quota import QuotaSet
@@ -69,6 +70,7 @@ class Operation:
     params: list[dict] = field(default_factory=list)
     body: type[BaseModel] | None = None
     writes: bool = False  # needs a write token
+    body_required: bool = True
 
 
 E = ErrorBody
@@ -100,16 +102,25 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("/tasks/{task_id}", "get", "a task's record, history and estimate", {200: TaskRecord, 400: E, 404: E},
               [p("task_id")]),
     Operation("/tasks", "get", "task records, newest submission first, a page", {200: Page[TaskRecord], 400: E},
-              [q("status", "only this status (queued, placed, finished, failed, expired, rejected)"), *PAGING]),
+              [q("status", "only this status (queued, held, placed, running, finished, failed, expired, rejected, cancelled)"), *PAGING]),
     Operation("/incidents", "get", "node failures open now", {200: IncidentsAnswer}),
-    Operation("/tasks", "post", "submit a task", {200: TaskAnswer, 202: TaskAnswer, 413: E, 415: E, 422: E, 429: E},
-              body=Task, writes=True),
+    Operation("/tasks", "post", "submit a task (409: a different task has this id)",
+              {200: TaskAnswer, 202: TaskAnswer, 409: E, 413: E, 415: E, 422: E, 429: E}, body=Task, writes=True),
+    Operation("/tasks/{task_id}", "delete", "cancel a task (a placed or running one is stopped by its runner)",
+              {200: TaskRecord, 202: TaskAnswer, 400: E, 404: E, 409: E, 413: E, 415: E, 422: E}, [p("task_id")],
+              body=TaskCommand, writes=True, body_required=False),
+    Operation("/tasks/{task_id}/{action}", "post", "hold or release a queued task, or change a task's priority",
+              {200: TaskRecord, 202: TaskAnswer, 400: E, 404: E, 409: E, 413: E, 415: E, 422: E},
+              [p("task_id"), {"name": "action", "in": "path", "required": True,
+                              "schema": {"type": "string", "enum": ["hold", "release", "priority"]}}],
+              body=TaskCommand, writes=True, body_required=False),
     Operation("/quotas", "get", "the team quotas and their use", {200: QuotaAnswer}),
     Operation("/quotas", "put", "replace the team quotas", {200: QuotaAnswer, 202: E, 413: E, 415: E, 422: E},
               body=QuotaSet, writes=True),
 )
 REASONS = {200: "OK", 202: "accepted, not yet applied", 400: "invalid request", 401: "no or wrong token",
-           403: "token scope or origin refused", 404: "unknown id", 409: "not enough history",
+           403: "token scope or origin refused", 404: "unknown id",
+           409: "conflict: not enough history, a duplicate task id, or a command the task's status does not allow",
            413: "body over 1 MiB", 415: "not application/json", 422: "invalid body", 429: "rate limited",
            503: "not ready, or not answered in time"}
 
@@ -131,7 +142,7 @@ def document(version: str = "0.1.0") -> dict:
         entry = {"summary": op.summary, "operationId": f"{op.method}_{op.path}", "parameters": op.params,
                  "responses": {str(s): _answer(s, a, refs) for s, a in sorted(answers.items())}}
         if op.body is not None:
-            entry["requestBody"] = {"required": True, "content": {"application/json": {"schema": refs[op.body]}}}
+            entry["requestBody"] = {"required": op.body_required, "content": {"application/json": {"schema": refs[op.body]}}}
         if op.writes:
             entry["security"] = [{"bearer": []}]
         paths.setdefault(op.path, {})[op.method] = entry

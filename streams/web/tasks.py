@@ -15,13 +15,15 @@ from schemas.api import (
     FieldError,
     IncidentsAnswer,
     TaskAnswer,
+    TaskCommand,
     TaskEstimate,
     TaskRecord,
     field_errors,
 )
-from schemas.sched import Task
+from schemas.sched import Task, TaskEvent
 from streams.web.base import Resource, WebContext
 from streams.web.params import check_ids
+from streams.worker.taskbook import ENDED, same_task
 
 POLL_S = 0.05
 STATUSES = get_args(TaskRecord.model_fields["status"].annotation)
@@ -38,6 +40,60 @@ class TaskView(Resource):
             return self.answer(ErrorBody(error="unknown task", task_id=task_id), 404)
         est = estimate(self.ctx, task_id)
         return self.answer(rec.model_copy(update={"estimate": est}) if est else rec)
+
+
+    async def delete(self, request: Request, task_id: str) -> Response:
+        """Cancel: a queued or held task ends; a placed or running one gets a `cancelled` decision its
+        runner acts on (its cards are held until the runner confirms). 409 once it has ended."""
+        return await command(self, request, task_id, "cancel")
+
+
+class TaskCommandView(Resource):
+    async def post(self, request: Request, task_id: str, action: str) -> Response:
+        """POST /tasks/{id}/hold, /release or /priority (body ``{"priority": n}``); ``by``, ``reason``."""
+        if action not in ("hold", "release", "priority"):
+            return self.answer(ErrorBody(error="unknown action", detail="one of hold, release, priority"), 404)
+        return await command(self, request, task_id, action)
+
+
+# the statuses each command applies to (otherwise 409)
+APPLIES = {"cancel": lambda s: s not in ENDED, "hold": lambda s: s == "queued", "release": lambda s: s == "held",
+           "priority": lambda s: s not in ENDED}
+
+
+async def command(view: Resource, request: Request, task_id: str, action: str) -> Response:
+    """Send an operator's command to sched.events and answer with the task's record once the owner
+    applied it (202 if not within CNSCHED_DECISION_TIMEOUT_SECONDS)."""
+    if err := check_ids(task_id=task_id):
+        return view.answer(err, 400)
+    raw = await request.read() if request.can_read_body else b""
+    try:
+        body = TaskCommand.model_validate_json(raw or b"{}")
+    except ValidationError as exc:
+        return view.answer(ErrorBody(error="invalid request", fields=field_errors(exc)), 422)
+    if action == "priority" and body.priority is None:
+        return view.answer(ErrorBody(error="invalid request", fields=[FieldError(
+            field="priority", reason="the new priority, 0..100, is required")]), 422)
+    ctx = view.ctx
+    auth = {"Authorization": request.headers["Authorization"]} if "Authorization" in request.headers else {}
+    rec = await task_record(ctx, task_id, auth)
+    if rec is None:
+        return view.answer(ErrorBody(error="unknown task", task_id=task_id), 404)
+    if not APPLIES[action](rec.status) or rec.task.get("scaling") is not None:
+        what = "a scaled service" if rec.task.get("scaling") is not None else f"a {rec.status} task"
+        return view.answer(ErrorBody(error="conflict", task_id=task_id, status=rec.status,
+                                     detail=f"{action} does not apply to {what}"), 409)
+    ev = TaskEvent(task_id=task_id, event=action, at=time.time(), priority=body.priority,
+                   by=body.by or "api", reason=body.reason)
+    await ctx.events_topic.send(key=task_id.encode(), value=ev.model_dump_json(exclude_none=True).encode())
+    deadline = time.monotonic() + ctx.settings.decision_timeout_seconds
+    while time.monotonic() < deadline:
+        now = await task_record(ctx, task_id, auth)
+        if now is not None and (now.status != rec.status or now.history[-1:] != rec.history[-1:]):
+            return view.answer(now)
+        await asyncio.sleep(POLL_S)
+    return view.answer(TaskAnswer(task_id=task_id, status="accepted",
+                                  detail=f"{action} sent; see GET /tasks/{task_id}"), 202)
 
 
 class Tasks(Resource):
@@ -64,11 +120,18 @@ class Tasks(Resource):
                 return self.answer(ErrorBody(error="invalid task",
                                              fields=[FieldError(field="body", reason="not JSON")]), 422)
             return self.answer(ErrorBody(error="invalid task", fields=field_errors(exc)), 422)
-        if task.submitted_at is None:
-            task = task.model_copy(update={"submitted_at": time.time()})
         auth = {"Authorization": request.headers["Authorization"]} if "Authorization" in request.headers else {}
         before = await task_record(self.ctx, task.id, auth)
-        known = len(before.history) if before else 0
+        if before is not None:  # a retried submission answers as the first did; another task is refused
+            if not same_task(before.task, task):
+                return self.answer(ErrorBody(error="duplicate task id", task_id=task.id, status=before.status,
+                                             detail="a different task with this id is known; choose another id"), 409)
+            last = before.history[-1] if before.history else {}
+            return self.answer(TaskAnswer(task_id=task.id, status=before.status, nodes=before.nodes,
+                                          decision=last.get("decision"), detail="submitted before"))
+        known = 0
+        if task.submitted_at is None:
+            task = task.model_copy(update={"submitted_at": time.time()})
         await self.ctx.tasks_topic.send(key=task.id.encode(), value=task.model_dump_json().encode())
         deadline = time.monotonic() + self.ctx.settings.decision_timeout_seconds
         while time.monotonic() < deadline:

@@ -10,7 +10,7 @@ from schemas.api import RunningState, ServiceState, TaskRecord
 from schemas.sched import Task
 
 HISTORY_KEPT = 50
-ENDED = ("finished", "failed", "expired", "rejected")  # statuses a record never leaves
+ENDED = ("finished", "failed", "expired", "rejected", "cancelled")  # statuses a record never leaves
 
 
 class TaskBook:
@@ -69,3 +69,14 @@ def updated(rec: TaskRecord | None, task: Task | None, status: str, nodes: list[
     history = rec.history if entry is None else (rec.history + [entry])[-HISTORY_KEPT:]
     return rec.model_copy(update={"status": status, "nodes": nodes, "running": running,
                                   "service": service or rec.service, "history": history})
+
+
+def same_task(stored: dict, task: Task) -> bool:
+    """Whether ``task`` is the stored one again (a redelivery), not a different task under its id: equal
+    in every field but its priority (an operator may have changed it since) and, when the new one has
+    none, its submission time (the first arrival set it)."""
+    new, old = task.model_dump(mode="json"), dict(stored)
+    for key in ("priority",) + (("submitted_at",) if task.submitted_at is None else ()):
+        new.pop(key, None)
+        old.pop(key, None)
+    return new == old

@@ -5,42 +5,40 @@ changed (at most every CNSCHED_RESCORE_INTERVAL_SECONDS) queued tasks are retrie
 and running tasks re-evaluated for migration. Task records live in the `tasks` table (TaskBook), so
 GET /tasks/{id} answers from any worker and a restarted owner picks them up.
 
-:class:`SchedulingService` holds the logic (one lock around the scheduler); :func:`register` only
+:class:`SchedulingService` holds the logic (one lock around the scheduler); `wiring.register` only
 wires Faust agents and timers to it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import math
 import time
-
-import faust
-from faust.types import TP
 
 from core.quality import Freshness
 from core.reschedule import ReschedulePolicy
 from schemas.api import ServiceState
 from schemas.quota import DEFAULT_TEAM
 from schemas.sched import Decision, Incident, RescheduleEvent, Task, TaskEvent
-from sinks.duckdb_store import StoreError
+from streams.adapters.tasks import need
 from streams.config import Settings
-from streams.kafka import TASKS_TABLE, table_name
 from streams.metrics import Counters
-from streams.worker.deadletter import dead_letter, guarded, raw_value, validated
 from streams.worker.scheduling import service_agent as services
-from streams.worker.scheduling.history import configured_types, refresh_history, seed_detector
+from streams.worker.scheduling.history import configured_types
 from streams.worker.scheduling.preemption import preempted_decision, tidal_reclaim
 from streams.worker.scheduling.ramp import RampBook
 from streams.worker.scheduling.services import Service
 from streams.worker.scheduling.state import Pending, Running, Scheduler
-from streams.worker.taskbook import ENDED, TaskBook, running_state, updated
+from streams.worker.taskbook import ENDED, TaskBook, running_state, same_task, updated
 
 log = logging.getLogger(__name__)
 UNKNOWN_TASK = "unknown_task"
 UNKNOWN_TEAM = "unknown_team"
+DUPLICATE = "duplicate_task_id"  # a different task under an id already known
+IMPOSSIBLE = "impossible_task"  # no node of the cluster could ever take it
+NOT_APPLICABLE = "invalid_transition"  # an operator's command the task's status does not allow
+COMMANDS = ("cancel", "hold", "release", "priority")
 
 METRICS = {
     "tasks_total": "tasks received on sched.tasks",
@@ -68,6 +66,7 @@ METRICS = {
     "incidents_open": "node failures not recovered yet",
     "tasks_expired_total": "queued tasks that waited past CNSCHED_QUEUE_TIMEOUT_SECONDS and left the queue",
     "task_events_unknown_total": "task events about no known task, sent to sched.deadletter",
+    "task_events_refused_total": "operator commands the task's status does not allow, sent to sched.deadletter",
 }
 
 
@@ -112,7 +111,7 @@ class SchedulingService:
             if task.scaling is not None:  # a service: its replicas are records of their own
                 if rec.status not in ENDED:
                     self.sched.services[task.id] = Service.restored(task, rec.service or ServiceState())
-            elif rec.status == "placed" and r:
+            elif rec.status in ("placed", "running") and r:
                 base = math.nan if r.baseline_p95 is None else r.baseline_p95
                 self.sched.add_running(Running(
                     task, rec.nodes, r.alpha, r.profile, r.placed_at, base, cooldown_until=r.cooldown_until,
@@ -120,8 +119,11 @@ class SchedulingService:
                     seen_window_end=-math.inf if r.seen_window_end is None else r.seen_window_end,
                     checkpoint_at=_nan(r.checkpoint_at), checkpoint_gb=_nan(r.checkpoint_gb), restarts=r.restarts,
                     started=r.started, ran_s=r.ran_s, start_at=r.start_at))
-            elif rec.status == "queued":
-                self.sched.pending[task.id] = Pending(task, task.submitted_at or time.time())
+            elif rec.status in ("queued", "held"):
+                self.sched.pending[task.id] = Pending(task, task.submitted_at or time.time(), held=rec.status == "held")
+            elif rec.status == "cancelled" and rec.nodes and r:  # not confirmed stopped: its cards stay held
+                self.sched.ledger.book(task.id, rec.nodes, need(task), r.placed_at)
+                self.sched.stopping[task.id] = time.time()
         self.restored = True
         log.info("scheduler restored %d running and %d queued tasks", len(self.sched.running), len(self.sched.pending))
 
@@ -130,10 +132,11 @@ class SchedulingService:
         run = running_state(self.sched.running.get(task.id))
         await self.book.put(updated(rec, task, status, nodes, entry, run))
 
-    async def publish_decision(self, task: Task, d: Decision, status: str | None = None) -> None:
+    async def publish_decision(self, task: Task, d: Decision, status: str | None = None, also: dict | None = None) -> None:
+        """Book and send a decision (``also``: more of the same history entry, the command that caused it)."""
         await self.publish_preemptions()  # the victims stop before the task that takes their place starts
         status = status or ("placed" if d.status == "placed" else "queued")
-        await self._book(task, status, d.nodes, {"decision": d.model_dump(mode="json")})
+        await self._book(task, status, d.nodes, (also or {}) | {"decision": d.model_dump(mode="json")})
         await self.topics.decisions.send(key=task.id.encode(), value=d.model_dump_json().encode())
         self.counters.inc("decisions_total", status=d.status)
 
@@ -164,12 +167,18 @@ class SchedulingService:
         arrived = time.monotonic()
         async with self.lock:
             self.restore()
+            rec = self.book.get(task.id)
+            if rec is not None and not same_task(rec.task, task):
+                return DUPLICATE
             if task.submitted_at is None:
                 task = task.model_copy(update={"submitted_at": time.time()})
-            rec = self.book.get(task.id)
             if task.id in self.sched.running or task.id in self.sched.services or \
-                    (rec is not None and rec.status in ENDED):
+                    (rec is not None and rec.status not in ("queued",)):
                 return None  # a redelivered task: decided (or even run) already
+            if rec is None and (why := self.sched.impossible(task, time.time())) is not None:
+                await self._book(task, "rejected", [], {"rejected": {
+                    "reason": IMPOSSIBLE, "field": why[0], "detail": why[1]}})
+                return IMPOSSIBLE
             if self.sched.quotas.team_of(task) is None:
                 teams = ", ".join(self.sched.quotas.teams)
                 await self._book(task, "rejected", [], {"rejected": {
@@ -192,16 +201,25 @@ class SchedulingService:
             rec = self.book.get(ev.task_id)
             if rec is None:
                 return UNKNOWN_TASK
+            entry = {"event": ev.model_dump(mode="json", exclude_none=True)}
+            if rec.status == "cancelled" and rec.nodes and ev.event in ("stopped", "finished", "failed"):
+                self.sched.stopped(ev.task_id)  # the runner stopped it: its cards are free
+                await self._book(Task.model_validate(rec.task), "cancelled", [], entry, rec)
+                return None
             if rec.status in ENDED:
-                return None  # redelivered after the end
+                return NOT_APPLICABLE if ev.event in COMMANDS else None  # else redelivered after the end
             self.counters.inc("task_events_total", event=ev.event)
             if ev.task_id in self.sched.services:
-                return await services.on_event(self, rec, ev)
-            if ev.event == "load":
-                return None  # a load report about a task that does not scale: stored by the sink only
-            status, entry = rec.status, {"event": ev.model_dump(mode="json", exclude_none=True)}
+                return NOT_APPLICABLE if ev.event in COMMANDS else await services.on_event(self, rec, ev)
+            if ev.event in COMMANDS:
+                return await self._command(rec, ev, entry)
+            if ev.event in ("load", "stopped"):
+                return None  # a load report about a task that does not scale, a stop not asked for: stored only
+            status = rec.status
             if ev.event == "started":
                 self.sched.start(ev.task_id, ev.nodes, ev.duration_s)
+                run = self.sched.running.get(ev.task_id)
+                status = "running" if run is not None and run.started else status
             elif ev.event == "refused" or (ev.event == "failed" and not self._started(ev.task_id)):
                 await self._fall_back(rec, ev, entry)  # not started there: the next candidate
                 return
@@ -219,6 +237,42 @@ class SchedulingService:
             task = Task.model_validate(rec.task)
             await self._book(task, status, [] if status == "queued" else rec.nodes, entry, rec)
             return None
+
+    async def _command(self, rec, ev: TaskEvent, entry: dict) -> str | None:
+        """An operator's cancel, hold, release or priority (NOT_APPLICABLE when the task's status does
+        not allow it: hold and release are for queued tasks)."""
+        task, sched = Task.model_validate(rec.task), self.sched
+        if ev.event == "cancel":
+            d = sched.cancel(ev.task_id, ev.at, ev.by)
+            if d is None:
+                return NOT_APPLICABLE
+            await self.publish_decision(task, d, "cancelled", also=entry)
+        elif ev.event == "hold":
+            if not sched.hold(ev.task_id):
+                return NOT_APPLICABLE
+            await self._book(task, "held", [], entry, rec)
+        elif ev.event == "release":
+            if not sched.release(ev.task_id):
+                return NOT_APPLICABLE
+            await self._book(task, "queued", [], entry, rec)
+        else:
+            now = sched.reprioritise(ev.task_id, ev.priority)
+            if now is None:
+                return NOT_APPLICABLE
+            rec = rec.model_copy(update={"task": now.model_dump(mode="json")})
+            await self._book(now, rec.status, rec.nodes, entry, rec)
+        log.info("%s %s by %s: %s", ev.event, ev.task_id, ev.by or "-", ev.reason or "-")
+        return None
+
+    def rejection(self, task: Task, why: str) -> str:
+        """The dead letter's detail for a task turned away (``why``: what on_task returned)."""
+        if why == UNKNOWN_TEAM:
+            return f"no quota names team {task.team or DEFAULT_TEAM!r}"
+        if why == DUPLICATE:
+            return f"a different task with id {task.id!r} is already known"
+        rec = self.book.get(task.id)
+        got = rec.history[-1].get("rejected", {}) if rec and rec.history else {}
+        return f"{got.get('field', 'task')}: {got.get('detail', 'no node could ever take it')}"
 
     def _started(self, task_id: str) -> bool:
         run = self.sched.running.get(task_id)
@@ -250,6 +304,8 @@ class SchedulingService:
                     continue
                 self.counters.inc("task_fallbacks_total", reason="start_timeout")
                 await self.publish_decision(self.sched.task_of(out.task_id), out)
+            for task_id in self.sched.expire_stops(time.time(), self.start_timeout_s):
+                log.warning("cancelled task %s: no runner confirmed it stopped; its cards are free", task_id)
             for task, d in self.sched.expire_queued(time.time(), self.queue_timeout_s):
                 self.counters.inc("tasks_expired_total")
                 await self.publish_decision(task, d, "expired")
@@ -303,91 +359,3 @@ class SchedulingService:
         self.counters.inc("incidents_total", cause=inc.cause, status=inc.status)
         self.counters.set("incidents_open", len(self.sched.incidents.open))
         log.warning("incident on %s: %s (%s), tasks %s", inc.node, inc.status, inc.cause, ",".join(inc.tasks) or "-")
-
-
-def register(app: faust.App, topics, settings: Settings, counters: Counters, net, inv) -> SchedulingService:
-    for name, help_text in (METRICS | services.METRICS).items():
-        counters.describe(name, help_text)
-    book = TaskBook(app.Table(table_name(settings, TASKS_TABLE), key_type=bytes, value_type=bytes, partitions=1))
-    sched = make_scheduler(settings, net, inv)
-    service = SchedulingService(sched, book, topics, counters, settings.max_restarts, settings.max_fallbacks,
-                                settings.start_timeout_seconds, settings.queue_timeout_seconds)
-    net.on_change = sched.touch
-    inv.on_change = sched.touch
-
-    def owner() -> bool:
-        return TP(topics.tasks.get_topic_name(), 0) in app.consumer.assignment()
-
-    @app.agent(topics.tasks, name="scheduler")
-    async def scheduler_agent(stream):
-        async for event in stream.events():
-            counters.inc("tasks_total")
-            task, _ = await validated(Task, event, topics.sched_deadletter)
-            if task is None:
-                counters.inc("tasks_rejected_total")
-                continue
-            async def step(task=task, event=event):
-                if await service.on_task(task) == UNKNOWN_TEAM:
-                    counters.inc("tasks_rejected_total")
-                    await topics.sched_deadletter.send(key=event.message.key, value=dead_letter(
-                        raw_value(event), event.message, UNKNOWN_TEAM,
-                        f"no quota names team {task.team or DEFAULT_TEAM!r}"))
-
-            await guarded(event, topics.sched_deadletter, counters, step)
-
-    @app.agent(topics.events, name="task-events")
-    async def lifecycle_agent(stream):
-        async for event in stream.events():
-            ev, _ = await validated(TaskEvent, event, topics.sched_deadletter, "task event: ")
-            if ev is None:
-                counters.inc("tasks_rejected_total")
-                continue
-            async def step(ev=ev, event=event):
-                if await service.on_event(ev) == UNKNOWN_TASK:
-                    counters.inc("task_events_unknown_total")
-                    await topics.sched_deadletter.send(key=event.message.key, value=dead_letter(
-                        raw_value(event), event.message, UNKNOWN_TASK, f"no task {ev.task_id!r} is known"))
-
-            await guarded(event, topics.sched_deadletter, counters, step)
-
-    _timers(app, service, settings, counters, owner)
-    return service
-
-
-def _timers(app: faust.App, service: SchedulingService, settings: Settings, counters: Counters, owner) -> None:
-    sched = service.sched
-
-    @app.task
-    async def rescorer():
-        """Rescore as soon as something changed, at most once per CNSCHED_RESCORE_INTERVAL_SECONDS."""
-        changed = asyncio.Event()
-        sched.on_touch = changed.set
-        last = 0.0
-        while True:
-            # also look now and then: node timeouts and starving tasks move with the clock
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(changed.wait(), timeout=settings.rescore_interval_seconds)
-            changed.clear()
-            wait = last + settings.rescore_interval_seconds - time.monotonic()
-            if wait > 0:
-                await asyncio.sleep(wait)
-            last = time.monotonic()
-            if owner():  # else another worker owns the scheduler
-                await service.rescore()
-
-    @app.task
-    async def history_refresh():
-        """The detector's memory from the DuckDB history once; learned alphas, (preventive mode) path
-        forecasts and (tidal lending) team demand forecasts now and then."""
-        seeded = False
-        await asyncio.sleep(min(5.0, settings.history_refresh_seconds))
-        while True:
-            if owner():
-                try:
-                    if not seeded:
-                        await seed_detector(sched, settings, counters)
-                        seeded = True
-                    await refresh_history(sched, settings, counters)
-                except StoreError as exc:  # no sink yet, or the file is busy: scheduling goes on
-                    log.info("history not read: %s", exc)
-            await asyncio.sleep(settings.history_refresh_seconds)

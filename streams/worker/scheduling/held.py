@@ -61,6 +61,7 @@ class Pending:
     restarts: int = 0
     resume_from: float | None = None  # the checkpoint a re-queued task resumes from
     queued_at: float = math.nan  # when it (last) joined the queue; nan: at submission
+    held: bool = False  # an operator holds it: not placed until released
 
     def waited(self, now: float) -> float:
         return now - (self.queued_at if math.isfinite(self.queued_at) else self.submitted_at)

@@ -77,7 +77,7 @@ class QueueMixin:
             return []
         out = []
         for task_id, p in list(self.pending.items()):
-            if p.waited(now) > timeout_s:
+            if p.waited(now) > timeout_s and not p.held:  # a held task waits as long as its operator says
                 del self.pending[task_id]
                 t = p.task
                 out.append((t, Decision(
@@ -95,20 +95,32 @@ class QueueMixin:
         cannot place anything."""
         return (getattr(self.inv, "version", self.version), self.allocation_version, len(self.pending))
 
-    def retry_pending(self, now: float | None = None) -> list[Decision]:
-        """Queued tasks in service order; the ones placed now. The first that cannot be placed (nor
-        make room by preemption) gets a reservation; the ones after it are backfilled around it."""
-        now = time.time() if now is None else now
-        items = list(self.pending.values())
-        self.reservation = None
+    def _ordered(self, nodes: NodeView, now: float) -> tuple[list, np.ndarray, np.ndarray]:
+        """(the queued tasks not held, their service order, how long each counts as having waited)."""
+        items = [p for p in self.pending.values() if not p.held]
         if not items:
-            return []
-        nodes = self.nodes(now)
+            return [], np.zeros(0, np.int64), np.zeros(0)
         waited = deadline_wait(np.array([now - p.submitted_at for p in items]),
                                np.array([slack_s(p.task, 0.0, now) for p in items]), self.max_wait_s)
         order = queue_order(np.array([p.task.priority for p in items]),
                             self.quotas.shares([p.task for p in items], list(self.running.values()), nodes),
                             waited, self.max_wait_s)
+        return items, order, waited
+
+    def queue_order(self, now: float) -> list[Task]:
+        """The queued tasks that are not held, in the order they are served."""
+        items, order, _ = self._ordered(self.nodes(now), now)
+        return [items[i].task for i in order]
+
+    def retry_pending(self, now: float | None = None) -> list[Decision]:
+        """Queued tasks in service order; the ones placed now. The first that cannot be placed (nor
+        make room by preemption) gets a reservation; the ones after it are backfilled around it."""
+        now = time.time() if now is None else now
+        self.reservation = None
+        nodes = self.nodes(now)
+        items, order, waited = self._ordered(nodes, now)
+        if not items:
+            return []
         # a task that fits on too few nodes stays queued without being decided again
         needs = np.array([need(items[i].task) for i in order]).reshape(-1, 3)
         fits_on = fitting_counts(nodes.usable, needs, nodes.available)

@@ -67,6 +67,19 @@ class QuotaBook:
         i = int(np.searchsorted(teams, name))
         return i if i < len(teams) and teams[i] == name else None
 
+    def beyond_maximum(self, task: Task) -> str | None:
+        """Why ``task`` could never run within its team's quota (it needs more cards, all workers
+        together, than the team may ever hold of any class), or None."""
+        team = self.team_of(task)
+        if team is None or team < 0:
+            return None
+        cards = task.resources.cards * task.peers
+        caps = [q.max_cards for q in self.set.quotas if q.team == self.teams[team] and q.accel_class == ANY_CLASS
+                and q.max_cards is not None]
+        if caps and cards > min(caps):
+            return f"it needs {cards} cards; team {self.teams[team]} may hold at most {min(caps):g}"
+        return None
+
     def arrays(self, class_names: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """(guaranteed, maximum) float[T, C + 1] over the inventory's classes and any class. The any-
         class guarantee is at least the team's class guarantees added up; a class without an entry of

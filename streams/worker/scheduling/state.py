@@ -24,6 +24,7 @@ from streams.adapters.inventory import NodeView, node_view
 from streams.adapters.tasks import endpoint_rows, need
 from streams.worker.scheduling.batch import BatchScores
 from streams.worker.scheduling.constraints import allowed, constrained
+from streams.worker.scheduling.control import ControlMixin
 from streams.worker.scheduling.decision import Scored, decision
 from streams.worker.scheduling.failures import IncidentBook, health
 from streams.worker.scheduling.gangs import GangScorer
@@ -44,7 +45,7 @@ from streams.worker.scheduling.ramp import RampBook, draw_of
 
 
 @dataclass
-class Scheduler(QueueMixin, LifecycleMixin):
+class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
     net: object  # streams.worker.state_tables.NetState
     inv: object  # streams.worker.state_tables.Inventory
     margin: float = 0.15
@@ -76,6 +77,7 @@ class Scheduler(QueueMixin, LifecycleMixin):
     freshness: Freshness | None = field(default_factory=Freshness)  # how paths age (None: never)
     _cache: dict = field(default_factory=dict)
     made_room: dict = field(default_factory=dict)  # task id -> the tasks preempted to place it (incidents say so)
+    stopping: dict = field(default_factory=dict)  # cancelled task id -> when: its cards held until it stopped
 
     on_touch: object = None  # called after every change (the worker's rescoring loop waits on it)
 

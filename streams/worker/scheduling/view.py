@@ -27,13 +27,14 @@ class SchedulerView:
         if run is not None:
             return TaskEstimate(start=run.placed_at, end=expected_end(run, now),
                                 basis="placed; ends when its expected_duration_s has run")
+        why = s.waiting(task_id, now)
+        if why is None:
+            return None
         res = s.reservation
         if res is not None and res.task_id == task_id:
-            return TaskEstimate(start=res.start, end=res.end, reserved_nodes=res.nodes,
-                                basis="head of the queue: the reserved nodes free as their tasks' expected ends say")
-        if task_id in s.pending:
-            return TaskEstimate(basis="queued behind the head of the queue: no estimate")
-        return None
+            return TaskEstimate(start=res.start, end=res.end, reserved_nodes=res.nodes, basis=why.detail,
+                                reason=why.reason, position=why.position)
+        return TaskEstimate(basis=why.detail, reason=why.reason, position=why.position)
 
     def open_incidents(self) -> list[Incident]:
         """The node failures open now, oldest first."""

@@ -21,7 +21,8 @@ def test_estimates_and_quota_use_read_from_the_scheduler():
     # r0 and r1 run (16 cards: the maximum); r2 waits
     assert view.estimate("r0", NOW + 600).end == NOW + 3600  # 3,600 s declared, placed at NOW
     assert view.estimate("r0", NOW + 5000).end == NOW + 5000  # overdue: now
-    assert view.estimate("r2", NOW).start is None and "queued" in view.estimate("r2", NOW).basis
+    r2 = view.estimate("r2", NOW)  # 16 cards held of research's maximum of 16: the quota is what it waits for
+    assert (r2.start, r2.reason, r2.position) == (None, "quota", 1) and "maximum" in r2.basis
     assert view.estimate("nobody", NOW) is None
     assert view.class_cards(NOW) == {"gpu": 24}
     use = {(u.accel_class, u.team): u for u in view.quota_usage(NOW)}

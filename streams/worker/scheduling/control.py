@@ -1,0 +1,166 @@
+"""What an operator does to tasks, and what the scheduler says of a waiting one: cancel, hold, release
+and a new priority; tasks no node of the cluster could ever take, turned away at submission; and the
+one thing a queued task waits for (as Slurm's ``Reason`` and Kueue's conditions say it). A mixin of the
+Scheduler, as the queue and the lifecycle are.
+
+A cancelled task that was placed keeps its nodes booked until its runner confirms it stopped (a
+``stopped``, ``finished`` or ``failed`` event) or CNSCHED_START_TIMEOUT_SECONDS pass: the cards are
+not given out while the old work may still run on them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from core.feasibility import covers, fitting
+from schemas.sched import Decision, Fallback, Task
+from streams.adapters.tasks import need
+from streams.worker.scheduling.constraints import allowed
+
+# what a queued task waits for (TaskEstimate.reason)
+HELD, QUOTA, RESOURCES, RESERVATION, RETRYING = "held", "quota", "resources", "reservation", "retrying"
+
+
+@dataclass
+class Waiting:
+    """Why a queued task is not placed: ``reason`` (one of the words above), a sentence, and its
+    place in the queue's service order (1: next; None while held)."""
+
+    reason: str
+    detail: str
+    position: int | None
+
+
+class ControlMixin:
+    # ------------------------------------------------------------------ operator actions
+    def cancel(self, task_id: str, now: float, by: str | None = None) -> Decision | None:
+        """The task leaves the scheduler: a `cancelled` decision (``nodes``: where it runs, to stop
+        there; its cards stay booked until the runner confirms, see :meth:`stopped`). None when the
+        scheduler does not hold it."""
+        task, nodes = self.task_of(task_id), []
+        if task is None:
+            return None
+        if self.pending.pop(task_id, None) is None:
+            run = self.running.pop(task_id)
+            nodes = run.nodes
+            self.stopping[task_id] = now  # the ledger keeps its holds until it stopped
+            self.ramps.release(task_id)
+        self.made_room.pop(task_id, None)
+        if self.reservation is not None and self.reservation.task_id == task_id:
+            self.reservation = None
+        self.books_changed()
+        return self.ended_decision(task, "cancelled", nodes, f"cancelled by {by or 'an operator'}", now)
+
+    def stopped(self, task_id: str) -> bool:
+        """A cancelled task's runner confirmed it stopped: its cards are free. True if they were held."""
+        if self.stopping.pop(task_id, None) is None:
+            return False
+        self.ledger.release(task_id)
+        self.books_changed()
+        return True
+
+    def expire_stops(self, now: float, timeout_s: float) -> list[str]:
+        """Cancelled tasks whose stop no runner confirmed within ``timeout_s`` (0: wait for ever):
+        their cards are freed. The task ids."""
+        if timeout_s <= 0:
+            return []
+        late = [t for t, at in self.stopping.items() if now - at > timeout_s]
+        for t in late:
+            self.stopped(t)
+        return late
+
+    def hold(self, task_id: str) -> bool:
+        """A queued task is kept out of placement until released. False unless it is queued."""
+        p = self.pending.get(task_id)
+        if p is None:
+            return False
+        p.held = True
+        if self.reservation is not None and self.reservation.task_id == task_id:
+            self.reservation = None
+        self.books_changed()
+        return True
+
+    def release(self, task_id: str) -> bool:
+        """A held task queues again (placed at the next retry if it fits). False unless it is held."""
+        p = self.pending.get(task_id)
+        if p is None or not p.held:
+            return False
+        p.held = False
+        self.books_changed()
+        return True
+
+    def reprioritise(self, task_id: str, priority: int) -> Task | None:
+        """A queued or running task's new priority (its queue order, what it may preempt and be
+        preempted by); the task as it is now, or None when the scheduler does not hold it."""
+        held = self.running.get(task_id) or self.pending.get(task_id)
+        if held is None:
+            return None
+        held.task = held.task.model_copy(update={"priority": priority})
+        self.books_changed()
+        return held.task
+
+    def ended_decision(self, task: Task, status: str, nodes: list[str], why: str, now: float) -> Decision:
+        """A decision that takes a task out of the scheduler (cancelled), saying why."""
+        return Decision(task_id=task.id, status=status, nodes=nodes,
+                        alpha=task.alpha if task.alpha is not None else self.types[task.type].alpha,
+                        network_profile=self._profile(task), state_version=self.version, decided_at=now,
+                        fallbacks=[Fallback(node="", reason=why)], task_type=task.type,
+                        submitted_at=task.submitted_at, cards=task.resources.cards, peers=task.peers, team=task.team)
+
+    # ------------------------------------------------------------------ what cannot be
+    def impossible(self, task: Task, now: float) -> tuple[str, str] | None:
+        """(field, why) when no node of the cluster could ever take ``task`` — counting every node the
+        inventory knows, up or down, empty — or its team's maximum is smaller than the task; None
+        when it only has to wait (and while the inventory is empty: nodes may not have reported yet)."""
+        nodes = self.nodes(now)
+        if not nodes.ids:
+            return None
+        classes = set(task.resources.accel_classes)
+        by_class = np.array([not classes or c in classes for c in nodes.class_names], bool)[nodes.node_class]
+        if not by_class.any():
+            return "resources.accel_classes", (f"no node has accelerator class {', '.join(sorted(classes))}; "
+                                               f"the classes are {', '.join(sorted(set(nodes.class_names)))}")
+        n = need(task)
+        cards = nodes.capacity[:, 0][by_class]
+        if n[0] > cards.max():
+            return "resources.cards", f"no node has {int(n[0])} cards; the largest has {int(cards.max())}"
+        fits = covers(nodes.capacity, n) & by_class
+        if not fits.any():
+            return "resources", "no node has the memory it needs, with its cards"
+        fits &= allowed(task, nodes)
+        if not fits.any():
+            return "constraints", "no node meets its regions and tiers"
+        if int(fits.sum()) < task.peers:
+            return "peers", f"a gang of {task.peers} needs as many nodes; {int(fits.sum())} could ever take a worker"
+        over = self.quotas.beyond_maximum(task)
+        return ("team", over) if over else None
+
+    # ------------------------------------------------------------------ why it waits
+    def waiting(self, task_id: str, now: float) -> Waiting | None:
+        """What a queued task waits for; None when it is not queued."""
+        p = self.pending.get(task_id)
+        if p is None:
+            return None
+        if p.held:
+            return Waiting(HELD, "held: not placed until released", None)
+        order = [t.id for t in self.queue_order(now)]
+        position = order.index(task_id) + 1 if task_id in order else None
+        task, nodes = p.task, self.nodes(now)
+        res = self.reservation
+        if res is not None and res.task_id == task_id:
+            return Waiting(RESOURCES, f"first in line: nodes {', '.join(res.nodes)} are reserved for it from "
+                                      f"{res.start:.0f} (epoch s), as their tasks are expected to end", position)
+        team = self.quotas.team_of(task)
+        room = self.quotas.room(list(self.running.values()), task, team, nodes)
+        if len(nodes.ids) and not room.any():
+            return Waiting(QUOTA, f"team {task.team or 'default'} would exceed its maximum cards", position)
+        fits = fitting(nodes.usable, need(task), nodes.available) & allowed(task, nodes) & room
+        k = int(fits.sum())
+        if k < task.peers:
+            return Waiting(RESOURCES, f"{k} node{'s' if k != 1 else ''} can take a worker now; it needs "
+                                      f"{task.peers} with {task.resources.cards} free cards each", position)
+        if res is not None and int((fits & ~self.blocked(task, nodes, now)).sum()) < task.peers:
+            return Waiting(RESERVATION, f"the nodes that fit are reserved for {res.task_id}, first in line, "
+                                        f"from {res.start:.0f} (epoch s)", position)
+        return Waiting(RETRYING, "fits now: placed at the next retry", position)

@@ -1,0 +1,133 @@
+"""An operator's day through the real broker, a live worker, its HTTP API and the CLI: a duplicate id
+refused at once, impossible tasks and unbounded numbers turned away with the field (and a dead letter
+on the Kafka path), a queued task's reason, hold and release, a new priority, and a cancelled running
+task whose cards are freed once its runner says it stopped."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from schemas.topics import COMPUTE_NODES, SCHED_DEADLETTER, SCHED_EVENTS, SCHED_TASKS
+from streams.kafka import consumer, ensure_topics, producer
+from streams.runtime.processes import start_worker, stop_process
+from tests.helpers.http import call
+from tests.integration.test_real_reports import report
+
+pytestmark = pytest.mark.integration
+
+
+def dp(tid: str, **kw) -> dict:
+    return {"id": tid, "type": "training-data-parallel", "resources": {"cards": 8}, **kw}
+
+
+async def until(port: int, tid: str, status: str, timeout: float = 30.0) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        _, rec = await asyncio.to_thread(call, port, "GET", f"/tasks/{tid}")
+        if rec.get("status") == status or time.monotonic() > deadline:
+            return rec
+        await asyncio.sleep(0.3)
+
+
+def cli(port: int, *argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "streams.cli", *argv, "--url", f"http://127.0.0.1:{port}"],
+                          capture_output=True, text=True, timeout=60)
+
+
+async def test_an_operators_day_on_a_live_worker(make_settings, tmp_path):
+    settings = make_settings(rescore_interval_seconds=0.3, start_timeout_seconds=0)
+    await ensure_topics(settings)
+    worker = start_worker(settings, tmp_path / "w.log")
+    port = settings.web_port
+    p = producer(settings)
+    await p.start()
+    try:
+        for node in ("n1", "n2"):
+            await p.send_and_wait(settings.topic(COMPUTE_NODES), json.dumps(report(node, time.time())).encode(),
+                                  key=node.encode())
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                status, body = await asyncio.to_thread(call, port, "GET", "/compute/nodes")
+                if status == 200 and body["total"] == 2:
+                    break
+            except OSError:
+                pass
+            await asyncio.sleep(0.3)
+        for tid in ("a", "b"):
+            status, body = await asyncio.to_thread(call, port, "POST", "/tasks", dp(tid))
+            assert status == 200 and body["status"] == "placed", body
+        # a duplicate id: the same task again answers as before; another task under it is refused at once
+        status, body = await asyncio.to_thread(call, port, "POST", "/tasks", dp("a"))
+        assert status == 200 and body["status"] == "placed" and body["detail"] == "submitted before"
+        status, body = await asyncio.to_thread(call, port, "POST", "/tasks", dp("a", peers=2))
+        assert status == 409 and body["error"] == "duplicate task id"
+        # impossible, and numbers out of range: 422 naming the field
+        status, body = await asyncio.to_thread(call, port, "POST", "/tasks", dp("big", peers=3))
+        assert status == 422 and body["fields"][0]["field"] == "peers" and "2 could" in body["fields"][0]["reason"]
+        status, body = await asyncio.to_thread(call, port, "POST", "/tasks", dp("tpu", resources={
+            "cards": 1, "accel_classes": ["tpu"]}))
+        assert status == 422 and body["fields"][0]["field"] == "resources.accel_classes"
+        for field, value in (("expected_duration_s", 1e300), ("submitted_at", 4.4e307)):
+            status, body = await asyncio.to_thread(call, port, "POST", "/tasks", dp("huge", **{field: value}))
+            assert status == 422 and [f["field"] for f in body["fields"]] == [field], body
+        # a task that only has to wait says what for
+        status, body = await asyncio.to_thread(call, port, "POST", "/tasks", dp("c"))
+        assert status == 200 and body["status"] == "queued"
+        _, rec = await asyncio.to_thread(call, port, "GET", "/tasks/c")
+        assert rec["estimate"]["reason"] in ("resources", "retrying") and rec["estimate"]["position"] == 1
+        assert "0 nodes can take a worker now" in rec["estimate"]["basis"] or rec["estimate"]["reason"] == "retrying"
+        # hold and release (through the CLI), and a new priority
+        run = await asyncio.to_thread(cli, port, "hold", "c", "--reason", "maintenance")
+        assert run.returncode == 0 and run.stdout.strip() == "c held", run
+        status, body = await asyncio.to_thread(call, port, "POST", "/tasks/c/hold", {})
+        assert status == 409 and "held task" in body["detail"]
+        _, rec = await asyncio.to_thread(call, port, "GET", "/tasks/c")
+        assert rec["estimate"]["reason"] == "held" and rec["history"][-1]["event"]["reason"] == "maintenance"
+        run = await asyncio.to_thread(cli, port, "release", "c")
+        assert run.returncode == 0 and run.stdout.strip() == "c queued", run
+        run = await asyncio.to_thread(cli, port, "priority", "c", "90")
+        assert run.returncode == 0 and run.stdout.strip() == "c priority 90 (queued)", run
+        # cancel a running task: its cards stay booked until the runner says it stopped
+        await p.send_and_wait(settings.topic(SCHED_EVENTS), json.dumps(
+            {"task_id": "a", "event": "started", "at": time.time()}).encode(), key=b"a")
+        assert (await until(port, "a", "running"))["status"] == "running"
+        status, rec = await asyncio.to_thread(call, port, "DELETE", "/tasks/a")
+        assert status == 200 and rec["status"] == "cancelled" and rec["nodes"]
+        assert rec["history"][-1]["decision"]["status"] == "cancelled"
+        assert rec["history"][-1]["event"]["event"] == "cancel"
+        await asyncio.sleep(1.5)  # several rescorings: the cards are still held
+        assert (await until(port, "c", "placed", timeout=0))["status"] == "queued"
+        await p.send_and_wait(settings.topic(SCHED_EVENTS), json.dumps(
+            {"task_id": "a", "event": "stopped", "at": time.time()}).encode(), key=b"a")
+        assert (await until(port, "c", "placed"))["nodes"] == rec["nodes"]
+        status, body = await asyncio.to_thread(call, port, "DELETE", "/tasks/a")
+        assert status == 409 and body["status"] == "cancelled"
+        run = await asyncio.to_thread(cli, port, "cancel", "nobody")
+        assert run.returncode == 1 and run.stderr.strip() == "cnsched: cancel: HTTP 404: unknown task"
+        # the Kafka path: an impossible task and a refused command are dead letters with the reason
+        await p.send_and_wait(settings.topic(SCHED_TASKS), json.dumps(dp("k", peers=5)).encode(), key=b"k")
+        await p.send_and_wait(settings.topic(SCHED_EVENTS), json.dumps(
+            {"task_id": "a", "event": "hold", "at": time.time()}).encode(), key=b"a")
+        out = consumer(settings, SCHED_DEADLETTER, group_id=None)
+        await out.start()
+        dead: list[dict] = []
+        deadline = time.monotonic() + 20
+        want = {("impossible_task", "peers: a gang of 5 needs as many nodes; 2 could ever take a worker"),
+                ("invalid_transition", "hold does not apply to a cancelled task")}
+        while not want <= {(d["reason"], d["detail"]) for d in dead} and time.monotonic() < deadline:
+            for msgs in (await out.getmany(timeout_ms=500)).values():
+                dead += [json.loads(m.value) for m in msgs]
+        await out.stop()
+        assert want <= {(d["reason"], d["detail"]) for d in dead}, dead
+        # POST /tasks turned "big" away the same way: its dead letter keeps the original bytes
+        assert any(d["reason"] == "impossible_task" and "a gang of 3" in d["detail"] for d in dead)
+    finally:
+        await p.stop()
+        stop_process(worker)
