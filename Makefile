@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
 
-.PHONY: demo test lint unit install-dev install-run clean bench fuzz browser
+.PHONY: demo test lint unit install-dev install-run clean bench fuzz browser promtool
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,7 +36,15 @@ browser:
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) > /dev/null \
 	  || { echo "could not install chromium: run as root with apt-get, or set CNSCHED_CHROMIUM"; exit 1; }; }
 
-unit: install-dev browser
+# the alert rules' test (tests/deploy/test_alerts.py) runs Prometheus's own rule checker, promtool,
+# from Debian's prometheus package; installed here when missing, or point CNSCHED_PROMTOOL at one
+PROMTOOL := $(or $(CNSCHED_PROMTOOL),/usr/bin/promtool)
+promtool:
+	@test -x $(PROMTOOL) || { echo "installing Debian's prometheus (promtool: the alert rules' test)"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus) \
+	  > /dev/null || { echo "could not install prometheus: run as root with apt-get, or set CNSCHED_PROMTOOL"; exit 1; }; }
+
+unit: install-dev browser promtool
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 test: lint unit

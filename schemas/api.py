@@ -103,6 +103,15 @@ class ComputeAnswer(ApiModel):
                                      "(kept over restarts: a move to a node that joined later says node_joined)")
     last_seen: float
     age_s: float
+    state: str | None = Field(default=None, description=(
+        "as the scheduler holds it: up, cordoned (no new placements), draining (its work moves at its next "
+        "checkpoint), down (failed, silent, or reported down)"))
+    cards: int | None = Field(default=None, description="the node's cards")
+    cards_reported_free: int | None = Field(default=None, description="free cards in the node's own last report")
+    cards_booked: int | None = Field(default=None, description="cards cnsched has booked on the node")
+    cards_free: int | None = Field(default=None, description=(
+        "cards cnsched would give out now: its books, bounded by a fresh report (0 unless up)"))
+    tasks: list[str] | None = Field(default=None, description="tasks holding cards on the node")
 
 
 class ForecastPoint(ApiModel):

@@ -175,13 +175,12 @@ def create_app(
     from streams.worker.health import Readiness
     from streams.worker.scheduling import quota_agent
     from streams.worker.scheduling import wiring as sched_agent
-    from streams.worker.scheduling.view import SchedulerView
     from streams.worker.warm import KernelWarmer
 
     ingest.register(app, topics, settings, counters, sample_partitions or settings.partitions)
     net, inv = state_tables.register(app, topics, settings, counters)
     service = sched_agent.register(app, topics, settings, counters, net, inv)
-    view = SchedulerView(service.sched)  # what the API may read of the scheduler
+    view = service.view  # what the API may read of the scheduler
     quotas = quota_agent.register(app, topics, settings, counters, service.sched, view)
     tasks = service.book
     readiness = Readiness(app)

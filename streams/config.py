@@ -84,6 +84,10 @@ class Settings(BaseSettings):
         default=300.0, gt=0, description="after this long without a new window a path is unknown (scored as "
         "neither good nor bad); in between its quality is drawn towards unknown")
     page_limit_max: int = Field(default=1000, ge=1, le=100_000)
+    metrics_nodes_max: int = Field(default=2000, ge=0, le=100_000,
+                                   description="per-node series on /metrics at most (the rest counted as dropped)")
+    metrics_paths_max: int = Field(default=500, ge=0, le=100_000, description=(
+        "per-path series on /metrics at most: paths of nodes holding tasks first, then the worst"))
     model_conversion: dict[str, dict[str, float]] | None = Field(
         default=None, description="JSON: accelerator model -> precision -> factor to dense units"
     )

@@ -61,6 +61,23 @@ class Counters:
         if m is not None:
             m.set(value)
 
+    def replace(self, name: str, label_names: tuple[str, ...], rows: list[tuple[tuple, float]]) -> None:
+        """A gauge's whole set of series at once (``rows``: (label values in ``label_names`` order, value)):
+        series not in ``rows`` are gone (a node removed from the inventory stops being reported)."""
+        with self._lock:
+            entry = self._metrics.get(name)
+            if entry is None:
+                entry = self._metrics[name] = (self._create(Gauge, name, tuple(label_names)), tuple(label_names))
+        metric, known = entry
+        if known != tuple(label_names) or not isinstance(metric, Gauge):
+            if name not in self._warned:
+                self._warned.add(name)
+                log.warning("metric %s (labels %s) not recorded: created with labels %s", name, label_names, known)
+            return
+        metric.clear()
+        for values, value in rows:
+            metric.labels(*[str(v) for v in values]).set(value)
+
     def observe(self, name: str, value: float, **labels: str) -> None:
         """One observation of a histogram (``HISTOGRAMS`` gives its buckets)."""
         m = self._metric(Histogram, name, labels)

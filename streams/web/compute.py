@@ -13,9 +13,18 @@ from streams.web.params import check_ids
 
 
 def compute_view(ctx) -> list[ComputeAnswer]:
-    s = ctx.settings
-    return [ComputeAnswer(**item) for item in scored(ctx.inv.records(), s.conversion_table, s.benchmark_table,
-                                                     time.time(), s.node_timeout_seconds)]
+    """Every node's report and scores, with the scheduler's books beside its report (booked, free,
+    state, tasks) when this worker runs the scheduler."""
+    s, now = ctx.settings, time.time()
+    books = {b.node: b for b in ctx.scheduler.node_books(now)} if ctx.scheduler is not None else {}
+    out = []
+    for item in scored(ctx.inv.records(), s.conversion_table, s.benchmark_table, now, s.node_timeout_seconds):
+        b = books.get(item["node"])
+        if b is not None:
+            item |= {"state": b.state, "cards": b.cards, "cards_reported_free": b.reported_free,
+                     "cards_booked": b.booked, "cards_free": b.free, "tasks": b.tasks}
+        out.append(ComputeAnswer(**item))
+    return out
 
 
 class ComputeNode(Resource):

@@ -24,15 +24,18 @@ from schemas.sched import Decision, Incident, RescheduleEvent, Task, TaskEvent
 from streams.adapters.tasks import need
 from streams.config import Settings
 from streams.metrics import Counters
+from streams.worker.scheduling import gauges
 from streams.worker.scheduling import service_agent as services
 from streams.worker.scheduling.history import configured_types
 from streams.worker.scheduling.preemption import preempted_decision, tidal_reclaim
 from streams.worker.scheduling.ramp import RampBook
 from streams.worker.scheduling.services import Service
 from streams.worker.scheduling.state import Pending, Running, Scheduler
+from streams.worker.scheduling.view import SchedulerView
 from streams.worker.taskbook import ENDED, TaskBook, running_state, same_task, updated
 
 log = logging.getLogger(__name__)
+GAUGE_EVERY_S = 5.0  # per-node and per-path series refreshed at most this often
 UNKNOWN_TASK = "unknown_task"
 UNKNOWN_TEAM = "unknown_team"
 DUPLICATE = "duplicate_task_id"  # a different task under an id already known
@@ -50,7 +53,7 @@ METRICS = {
     "quota_guaranteed_cards": "cards a team is guaranteed, of any class",
     "quota_borrowed_cards": "cards a team holds beyond its guarantee (reclaimable by preemption)",
     "queued_tasks": "tasks waiting in the queue, by team (quotas set)",
-    "scheduler_tasks": "tasks the scheduler holds, by state (queued; starting: placed, not yet started; running)",
+    "scheduler_tasks": "tasks the scheduler holds, by state (queued; held; starting: placed, not yet started; running)",
     "inventory_nodes": "nodes in the inventory, by state (available or not: silent, failed, drained)",
     "tidal_forecast_cards": "tidal lending: the most cards a lending team is forecast to hold within the lead time",
     "preemptions_total": "running tasks preempted to make room (resumed later from their checkpoint), by team and reason",
@@ -64,6 +67,8 @@ METRICS = {
     "task_restarts_total": "failed tasks re-queued to resume from their last checkpoint",
     "task_fallbacks_total": "tasks placed again because a node refused them or they failed to start, by reason",
     "incidents_open": "node failures not recovered yet",
+    "queue_starving_tasks": "queued tasks (not held) that waited past CNSCHED_MAX_WAIT_SECONDS",
+    "queue_oldest_wait_seconds": "how long the longest-waiting queued task (not held) has waited",
     "tasks_expired_total": "queued tasks that waited past CNSCHED_QUEUE_TIMEOUT_SECONDS and left the queue",
     "task_events_unknown_total": "task events about no known task, sent to sched.deadletter",
     "task_events_refused_total": "operator commands the task's status does not allow, sent to sched.deadletter",
@@ -92,7 +97,8 @@ def make_scheduler(settings: Settings, net, inv) -> Scheduler:
 
 class SchedulingService:
     def __init__(self, sched: Scheduler, book: TaskBook, topics, counters: Counters, max_restarts: int = 3,
-                 max_fallbacks: int = 3, start_timeout_s: float = 0.0, queue_timeout_s: float = 0.0) -> None:
+                 max_fallbacks: int = 3, start_timeout_s: float = 0.0, queue_timeout_s: float = 0.0,
+                 gauge_limits: tuple[int, int] = (2000, 500)) -> None:
         self.sched, self.book, self.topics, self.counters = sched, book, topics, counters
         self.max_restarts, self.max_fallbacks, self.start_timeout_s = max_restarts, max_fallbacks, start_timeout_s
         self.queue_timeout_s = queue_timeout_s
@@ -100,6 +106,8 @@ class SchedulingService:
         self.restored = False
         self.scored_version = -1
         self.retried_key: tuple | None = None  # the capacity the queue was last retried against
+        self.view = SchedulerView(sched)  # what the API and the per-node metrics read
+        self.gauge_limits, self.gauged_at = gauge_limits, -math.inf
 
     def restore(self) -> None:
         """Running and queued tasks from the task records (once, after the table recovered)."""
@@ -327,15 +335,23 @@ class SchedulingService:
                 await self.publish_preemptions()
             self.quota_gauges()
             self.state_gauges()
+            if time.monotonic() - self.gauged_at >= GAUGE_EVERY_S:
+                self.gauged_at = time.monotonic()
+                gauges.publish(self.counters, self.view, time.time(), self.gauge_limits[0], self.gauge_limits[1])
             self.counters.observe("rescore_seconds", time.monotonic() - began)
 
     def state_gauges(self) -> None:
         """Tasks by state and nodes by availability, as the scheduler holds them now."""
         started = sum(run.started for run in self.sched.running.values())
-        self.counters.set("scheduler_tasks", len(self.sched.pending), state="queued")
+        self.counters.set("scheduler_tasks", sum(not p.held for p in self.sched.pending.values()), state="queued")
         self.counters.set("scheduler_tasks", len(self.sched.running) - started, state="starting")
         self.counters.set("scheduler_tasks", started, state="running")
-        available = self.sched.nodes(time.time()).available
+        now = time.time()
+        waits = [now - p.submitted_at for p in self.sched.pending.values() if not p.held]  # as the queue counts
+        self.counters.set("queue_starving_tasks", sum(w > self.sched.max_wait_s for w in waits))
+        self.counters.set("queue_oldest_wait_seconds", max(waits, default=0.0))
+        self.counters.set("scheduler_tasks", sum(p.held for p in self.sched.pending.values()), state="held")
+        available = self.sched.nodes(now).available
         self.counters.set("inventory_nodes", int(available.sum()), state="available")
         self.counters.set("inventory_nodes", int(available.size - available.sum()), state="unavailable")
 

@@ -108,6 +108,13 @@ class ControlMixin:
                         fallbacks=[Fallback(node="", reason=why)], task_type=task.type,
                         submitted_at=task.submitted_at, cards=task.resources.cards, peers=task.peers, team=task.team)
 
+    def node_states(self, nodes, now: float) -> list[str]:
+        """Each node's state: up, or down (failed, silent past CNSCHED_NODE_TIMEOUT_SECONDS, or
+        reported down)."""
+        failed, _ = self.health(nodes, now)
+        return ["up" if ok and not bad else "down" for ok, bad in zip(nodes.available.tolist(), failed.tolist(),
+                                                                       strict=True)]
+
     # ------------------------------------------------------------------ what cannot be
     def impossible(self, task: Task, now: float) -> tuple[str, str] | None:
         """(field, why) when no node of the cluster could ever take ``task`` — counting every node the

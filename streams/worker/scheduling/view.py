@@ -4,6 +4,9 @@ book or release anything)."""
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+
 import numpy as np
 
 from schemas.api import QuotaUsage, TaskEstimate
@@ -11,6 +14,21 @@ from schemas.quota import ANY_CLASS
 from schemas.sched import Incident
 from streams.worker.scheduling.failures import open_incidents
 from streams.worker.scheduling.queue import expected_end
+
+
+@dataclass(frozen=True)
+class NodeBooks:
+    """A node as the scheduler holds it: its cards, what it reported free (None: no report of free
+    cards), what cnsched booked there and for which tasks, what it would give out now, and its state
+    (up; cordoned or draining by an operator; down: failed, silent or reported down)."""
+
+    node: str
+    cards: int
+    reported_free: int | None
+    booked: int
+    free: int
+    tasks: list[str]
+    state: str
 
 
 class SchedulerView:
@@ -35,6 +53,45 @@ class SchedulerView:
             return TaskEstimate(start=res.start, end=res.end, reserved_nodes=res.nodes, basis=why.detail,
                                 reason=why.reason, position=why.position)
         return TaskEstimate(basis=why.detail, reason=why.reason, position=why.position)
+
+    def node_books(self, now: float) -> list[NodeBooks]:
+        """Every node of the inventory: booked beside reported (the two can disagree: work cnsched
+        did not place, or a report older than a booking)."""
+        s = self._sched
+        nodes = s.nodes(now)
+        booked = s.ledger.allocated(nodes.index, len(nodes.ids))
+        on: dict[str, list[str]] = {}
+        for tid in s.ledger.tasks():
+            for n in s.ledger.nodes_of(tid):
+                on.setdefault(n, []).append(tid)
+        state = s.node_states(nodes, now)
+        out = []
+        for i, node in enumerate(nodes.ids):
+            rep = float(nodes.reported_free[i, 0])
+            out.append(NodeBooks(node, int(nodes.capacity[i, 0]), None if math.isnan(rep) else int(rep),
+                                 int(round(booked[i, 0])), int(nodes.usable[i, 0]) if nodes.available[i] else 0,
+                                 sorted(set(on.get(node, []))), state[i]))
+        return out
+
+    def path_states(self, now: float, limit: int) -> tuple[list[tuple[str, str, float, float, float]], int]:
+        """((src, dst, quality, p95 rtt ms, loss) of at most ``limit`` measured paths, how many were left
+        out): the paths touching a node that holds tasks first, then the worst by quality (what an
+        operator alerts on). Quality is the balanced profile's, aged as the scheduler scores it (NaN:
+        unknown)."""
+        s = self._sched
+        nodes = s.nodes(now)
+        table = s.path_table(nodes, "balanced")
+        cols, rows = table.history
+        if rows.size == 0:
+            return [], 0
+        busy = {n for tid in s.ledger.tasks() for n in s.ledger.nodes_of(tid)}
+        src = [cols.names[i] for i in cols.src[rows].tolist()]
+        dst = [cols.names[i] for i in cols.dst[rows].tolist()]
+        touches = np.array([a in busy or b in busy for a, b in zip(src, dst, strict=True)], bool)
+        q = np.asarray(table.q, np.float64)
+        order = np.lexsort((np.arange(q.size), np.where(np.isnan(q), np.inf, q), ~touches))[:max(limit, 0)]
+        out = [(src[k], dst[k], float(q[k]), float(table.p95[k]), float(table.loss[k])) for k in order.tolist()]
+        return out, int(q.size - len(out))
 
     def open_incidents(self) -> list[Incident]:
         """The node failures open now, oldest first."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 
 import faust
@@ -19,6 +20,7 @@ from streams.config import Settings
 from streams.kafka import TASKS_TABLE, table_name
 from streams.metrics import Counters
 from streams.worker.deadletter import dead_letter, guarded, raw_value, validated
+from streams.worker.scheduling import gauges
 from streams.worker.scheduling import service_agent as services
 from streams.worker.scheduling.agent import METRICS, UNKNOWN_TASK, SchedulingService, make_scheduler
 from streams.worker.scheduling.history import refresh_history, seed_detector
@@ -33,7 +35,9 @@ def register(app: faust.App, topics, settings: Settings, counters: Counters, net
     book = TaskBook(app.Table(table_name(settings, TASKS_TABLE), key_type=bytes, value_type=bytes, partitions=1))
     sched = make_scheduler(settings, net, inv)
     service = SchedulingService(sched, book, topics, counters, settings.max_restarts, settings.max_fallbacks,
-                                settings.start_timeout_seconds, settings.queue_timeout_seconds)
+                                settings.start_timeout_seconds, settings.queue_timeout_seconds,
+                                (settings.metrics_nodes_max, settings.metrics_paths_max))
+    gauges.describe(counters)
     net.on_change = sched.touch
     inv.on_change = sched.touch
 
@@ -100,6 +104,9 @@ def _timers(app: faust.App, service: SchedulingService, settings: Settings, coun
             last = time.monotonic()
             if owner():  # else another worker owns the scheduler
                 await service.rescore()
+            elif service.gauged_at > -math.inf:  # it moved away: its per-node series are not this worker's to say
+                gauges.clear(counters)
+                service.gauged_at = -math.inf
 
     @app.task
     async def history_refresh():
