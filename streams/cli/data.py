@@ -12,6 +12,7 @@ def add_parsers(sub) -> None:
     q = sub.add_parser("sql", help="run a query on the DuckDB file (also while the sink writes it)")
     q.add_argument("query", help="SQL, e.g. \"SELECT count(*) FROM windows\"")
     q.add_argument("--json", action="store_true", help="rows as a JSON array of objects")
+    q.add_argument("--csv", action="store_true", help="rows as CSV with a header (raw values)")
     q.add_argument("--timeout", type=float, default=10.0, help="seconds to wait while the sink writes")
     q.add_argument("--allow-files", action="store_true",
                    help="let the query read and write other files (COPY ... TO 'x.parquet', read_csv); off by default")
@@ -98,11 +99,26 @@ def cmd_sql(args, settings: Settings) -> int:
 
     if args.json:
         print(json.dumps([{c: plain(v) for c, v in zip(cols, r, strict=True)} for r in rows]))
+    elif args.csv:
+        import csv
+
+        out = csv.writer(sys.stdout, lineterminator="\n")
+        out.writerow(cols)
+        out.writerows([["" if v is None else plain(v) for v in r] for r in rows])
     else:
-        print("\t".join(cols))
-        for r in rows:
-            print("\t".join("" if v is None else str(v) for v in r))
+        print(sql_table(cols, rows))
     return 0
+
+
+def sql_table(cols: list[str], rows: list[tuple]) -> str:
+    """Aligned columns for a person: epoch-second columns as UTC clock times, numbers right-aligned
+    (--csv and --json keep the raw values for machines)."""
+    from streams.render.human import is_time_column, when
+    from streams.render.tables import table
+
+    times = [is_time_column(c, [r[i] for r in rows]) for i, c in enumerate(cols)]
+    shown = [tuple(when(v) if times[i] and v is not None else v for i, v in enumerate(r)) for r in rows]
+    return table(list(cols), shown)
 
 
 def cmd_backtest(args, settings: Settings) -> int:

@@ -7,13 +7,13 @@ import argparse
 import sys
 
 from sinks.duckdb_store import StoreError
-from streams.cli import api, bench, data, demo, infra, operate, probe, simulate
+from streams.cli import api, bench, data, demo, infra, listing, operate, probe, simulate
 from streams.cli.common import Parser, UsageError
 from streams.config import ConfigError, load_settings
 from streams.logs import setup_logging
 from streams.runtime.broker import BrokerError
 
-GROUPS = (infra, probe, data, api, operate, bench, demo, simulate)
+GROUPS = (infra, probe, data, api, listing, operate, bench, demo, simulate)
 COMMANDS = {name: handler for group in GROUPS for name, handler in group.COMMANDS.items()}
 
 

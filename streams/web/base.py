@@ -85,14 +85,16 @@ class Resource(View):
     def answer(self, model: ApiModel, status: int = 200) -> Response:
         return self.json(model.body(), status=status)
 
-    def paged(self, request: Request, items: list, render) -> Response:
-        """One page of ``items`` (``render``: item -> ApiModel or dict), or 400 for bad paging."""
+    def paged(self, request: Request, items: list, render, render_page=None) -> Response:
+        """One page of ``items`` (``render``: item -> ApiModel or dict; ``render_page``: the page's items
+        -> theirs, once per page), or 400 for bad paging."""
         page = paging(request.query, self.ctx.settings.page_limit_max)
         if isinstance(page, ErrorBody):
             return self.answer(page, 400)
         offset, limit = page
-        return self.answer(Page(items=[_plain(render(i)) for i in items[offset:offset + limit]],
-                                total=len(items), offset=offset, limit=limit))
+        shown = items[offset:offset + limit]
+        shown = render_page(shown) if render_page is not None else shown
+        return self.answer(Page(items=[_plain(render(i)) for i in shown], total=len(items), offset=offset, limit=limit))
 
 
 def _plain(item):

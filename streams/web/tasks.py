@@ -100,14 +100,26 @@ class Tasks(Resource):
     routed = "tasks"
 
     async def get(self, request: Request) -> Response:
-        """A page of task records, newest submission first; ``status`` keeps one status."""
-        status = request.query.get("status")
+        """A page of task records, newest submission first; ``status`` and ``team`` keep one status
+        or team; queued and running tasks carry their estimate (what a queued one waits for)."""
+        status, team = request.query.get("status"), request.query.get("team")
         if status is not None and status not in STATUSES:
             return self.answer(ErrorBody(error="invalid request", fields=[FieldError(
                 field="status", value=status, reason=f"must be one of {', '.join(STATUSES)}")]), 400)
-        records = [r for r in self.ctx.tasks.all() if status is None or r.status == status]
+        if team is not None and len(team) > 128:
+            return self.answer(ErrorBody(error="invalid request", fields=[FieldError(
+                field="team", reason="at most 128 characters")]), 400)
+        records = [r for r in self.ctx.tasks.all() if (status is None or r.status == status)
+                   and (team is None or r.task.get("team", "") == team)]
         records.sort(key=lambda r: (-(r.task.get("submitted_at") or 0.0), r.task.get("id", "")))
-        return self.paged(request, records, lambda r: r)
+        view = self.ctx.scheduler
+
+        def render(page: list[TaskRecord]) -> list[TaskRecord]:
+            live = [r.task["id"] for r in page if r.status in ("queued", "held", "placed", "running")]
+            est = view.estimates(live, time.time()) if view is not None and live else {}
+            return [r.model_copy(update={"estimate": est[r.task["id"]]}) if r.task["id"] in est else r for r in page]
+
+        return self.paged(request, records, lambda r: r, render_page=render)
 
     async def post(self, request: Request) -> Response:
         """Submit a task: 422 with field errors, else the decision once it is made (202 after

@@ -55,8 +55,12 @@ async def test_queries_while_the_sink_writes(make_settings):
         sink.stop.set()
         await task
     assert seen == sorted(seen)  # reads see the table grow
-    r = await asyncio.to_thread(sql, settings, "SELECT count(*) AS n, max(p95) AS worst FROM windows")
-    assert r.returncode == 0 and r.stdout.splitlines() == ["n\tworst", "1000\t2.0"]
+    r = await asyncio.to_thread(sql, settings, "SELECT count(*) AS n, max(p95) AS worst FROM windows", "--csv")
+    assert r.returncode == 0 and r.stdout.splitlines() == ["n,worst", "1000,2.0"]
+    r = await asyncio.to_thread(sql, settings, "SELECT count(*) AS n, max(p95) AS worst, "
+                                "max(window_end) AS window_end FROM windows")  # for a person: aligned
+    assert r.returncode == 0 and r.stdout.splitlines() == [
+        "   n  worst  window_end", "----  -----  ----------", "1000   2.00   10,000.00"], r.stdout  # 1970: no time
     bad = await asyncio.to_thread(sql, settings, "SELECT nope FROM windows")
     assert bad.returncode == 1 and bad.stderr.startswith("cnsched: sql: Binder Error")
     # the plain DuckDB CLI (duckdb-cli from PyPI, an older release than the library) reads the file too

@@ -144,20 +144,21 @@ class ControlMixin:
         return ("team", over) if over else None
 
     # ------------------------------------------------------------------ why it waits
-    def waiting(self, task_id: str, now: float) -> Waiting | None:
-        """What a queued task waits for; None when it is not queued."""
+    def waiting(self, task_id: str, now: float, order: list[str] | None = None) -> Waiting | None:
+        """What a queued task waits for; None when it is not queued. ``order``: the queue's service
+        order (task ids), when the caller asks for many tasks at once."""
         p = self.pending.get(task_id)
         if p is None:
             return None
         if p.held:
             return Waiting(HELD, "held: not placed until released", None)
-        order = [t.id for t in self.queue_order(now)]
+        order = [t.id for t in self.queue_order(now)] if order is None else order
         position = order.index(task_id) + 1 if task_id in order else None
         task, nodes = p.task, self.nodes(now)
         res = self.reservation
         if res is not None and res.task_id == task_id:
-            return Waiting(RESOURCES, f"first in line: nodes {', '.join(res.nodes)} are reserved for it from "
-                                      f"{res.start:.0f} (epoch s), as their tasks are expected to end", position)
+            return Waiting(RESOURCES, f"first in line: nodes {', '.join(res.nodes)} are reserved for it, free in "
+                                      f"{max(res.start - now, 0):.0f} s as their tasks are expected to end", position)
         team = self.quotas.team_of(task)
         room = self.quotas.room(list(self.running.values()), task, team, nodes)
         if len(nodes.ids) and not room.any():
@@ -169,5 +170,5 @@ class ControlMixin:
                                       f"{task.peers} with {task.resources.cards} free cards each", position)
         if res is not None and int((fits & ~self.blocked(task, nodes, now)).sum()) < task.peers:
             return Waiting(RESERVATION, f"the nodes that fit are reserved for {res.task_id}, first in line, "
-                                        f"from {res.start:.0f} (epoch s)", position)
+                                        f"which starts in {max(res.start - now, 0):.0f} s", position)
         return Waiting(RETRYING, "fits now: placed at the next retry", position)

@@ -37,15 +37,21 @@ class SchedulerView:
     def __init__(self, sched) -> None:
         self._sched = sched
 
-    def estimate(self, task_id: str, now: float) -> TaskEstimate | None:
-        """When a running task ends, or when the queue's head starts (its reservation); None for a
-        task the scheduler does not hold."""
+    def estimates(self, task_ids: list[str], now: float) -> dict[str, TaskEstimate]:
+        """:meth:`estimate` of many tasks, the queue's order computed once (a listing)."""
+        order = [t.id for t in self._sched.queue_order(now)] if self._sched.pending else []
+        out = {t: self.estimate(t, now, order) for t in task_ids}
+        return {t: e for t, e in out.items() if e is not None}
+
+    def estimate(self, task_id: str, now: float, order: list[str] | None = None) -> TaskEstimate | None:
+        """When a running task ends, or when the queue's head starts (its reservation), and what a
+        queued task waits for; None for a task the scheduler does not hold."""
         s = self._sched
         run = s.running.get(task_id)
         if run is not None:
             return TaskEstimate(start=run.placed_at, end=expected_end(run, now),
                                 basis="placed; ends when its expected_duration_s has run")
-        why = s.waiting(task_id, now)
+        why = s.waiting(task_id, now, order)
         if why is None:
             return None
         res = s.reservation
