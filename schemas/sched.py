@@ -270,16 +270,20 @@ class TaskEvent(BaseModel):
 
 class Incident(BaseModel):
     """`sched.incidents`: a node failure, sent when it is detected (status open, cause located if it can
-    be) and again when its tasks are recovered (moved elsewhere or ended) or the node is back."""
+    be), when its tasks are all elsewhere (status mitigated: moved, re-queued or ended; the node still
+    down, the incident still open) and when the node is back or removed from the inventory (status
+    recovered, ``resolution`` says which)."""
 
     node: str
-    status: Literal["open", "recovered"]
+    status: Literal["open", "mitigated", "recovered"]
     cause: Literal["compute", "network", "both", "unknown"]
     detected_at: float
     located_at: float | None = None
-    recovered_at: float | None = None
+    mitigated_at: float | None = Field(default=None, description="when none of its tasks ran on the node any more")
+    recovered_at: float | None = Field(default=None, description="when the node was back, or removed")
+    resolution: Literal["node back", "node removed"] | None = None
     tasks: list[str] = []
     work_lost_s: float = Field(default=0.0, ge=0, description="task time since the last checkpoint (since placement when none)")
     outcomes: dict[str, str] = Field(
-        default_factory=dict, description="recovered: what became of each task — 'moved to <nodes>', 'placed on "
+        default_factory=dict, description="mitigated and after: what became of each task — 'moved to <nodes>', 'placed on "
         "<nodes> (preempting <tasks>)' or 'queued' (re-queued from its checkpoint: no node could take it), 'ended'")

@@ -16,7 +16,7 @@ import pyarrow as pa
 from schemas.compute import node_class
 from schemas.windows import WINDOW_ARROW_SCHEMA
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 # files are written in the storage format of DuckDB 1.4, so any DuckDB client from 1.4 on (the
 # `duckdb` CLI included) can read them, whatever newer library version the sink runs
 STORAGE_COMPATIBILITY = "v1.4.0"
@@ -138,6 +138,11 @@ _MIGRATIONS: dict[int, str] = {
     ALTER TABLE task_events ADD COLUMN latency_ms DOUBLE;
     ALTER TABLE reschedules ADD COLUMN transfer_gb DOUBLE;
     """,
+    11: """
+    ALTER TABLE incidents ADD COLUMN mitigated_at DOUBLE;
+    ALTER TABLE incidents ADD COLUMN resolution VARCHAR;
+    ALTER TABLE incidents ADD COLUMN outcomes VARCHAR;
+    """,
 }
 
 _DECISIONS = pa.schema([
@@ -168,7 +173,8 @@ _TASK_EVENTS = pa.schema([
 _INCIDENTS = pa.schema([
     ("node", pa.string()), ("detected_at", pa.float64()), ("status", pa.string()), ("cause", pa.string()),
     ("located_at", pa.float64()), ("recovered_at", pa.float64()), ("tasks", pa.list_(pa.string())),
-    ("work_lost_s", pa.float64()),
+    ("work_lost_s", pa.float64()), ("mitigated_at", pa.float64()), ("resolution", pa.string()),
+    ("outcomes", pa.string()),  # JSON: task id -> what became of it
 ])
 _QUOTA_CHANGES = pa.schema([
     ("changed_at", pa.float64()), ("teams", pa.list_(pa.string())), ("entries", pa.int32()), ("doc", pa.string()),
@@ -360,8 +366,12 @@ class DuckStore:
         return self._insert("task_events", rows, _TASK_EVENTS)
 
     def write_incidents(self, docs: list[dict]) -> int:
-        """sched.incidents messages: one row per incident and status (open, recovered)."""
-        return self._insert("incidents", [{k: d.get(k) for k in _INCIDENTS.names} for d in docs], _INCIDENTS)
+        """sched.incidents messages: one row per incident and status (open, mitigated, recovered)."""
+        import json
+
+        rows = [{k: d.get(k) for k in _INCIDENTS.names} | {"outcomes": json.dumps(d.get("outcomes") or {})}
+                for d in docs]
+        return self._insert("incidents", rows, _INCIDENTS)
 
     def write_quota_changes(self, docs: list[dict]) -> int:
         """sched.quotas messages: every quota set asked for, with its time (a refused one is also in

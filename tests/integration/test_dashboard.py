@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from schemas.topics import COMPUTE_NODES, NETSTATE_WINDOWS
+from schemas.topics import COMPUTE_NODES, NETSTATE_WINDOWS, SCHED_EVENTS
 from sinks.duckdb_store import DuckStore
 from streams.kafka import ensure_topics, producer
 from streams.runtime.processes import start_worker, stop_process
@@ -134,6 +134,23 @@ async def test_dashboard_in_a_browser(make_settings, tmp_path):
             assert status == 200 and [r["task"]["id"] for r in page_of["items"]] == ["ui-1"]  # before the service
             assert (await asyncio.to_thread(call, settings.web_port, "GET", "/tasks?status=done"))[0] == 400
             assert await asyncio.to_thread(call, settings.web_port, "GET", "/incidents") == (200, {"open": []})
+            # booked beside reported: the node's row counts the card cnsched booked (its report says nothing free)
+            node = body["nodes"][0]
+            await page.wait_for_function(
+                f"""() => {{ const r = document.querySelector('tr[data-node="{node}"]');
+                            return r && r.children[4].textContent === "1"; }}""", timeout=30_000)
+            site = await page.locator(f'tr[data-node="{node}"] td').all_inner_texts()
+            assert site[3:8] == ["8", "1", "–", "7", "up"], site
+            # a cancelled task shows as cancelled, its card free again once its runner says it stopped
+            status, rec = await asyncio.to_thread(call, settings.web_port, "DELETE", "/tasks/ui-1")
+            assert status == 200 and rec["status"] == "cancelled", rec
+            await page.wait_for_function(
+                """() => { const r = document.querySelector('tr[data-task="ui-1"]');
+                           return r && r.children[3].textContent === "cancelled"; }""", timeout=30_000)
+            await send(settings, SCHED_EVENTS, [{"task_id": "ui-1", "event": "stopped", "at": time.time()}])
+            await page.wait_for_function(
+                f"""() => {{ const r = document.querySelector('tr[data-node="{node}"]');
+                            return r && r.children[4].textContent === "0"; }}""", timeout=30_000)
             # an elastic service's scaled decision reads as its replica count and reason
             svc = {"id": "ui-svc", "type": "inference", "resources": {"cards": 1},
                    "scaling": {"min_replicas": 2, "max_replicas": 3, "prescale_lead_s": 0}}

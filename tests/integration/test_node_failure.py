@@ -1,7 +1,8 @@
 """A node stops reporting mid-task, end to end: the worker detects it, locates the failure (compute:
 its paths still carry probes), moves the task off it at once (node_failed), and the sink stores the
-incident in DuckDB, open and then recovered; the work lost counts from the task's checkpoint. When the
-task then fails, it is re-queued and placed again, resuming from that checkpoint."""
+incident in DuckDB, open, mitigated once the task is elsewhere, and recovered only when the node reports
+again; the work lost counts from the task's checkpoint. When the task then fails, it is re-queued and
+placed again, resuming from that checkpoint."""
 
 from __future__ import annotations
 
@@ -107,24 +108,32 @@ async def test_a_silent_node_is_detected_and_its_task_moves(make_settings, tmp_p
         failed = {"task_id": "job", "event": "failed", "at": time.time(), "nodes": [other]}
         await p.send_and_wait(settings.topic(SCHED_EVENTS), json.dumps(failed).encode(), key=b"job")
         await _report(p, settings, (other,), time.time())
-        await p.stop()
         again = await _collect(settings, lambda g: len(g[SCHED_DECISIONS]) >= 2, 30)
+        # the incident stays open (mitigated) while home is silent, and is recovered once it reports again
+        _, inc = await asyncio.to_thread(call, settings.web_port, "GET", "/incidents")
+        assert [(i["node"], i["status"]) for i in inc["open"]] == [(home, "mitigated")]
+        await _report(p, settings, (home, other), time.time())
+        await p.stop()
+        back = await _collect(settings, lambda g: len(g[SCHED_INCIDENTS]) >= 3, 30)
     finally:
         stop_process(worker)
     try:
         (ev,) = got[SCHED_RESCHEDULES]
         assert (ev["task_id"], ev["from_nodes"], ev["to_nodes"], ev["trigger"]) == ("job", [home], [other], "node_failed")
-        opened, recovered = got[SCHED_INCIDENTS][:2]
+        opened, mitigated, recovered = back[SCHED_INCIDENTS][:3]
         assert (opened["node"], opened["status"], opened["cause"], opened["tasks"]) == (home, "open", "compute", ["job"])
-        assert recovered["status"] == "recovered" and recovered["recovered_at"] >= opened["detected_at"]
+        assert mitigated["status"] == "mitigated" and mitigated["outcomes"] == {"job": f"moved to {other}"}
+        assert (recovered["status"], recovered["resolution"]) == ("recovered", "node back")
+        assert recovered["recovered_at"] > mitigated["mitigated_at"] >= opened["detected_at"]
         assert 0 < opened["work_lost_s"] < 30  # since the checkpoint, not since placement
         resumed = again[SCHED_DECISIONS][-1]
         assert (resumed["status"], resumed["nodes"], resumed["restarts"]) == ("placed", [other], 1)
         assert resumed["resume_from"] == ckpt["checkpoint_at"]
         deadline = time.monotonic() + 30
-        while len(rows := _stored_incidents(settings.duckdb_path)) < 2 and time.monotonic() < deadline:
+        while len(rows := _stored_incidents(settings.duckdb_path)) < 3 and time.monotonic() < deadline:
             await asyncio.sleep(0.5)
-        assert rows == [(home, "open", "compute", ["job"]), (home, "recovered", "compute", ["job"])]
+        assert rows == [(home, "mitigated", "compute", ["job"]), (home, "open", "compute", ["job"]),
+                        (home, "recovered", "compute", ["job"])]
     finally:
         stop_process(sink)
 

@@ -117,16 +117,23 @@ def test_incidents_stored_once_and_reported_per_incident(tmp_path):
     opened = {"node": "n1", "status": "open", "cause": "unknown", "detected_at": 100.0, "located_at": None,
               "recovered_at": None, "tasks": ["a", "b"], "work_lost_s": 30.0}
     located = {**opened, "cause": "compute", "located_at": 104.0}
-    recovered = {**located, "status": "recovered", "recovered_at": 160.5}
+    mitigated = {**located, "status": "mitigated", "mitigated_at": 112.25, "outcomes": {"a": "moved to n3", "b": "queued"}}
+    recovered = {**mitigated, "status": "recovered", "recovered_at": 160.5, "resolution": "node back"}
     other = {**opened, "node": "n2", "detected_at": 200.0, "tasks": []}
+    third = {**other, "node": "n4", "status": "mitigated", "mitigated_at": 230.0}
     with DuckStore(tmp_path / "i.duckdb") as s:
-        assert s.write_incidents([opened, recovered, other]) == 3
-        assert s.write_incidents([opened, located, recovered]) == 0  # redelivered (one row per status)
+        assert s.write_incidents([opened, mitigated, recovered, other, third]) == 5
+        assert s.write_incidents([opened, located, mitigated, recovered]) == 0  # redelivered (one row per status)
         (section,) = run_sections(s.con, INCIDENTS)
+        assert s.query("SELECT outcomes::JSON->>'b', resolution FROM incidents WHERE status = 'recovered'") == [
+            ("queued", "node back")]
     rows = [dict(zip(section["columns"], r, strict=True)) for r in section["rows"]]
-    # n1: located 4 s and recovered 60.5 s after detection; n2 still open, cause unknown
-    assert [(r["node"], r["status"], r["cause"], r["locate_s"], r["recover_s"], r["tasks"]) for r in rows] == [
-        ("n1", "recovered", "compute", 4.0, 60.5, 2), ("n2", "open", "unknown", None, None, 0)]
+    # n1: located 4 s, its tasks elsewhere 12.25 s and the node back 60.5 s after detection; n2 still open,
+    # cause unknown; n4 mitigated (its tasks elsewhere), the node still down
+    assert [(r["node"], r["status"], r["cause"], r["locate_s"], r["mitigate_s"], r["recover_s"], r["tasks"])
+            for r in rows] == [("n1", "recovered", "compute", 4.0, 12.3, 60.5, 2),
+                               ("n2", "open", "unknown", None, None, None, 0),
+                               ("n4", "mitigated", "unknown", None, 30.0, None, 0)]
 
 
 def test_benefit_shows_the_latest_replay_as_measured_times(audit):

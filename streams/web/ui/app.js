@@ -66,12 +66,17 @@ function renderSites(compute) {
   const items = compute.items.slice().sort((a, b) => siteOf(a).localeCompare(siteOf(b)) || a.node.localeCompare(b.node));
   const rows = items.map((c) => el("tr", { "data-node": c.node },
     el("td", {}, siteOf(c)), el("td", {}, c.node), el("td", {}, c.class),
-    el("td", { class: "num" }, `${num(c.report.free?.cards, 0)} / ${num(c.report.cards, 0)}`),
-    el("td", { class: c.available ? "ok" : "bad" }, c.available ? "available" : "unavailable"),
+    el("td", { class: "num" }, num(c.cards ?? c.report.cards, 0)),
+    el("td", { class: "num" }, num(c.cards_booked, 0)),
+    el("td", { class: "num" }, num(c.cards_reported_free ?? c.report.free?.cards, 0)),
+    el("td", { class: "num" }, num(c.cards_free, 0)),
+    el("td", { class: (c.state || (c.available ? "up" : "down")) === "up" ? "ok" : "bad" },
+      c.state || (c.available ? "up" : "down")),
     el("td", { class: "num" }, num(c.compute_score.training)),
     el("td", { class: "num" }, num(c.compute_score.inference)),
     el("td", { class: "num" }, num(c.age_s, 0) + " s")));
-  replace("sites", table(["site", "node", "class", "free cards", "state", "training", "inference", "report age"], rows));
+  replace("sites", table(["site", "node", "class", "cards", "booked", "reported free", "free to place", "state",
+    "training", "inference", "report age"], rows));
   state.sites = [...new Set(compute.items.map((c) => c.report.zone).filter(Boolean))].sort();
   state.siteOfNode = Object.fromEntries(compute.items.map((c) => [c.node, c.report.zone || c.node]));
 }
@@ -133,8 +138,9 @@ function renderTasks(tasks, estimates) {
   const rows = tasks.items.map((rec) => {
     const t = rec.task, b = breakdown(rec), d = lastDecision(rec);
     const started = rec.running?.placed_at;
-    const wait = started && t.submitted_at ? started - t.submitted_at : (rec.status === "queued" ? since(t.submitted_at) : null);
-    const est = estimates[t.id];
+    const waiting = rec.status === "queued" || rec.status === "held";
+    const wait = started && t.submitted_at ? started - t.submitted_at : (waiting ? since(t.submitted_at) : null);
+    const est = estimates[t.id] || rec.estimate;
     return el("tr", { "data-task": t.id },
       el("td", {}, t.id), el("td", {}, t.type), el("td", {}, t.team || ""), el("td", {}, tag(rec.status)),
       el("td", {}, rec.nodes.join(", ")),
@@ -143,10 +149,12 @@ function renderTasks(tasks, estimates) {
       el("td", { class: "num" }, num(b.load_score)),
       el("td", { class: "num" }, num(d?.alpha, 2)),
       el("td", { class: "num" }, wait === null ? "–" : num(wait, 0) + " s"),
-      el("td", {}, est?.start ? clock(est.start) : (rec.status === "queued" ? "unknown" : "")));
+      el("td", {}, est?.start ? clock(est.start) : (waiting ? "unknown" : "")),
+      el("td", {}, est?.reason ? `${est.reason}: ${est.basis}` : ""));
   });
   replace("tasks", rows.length ? table(["task", "type", "team", "status", "nodes", "composite", "compute",
-    "network", "energy", "data load", "alpha", "wait", "est. start"], rows) : el("p", { class: "muted" }, "no tasks yet"));
+    "network", "energy", "data load", "alpha", "wait", "est. start", "waiting for"], rows)
+    : el("p", { class: "muted" }, "no tasks yet"));
 }
 
 function eventsOf(tasks) {
@@ -258,22 +266,19 @@ async function refresh() {
     api("/incidents"), api("/health")]);
   if (compute.status === 200) renderSites(compute.body);
   if (paths.status === 200) renderHeatmap(paths.body.items);
-  const estimates = {};
-  if (tasks.status === 200) {
-    const queued = tasks.body.items.filter((r) => r.status === "queued").slice(0, 10);
-    const got = await Promise.all(queued.map((r) => api(`/tasks/${encodeURIComponent(r.task.id)}`)));
-    got.forEach((g, i) => { if (g.status === 200 && g.body.estimate) estimates[queued[i].task.id] = g.body.estimate; });
-    renderTasks(tasks.body, estimates);
+  if (tasks.status === 200) {  // the list carries each live task's estimate and what a queued one waits for
+    renderTasks(tasks.body, {});
     renderEvents(tasks.body);
   }
   if (incidents.status === 200) renderIncidents(incidents.body);
   const nodes = compute.status === 200 ? compute.body.items : [];
   const counts = tasks.status === 200 ? tasks.body.items.reduce((m, r) => ((m[r.status] = (m[r.status] || 0) + 1), m), {}) : {};
   replace("summary",
-    el("span", {}, `${nodes.filter((n) => n.available).length} of ${nodes.length} nodes available`),
+    el("span", {}, `${nodes.filter((n) => (n.state || (n.available ? "up" : "down")) === "up").length} of ${nodes.length} nodes up`),
+    el("span", {}, `${nodes.reduce((a, n) => a + (n.cards_booked || 0), 0)} of ${nodes.reduce((a, n) => a + (n.cards ?? n.report.cards ?? 0), 0)} cards booked`),
     el("span", {}, `${paths.status === 200 ? paths.body.total : "–"} paths`),
     el("span", {}, Object.entries(counts).map(([k, v]) => `${v} ${k}`).join(", ") || "no tasks"),
-    el("span", {}, `${incidents.status === 200 ? incidents.body.open.length : "–"} open incidents`),
+    el("span", {}, `${incidents.status === 200 ? incidents.body.open.length : "–"} open incidents (node still down)`),
     el("span", { class: health.status === 200 ? "ok" : "bad" }, health.status === 200 ? "worker ready" : "worker not ready"));
   await Promise.all([renderHistory(), renderBattery()]);
   document.getElementById("refreshed").textContent = "updated " + clock(Date.now() / 1000);

@@ -321,7 +321,7 @@ class SchedulingService:
                 for d in self.sched.retry_pending():  # only when what is free may have changed
                     await self.publish_decision(self.sched.running[d.task_id].task, d)
                 self.retried_key = self.sched.capacity_key()
-            if self.sched.version != self.scored_version or self.sched.incidents.open:
+            if self.sched.version != self.scored_version or self.sched.incidents.unmitigated():
                 for ev in self.sched.reschedule():
                     await self.publish_move(ev)
                 for d in self.sched.recover():  # on a failed node with nowhere to move: re-queued

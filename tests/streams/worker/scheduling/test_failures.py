@@ -1,5 +1,6 @@
 """Node failures seen by the scheduler: detected from reports and windows, located (compute or
-network), the tasks moved off at once, the incident recovered once they are elsewhere."""
+network), the tasks moved off at once (the incident mitigated, still open), and recovered only when the
+node is back or removed from the inventory."""
 
 import time
 
@@ -33,10 +34,16 @@ def test_a_silent_node_is_a_compute_failure_its_task_moves_and_the_incident_reco
     assert opened.detected_at == opened.located_at == later and opened.work_lost_s == 120.0
     (ev,) = s.reschedule(later)
     assert ev.trigger == "node_failed" and ev.to_nodes != [home]
-    (rec,) = s.watch(later + 1)
-    assert (rec.node, rec.status, rec.recovered_at) == (home, "recovered", later + 1)
+    (mit,) = s.watch(later + 1)
+    assert (mit.node, mit.status, mit.mitigated_at, mit.recovered_at) == (home, "mitigated", later + 1, None)
+    assert mit.outcomes == {"t": f"moved to {ev.to_nodes[0]}"}
+    assert list(s.incidents.open) == [home] and not s.incidents.unmitigated()
+    assert s.watch(later + 2) == []  # still silent: the same failure, no second incident, still open
+    s.inv.put(home.encode(), gpu_node(home, later + 3))  # it reports again
+    (rec,) = s.watch(later + 3)
+    assert (rec.status, rec.recovered_at, rec.resolution, rec.mitigated_at) == ("recovered", later + 3, "node back",
+                                                                                  later + 1)
     assert s.incidents.open == {}
-    assert s.watch(later + 2) == []  # still silent: the same failure, no second incident
 
 
 def test_a_node_whose_paths_are_all_lost_is_a_network_failure():
@@ -55,7 +62,7 @@ def test_a_node_whose_paths_are_all_lost_is_a_network_failure():
     assert not view.available[view.index[home]]  # reports say up, but nothing reaches it
     (ev,) = s.reschedule(t)
     assert ev.trigger == "node_failed"
-    assert [i.status for i in s.watch(t + 1)] == ["recovered"]
+    assert [i.status for i in s.watch(t + 1)] == ["mitigated"]
 
 
 def test_a_failed_node_without_tasks_stays_open_until_it_is_back():
@@ -66,4 +73,17 @@ def test_a_failed_node_without_tasks_stays_open_until_it_is_back():
     assert (opened.node, opened.cause, opened.tasks) == ("n2", "compute", [])
     assert s.watch(now + 1) == []
     s.inv.put(b"n2", gpu_node("n2", now + 2))
-    assert [(i.node, i.status) for i in s.watch(now + 2)] == [("n2", "recovered")]
+    assert [(i.node, i.status, i.resolution) for i in s.watch(now + 2)] == [("n2", "recovered", "node back")]
+
+
+def test_an_incident_of_a_node_removed_from_the_inventory_is_recovered_as_removed():
+    now = time.time()
+    s = world(now)
+    s.inv.put(b"n2", gpu_node("n2", now, status="down"))
+    (opened,) = s.watch(now)  # no tasks on it: nothing to move (mitigated at once), open while it is down
+    assert (opened.status, opened.mitigated_at) == ("open", now) and list(s.incidents.open) == ["n2"]
+    assert s.watch(now + 1) == []
+    del s.inv.table[b"n2"]
+    s.inv.invalidate()
+    s.touch()
+    assert [(i.node, i.status, i.resolution) for i in s.watch(now + 2)] == [("n2", "recovered", "node removed")]

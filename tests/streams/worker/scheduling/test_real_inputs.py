@@ -60,7 +60,7 @@ def _fail_node(s, node: str, others: list[str], at: float) -> None:
         s.inv.put(n.encode(), full(n, at, 0.0))
 
 
-def test_a_task_on_a_failed_node_with_no_room_elsewhere_is_requeued_and_its_incident_closes():
+def test_a_task_on_a_failed_node_with_no_room_elsewhere_is_requeued_and_its_incident_mitigated():
     # finding 2: the task stayed booked on the dead node, was never re-queued, its incident never closed
     now = time.time()
     s = make_scheduler([full("a", now, 0.0), full("b", now, 0.0)], {})
@@ -77,8 +77,8 @@ def test_a_task_on_a_failed_node_with_no_room_elsewhere_is_requeued_and_its_inci
     assert d.fallbacks[0].node == "a" and d.fallbacks[0].reason.startswith("node_failed: released and re-queued")
     assert "t" in s.pending and "t" not in s.running and s.ledger.nodes_of("t") == []
     (closed,) = s.watch(later + 1)
-    assert closed.status == "recovered" and closed.outcomes == {"t": "queued"}
-    assert s.incidents.open == {}
+    assert closed.status == "mitigated" and closed.outcomes == {"t": "queued"}
+    assert not s.incidents.unmitigated() and list(s.incidents.open) == ["a"]  # open until a is back
     # b frees: the queued task resumes from its checkpoint there
     s.end("other")
     (placed,) = s.retry_pending(later + 2)
