@@ -41,7 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from core.detect import loss_tail
-from core.vocabulary import DEGRADATION, FORECAST, IMPROVEMENT, NODE_FAILED, NODE_JOINED
+from core.vocabulary import DEGRADATION, DRAIN, FORECAST, IMPROVEMENT, NODE_FAILED, NODE_JOINED
 
 
 @dataclass(frozen=True)
@@ -184,6 +184,7 @@ def evaluate(
     forecast: np.ndarray | None = None,  # degraded only in the forecast (preventive rescheduling)
     fresh: np.ndarray | None = None,  # a new window of the task's paths since the last evaluation
     node_failed: np.ndarray | None = None,  # the task's node is down or gone
+    drained: np.ndarray | None = None,  # its node drains and its time to move has come (a checkpoint, the deadline)
 ) -> Evaluation:
     current = np.asarray(current, dtype=np.float64)
     best = np.asarray(best, dtype=np.float64)
@@ -193,12 +194,14 @@ def evaluate(
     gain = expected_gain_s(current, best, remaining_s)
     cost = np.asarray(cost_s, dtype=np.float64)
     failed = np.isfinite(best) & (np.zeros(current.shape, bool) if node_failed is None else np.asarray(node_failed, bool))
-    move = failed | (better & (new_streak >= policy.patience(alpha)) & ~np.asarray(resting, bool)
+    drain = np.isfinite(best) & ~failed & (np.zeros(current.shape, bool) if drained is None
+                                           else np.asarray(drained, bool))
+    move = failed | drain | (better & (new_streak >= policy.patience(alpha)) & ~np.asarray(resting, bool)
                      & (gain > cost * (1.0 + policy.margin)))
     fc = np.zeros(current.shape, bool) if forecast is None else np.asarray(forecast, bool)
-    trigger = np.where(~move, "", np.where(failed, NODE_FAILED, np.where(
+    trigger = np.where(~move, "", np.where(failed, NODE_FAILED, np.where(drain, DRAIN, np.where(
         np.asarray(is_degraded, bool), DEGRADATION, np.where(fc, FORECAST, np.where(
-            np.asarray(target_joined, bool), NODE_JOINED, IMPROVEMENT)))))
+            np.asarray(target_joined, bool), NODE_JOINED, IMPROVEMENT))))))
     return Evaluation(move, trigger.astype(object), np.where(move, 0, new_streak), gain, cost)
 
 

@@ -248,6 +248,16 @@ class TaskCommand(ApiModel):
     reason: str | None = Field(default=None, max_length=1024)
 
 
+class NodeCommandBody(ApiModel):
+    """POST /nodes/{node}/cordon|drain|uncordon: who asks and why (optional), and a drain's deadline."""
+
+    model_config = ConfigDict(extra="forbid")
+    deadline_s: float | None = Field(default=None, ge=0, le=10 * 366 * 86_400, allow_inf_nan=False, description=(
+        "drain: how long its work may wait for a checkpoint (default CNSCHED_DRAIN_DEADLINE_SECONDS)"))
+    by: str | None = Field(default=None, max_length=128)
+    reason: str | None = Field(default=None, max_length=1024)
+
+
 class TaskAnswer(ApiModel):
     """POST /tasks: the decision once made (200), or accepted without one yet (202)."""
 

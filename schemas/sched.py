@@ -27,7 +27,7 @@ TaskType = Literal[
 ]
 NetworkProfile = Literal["balanced", "latency", "bandwidth", "duplex"]
 Strategy = Literal["data-parallel", "model-parallel", "pipeline", "single"]
-Trigger = Literal["degradation", "improvement", "node_joined", "forecast", "node_failed", "rollback"]
+Trigger = Literal["degradation", "improvement", "node_joined", "forecast", "node_failed", "rollback", "drain"]
 
 
 class Resources(BaseModel):
@@ -266,6 +266,23 @@ class TaskEvent(BaseModel):
         if self.event == "priority" and self.priority is None:
             raise ValueError("a priority event carries the new priority")
         return self
+
+
+class NodeCommand(BaseModel):
+    """`sched.maintenance`, keyed by node: an operator's cordon (no new placements; its work stays),
+    drain (cordon, and its work moves at its next checkpoint or when it ends — by ``deadline_s``, then
+    wherever it can, re-queued from its checkpoint if nowhere) or uncordon (it takes work again). The
+    latest per node is in force. A node that reports status ``leaving`` drains by itself."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    node: str = Field(pattern=ID_PATTERN)
+    action: Literal["cordon", "drain", "uncordon"]
+    at: float = Field(gt=0, le=EPOCH_MAX, description="epoch seconds")
+    deadline_s: float | None = Field(default=None, ge=0, le=DURATION_MAX_S, description=(
+        "drain: how long its work may wait for a checkpoint (default CNSCHED_DRAIN_DEADLINE_SECONDS)"))
+    by: str | None = Field(default=None, max_length=128)
+    reason: str | None = Field(default=None, max_length=1024)
 
 
 class Incident(BaseModel):

@@ -12,6 +12,7 @@ SCHED_DEADLETTER = "sched.deadletter"
 SCHED_EVENTS = "sched.events"
 SCHED_INCIDENTS = "sched.incidents"
 SCHED_QUOTAS = "sched.quotas"
+SCHED_MAINTENANCE = "sched.maintenance"
 
 ALL_TOPICS: tuple[str, ...] = (
     PROBE_SAMPLES,
@@ -26,10 +27,12 @@ ALL_TOPICS: tuple[str, ...] = (
     SCHED_EVENTS,
     SCHED_INCIDENTS,
     SCHED_QUOTAS,
+    SCHED_MAINTENANCE,
 )
 
 
 # The state agent needs one consistent view of the network, the compute inventory and the tasks
 # (their lifecycle events release what they hold): these compact, low-rate topics have a single
 # partition, owned by one worker at a time.
-STATE_TOPICS: frozenset[str] = frozenset({NETSTATE_WINDOWS, COMPUTE_NODES, SCHED_TASKS, SCHED_EVENTS, SCHED_QUOTAS})
+STATE_TOPICS: frozenset[str] = frozenset({NETSTATE_WINDOWS, COMPUTE_NODES, SCHED_TASKS, SCHED_EVENTS, SCHED_QUOTAS,
+                                          SCHED_MAINTENANCE})

@@ -142,6 +142,11 @@ _MIGRATIONS: dict[int, str] = {
     ALTER TABLE incidents ADD COLUMN mitigated_at DOUBLE;
     ALTER TABLE incidents ADD COLUMN resolution VARCHAR;
     ALTER TABLE incidents ADD COLUMN outcomes VARCHAR;
+    CREATE TABLE node_maintenance (
+        node VARCHAR NOT NULL, issued_at DOUBLE NOT NULL, action VARCHAR NOT NULL, deadline_s DOUBLE,
+        requested_by VARCHAR, reason VARCHAR,
+        PRIMARY KEY (node, issued_at, action)
+    );
     """,
 }
 
@@ -175,6 +180,10 @@ _INCIDENTS = pa.schema([
     ("located_at", pa.float64()), ("recovered_at", pa.float64()), ("tasks", pa.list_(pa.string())),
     ("work_lost_s", pa.float64()), ("mitigated_at", pa.float64()), ("resolution", pa.string()),
     ("outcomes", pa.string()),  # JSON: task id -> what became of it
+])
+_MAINTENANCE = pa.schema([
+    ("node", pa.string()), ("issued_at", pa.float64()), ("action", pa.string()), ("deadline_s", pa.float64()),
+    ("requested_by", pa.string()), ("reason", pa.string()),
 ])
 _QUOTA_CHANGES = pa.schema([
     ("changed_at", pa.float64()), ("teams", pa.list_(pa.string())), ("entries", pa.int32()), ("doc", pa.string()),
@@ -381,6 +390,12 @@ class DuckStore:
         rows = [{"changed_at": d.get("changed_at") or 0.0, "teams": sorted({q["team"] for q in d.get("quotas", [])}),
                  "entries": len(d.get("quotas", [])), "doc": json.dumps(d)} for d in docs]
         return self._insert("quota_changes", rows, _QUOTA_CHANGES)
+
+    def write_maintenance(self, docs: list[dict]) -> int:
+        """sched.maintenance messages: every cordon, drain and uncordon (the audit of node maintenance)."""
+        rows = [{"node": d.get("node"), "issued_at": d.get("at"), "action": d.get("action"),
+                 "deadline_s": d.get("deadline_s"), "requested_by": d.get("by"), "reason": d.get("reason")} for d in docs]
+        return self._insert("node_maintenance", rows, _MAINTENANCE)
 
     def write_rejects(self, rows: list[dict]) -> int:
         """Messages the sink would not store (``sink_rejects``: topic, part, offset, reason, detail, the

@@ -30,6 +30,7 @@ class Topics:
     events: TopicT
     incidents: TopicT
     quotas: TopicT
+    maintenance: TopicT
 
 
 def faust_credentials(settings: Settings):
@@ -125,6 +126,7 @@ def declare_topics(app: faust.App, settings: Settings) -> Topics:
         events=topic(T.SCHED_EVENTS),
         incidents=topic(T.SCHED_INCIDENTS),
         quotas=topic(T.SCHED_QUOTAS),
+        maintenance=topic(T.SCHED_MAINTENANCE),
     )
     return topics
 
@@ -188,7 +190,7 @@ def create_app(
     for agent in app.agents.values():
         agent._on_error = readiness.agent_crashed  # what app.agent(on_error=...) sets; Faust restarts the agent after it
     web.register(app, counters, settings, net, inv, tasks, topics.tasks, readiness, quotas, topics.quotas, view,
-                 topics.events)
+                 topics.events, topics.maintenance)
     use_idle_timeout(app, settings.web_idle_timeout_seconds)
     watch_broker(app, settings, sample_partitions or settings.partitions, readiness, on_broker_lost)
     return app, topics, counters

@@ -96,6 +96,9 @@ class Settings(BaseSettings):
     )
     resource_margin: float = Field(default=0.15, ge=0, lt=1, description="share of each resource kept free")
     start_timeout_seconds: float = Field(default=300.0, ge=0, description="a placed or moved task not reported started by then goes to the next candidate; 0: never")
+    drain_deadline_seconds: float = Field(default=3600.0, ge=0, le=10 * 366 * 86_400, description=(
+        "a draining node's work waits this long for its next checkpoint, then moves anyway (nowhere to go: "
+        "re-queued from its checkpoint)"))
     max_fallbacks: int = Field(default=3, ge=0, description="nodes tried after the first refuses or fails to start a task")
     max_restarts: int = Field(default=3, ge=0, description="a failed task is re-queued from its checkpoint this often")
     max_wait_seconds: float = Field(default=600.0, gt=0, description="anti-starvation: past it a task goes first")

@@ -21,6 +21,7 @@ NETSTATE_TABLE = "netstate"
 COMPUTE_TABLE = "compute"
 TASKS_TABLE = "tasks"
 QUOTAS_TABLE = "quotas"
+MAINTENANCE_TABLE = "maintenance"
 
 
 def table_name(settings: Settings, base: str) -> str:
@@ -31,7 +32,8 @@ def table_changelogs(settings: Settings, sample_partitions: int) -> dict[str, in
     """The worker's Faust table changelogs (``<app_id>-<table>-changelog``) and their partitions,
     which must equal their source topics'. Created by us, before Faust or a metadata request could
     let a broker auto-create them with its own default count."""
-    tables = {INGEST_TABLE: sample_partitions, NETSTATE_TABLE: 1, COMPUTE_TABLE: 1, TASKS_TABLE: 1, QUOTAS_TABLE: 1}
+    tables = {INGEST_TABLE: sample_partitions, NETSTATE_TABLE: 1, COMPUTE_TABLE: 1, TASKS_TABLE: 1, QUOTAS_TABLE: 1,
+              MAINTENANCE_TABLE: 1}
     return {f"{settings.app_id}-{table_name(settings, t)}-changelog": n for t, n in tables.items()}
 
 

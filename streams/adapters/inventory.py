@@ -78,8 +78,8 @@ def node_metrics(
 
 
 def is_available(record: dict, now: float, timeout_s: float) -> bool:
-    """Up, and heard from within the timeout."""
-    return record.get("status", "up") == "up" and now - record["received_at"] <= timeout_s
+    """Up (or leaving: still running its work while it drains), and heard from within the timeout."""
+    return record.get("status", "up") in ("up", "leaving") and now - record["received_at"] <= timeout_s
 
 
 @dataclass
@@ -169,6 +169,13 @@ class NodeView:
     sites: np.ndarray = field(default_factory=lambda: np.zeros(0, object))  # zone, else region (power ramps)
     power_kw: np.ndarray = field(default_factory=lambda: np.zeros(0))  # full-load draw (NaN: not reported)
     at: float | None = None  # the time the view is for (what the scheduler ages paths to)
+    leaving: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))  # the node reports status leaving
+    # maintenance, set by the scheduler (streams.worker.scheduling.maintenance): no new work (cordoned,
+    # draining or leaving); its work to move; since when and by when
+    closed: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+    draining: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+    drain_since: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    drain_due: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
 
 def _col(records: list[dict], key: str, default: float = math.nan) -> np.ndarray:
@@ -208,4 +215,7 @@ def node_view(records: list[dict], conversion, benchmark_work, now: float, timeo
         tiers=np.array([r.get("tier") or "" for r in records], object),
         sites=np.array([r.get("zone") or r.get("region") or "" for r in records], object),
         power_kw=_col(records, "power_kw"),
+        leaving=np.array([r.get("status") == "leaving" for r in records], bool),
+        closed=np.zeros(n, bool), draining=np.zeros(n, bool), drain_since=np.full(n, np.inf),
+        drain_due=np.full(n, np.inf),
     )

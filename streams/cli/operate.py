@@ -1,6 +1,7 @@
-"""`cnsched cancel|hold|release|priority`: an operator's commands on tasks, through the worker's API
-(DELETE /tasks/{id}, POST /tasks/{id}/hold|release|priority). One line per task; an error prints
-one line and exits 1."""
+"""`cnsched cancel|hold|release|priority` and `cnsched cordon|drain|uncordon`: an operator's commands
+on tasks and nodes, through the worker's API (DELETE /tasks/{id}, POST /tasks/{id}/hold|release|
+priority, POST /nodes/{node}/cordon|drain|uncordon). One line per task or node; an error prints one
+line and exits 1."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import json
 import urllib.parse
 
 from streams.cli.api import _answer
+from streams.cli.common import UsageError
 from streams.config import Settings
 
 HELP = {"cancel": "cancel tasks: queued ones end; placed or running ones are stopped by their runner",
@@ -16,7 +18,26 @@ HELP = {"cancel": "cancel tasks: queued ones end; placed or running ones are sto
         "priority": "set a task's priority (0..100): its queue order and what it may preempt"}
 
 
+NODE_HELP = {"cordon": "cordon nodes: no new placements; their work stays",
+             "drain": "drain nodes: no new placements; their work moves at its next checkpoint (by --deadline)",
+             "uncordon": "uncordon nodes: they take work again"}
+
+
 def add_parsers(sub) -> None:
+    for name, helptext in NODE_HELP.items():
+        p = sub.add_parser(name, help=helptext)
+        p.add_argument("node", nargs="+")
+        if name == "drain":
+            p.add_argument("--deadline", default=None,
+                           help="how long work may wait for a checkpoint, e.g. 30min (default CNSCHED_DRAIN_DEADLINE_SECONDS)")
+        p.add_argument("--reason", default=None, help="why (kept in the audit: DuckDB node_maintenance)")
+        p.add_argument("--by", default=None, help="who asks (default: the API says 'api')")
+        p.add_argument("--url", default=None, help="the worker's API (default from CNSCHED_WEB_HOST/PORT)")
+        p.add_argument("--json", action="store_true", help="the API's answers as JSON lines")
+    _task_parsers(sub)
+
+
+def _task_parsers(sub) -> None:
     for name, helptext in HELP.items():
         p = sub.add_parser(name, help=helptext)
         if name == "priority":
@@ -59,4 +80,31 @@ def cmd_operate(args, settings: Settings) -> int:
     return 1 if failed else 0
 
 
-COMMANDS = {name: cmd_operate for name in HELP}
+def cmd_node(args, settings: Settings) -> int:
+    from schemas.units import parse_duration
+
+    body = {k: v for k, v in (("reason", args.reason), ("by", args.by)) if v is not None}
+    if getattr(args, "deadline", None) is not None:
+        try:
+            body["deadline_s"] = parse_duration(args.deadline)
+        except ValueError as exc:
+            raise UsageError(f"drain: --deadline {exc}") from None
+    failed = 0
+    for node in args.node:
+        got = _answer(args, settings, args.command, "POST", f"/nodes/{urllib.parse.quote(node, safe='')}/{args.command}",
+                      body)
+        if got is None:
+            failed += 1
+            continue
+        if args.json:
+            print(json.dumps(got))
+        elif got.get("status") == "accepted":
+            print(f"{node}: {args.command} sent; not applied yet (see cnsched describe node {node})")
+        else:
+            tasks = got.get("tasks") or []
+            print(f"{node} {got.get('state')}" + (f"; its work ({', '.join(tasks)}) moves at its next checkpoint"
+                                                 if got.get("state") == "draining" and tasks else ""))
+    return 1 if failed else 0
+
+
+COMMANDS = {name: cmd_operate for name in HELP} | {name: cmd_node for name in NODE_HELP}

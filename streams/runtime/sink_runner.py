@@ -25,13 +25,14 @@ from pydantic import BaseModel, ValidationError
 from schemas.api import field_errors
 from schemas.compute import ComputeReport
 from schemas.quota import QuotaSet
-from schemas.sched import Decision, Incident, RescheduleEvent, TaskEvent
+from schemas.sched import Decision, Incident, NodeCommand, RescheduleEvent, TaskEvent
 from schemas.topics import (
     COMPUTE_NODES,
     NETSTATE_WINDOWS,
     SCHED_DECISIONS,
     SCHED_EVENTS,
     SCHED_INCIDENTS,
+    SCHED_MAINTENANCE,
     SCHED_QUOTAS,
     SCHED_RESCHEDULES,
 )
@@ -45,10 +46,12 @@ _MAX_BATCH = 400_000  # window results held while a write runs (~100 MB)
 # the low-rate topics and the DuckStore method that stores each (window results go in bulk)
 WRITERS = {SCHED_DECISIONS: "write_decisions", SCHED_RESCHEDULES: "write_reschedules",
            SCHED_EVENTS: "write_task_events", COMPUTE_NODES: "write_compute_reports",
-           SCHED_INCIDENTS: "write_incidents", SCHED_QUOTAS: "write_quota_changes"}
+           SCHED_INCIDENTS: "write_incidents", SCHED_QUOTAS: "write_quota_changes",
+           SCHED_MAINTENANCE: "write_maintenance"}
 CONTRACTS: dict[str, type[BaseModel]] = {
     SCHED_DECISIONS: Decision, SCHED_RESCHEDULES: RescheduleEvent, SCHED_EVENTS: TaskEvent,
-    COMPUTE_NODES: ComputeReport, SCHED_INCIDENTS: Incident, SCHED_QUOTAS: QuotaSet}
+    COMPUTE_NODES: ComputeReport, SCHED_INCIDENTS: Incident, SCHED_QUOTAS: QuotaSet,
+    SCHED_MAINTENANCE: NodeCommand}
 
 
 def reject(msg, reason: str, detail: str) -> dict:

@@ -31,6 +31,7 @@ class WebContext:
     quotas_topic: object = None
     scheduler: object = None  # streams.worker.scheduling.view.SchedulerView: read-only answers, never its state
     events_topic: object = None  # sched.events: operators' commands (cancel, hold, release, priority)
+    maintenance_topic: object = None  # sched.maintenance: cordon, drain, uncordon
     _known_metadata: set = field(default_factory=set)
 
     async def ensure_metadata(self, table) -> None:

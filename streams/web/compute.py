@@ -1,12 +1,23 @@
-"""GET /compute/nodes[/{node}]: what each node can compute, answered by the owner of `compute`."""
+"""GET /compute/nodes[/{node}]: what each node can compute, answered by the owner of `compute`; POST
+/nodes/{node}/cordon|drain|uncordon: node maintenance (sent to `sched.maintenance`)."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 from faust.web import Request, Response
+from pydantic import ValidationError
 
-from schemas.api import ComputeAnswer, ErrorBody
+from schemas.api import (
+    ComputeAnswer,
+    ErrorBody,
+    FieldError,
+    NodeCommandBody,
+    TaskAnswer,
+    field_errors,
+)
+from schemas.sched import NodeCommand
 from streams.adapters.inventory import scored
 from streams.web.base import Resource
 from streams.web.params import check_ids
@@ -44,3 +55,52 @@ class ComputeNodes(Resource):
 
     async def get(self, request: Request) -> Response:
         return self.paged(request, compute_view(self.ctx), lambda item: item)
+
+
+ACTIONS = ("cordon", "drain", "uncordon")
+STATE_AFTER = {"cordon": "cordoned", "drain": "draining", "uncordon": "up"}
+POLL_S = 0.05
+
+
+class NodeCommandView(Resource):
+    async def post(self, request: Request, node: str, action: str) -> Response:
+        """Cordon, drain or uncordon a node; the node's compute answer once the scheduler applied it
+        (202 if not within CNSCHED_DECISION_TIMEOUT_SECONDS)."""
+        if err := check_ids(node=node):
+            return self.answer(err, 400)
+        if action not in ACTIONS:
+            return self.answer(ErrorBody(error="unknown action", detail="one of cordon, drain, uncordon"), 404)
+        raw = await request.read() if request.can_read_body else b""
+        try:
+            body = NodeCommandBody.model_validate_json(raw or b"{}")
+        except ValidationError as exc:
+            return self.answer(ErrorBody(error="invalid request", fields=field_errors(exc)), 422)
+        if body.deadline_s is not None and action != "drain":
+            return self.answer(ErrorBody(error="invalid request", fields=[FieldError(
+                field="deadline_s", reason="only a drain has a deadline")]), 422)
+        ctx = self.ctx
+        auth = {"Authorization": request.headers["Authorization"]} if "Authorization" in request.headers else {}
+        before = await node_answer(ctx, node, auth)
+        if before is None:
+            return self.answer(ErrorBody(error="unknown node", node=node), 404)
+        cmd = NodeCommand(node=node, action=action, at=time.time(), deadline_s=body.deadline_s, by=body.by or "api",
+                          reason=body.reason)
+        await ctx.maintenance_topic.send(key=node.encode(), value=cmd.model_dump_json(exclude_none=True).encode())
+        deadline = time.monotonic() + ctx.settings.decision_timeout_seconds
+        want = STATE_AFTER[action]
+        while time.monotonic() < deadline:
+            now = await node_answer(ctx, node, auth)
+            if now is not None and (now.state == want or (want == "up" and now.state == "down")):
+                return self.answer(now)
+            await asyncio.sleep(POLL_S)
+        return self.answer(TaskAnswer(task_id=node, status="accepted",
+                                      detail=f"{action} sent; see GET /compute/nodes/{node}"), 202)
+
+
+async def node_answer(ctx, node: str, headers: dict) -> ComputeAnswer | None:
+    """The node's compute answer from the worker that owns the inventory (None: unknown, or no answer)."""
+    def local():
+        return next((item.body() for item in compute_view(ctx) if item.node == node), None)
+
+    got = await ctx.from_owner(ctx.inv.table, f"/compute/nodes/{node}", local, headers)
+    return ComputeAnswer.model_validate(got) if isinstance(got, dict) else None

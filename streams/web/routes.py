@@ -33,6 +33,7 @@ ROUTES: tuple[tuple[str, type[Resource]], ...] = (
     ("/power/{site}/smoothing", power.PowerSmoothing),
     ("/tasks/{task_id}", tasks.TaskView),
     ("/tasks/{task_id}/{action}", tasks.TaskCommandView),
+    ("/nodes/{node}/{action}", compute.NodeCommandView),
     ("/tasks", tasks.Tasks),
     ("/quotas", quotas.Quotas),
     ("/incidents", tasks.Incidents),
@@ -40,9 +41,10 @@ ROUTES: tuple[tuple[str, type[Resource]], ...] = (
 
 
 def register(app: faust.App, counters: Counters, settings: Settings, net, inv, book, tasks_topic,
-             readiness=None, quotas=None, quotas_topic=None, scheduler=None, events_topic=None) -> WebContext:
+             readiness=None, quotas=None, quotas_topic=None, scheduler=None, events_topic=None,
+             maintenance_topic=None) -> WebContext:
     ctx = WebContext(app, counters, settings, net, inv, book, tasks_topic, readiness, quotas, quotas_topic,
-                     scheduler, events_topic)
+                     scheduler, events_topic, maintenance_topic)
     for path, view in ROUTES:
         attrs: dict = {"ctx": ctx}
         if view.routed is not None and getattr(ctx, view.routed) is not None:

@@ -151,3 +151,67 @@ async def test_an_operators_day_on_a_live_worker(make_settings, tmp_path):
     finally:
         await p.stop()
         stop_process(worker)
+
+
+async def test_cordon_drain_and_uncordon_on_a_live_worker(make_settings, tmp_path):
+    settings = make_settings(rescore_interval_seconds=0.3)
+    await ensure_topics(settings)
+    worker = start_worker(settings, tmp_path / "w.log")
+    port = settings.web_port
+    p = producer(settings)
+    await p.start()
+    try:
+        for node in ("n1", "n2", "n3"):
+            await p.send_and_wait(settings.topic(COMPUTE_NODES), json.dumps(report(node, time.time())).encode(),
+                                  key=node.encode())
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                status, body = await asyncio.to_thread(call, port, "GET", "/compute/nodes")
+                if status == 200 and body["total"] == 3:
+                    break
+            except OSError:
+                pass
+            await asyncio.sleep(0.3)
+        status, body = await asyncio.to_thread(call, port, "POST", "/tasks", dp("x", checkpoint_gb=1))
+        home = body["nodes"][0]
+        await p.send_and_wait(settings.topic(SCHED_EVENTS), json.dumps(
+            {"task_id": "x", "event": "started", "at": time.time()}).encode(), key=b"x")
+        spare, other = [n for n in ("n1", "n2", "n3") if n != home]
+        run = await asyncio.to_thread(cli, port, "cordon", spare, "--reason", "firmware")
+        assert run.returncode == 0 and run.stdout.strip() == f"{spare} cordoned", run
+        status, body = await asyncio.to_thread(call, port, "POST", "/tasks", dp("y"))
+        assert status == 200 and body["nodes"] == [other]  # not the cordoned one
+        status, body = await asyncio.to_thread(call, port, "POST", "/tasks", dp("z"))
+        assert body["status"] == "queued" and body["decision"]["rejected"][spare] == "node_cordoned"
+        run = await asyncio.to_thread(cli, port, "drain", home, "--deadline", "1h")
+        assert run.returncode == 0 and run.stdout.strip() == f"{home} draining; its work (x) moves at its next " \
+                                                              f"checkpoint", run
+        await asyncio.sleep(1.0)
+        _, rec = await asyncio.to_thread(call, port, "GET", "/tasks/x")
+        assert rec["nodes"] == [home]  # waits for its checkpoint
+        assert (await asyncio.to_thread(call, port, "DELETE", "/tasks/z"))[0] == 200  # leave the spare to x
+        status, node = await asyncio.to_thread(call, port, "POST", f"/nodes/{spare}/uncordon", {})
+        assert status == 200 and node["state"] == "up"
+        await p.send_and_wait(settings.topic(SCHED_EVENTS), json.dumps(
+            {"task_id": "x", "event": "checkpoint", "at": time.time(), "checkpoint_at": time.time(),
+             "checkpoint_gb": 1}).encode(), key=b"x")
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            _, rec = await asyncio.to_thread(call, port, "GET", "/tasks/x")
+            moves = [h["reschedule"] for h in rec["history"] if "reschedule" in h]
+            if moves:
+                break
+            await asyncio.sleep(0.3)
+        assert [(m["trigger"], m["from_nodes"]) for m in moves] == [("drain", [home])]
+        assert moves[0]["to_nodes"] == [spare]
+        run = await asyncio.to_thread(cli, port, "nodes")
+        states = {line.split()[0]: line.split()[8] for line in run.stdout.splitlines()[2:]}
+        assert states == {home: "draining", spare: "up", other: "up"}, run.stdout
+        status, body = await asyncio.to_thread(call, port, "POST", f"/nodes/{spare}/cordon", {"deadline_s": 5})
+        assert status == 422 and body["fields"][0]["field"] == "deadline_s"
+        status, body = await asyncio.to_thread(call, port, "POST", "/nodes/nowhere/drain", {})
+        assert status == 404
+    finally:
+        await p.stop()
+        stop_process(worker)

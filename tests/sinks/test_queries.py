@@ -184,3 +184,14 @@ def test_quota_report_by_team_with_worked_numbers(tmp_path):
     # (no guarantee: its card-hours): (3.5)^2 / (3 x (2.25 + 1 + 1)) = 12.25 / 12.75 = 0.9608
     (f,) = fairness["rows"]
     assert f[0] == 3 and f[1] == 0.9608
+
+
+def test_node_maintenance_is_audited_once_per_command(tmp_path):
+    drain = {"node": "n1", "action": "drain", "at": 100.0, "deadline_s": 600.0, "by": "ops", "reason": "firmware"}
+    back = {"node": "n1", "action": "uncordon", "at": 900.0, "by": "ops"}
+    with DuckStore(tmp_path / "m.duckdb") as s:
+        assert s.write_maintenance([drain, back]) == 2
+        assert s.write_maintenance([drain]) == 0  # redelivered
+        assert s.query("SELECT node, action, deadline_s, requested_by, reason FROM node_maintenance "
+                       "ORDER BY issued_at") == [
+            ("n1", "drain", 600.0, "ops", "firmware"), ("n1", "uncordon", None, "ops", None)]

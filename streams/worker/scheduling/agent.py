@@ -27,6 +27,7 @@ from streams.metrics import Counters
 from streams.worker.scheduling import gauges
 from streams.worker.scheduling import service_agent as services
 from streams.worker.scheduling.history import configured_types
+from streams.worker.scheduling.maintenance import MaintenanceBook
 from streams.worker.scheduling.preemption import preempted_decision, tidal_reclaim
 from streams.worker.scheduling.ramp import RampBook
 from streams.worker.scheduling.services import Service
@@ -90,6 +91,7 @@ def make_scheduler(settings: Settings, net, inv) -> Scheduler:
         compute_scope=settings.compute_normalisation,
         ramps=RampBook(dict(settings.site_ramp_limits), checkpoint_every_s=settings.checkpoint_interval_seconds),
         freshness=Freshness(settings.path_fresh_seconds, settings.path_stale_seconds),
+        maintenance=MaintenanceBook(settings.drain_deadline_seconds),
     )
     sched.types = configured_types(settings)
     return sched
@@ -326,6 +328,7 @@ class SchedulingService:
                     await self.publish_move(ev)
                 for d in self.sched.recover():  # on a failed node with nowhere to move: re-queued
                     await self.publish_decision(self.sched.task_of(d.task_id), d)
+                await self.publish_preemptions()  # drains past their deadline: stopped there, re-queued
                 incidents += self.sched.watch()  # recovered by these moves
                 self.scored_version = self.sched.version
             for inc in incidents:

@@ -109,11 +109,12 @@ class ControlMixin:
                         submitted_at=task.submitted_at, cards=task.resources.cards, peers=task.peers, team=task.team)
 
     def node_states(self, nodes, now: float) -> list[str]:
-        """Each node's state: up, or down (failed, silent past CNSCHED_NODE_TIMEOUT_SECONDS, or
-        reported down)."""
+        """Each node's state: down (failed, silent past CNSCHED_NODE_TIMEOUT_SECONDS, or reported
+        down), draining (by an operator, or it reports leaving), cordoned, or up."""
         failed, _ = self.health(nodes, now)
-        return ["up" if ok and not bad else "down" for ok, bad in zip(nodes.available.tolist(), failed.tolist(),
-                                                                       strict=True)]
+        return ["down" if not ok or bad else "draining" if drain else "cordoned" if closed else "up"
+                for ok, bad, drain, closed in zip(nodes.available.tolist(), failed.tolist(), nodes.draining.tolist(),
+                                                  nodes.closed.tolist(), strict=True)]
 
     # ------------------------------------------------------------------ what cannot be
     def impossible(self, task: Task, now: float) -> tuple[str, str] | None:

@@ -11,6 +11,7 @@ import time
 
 from schemas.sched import Decision, Fallback, Incident, RescheduleEvent, ScoreBreakdown
 from streams.worker.scheduling.held import Pending
+from streams.worker.scheduling.preemption import preempt
 
 
 def known(v: float) -> float | None:
@@ -133,10 +134,19 @@ class LifecycleMixin:
         now = time.time() if now is None else now
         nodes = self.nodes(now)
 
-        def dead(n: str) -> bool:
+        def dead(n: str) -> bool:  # failed or gone, or draining past its deadline (its work had to go)
+            i = nodes.index.get(n)
+            return i is None or not nodes.available[i] or bool(nodes.draining[i] and now >= nodes.drain_due[i])
+
+        def failed(n: str) -> bool:
             return n not in nodes.index or not nodes.available[nodes.index[n]]
 
         stranded = [r for r in self.running.values() if any(dead(n) for n in r.nodes)]
+        for r in [r for r in stranded if not any(failed(n) for n in r.nodes)]:
+            # past its drain's deadline with nowhere to move: stopped on the node that drains (a
+            # preempted decision tells its runner), queued to resume from its checkpoint
+            preempt(self, r.task.id, "drain", "drain", now)
+        stranded = [r for r in stranded if any(failed(n) for n in r.nodes)]
         if not stranded:
             return []
         notes = {}

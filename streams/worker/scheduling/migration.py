@@ -70,6 +70,16 @@ def moved(sched, run, to_nodes: list[str], now: float, net, rows: np.ndarray, co
     return round(run.start_at, 3) if run.start_at > now else None
 
 
+def drain_due(run, nodes: NodeView, now: float) -> bool:
+    """Whether a task on a draining node is to move now: it has not started there, it saved a
+    checkpoint since the drain began, or the drain's deadline has passed."""
+    rows = [nodes.index[n] for n in run.nodes if n in nodes.index]
+    if not rows or not nodes.draining[rows].any():
+        return False
+    since, due = float(nodes.drain_since[rows].min()), float(nodes.drain_due[rows].min())
+    return not run.started or run.checkpoint_at >= since or now >= due
+
+
 def migrate_singles(sched, runs: list, now: float) -> list[RescheduleEvent]:
     """Single-node tasks, one group per network profile; each group sees what the moves of the
     groups before it took (the ledger, read again)."""
@@ -168,7 +178,8 @@ def _evaluate_group(sched, nodes: NodeView, group: list, x, net, eps: list[str],
     joined = nodes.joined_at[best_node] > np.array([r.placed_at for r in group])
     return evaluate(current, best, deg, joined, alpha, np.array([r.streak for r in group]), remaining, cost,
                     np.array([now < r.cooldown_until for r in group]), sched.policy, forecast=forecast_only,
-                    fresh=fresh, node_failed=~nodes.available[cur])
+                    fresh=fresh, node_failed=~nodes.available[cur],
+                    drained=np.array([drain_due(r, nodes, now) for r in group], bool))
 
 
 def migrate_gang(sched, r, nodes: NodeView, now: float) -> RescheduleEvent | None:
@@ -181,6 +192,9 @@ def migrate_gang(sched, r, nodes: NodeView, now: float) -> RescheduleEvent | Non
     members = [nodes.index[n] for n in r.nodes]
     usable = nodes.usable.copy()
     usable[members] += need(task)  # its own allocation is free for its own alternative
+    drained = drain_due(r, nodes, now)
+    if drained:  # its members on draining nodes must go: the alternative is elsewhere
+        usable[nodes.draining] = 0.0
     x = dataclasses.replace(scoring_inputs([task], [alpha], nodes, eps, net, sched.types, scope=sched.compute_scope),
                             usable=usable)
     raw, network = score_parts(x)
@@ -216,7 +230,7 @@ def migrate_gang(sched, r, nodes: NodeView, now: float) -> RescheduleEvent | Non
     ev = evaluate(np.array([current]), np.array([best]), deg, np.array([joined]), np.array([alpha]),
                   np.array([r.streak]), remaining, np.array([float(cost.max())]),
                   np.array([now < r.cooldown_until]), sched.policy, fresh=np.array([fresh]),
-                  node_failed=np.array([not nodes.available[members].all()]))
+                  node_failed=np.array([not nodes.available[members].all()]), drained=np.array([drained]))
     r.streak = int(ev.streak[0])
     if not ev.move[0]:
         return None

@@ -40,7 +40,8 @@ def reservation_for(sched, task: Task, nodes: NodeView, now: float, starving: bo
     allowed = set(task.resources.accel_classes)
     classes = np.array([not allowed or c in allowed for c in nodes.class_names], bool)
     n = need(task)
-    feasible = fitting(nodes.capacity, n, nodes.available) & (classes[nodes.node_class] if len(classes) else True)
+    feasible = fitting(nodes.capacity, n, nodes.available & ~nodes.closed) & \
+        (classes[nodes.node_class] if len(classes) else True)
     feasible &= sched.quotas.room(list(sched.running.values()), task, sched.quotas.team_of(task), nodes)
     rel_node, rel_at, rel = [], [], []
     for r in sched.running.values():

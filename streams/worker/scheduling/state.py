@@ -17,7 +17,15 @@ from core.metering import DEFAULT_BENCHMARK_WORK, DEFAULT_MODEL_CONVERSION
 from core.placement import place, top
 from core.quality import Freshness
 from core.reschedule import ReschedulePolicy, endpoint_worst, worst_known
-from core.scoring import FEASIBLE, RESERVED, TEAM_QUOTA, filter_reasons, load_scores
+from core.scoring import (
+    CORDONED,
+    FEASIBLE,
+    RESERVED,
+    TEAM_QUOTA,
+    UNAVAILABLE,
+    filter_reasons,
+    load_scores,
+)
 from core.vocabulary import DEFAULT_TYPES
 from schemas.sched import Decision, RescheduleEvent, Task
 from streams.adapters.inventory import NodeView, node_view
@@ -31,6 +39,7 @@ from streams.worker.scheduling.gangs import GangScorer
 from streams.worker.scheduling.held import Pending, Running
 from streams.worker.scheduling.ledger import Ledger, usable
 from streams.worker.scheduling.lifecycle import LifecycleMixin, known
+from streams.worker.scheduling.maintenance import MaintenanceBook
 from streams.worker.scheduling.migration import migrate_gang, migrate_singles
 from streams.worker.scheduling.path_table import (
     NetworkInputs,
@@ -78,6 +87,7 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
     _cache: dict = field(default_factory=dict)
     made_room: dict = field(default_factory=dict)  # task id -> the tasks preempted to place it (incidents say so)
     stopping: dict = field(default_factory=dict)  # cancelled task id -> when: its cards held until it stopped
+    maintenance: MaintenanceBook = field(default_factory=MaintenanceBook)  # cordoned and draining nodes
 
     on_touch: object = None  # called after every change (the worker's rescoring loop waits on it)
 
@@ -119,7 +129,10 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
         free = usable(base.capacity.astype(np.float64), allocated, base.reported_free, since, now - base.report_at,
                       self.margin, self.node_timeout_s)
         failed, _ = self.health(base, now)  # a node whose every path is lost takes nothing either
-        return dataclasses.replace(base, usable=free, available=base.available & ~failed)
+        closed, draining, since, due = self.maintenance.arrays(base.ids, base.leaving, now)
+        free[closed] = 0.0  # cordoned, draining or leaving: no new work
+        return dataclasses.replace(base, usable=free, available=base.available & ~failed, closed=closed,
+                                   draining=draining, drain_since=since, drain_due=due)
 
     def health(self, nodes: NodeView, now: float) -> tuple[np.ndarray, np.ndarray]:
         """(failed, cause) of every node (failures.health over the balanced path table), once per
@@ -209,6 +222,8 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
         reasons = filter_reasons(dataclasses.replace(x, usable=usable), t) if nodes.ids else np.zeros(0, np.int8)
         reasons = np.where((reasons == FEASIBLE) & ~quota_ok, TEAM_QUOTA, reasons)
         reasons = np.where((reasons == FEASIBLE) & held, RESERVED, reasons).astype(np.int8)
+        if nodes.closed.any():  # no room there because no new work goes there: say so
+            reasons = np.where(nodes.closed & (reasons != UNAVAILABLE), CORDONED, reasons).astype(np.int8)
         if task.constraints is not None:
             reasons = constrained(self.running, task, nodes, usable, reasons, b.composite[t])
         fits = reasons == 0

@@ -20,7 +20,7 @@ from streams.config import Settings
 from streams.kafka import TASKS_TABLE, table_name
 from streams.metrics import Counters
 from streams.worker.deadletter import dead_letter, guarded, raw_value, validated
-from streams.worker.scheduling import gauges
+from streams.worker.scheduling import gauges, maintenance
 from streams.worker.scheduling import service_agent as services
 from streams.worker.scheduling.agent import METRICS, UNKNOWN_TASK, SchedulingService, make_scheduler
 from streams.worker.scheduling.history import refresh_history, seed_detector
@@ -38,6 +38,7 @@ def register(app: faust.App, topics, settings: Settings, counters: Counters, net
                                 settings.start_timeout_seconds, settings.queue_timeout_seconds,
                                 (settings.metrics_nodes_max, settings.metrics_paths_max))
     gauges.describe(counters)
+    maintenance.register(app, topics, settings, counters, sched.maintenance, sched.books_changed)
     net.on_change = sched.touch
     inv.on_change = sched.touch
 
