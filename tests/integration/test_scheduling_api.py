@@ -118,8 +118,9 @@ async def _decisions(port: int) -> None:
 
     big = {"id": "t3", "type": "training-model-parallel", "resources": {"cards": 64}}
     status, body = await asyncio.to_thread(call, port, "POST", "/tasks", big)
-    assert status == 200 and body["decision"]["status"] == "unschedulable" and body["nodes"] == []
-    assert body["decision"]["rejected_counts"] == {"insufficient_cards": 3}
+    # no node has 64 cards: turned away at once, not queued for a day (issue 28)
+    assert status == 422 and body["fields"] == [{"field": "resources.cards",
+                                                 "reason": "no node has 64 cards; the largest has 8"}], body
 
     status, body = await asyncio.to_thread(call, port, "POST", "/tasks", {"id": "t4", "type": "gaming", "alpha": 1.5})
     assert status == 422 and {f["field"] for f in body["fields"]} == {"type", "alpha"}

@@ -15,7 +15,9 @@ NOW = 1_800_000_000.0
 def test_availability_by_status_and_silence():
     assert is_available({"status": "up", "received_at": NOW - 59}, NOW, 60)
     assert not is_available({"status": "up", "received_at": NOW - 61}, NOW, 60)  # silent too long
-    assert not is_available({"status": "leaving", "received_at": NOW}, NOW, 60)
+    # leaving: still up, running its work while it drains (the scheduler closes it to new work)
+    assert is_available({"status": "leaving", "received_at": NOW}, NOW, 60)
+    assert not is_available({"status": "down", "received_at": NOW}, NOW, 60)
 
 
 def test_reports_to_arrays_convert_peaks_and_pick_the_freshest_known_benchmark():
