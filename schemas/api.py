@@ -103,6 +103,8 @@ class ComputeAnswer(ApiModel):
                                      "(kept over restarts: a move to a node that joined later says node_joined)")
     last_seen: float
     age_s: float
+    warnings: list[str] = Field(default_factory=list, description=(
+        "what to fix in the node's report, e.g. an accelerator node without compute figures"))
     state: str | None = Field(default=None, description=(
         "as the scheduler holds it: up, cordoned (no new placements), draining (its work moves at its next "
         "checkpoint), down (failed, silent, or reported down)"))

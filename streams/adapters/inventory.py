@@ -139,7 +139,21 @@ def scored(records: list[dict], conversion, benchmark_work, now: float, timeout_
         "first_seen": r.get("first_seen_at") or r["received_at"],
         "last_seen": r["received_at"],
         "age_s": round(now - r["received_at"], 3),
+        "warnings": compute_warnings(r, float(mt.work_tflops[i])),
     } for i, r in enumerate(records)]
+
+
+NO_COMPUTE_FIGURES = ("no compute figures (peak_tflops, tensor_cores with clock_mhz, or a fresh benchmark): its "
+                      "compute score rests on memory, interconnect and availability only, so it cannot be told "
+                      "apart from a faster or slower card")
+
+
+def compute_warnings(record: dict, work_tflops: float) -> list[str]:
+    """What an operator should fix in a node's report: an accelerator node whose compute nothing
+    measures or states (every such node would score alike, an H100 as an L40S)."""
+    if float(record.get("cards") or 0) > 0 and not work_tflops > 0:
+        return [NO_COMPUTE_FIGURES]
+    return []
 
 
 @dataclass

@@ -50,9 +50,12 @@ def cmd_broker(args, settings: Settings) -> int:
 
 
 def cmd_topics(args, settings: Settings) -> int:
+    import logging
+
     from streams.kafka import ensure_topics_sync
 
     require_bootstrap(settings)
+    logging.getLogger("aiokafka").setLevel(logging.CRITICAL)  # a broker it cannot reach: our one line says so
     created = ensure_topics_sync(settings)
     if args.json:
         import json

@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from aiokafka.errors import KafkaError
+
 from sinks.duckdb_store import StoreError
 from streams.cli import api, bench, data, demo, infra, listing, operate, probe, simulate
 from streams.cli.common import Parser, UsageError
@@ -19,14 +21,25 @@ COMMANDS = {name: handler for group in GROUPS for name, handler in group.COMMAND
 
 def build_parser() -> argparse.ArgumentParser:
     p = Parser(prog="cnsched", description="Compute-network joint scheduler for AI workloads.")
+    p.add_argument("--version", action="version", version=f"cnsched {_version()}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     for group in GROUPS:
         group.add_parsers(sub)
     return p
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("cnsched")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "(not installed)"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    settings = None
     try:
         args = parser.parse_args(argv)
         if args.command is None:
@@ -43,6 +56,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except BrokerError as exc:
         print(f"cnsched: broker: {exc}", file=sys.stderr)
+        return 1
+    except KafkaError as exc:  # e.g. no broker at KAFKA_BOOTSTRAP: one line, not a traceback
+        where = ",".join(settings.bootstrap_servers) if settings is not None else "KAFKA_BOOTSTRAP"
+        print(f"cnsched: broker: cannot use the broker at {where}: {exc}", file=sys.stderr)
         return 1
     except StoreError as exc:
         print(f"cnsched: duckdb: {exc}", file=sys.stderr)

@@ -98,4 +98,6 @@ def describe_node(node: dict, net: dict | None, now: float) -> str:
         pairs.append(("Network", f"mean quality to {net.get('peers', 0)} peers "
                                  f"{'unknown' if q is None else f'{q:.1f}'}; NIC utilisation "
                                  f"{'-' if net.get('bw_util') is None else format(net['bw_util'], '.2f')}"))
+    for w in node.get("warnings") or []:
+        pairs.append(("Warning", w))
     return "\n".join(_fields(pairs))

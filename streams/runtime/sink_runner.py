@@ -43,6 +43,7 @@ from streams.kafka import consumer
 log = logging.getLogger(__name__)
 _BAD_ROW = (KeyError, TypeError, ValueError, duckdb.Error, pa.ArrowException)
 _MAX_BATCH = 400_000  # window results held while a write runs (~100 MB)
+PROGRESS_EVERY_S = 60.0  # a line in the sink's log this often
 # the low-rate topics and the DuckStore method that stores each (window results go in bulk)
 WRITERS = {SCHED_DECISIONS: "write_decisions", SCHED_RESCHEDULES: "write_reschedules",
            SCHED_EVENTS: "write_task_events", COMPUTE_NODES: "write_compute_reports",
@@ -99,8 +100,12 @@ class WindowSink:
         raw_windows: list = []  # the window-result messages themselves
         rejects: list[dict] = []
         offsets: dict = {}
+        said = (time.monotonic(), self.messages, self.stored, self.skipped)  # what the last progress line said
+        log.info("sink: reading %d topics into %s", 1 + len(WRITERS), self.settings.duckdb_path)
         try:
             while not self.stop.is_set():
+                if time.monotonic() - said[0] >= PROGRESS_EVERY_S:
+                    said = self._progress(said)
                 busy = writing is not None and not writing.done()
                 batches = await c.getmany(timeout_ms=50 if busy else 500, max_records=200_000)
                 if batches and self.first_batch_at is None:
@@ -138,6 +143,15 @@ class WindowSink:
             await c.stop()
         log.info("sink stopped: %d messages read, %d new rows stored", self.messages, self.stored)
         return 0
+
+    def _progress(self, said: tuple) -> tuple:
+        """One line a minute while running: what was read, stored and rejected since the last one."""
+        at, messages, stored, skipped = said
+        now = time.monotonic()
+        log.info("sink: %d messages read, %d new rows stored, %d rejected in the last %.0f s (%d, %d, %d in all)",
+                 self.messages - messages, self.stored - stored, self.skipped - skipped, now - at, self.messages,
+                 self.stored, self.skipped)
+        return now, self.messages, self.stored, self.skipped
 
     async def _write_and_commit(self, c, rows, raw_windows, rejects, names, offsets) -> None:
         if rows or raw_windows or rejects:

@@ -36,6 +36,10 @@ MAX_BODY_BYTES = 1 << 20
 RATE_LIMITED = {("POST", "/tasks")}
 
 
+_HTTP_DETAIL = {404: "no such path: see /openapi.json", 405: "this path does not take this method: see /openapi.json",
+                413: f"the body is over {MAX_BODY_BYTES} bytes"}
+
+
 def _refuse(counters: Counters, status: int, error: str, detail: str, **headers: str) -> web.Response:
     counters.inc("api_refused_total", status=str(status))
     return web.Response(status=status, text=json.dumps({"error": error, "detail": detail}),
@@ -106,10 +110,19 @@ def guard_middleware(settings: Settings, counters: Counters):
                                    f"at most {settings.api_task_rate:g} per second (CNSCHED_API_TASK_RATE)",
                                    **{"Retry-After": str(max(1, round(wait)))})
         try:
-            return await asyncio.wait_for(handler(request), settings.web_request_timeout_seconds)
+            answer = await asyncio.wait_for(handler(request), settings.web_request_timeout_seconds)
         except TimeoutError:
             return _refuse(counters, 503, "request timed out",
                            f"not answered within {settings.web_request_timeout_seconds:g} s")
+        except web.HTTPException as exc:  # aiohttp's own refusals (no route, method, body too large): JSON too
+            if exc.status < 400:
+                raise
+            return _refuse(counters, exc.status, exc.reason.lower(), _HTTP_DETAIL.get(exc.status, exc.reason),
+                           **{k: v for k, v in exc.headers.items() if k in ("Allow",)})
+        if answer.status in _HTTP_DETAIL and answer.content_type == "text/plain" and not request.path.startswith("/ui"):
+            return _refuse(counters, answer.status, answer.reason.lower(), _HTTP_DETAIL[answer.status],
+                           **{k: v for k, v in answer.headers.items() if k in ("Allow",)})
+        return answer
 
     return guard
 

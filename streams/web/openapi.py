@@ -128,6 +128,20 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("/quotas", "put", "replace the team quotas", {200: QuotaAnswer, 202: E, 413: E, 415: E, 422: E},
               body=QuotaSet, writes=True),
 )
+# operationIds: what a generated client's methods are called
+OPERATION_IDS = {
+    ("/metrics", "get"): "getMetrics", ("/health", "get"): "getHealth", ("/health/ready", "get"): "getReadiness",
+    ("/health/live", "get"): "getLiveness", ("/openapi.json", "get"): "getOpenApi", ("/ui", "get"): "getDashboard",
+    ("/ui/{name}", "get"): "getDashboardFile", ("/network/nodes/{node}", "get"): "getNetworkNode",
+    ("/network/nodes", "get"): "listNetworkNodes", ("/network/paths/{src}/{dst}", "get"): "getNetworkPath",
+    ("/network/paths", "get"): "listNetworkPaths", ("/compute/nodes/{node}", "get"): "getComputeNode",
+    ("/compute/nodes", "get"): "listComputeNodes", ("/forecast/paths/{src}/{dst}", "get"): "getPathForecast",
+    ("/forecast/nodes/{node}", "get"): "getNodeForecast", ("/power/{site}/smoothing", "get"): "getPowerSmoothing",
+    ("/tasks/{task_id}", "get"): "getTask", ("/tasks", "get"): "listTasks", ("/incidents", "get"): "listIncidents",
+    ("/tasks", "post"): "submitTask", ("/tasks/{task_id}", "delete"): "cancelTask",
+    ("/tasks/{task_id}/{action}", "post"): "commandTask", ("/nodes/{node}/{action}", "post"): "commandNode",
+    ("/quotas", "get"): "getQuotas", ("/quotas", "put"): "replaceQuotas",
+}
 REASONS = {200: "OK", 202: "accepted, not yet applied", 400: "invalid request", 401: "no or wrong token",
            403: "token scope or origin refused", 404: "unknown id",
            409: "conflict: not enough history, a duplicate task id, or a command the task's status does not allow",
@@ -149,7 +163,7 @@ def document(version: str = "0.1.0") -> dict:
     for op in OPERATIONS:
         answers = {**op.answers, 401: E, 403: E} if op.writes else {**op.answers}
         answers.setdefault(503, E)  # the request timeout (streams/web/guard.py)
-        entry = {"summary": op.summary, "operationId": f"{op.method}_{op.path}", "parameters": op.params,
+        entry = {"summary": op.summary, "operationId": OPERATION_IDS[(op.path, op.method)], "parameters": op.params,
                  "responses": {str(s): _answer(s, a, refs) for s, a in sorted(answers.items())}}
         if op.body is not None:
             entry["requestBody"] = {"required": op.body_required, "content": {"application/json": {"schema": refs[op.body]}}}

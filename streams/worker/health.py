@@ -23,6 +23,15 @@ class Readiness:
         self.broker_lost: str | None = None  # set by streams/worker/broker_watch.py
         self.warmer = None  # streams.worker.warm.KernelWarmer
 
+    def _recovered_once(self) -> bool:
+        """Whether the worker has joined its group and recovered its tables at least once (before
+        that, neither ``rebalancing`` nor ``in_recovery`` is set: it would look ready while it has
+        nothing)."""
+        try:
+            return self.app.tables.recovery.completed.is_set()
+        except AttributeError:  # an app without tables
+            return True
+
     async def agent_crashed(self, agent, exc: BaseException) -> None:
         """Faust's ``on_error`` of every agent."""
         self.crashes.append((time.monotonic(), getattr(agent, "name", str(agent)), f"{type(exc).__name__}: {exc}"))
@@ -30,7 +39,9 @@ class Readiness:
     def problems(self, now: float | None = None) -> list[str]:
         now = time.monotonic() if now is None else now
         out = []
-        if getattr(self.app, "in_recovery", False):
+        if not self._recovered_once():
+            out.append("joining the consumer group and recovering state tables (first start)")
+        elif getattr(self.app, "in_recovery", False):
             out.append("recovering state tables from their changelogs")
         if getattr(self.app, "rebalancing", False):
             out.append("partitions are being rebalanced")

@@ -83,6 +83,13 @@ async def test_tokens_scopes_content_type_nesting_rate_limit_and_bind(make_setti
         status, headers, out = request(port, "POST", "/tasks", b"{}", token=WRITE)
         assert status == 429 and int(headers["Retry-After"]) >= 1, out
         assert request(port, "GET", "/health")[0] == 200  # never limited, never needs a token
+        # aiohttp's own refusals answer JSON too: no such path, a method the path does not take, a body over 1 MiB
+        for method, path, payload, want in (("GET", "/nope", None, 404), ("PUT", "/tasks", b"{}", 405),
+                                            ("POST", "/quotas", b"{}", 405),
+                                            ("PUT", "/quotas", b"[" + b" " * (2 << 20) + b"]", 413)):
+            status, headers, out = request(port, method, path, payload, token=WRITE)
+            assert status == want and headers["Content-Type"].startswith("application/json"), (path, out[:200])
+            assert set(json.loads(out)) == {"error", "detail"}, out
         _, _, metrics = request(port, "GET", "/metrics")
         assert b'cnsched_api_refused_total{status="429"} 1' in metrics
         # bound to 127.0.0.1 by default: another address of this machine is refused

@@ -3,6 +3,7 @@ import pytest
 
 from core.metering import DEFAULT_BENCHMARK_WORK, DEFAULT_MODEL_CONVERSION
 from streams.adapters.inventory import (
+    NO_COMPUTE_FIGURES,
     is_available,
     node_metrics,
     scored,
@@ -75,3 +76,16 @@ def test_newest_window_wins_and_inputs_fall_back_to_the_busier_endpoint():
     x = path_inputs([rec], nodes)
     assert x["bw_util"][0] == 0.8 and x["loss"][0] == 0.2 and x["jitter_ms"][0] == 2.0
     assert np.isnan(x["retrans"][0])
+
+
+def test_accelerator_nodes_without_compute_figures_are_flagged():
+    """An H100 and an L40S that report no peaks score alike: the answer says why, for each."""
+    base = {"cards": 8, "mem_gb": 80, "host_mem_gb": 1024, "inter_bw_gbps": 400, "received_at": NOW, "ts": NOW}
+    reports = [{"node": "h100", "accel_model": "H100-SXM", **base}, {"node": "l40s", "accel_model": "L40S", **base},
+               {"node": "ok", "accel_model": "H100-SXM", "peak_tflops": {"fp16": 989}, **base},
+               {"node": "cpu", "cards": 0, "received_at": NOW, "ts": NOW}]
+    alone = scored(reports[:2], DEFAULT_MODEL_CONVERSION, DEFAULT_BENCHMARK_WORK, NOW, 60)
+    assert alone[0]["compute_score"] == alone[1]["compute_score"]  # what the warning is about
+    got = {x["node"]: x for x in scored(reports, DEFAULT_MODEL_CONVERSION, DEFAULT_BENCHMARK_WORK, NOW, 60)}
+    assert got["h100"]["warnings"] == got["l40s"]["warnings"] == [NO_COMPUTE_FIGURES]
+    assert got["ok"]["warnings"] == [] and got["cpu"]["warnings"] == []

@@ -24,8 +24,13 @@ def run(*args, env=None, timeout=60):
 def test_help_lists_the_commands():
     r = run("--help")
     assert r.returncode == 0
-    for cmd in ("broker", "worker", "topics", "demo", "submit", "query", "battery", "report", "sink", "sql"):
+    for cmd in ("broker", "worker", "topics", "demo", "submit", "query", "battery", "report", "sink", "sql", "tasks",
+                "nodes", "describe", "cancel", "hold", "release", "priority", "cordon", "drain", "uncordon"):
         assert cmd in r.stdout
+    from importlib.metadata import version
+
+    r = run("--version")
+    assert r.returncode == 0 and r.stdout.strip() == f"cnsched {version('cnsched')}"
 
 
 def test_bad_usage_is_one_clear_line_and_exit_2():
@@ -123,3 +128,9 @@ def _free_port():
     from streams.runtime.broker import free_port
 
     return free_port()
+
+
+def test_topics_against_a_dead_broker_is_one_line_and_exit_1():
+    r = run("topics", env={"CNSCHED_KAFKA_BOOTSTRAP": "127.0.0.1:1"}, timeout=120)
+    assert r.returncode == 1 and r.stdout == ""
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("cnsched: broker: cannot use the broker at 127.0.0.1:1")

@@ -30,6 +30,12 @@ def test_every_route_and_method_is_described_and_nothing_else():
             assert names == set(part[1:-1] for part in path.split("/") if part.startswith("{")), (path, m)
 
 
+def test_operation_ids_are_unique_identifiers_a_client_generator_can_use():
+    ids = [op["operationId"] for ms in document()["paths"].values() for op in ms.values()]
+    assert len(ids) == len(set(ids)) and all(i.isidentifier() and i[0].islower() for i in ids), ids
+    assert document()["paths"]["/tasks/{task_id}"]["get"]["operationId"] == "getTask"
+
+
 def test_every_reference_resolves():
     doc = document()
     text = json.dumps(doc)

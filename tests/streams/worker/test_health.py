@@ -35,3 +35,16 @@ def test_not_ready_while_kernels_compile_or_after_the_broker_lost_our_topics():
     assert r.problems() == []
     r.broker_lost = "topic x is gone"
     assert r.problems() == ["the broker lost our topics (topic x is gone): restarting"]
+
+
+def test_not_ready_before_the_first_join_and_recovery():
+    """Before the worker first joined its group, neither flag is set: it is not ready all the same."""
+    completed = asyncio.Event()
+    app = SimpleNamespace(in_recovery=False, rebalancing=False,
+                          tables=SimpleNamespace(recovery=SimpleNamespace(completed=completed)))
+    r = Readiness(app)
+    assert r.problems(now=1.0) == ["joining the consumer group and recovering state tables (first start)"]
+    completed.set()
+    assert r.problems(now=1.0) == []
+    app.in_recovery = True  # a later rebalance
+    assert r.problems(now=1.0) == ["recovering state tables from their changelogs"]
