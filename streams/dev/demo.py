@@ -174,7 +174,7 @@ async def _live(demo: Demo, out, work: Workload) -> int | None:
 
 async def _showcase(demo: Demo, sim: ProbeSimulator, t_start: float, work: Workload) -> None:
     """The four showcase tasks; the training job's path to its data degrades at 45 % of the run, and
-    the inference service's node falls silent at 55 % (a node failure)."""
+    the inference service's node falls silent at 55 % (a node failure) and reports again at 85 %."""
     args = demo.args
     placed = await asyncio.to_thread(submit_tasks, demo.settings, demo.topo, demo.data_node, demo.suffix,
                                      work.expected)
@@ -190,8 +190,11 @@ async def _showcase(demo: Demo, sim: ProbeSimulator, t_start: float, work: Workl
         node = placed["inference"][0]
         delay = max(0.0, 0.55 * args.seconds - elapsed)
         asyncio.get_running_loop().call_later(delay, demo.silent.setdefault, node, time.time() + delay)
+        back = max(0.0, 0.85 * args.seconds - elapsed)
+        asyncio.get_running_loop().call_later(back, demo.silent.pop, node, None)
         print(f"event    {node} (the inference service's node) stops reporting at {0.55 * args.seconds:.0f} s; "
-              f"a node silent for {demo.settings.node_timeout_seconds:g} s has failed")
+              f"a node silent for {demo.settings.node_timeout_seconds:g} s has failed; it reports again at "
+              f"{0.85 * args.seconds:.0f} s (its incident stays open until then)")
 
 
 def _summary(demo: Demo, work: Workload, sent: int, status: int, sink_status: int) -> int:

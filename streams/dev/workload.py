@@ -9,8 +9,8 @@ import json
 import time
 
 from schemas.topics import SCHED_EVENTS, SCHED_TASKS
+from streams.client import base_url, call
 from streams.config import Settings
-from streams.dev.operator_view import post
 from streams.dev.sim import TaskRunner, Topology
 from streams.kafka import producer
 from streams.render.lines import decision_line, energy_decision_line, scaling_line
@@ -50,9 +50,16 @@ def submit_tasks(settings: Settings, topo: Topology, data_node: str, suffix: str
         if expected is not None:
             expected[task["id"]] = task.get("expected_duration_s", 3600.0)
         try:
-            res = post(settings, "/tasks", task)
+            status, res = call(base_url(settings.web_host, settings.web_port), "POST", "/tasks", task)
         except OSError as exc:
             print(f"decision {task['id']}: POST /tasks failed: {exc}")
+            continue
+        if status == 422:  # no node of the cluster could ever take it: turned away at once
+            why = "; ".join(f"{f['field']}: {f['reason']}" for f in res.get("fields", []))
+            print(f"decision {task['id']} rejected: {why}")
+            continue
+        if status >= 400:
+            print(f"decision {task['id']}: POST /tasks failed: HTTP {status}: {res}")
             continue
         print(decision_line(task["id"], res))
         if "scaling" in task:

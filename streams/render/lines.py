@@ -72,5 +72,9 @@ def incident_line(doc: dict, since: float | None = None) -> str:
     if doc["status"] == "open":
         delay = "" if since is None else f" {doc['detected_at'] - since:.1f} s after its reports stopped,"
         return f"incident {doc['node']} failed: detected{delay} cause {doc['cause']}; tasks on it: {tasks}"
+    if doc["status"] == "mitigated":
+        outcomes = "; ".join(f"{t} {o}" for t, o in (doc.get("outcomes") or {}).items()) or f"tasks {tasks} elsewhere"
+        return (f"incident {doc['node']} mitigated {doc['mitigated_at'] - doc['detected_at']:.1f} s after detection "
+                f"({outcomes}; work lost {doc['work_lost_s']:.0f} s of task time); open until the node is back")
     return (f"incident {doc['node']} recovered {doc['recovered_at'] - doc['detected_at']:.1f} s after detection "
-            f"(tasks {tasks} elsewhere; work lost {doc['work_lost_s']:.0f} s of task time)")
+            f"({doc.get('resolution') or 'node back'})")
