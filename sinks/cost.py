@@ -1,8 +1,8 @@
 """`cnsched report cost`: what the cluster's work cost, from the DuckDB audit.
 
 A task's cost is what it held while it ran: every run segment — from a ``started`` event to the
-task's next ``started`` (a move or a restart), ``finished`` or ``failed`` — on the nodes that event
-names, each with ``cards`` accelerators (the placement's cards per worker):
+task's next ``started`` (a move or a restart), ``finished``, ``failed``, or an operator's ``cancel``
+(or the runner's ``stopped``, whichever comes first) — on the nodes that event names, each with ``cards`` accelerators (the placement's cards per worker):
 
 - cards: cards x hours x the price of a card-hour of the node's class (``CNSCHED_CARD_PRICES``,
   ``*`` for classes not listed);
@@ -38,7 +38,7 @@ SEGMENTS_CTE = """
 WITH ev AS (
     SELECT task_id, event, event_at, nodes,
            lead(event_at) OVER (PARTITION BY task_id ORDER BY event_at, event) AS next_at
-    FROM task_events WHERE event IN ('started', 'finished', 'failed')),
+    FROM task_events WHERE event IN ('started', 'finished', 'failed', 'cancel', 'stopped')),
 placed AS (
     SELECT task_id, any_value(task_type) AS task_type, coalesce(nullif(any_value(doc->>'team'), ''), 'default') AS team,
            max(coalesce(cards, 0)) AS cards

@@ -16,7 +16,7 @@ import pyarrow as pa
 from schemas.compute import node_class
 from schemas.windows import WINDOW_ARROW_SCHEMA
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 # files are written in the storage format of DuckDB 1.4, so any DuckDB client from 1.4 on (the
 # `duckdb` CLI included) can read them, whatever newer library version the sink runs
 STORAGE_COMPATIBILITY = "v1.4.0"
@@ -148,6 +148,11 @@ _MIGRATIONS: dict[int, str] = {
         PRIMARY KEY (node, issued_at, action)
     );
     """,
+    12: """
+    ALTER TABLE task_events ADD COLUMN requested_by VARCHAR;
+    ALTER TABLE task_events ADD COLUMN reason VARCHAR;
+    ALTER TABLE task_events ADD COLUMN priority INTEGER;
+    """,
 }
 
 _DECISIONS = pa.schema([
@@ -174,6 +179,7 @@ _TASK_EVENTS = pa.schema([
     ("task_id", pa.string()), ("event", pa.string()), ("event_at", pa.float64()), ("nodes", pa.list_(pa.string())),
     ("duration_s", pa.float64()), ("throughput", pa.float64()), ("unit", pa.string()),
     ("utilisation", pa.float64()), ("request_rate", pa.float64()), ("latency_ms", pa.float64()),
+    ("requested_by", pa.string()), ("reason", pa.string()), ("priority", pa.int32()),  # an operator's command
 ])
 _INCIDENTS = pa.schema([
     ("node", pa.string()), ("detected_at", pa.float64()), ("status", pa.string()), ("cause", pa.string()),
@@ -371,7 +377,8 @@ class DuckStore:
         rows = [{"task_id": d["task_id"], "event": d["event"], "event_at": d["at"], "nodes": d.get("nodes", []),
                  "duration_s": d.get("duration_s"), "throughput": d.get("throughput"),
                  "unit": d.get("unit", "samples/s"), "utilisation": d.get("utilisation"),
-                 "request_rate": d.get("request_rate"), "latency_ms": d.get("latency_ms")} for d in docs]
+                 "request_rate": d.get("request_rate"), "latency_ms": d.get("latency_ms"),
+                 "requested_by": d.get("by"), "reason": d.get("reason"), "priority": d.get("priority")} for d in docs]
         return self._insert("task_events", rows, _TASK_EVENTS)
 
     def write_incidents(self, docs: list[dict]) -> int:

@@ -166,3 +166,21 @@ def test_measured_site_energy_beside_the_modelled(tmp_path):
     # measured: 0.012 MW x 0.5 h = 6 kWh + 0.008 MW x 0.5 h = 4 kWh; 10 / 7.5 = 1.333
     assert row == {"site": "dc1", "month": "2026-10", "modelled_kwh": 7.5, "measured_kwh": 10.0,
                    "measured_over_modelled": 1.333}
+
+
+def test_a_cancelled_task_is_charged_until_the_cancel_and_who_cancelled_is_kept(tmp_path):
+    """Issue 28: cancelling used to need a forged `finished`, which charged work that never ran. A task
+    started at T0 and cancelled 30 min later on 2 h100 cards pays 1 card-hour x 4.0 = 4.0 (the `stopped`
+    that follows adds nothing)."""
+    with DuckStore(tmp_path / "x.duckdb") as store:
+        store.write_compute_reports([report("h1", T0, "dc1", "h100", 10.0, 8, 100.0)])
+        store.write_decisions([placed("t1", "red", "inference", 2, "h1", T0)])
+        store.write_task_events([ev("t1", "started", T0, "h1"),
+                                 {**ev("t1", "cancel", T0 + 1800), "by": "ops", "reason": "wrong input"},
+                                 ev("t1", "stopped", T0 + 1860)])
+        by_task = {r[0]: r for r in run_sections(store.con, cost_sections(PRICES, ENERGY, IDLE))[0]["rows"]}
+        assert store.query("SELECT requested_by, reason FROM task_events WHERE event = 'cancel'") == [
+            ("ops", "wrong input")]
+        columns = run_sections(store.con, cost_sections(PRICES, ENERGY, IDLE))[0]["columns"]
+    t1 = dict(zip(columns, by_task["t1"], strict=True))
+    assert (t1["card_h"], t1["card_cost"]) == (1.0, 4.0)
