@@ -209,7 +209,7 @@ SELECT node, strftime(to_timestamp(detected_at) AT TIME ZONE 'UTC', '%Y-%m-%d %H
        round(min(mitigated_at) - detected_at, 1) AS mitigate_s,  -- its tasks elsewhere, queued or ended
        round(max(recovered_at) - detected_at, 1) AS recover_s,  -- the node back (or removed)
        max(len(tasks)) AS tasks, round(max(work_lost_s), 1) AS work_lost_s
-FROM incidents GROUP BY node, detected_at ORDER BY detected_at
+FROM incidents GROUP BY node, detected_at ORDER BY detected_at, node
 """
 INCIDENTS = (("Incidents (node failures: detected, located, tasks elsewhere, node back)", INCIDENTS_SQL),)
 

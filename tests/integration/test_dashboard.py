@@ -141,9 +141,12 @@ async def test_dashboard_in_a_browser(make_settings, tmp_path):
                             return r && r.children[4].textContent === "1"; }}""", timeout=30_000)
             site = await page.locator(f'tr[data-node="{node}"] td').all_inner_texts()
             assert site[3:8] == ["8", "1", "–", "7", "up"], site
-            # a cancelled task shows as cancelled, its card free again once its runner says it stopped
-            status, rec = await asyncio.to_thread(call, settings.web_port, "DELETE", "/tasks/ui-1")
-            assert status == 200 and rec["status"] == "cancelled", rec
+            # cancelled from the dashboard: it shows as cancelled, its card free again once its runner says
+            # it stopped
+            await page.locator('tr[data-task="ui-1"] button[data-action="cancel"]').click()
+            await page.get_by_text("cancel ui-1: cancelled").wait_for(timeout=30_000)
+            _, rec = await asyncio.to_thread(call, settings.web_port, "GET", "/tasks/ui-1")
+            assert rec["status"] == "cancelled" and rec["history"][-1]["event"]["by"] == "dashboard", rec
             await page.wait_for_function(
                 """() => { const r = document.querySelector('tr[data-task="ui-1"]');
                            return r && r.children[3].textContent === "cancelled"; }""", timeout=30_000)

@@ -18,6 +18,33 @@ async function api(path) {
   return { status: r.status, body };
 }
 
+// an operator's command on a task (cancel, hold, release): a write, so it needs a write token when the
+// worker has tokens (#token=...); without tokens it is accepted from this machine only
+async function command(taskId, action) {
+  const path = action === "cancel" ? `/tasks/${encodeURIComponent(taskId)}` : `/tasks/${encodeURIComponent(taskId)}/${action}`;
+  const headers = { "Content-Type": "application/json", ...(token ? { Authorization: "Bearer " + token } : {}) };
+  const r = await fetch(path, { method: action === "cancel" ? "DELETE" : "POST", headers,
+    body: JSON.stringify({ by: "dashboard" }) });
+  let body = null;
+  try { body = await r.json(); } catch (e) { body = null; }
+  const note = document.getElementById("command-note");
+  if (note) note.textContent = r.status < 300 ? `${action} ${taskId}: ${body?.status || "sent"}`
+    : `${action} ${taskId}: HTTP ${r.status} ${body?.detail || body?.error || ""}`;
+  refresh();
+}
+
+function actions(rec) {
+  const id = rec.task.id, out = [];
+  const button = (action) => el("button", { type: "button", "data-action": action, onclick: () => command(id, action) },
+    action);
+  if (!["finished", "failed", "expired", "rejected", "cancelled"].includes(rec.status) && !rec.task.scaling) {
+    if (rec.status === "queued") out.push(button("hold"));
+    if (rec.status === "held") out.push(button("release"));
+    out.push(button("cancel"));
+  }
+  return out;
+}
+
 function el(tag, attrs, ...children) {
   const e = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs || {})) {
@@ -150,10 +177,11 @@ function renderTasks(tasks, estimates) {
       el("td", { class: "num" }, num(d?.alpha, 2)),
       el("td", { class: "num" }, wait === null ? "–" : num(wait, 0) + " s"),
       el("td", {}, est?.start ? clock(est.start) : (waiting ? "unknown" : "")),
-      el("td", {}, est?.reason ? `${est.reason}: ${est.basis}` : ""));
+      el("td", {}, est?.reason ? `${est.reason}: ${est.basis}` : ""),
+      el("td", { class: "actions" }, actions(rec)));
   });
   replace("tasks", rows.length ? table(["task", "type", "team", "status", "nodes", "composite", "compute",
-    "network", "energy", "data load", "alpha", "wait", "est. start", "waiting for"], rows)
+    "network", "energy", "data load", "alpha", "wait", "est. start", "waiting for", ""], rows)
     : el("p", { class: "muted" }, "no tasks yet"));
 }
 
