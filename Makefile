@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
 
-.PHONY: demo test lint unit install-dev install-run clean bench fuzz browser promtool
+.PHONY: demo test lint unit install-dev install-run clean bench fuzz browser promtool slurm
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -44,7 +44,14 @@ promtool:
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus) \
 	  > /dev/null || { echo "could not install prometheus: run as root with apt-get, or set CNSCHED_PROMTOOL"; exit 1; }; }
 
-unit: install-dev browser promtool
+# the Slurm bridge's tests run a real three-node Slurm on this machine (streams/runtime/slurm_cluster.py)
+# from Debian's packages; installed here when missing (as root; without root those tests skip, saying so)
+slurm:
+	@command -v slurmctld > /dev/null || [ "$$(id -u)" != 0 ] || { echo "installing Debian's Slurm (the bridge's tests)"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurmctld slurmd slurm-client) \
+	  > /dev/null || { echo "could not install Slurm"; exit 1; }; }
+
+unit: install-dev browser promtool slurm
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 test: lint unit

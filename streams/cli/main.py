@@ -9,13 +9,13 @@ import sys
 from aiokafka.errors import KafkaError
 
 from sinks.duckdb_store import StoreError
-from streams.cli import api, bench, data, demo, infra, listing, operate, probe, simulate
+from streams.cli import api, bench, bridge, data, demo, infra, listing, operate, probe, simulate
 from streams.cli.common import Parser, UsageError
 from streams.config import ConfigError, load_settings
 from streams.logs import setup_logging
 from streams.runtime.broker import BrokerError
 
-GROUPS = (infra, probe, data, api, listing, operate, bench, demo, simulate)
+GROUPS = (infra, probe, bridge, data, api, listing, operate, bench, demo, simulate)
 COMMANDS = {name: handler for group in GROUPS for name, handler in group.COMMANDS.items()}
 
 

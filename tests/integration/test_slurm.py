@@ -1,0 +1,76 @@
+"""Issue 29, first part, against a real Slurm (three slurmd of 8 cards each on this machine, Debian's
+slurm-wlm; `make test` installs it) through the real broker and a live worker: the bridge's inventory
+puts the three nodes in GET /compute/nodes with 8 free cards each; a Slurm job of 5 cards on n2 leaves
+it 3; a drained node drains in cnsched too."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from streams.bridge.slurm import run_inventory
+from streams.kafka import ensure_topics
+from streams.runtime.processes import start_worker, stop_process
+from streams.runtime.slurm_cluster import SlurmCluster, missing
+from tests.helpers.http import call
+
+pytestmark = [pytest.mark.integration, pytest.mark.skipif(missing() is not None, reason=str(missing()))]
+
+
+@pytest.fixture
+def slurm(tmp_path):
+    cluster = SlurmCluster(tmp_path / "slurm").start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+async def nodes(port: int, want: int, timeout: float = 60.0) -> dict[str, dict]:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            status, body = await asyncio.to_thread(call, port, "GET", "/compute/nodes")
+            if status == 200 and body["total"] == want and all(n.get("state") for n in body["items"]):
+                return {n["node"]: n for n in body["items"]}
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            raise AssertionError("the nodes never appeared")
+        await asyncio.sleep(0.3)
+
+
+async def report(settings, slurm) -> None:
+    await run_inventory(settings, "card", {"n1": {"zone": "dc1", "rack": "r1"}}, 1.0, asyncio.Event(), once=True,
+                        env=slurm.env)
+
+
+async def test_the_bridges_inventory_matches_slurm(make_settings, tmp_path, slurm):
+    settings = make_settings(rescore_interval_seconds=0.3)
+    await ensure_topics(settings)
+    worker = start_worker(settings, tmp_path / "w.log")
+    port = settings.web_port
+    try:
+        await report(settings, slurm)
+        got = await nodes(port, 3)
+        assert {n: (x["cards"], x["cards_reported_free"], x["state"]) for n, x in got.items()} == {
+            "n1": (8, 8, "up"), "n2": (8, 8, "up"), "n3": (8, 8, "up")}
+        assert got["n1"]["report"]["zone"] == "dc1" and got["n1"]["report"]["slurm_state"] == "IDLE"
+        slurm.run("sbatch", "-w", "n2", "--gres=card:5", "-J", "outside", "-o", "/dev/null", "--wrap", "sleep 30")
+        deadline = time.monotonic() + 30
+        while "RUNNING" not in slurm.run("squeue", "-h", "-o", "%T") and time.monotonic() < deadline:
+            await asyncio.sleep(0.3)
+        slurm.run("scontrol", "update", "nodename=n3", "state=drain", "reason=disk errors")
+        await report(settings, slurm)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            got = await nodes(port, 3)
+            if got["n2"]["cards_reported_free"] == 3 and got["n3"]["state"] == "draining":
+                break
+            await asyncio.sleep(0.3)
+        assert (got["n2"]["cards_reported_free"], got["n2"]["cards_free"]) == (3, 3)  # Slurm's job, not ours
+        assert got["n3"]["state"] == "draining" and got["n3"]["report"]["slurm_reason"].startswith("disk errors")
+    finally:
+        stop_process(worker)

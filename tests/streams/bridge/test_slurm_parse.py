@@ -1,0 +1,41 @@
+"""Slurm's node listing as compute reports, on real output: ``scontrol show node -o -d`` of the local
+three-node Slurm (Debian's slurm-wlm 22.05, cards as a GRES named ``card``) with a 5-card job on n2
+and n3 drained — captured as a fixture — and the typed, socket-annotated GPU forms of real clusters."""
+
+from pathlib import Path
+
+from schemas.compute import ComputeReport
+from streams.bridge.slurm_parse import gres_count, node_reports, parse_line, state_flags, status_of
+
+FIXTURE = Path(__file__).parents[2] / "fixtures" / "slurm" / "scontrol_show_node_od.txt"
+NOW = 1_764_601_445.0
+
+
+def test_the_real_listing_gives_cards_free_cards_memory_and_status():
+    reports = {r["node"]: r for r in node_reports(FIXTURE.read_text(), NOW, sites={"n1": {"zone": "dc1", "rack": "r1"}})}
+    assert sorted(reports) == ["n1", "n2", "n3"]
+    assert [(r["cards"], r["free"]["cards"], r["status"]) for r in (reports["n1"], reports["n2"], reports["n3"])] == [
+        (8, 8, "up"), (8, 3, "up"), (8, 8, "leaving")]
+    assert reports["n2"]["slurm_state"] == "MIXED" and reports["n3"]["slurm_state"] == "IDLE+DRAIN"
+    assert reports["n3"]["slurm_reason"].startswith("disk errors [root@")  # a value with spaces, read whole
+    assert reports["n1"]["host_mem_gb"] == round(8000 / 1024, 3) and reports["n1"]["partitions"] == ["main"]
+    assert (reports["n1"]["zone"], reports["n1"]["rack"]) == ("dc1", "r1")
+    for r in reports.values():  # what the worker accepts on compute.nodes
+        ComputeReport.model_validate(r)
+
+
+def test_values_with_spaces_and_gres_forms_of_real_gpu_clusters():
+    line = "NodeName=g7 Gres=gpu:a100:4(S:0),gpu:v100:2(S:1) GresUsed=gpu:a100:3(IDX:0-2),gpu:v100:0(IDX:N/A) " \
+           "State=MIXED+DRAIN OS=Linux 5.14.0 #1 SMP Reason=fan failure [admin@2026-11-30T10:00:00]"
+    f = parse_line(line)
+    assert f["OS"] == "Linux 5.14.0 #1 SMP" and f["Reason"] == "fan failure [admin@2026-11-30T10:00:00]"
+    assert gres_count(f["Gres"], "gpu") == 6 and gres_count(f["GresUsed"], "gpu") == 3
+    assert gres_count("(null)", "gpu") == 0 and gres_count("N/A", "card") == 0 and gres_count("card:8", "gpu") == 0
+
+
+def test_states_map_to_up_leaving_and_down():
+    assert state_flags("IDLE+DRAIN") == {"IDLE", "DRAIN"} and state_flags("DOWN*") == {"DOWN", "NOT_RESPONDING"}
+    cases = {"IDLE": "up", "MIXED": "up", "ALLOCATED": "up", "COMPLETING": "up", "IDLE+DRAIN": "leaving",
+             "MIXED+DRAIN": "leaving", "DRAINED": "leaving", "DOWN": "down", "DOWN*": "down", "IDLE*": "down",
+             "DOWN+DRAIN": "down", "INVAL": "down", "FAIL": "down", "": "down"}
+    assert {s: status_of(s) for s in cases} == cases
