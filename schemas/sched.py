@@ -124,6 +124,9 @@ class Task(BaseModel):
         "the container image: where it is pulled from and how big; its pull counts in the load time"))
     scaling: Scaling | None = Field(default=None, description="an elastic service of replicas of this task")
     constraints: Constraints | None = Field(default=None, description="residency, tiers, affinity, anti-affinity")
+    command: str | None = Field(default=None, max_length=65_536, description=(
+        "what a workload manager runs for each placement (the Slurm bridge: sbatch --wrap, one job per task or "
+        "gang; it may save its checkpoint to $CNSCHED_CHECKPOINT_FILE)"))
 
     @model_validator(mode="after")
     def _service(self):
@@ -169,6 +172,7 @@ class ScalingChange(BaseModel):
 
 class Decision(BaseModel):
     task_id: str
+    command: str | None = Field(default=None, description="the task's command, for the runner that starts it")
     status: Literal["placed", "unschedulable", "queued", "preempted", "scaled", "cancelled"]
     nodes: list[str] = Field(default_factory=list)
     alpha: float

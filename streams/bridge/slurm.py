@@ -81,3 +81,63 @@ async def run_inventory(settings: Settings, gres: str, sites: dict[str, dict], i
                 pass
     finally:
         await p.stop()
+
+
+async def run_bridge(settings: Settings, gres: str, sites: dict[str, dict], interval_s: float, stop: asyncio.Event,
+                     work_dir, env: dict | None = None, ready: asyncio.Event | None = None) -> None:
+    """The whole bridge: the inventory every ``interval_s``; decisions and moves to Slurm jobs; job states
+    back as task events (polled every second). Offsets are committed after the runner's state file is
+    written, so a restart neither loses an event nor submits a task twice. A new bridge starts from
+    the latest decisions (it does not run what was decided before it existed)."""
+    from pathlib import Path
+
+    from schemas.topics import SCHED_DECISIONS, SCHED_EVENTS, SCHED_RESCHEDULES
+    from streams.bridge.slurm_jobs import SlurmRunner
+    from streams.kafka import consumer
+
+    runner = SlurmRunner(gres, Path(work_dir), env)
+    runner.load()
+    c = consumer(settings, SCHED_DECISIONS, SCHED_RESCHEDULES, group_id=f"{settings.app_id}-slurm-bridge",
+                 enable_auto_commit=False, auto_offset_reset="latest")
+    p = producer(settings)
+    await c.start()
+    await p.start()
+    inventory_task = asyncio.create_task(run_inventory(settings, gres, sites, interval_s, stop, env=env))
+    decisions, moves = settings.topic(SCHED_DECISIONS), settings.topic(SCHED_RESCHEDULES)
+
+    async def send(events: list[dict]) -> None:
+        for e in events:
+            await p.send(settings.topic(SCHED_EVENTS), json.dumps(e).encode(), key=e["task_id"].encode())
+        if events:
+            await p.flush()
+
+    try:
+        while not c.assignment() and not stop.is_set():
+            await asyncio.sleep(0.1)
+        for tp in c.assignment():
+            await c.position(tp)  # a new group's "latest", fixed now
+        if ready is not None:
+            ready.set()
+        while not stop.is_set():
+            batches = await c.getmany(timeout_ms=500)
+            events: list[dict] = []
+            for tp, msgs in batches.items():
+                for m in msgs:
+                    handle = runner.on_move if tp.topic == moves else runner.on_decision if tp.topic == decisions \
+                        else None
+                    try:
+                        events += await asyncio.to_thread(handle, json.loads(m.value), time.time()) if handle else []
+                    except (ValueError, KeyError, TypeError) as exc:  # not ours to judge: the worker wrote it
+                        log.warning("message at %s:%d@%d not handled: %s", tp.topic, tp.partition, m.offset, exc)
+            events += await asyncio.to_thread(runner.poll, time.time())
+            # events first, then what was reported, then the offsets: a crash in between repeats an event
+            # (the scheduler takes a repeated one as it took the first), never loses one
+            await send(events)
+            await asyncio.to_thread(runner.save)
+            if batches:
+                await c.commit()
+    finally:
+        stop.set()
+        await inventory_task
+        await c.stop()
+        await p.stop()

@@ -87,3 +87,51 @@ def _number(text: str | None) -> float | None:
         return float(text) if text not in (None, "", "N/A") else None
     except ValueError:
         return None
+
+
+# ---------------------------------------------------------------------------------------------- jobs
+FAILED_STATES = frozenset({"FAILED", "NODE_FAIL", "TIMEOUT", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE"})
+
+
+def expand_hostlist(text: str | None) -> list[str]:
+    """Slurm's compressed host list (``n[1-3]``, ``gpu-a[01,03-04],gpu-b7``) as names; [] for none."""
+    if not text or text in ("(null)", "None"):
+        return []
+    out = []
+    for part in re.findall(r"[^,\[]+(?:\[[^\]]*\])?[^,]*", text):
+        m = re.match(r"^(.*)\[([^\]]*)\](.*)$", part)
+        if not m:
+            out.append(part)
+            continue
+        head, ranges, tail = m.groups()
+        for r in ranges.split(","):
+            lo, _, hi = r.partition("-")
+            for k in range(int(lo), int(hi or lo) + 1):
+                out.append(f"{head}{str(k).zfill(len(lo))}{tail}")
+    return out
+
+
+def duration_s(text: str | None) -> float | None:
+    """``RunTime`` as seconds: ``HH:MM:SS``, ``MM:SS`` or ``D-HH:MM:SS``."""
+    if not text or text in ("INVALID", "N/A", "UNLIMITED"):
+        return None
+    days, _, rest = text.rpartition("-")
+    parts = [int(x) for x in rest.split(":")]
+    while len(parts) < 3:
+        parts.insert(0, 0)
+    return (int(days) if days else 0) * 86_400 + parts[0] * 3600 + parts[1] * 60 + parts[2]
+
+
+def jobs(text: str) -> list[dict]:
+    """``scontrol show job -o`` lines as ``{job_id, name, state, reason, nodes, run_s, exit_code, started}``
+    (``started``: it ran, however briefly — a command that fails at once did start)."""
+    out = []
+    for line in text.splitlines():
+        f = parse_line(line)
+        if "JobId" not in f:
+            continue
+        out.append({"job_id": f["JobId"], "name": f.get("JobName", ""), "state": f.get("JobState", ""),
+                    "reason": f.get("Reason", ""), "nodes": expand_hostlist(f.get("NodeList")),
+                    "run_s": duration_s(f.get("RunTime")), "exit_code": f.get("ExitCode", ""),
+                    "started": f.get("JobState") != "PENDING" and f.get("StartTime", "Unknown") not in ("Unknown", "None", "")})
+    return out

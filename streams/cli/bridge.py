@@ -12,16 +12,20 @@ from streams.config import Settings
 
 
 def add_parsers(sub) -> None:
-    s = sub.add_parser("slurm", help="bridge a Slurm cluster: its nodes reported on compute.nodes")
+    s = sub.add_parser("slurm", help="bridge a Slurm cluster: its nodes on compute.nodes, decisions as jobs, "
+                                     "job states as task events")
     s.add_argument("--gres", default="gpu", help="the GRES that counts as cards (default gpu)")
     s.add_argument("--sites", default=None, metavar="FILE.json",
                    help='per node: {"n1": {"region", "zone", "rack", "tier", "accel_model", "accel_class"}}')
     s.add_argument("--interval", type=float, default=5.0, help="seconds between inventory reports (default 5)")
     s.add_argument("--once", action="store_true", help="report the inventory once and exit")
+    s.add_argument("--inventory-only", action="store_true", help="report the nodes only: run no jobs")
+    s.add_argument("--work-dir", default=None, help="job output, checkpoint files and the bridge's state "
+                                                    "(default CNSCHED_DATA_DIR/slurm; shared with the nodes)")
 
 
 def cmd_slurm(args, settings: Settings) -> int:
-    from streams.bridge.slurm import SlurmError, run_inventory, scontrol_nodes
+    from streams.bridge.slurm import SlurmError, run_bridge, run_inventory, scontrol_nodes
 
     if args.interval <= 0:
         raise UsageError("slurm: --interval must be positive")
@@ -46,10 +50,15 @@ def cmd_slurm(args, settings: Settings) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        return await run_inventory(settings, args.gres, sites, args.interval, stop, once=args.once)
+        if args.once or args.inventory_only:
+            return await run_inventory(settings, args.gres, sites, args.interval, stop, once=args.once)
+        await run_bridge(settings, args.gres, sites, args.interval, stop, work_dir)
+        return 0
 
+    work_dir = args.work_dir or str(settings.data_dir / "slurm")
     sent = asyncio.run(main())
-    print(f"cnsched: slurm: {sent} node reports sent", file=sys.stderr)
+    if args.once:
+        print(f"cnsched: slurm: {sent} node reports sent", file=sys.stderr)
     return 0
 
 

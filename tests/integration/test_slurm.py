@@ -74,3 +74,67 @@ async def test_the_bridges_inventory_matches_slurm(make_settings, tmp_path, slur
         assert got["n3"]["state"] == "draining" and got["n3"]["report"]["slurm_reason"].startswith("disk errors")
     finally:
         stop_process(worker)
+
+
+async def until_status(port: int, tid: str, statuses: tuple[str, ...], timeout: float = 60.0) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        _, rec = await asyncio.to_thread(call, port, "GET", f"/tasks/{tid}")
+        if rec.get("status") in statuses or time.monotonic() > deadline:
+            return rec
+        await asyncio.sleep(0.3)
+
+
+async def test_tasks_run_as_slurm_jobs_where_cnsched_placed_them(make_settings, tmp_path, slurm):
+    from streams.bridge.slurm import run_bridge
+
+    settings = make_settings(rescore_interval_seconds=0.3)
+    await ensure_topics(settings)
+    worker = start_worker(settings, tmp_path / "w.log")
+    port = settings.web_port
+    stop, ready = asyncio.Event(), asyncio.Event()
+    bridge = asyncio.create_task(run_bridge(settings, "card", {}, 1.0, stop, tmp_path / "bridge", slurm.env, ready))
+    try:
+        await asyncio.wait_for(ready.wait(), 60)
+        await nodes(port, 3)
+        placed = {}
+        for k, secs in enumerate((4, 6, 8)):  # fill the three nodes
+            status, body = await asyncio.to_thread(call, port, "POST", "/tasks", {
+                "id": f"fill{k}", "type": "training-data-parallel", "resources": {"cards": 8},
+                "command": f"sleep {secs}"})
+            assert status == 200 and body["status"] == "placed", body
+            placed[f"fill{k}"] = body["nodes"]
+        status, body = await asyncio.to_thread(call, port, "POST", "/tasks", {
+            "id": "waits", "type": "training-data-parallel", "resources": {"cards": 8}, "command": "sleep 1"})
+        assert status == 200 and body["status"] == "queued"
+        # Slurm runs each where cnsched placed it
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            running = dict(line.split() for line in slurm.run("squeue", "-h", "-o", "%j %N").splitlines()
+                           if line.split()[1:] and line.split()[1] != "")
+            if len(running) == 3:
+                break
+            await asyncio.sleep(0.3)
+        assert {t: [n] for t, n in running.items()} == placed
+        rec = await until_status(port, "fill0", ("finished",))
+        fin = [h["event"] for h in rec["history"] if h.get("event", {}).get("event") == "finished"]
+        assert len(fin) == 1 and 4 <= fin[0]["duration_s"] <= 6  # Slurm's run time of sleep 4
+        rec = await until_status(port, "waits", ("finished",))  # placed when fill0's node freed, then ran
+        assert rec["status"] == "finished" and rec["nodes"] == placed["fill0"], rec
+        # a command that fails (the first time only): failed, re-queued, run again, finished
+        marker = tmp_path / "flaky.marker"
+        status, body = await asyncio.to_thread(call, port, "POST", "/tasks", {
+            "id": "flaky", "type": "fine-tune", "resources": {"cards": 2},
+            "command": f"if [ -e {marker} ]; then sleep 1; else touch {marker}; exit 3; fi"})
+        assert status == 200 and body["status"] == "placed", body
+        rec = await until_status(port, "flaky", ("finished",))
+        events = [h["event"]["event"] for h in rec["history"] if "event" in h]
+        assert rec["status"] == "finished" and "failed" in events and events[-1] == "finished", rec["history"]
+        again = [h["decision"] for h in rec["history"] if "decision" in h][-1]
+        assert again["status"] == "placed" and again["restarts"] == 1
+        assert "FAILED NonZeroExitCode exit 3:0" in next(h["event"]["reason"] for h in rec["history"]
+                                                        if h.get("event", {}).get("event") == "failed")
+    finally:
+        stop.set()
+        await bridge
+        stop_process(worker)

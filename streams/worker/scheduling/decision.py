@@ -75,6 +75,7 @@ def decision(task: Task, profile: str, s: Scored, nodes: NodeView, placement: Pl
         compute_only_network_score=finite(s.network[co]) if co >= 0 and s.alpha < 1 else None,
         decided_at=now, task_type=task.type, submitted_at=task.submitted_at, cards=task.resources.cards,
         peers=task.peers, cost_sensitivity=w, team=task.team, load_gb=round(load_gb(task) * len(chosen), 6),
+        command=task.command,
     )
 
 

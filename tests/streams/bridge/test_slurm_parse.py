@@ -39,3 +39,23 @@ def test_states_map_to_up_leaving_and_down():
              "MIXED+DRAIN": "leaving", "DRAINED": "leaving", "DOWN": "down", "DOWN*": "down", "IDLE*": "down",
              "DOWN+DRAIN": "down", "INVAL": "down", "FAIL": "down", "": "down"}
     assert {s: status_of(s) for s in cases} == cases
+
+
+def test_the_real_job_listing_gives_states_nodes_and_run_times():
+    from streams.bridge.slurm_parse import jobs
+
+    got = {j["name"]: j for j in jobs((FIXTURE.parent / "scontrol_show_job_o.txt").read_text())}
+    # a 2-node gang that slept 2 s, a command that exited 3, one cancelled, one that ran 1 s after it
+    assert [(n, got[n]["state"], got[n]["nodes"], got[n]["run_s"]) for n in ("gang1", "bad1", "long1", "waits1")] == [
+        ("gang1", "COMPLETED", ["n1", "n2"], 2), ("bad1", "FAILED", ["n3"], 0), ("long1", "CANCELLED", ["n3"], 1),
+        ("waits1", "COMPLETED", ["n3"], 1)]
+    assert got["bad1"]["exit_code"] == "3:0" and got["bad1"]["reason"] == "NonZeroExitCode"
+
+
+def test_host_lists_and_run_times():
+    from streams.bridge.slurm_parse import duration_s, expand_hostlist
+
+    assert expand_hostlist("n[1-3]") == ["n1", "n2", "n3"]
+    assert expand_hostlist("gpu-a[01,03-04],gpu-b7") == ["gpu-a01", "gpu-a03", "gpu-a04", "gpu-b7"]
+    assert expand_hostlist("(null)") == [] and expand_hostlist("n3") == ["n3"]
+    assert [duration_s(x) for x in ("00:00:02", "12:34", "1-02:03:04", "INVALID")] == [2, 754, 93784, None]

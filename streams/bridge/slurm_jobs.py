@@ -1,0 +1,182 @@
+"""The Slurm bridge's runner: cnsched's decisions become Slurm jobs, and the jobs' states come back as
+task events.
+
+- A ``placed`` decision is one ``sbatch`` (one job per task or gang: ``-w`` the chosen nodes, ``-N``
+  their number, one task per node, ``--gres=<gres>:<cards>``, job name = task id, ``--comment`` = the
+  decision's time, ``--wrap`` the task's ``command``; the job's environment carries
+  ``CNSCHED_CHECKPOINT_FILE``). sbatch refusing it is a ``refused`` event (the scheduler's fallback
+  takes the next candidate).
+- A ``cancelled`` or ``preempted`` decision cancels the task's job (``scancel``); a cancelled task's
+  job ending is its ``stopped`` event.
+- A move (``sched.reschedules``) cancels the job and submits it again on the new nodes (cancel and
+  resubmit rather than requeue: a requeued job keeps its old node list until it is pending again, and a
+  new job says plainly where it runs); the new job's start is the ``started`` the move waits for.
+- Job states, polled: RUNNING -> ``started`` (its nodes), COMPLETED -> ``finished`` (its run time),
+  FAILED / NODE_FAIL / TIMEOUT / OUT_OF_MEMORY / BOOT_FAIL / DEADLINE -> ``failed``; a checkpoint file
+  that changed -> ``checkpoint`` (its time and size).
+- Never twice: a decision whose job (name and comment) Slurm already has is not submitted again, and
+  what was reported of each job is kept in a state file (``<data dir>/slurm-bridge.json``), written
+  before offsets are committed; a restarted bridge reads it and Slurm's jobs and goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from streams.bridge.slurm_parse import FAILED_STATES, jobs
+
+log = logging.getLogger(__name__)
+LIVE_STATES = frozenset({"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING"})
+
+
+@dataclass
+class Job:
+    task_id: str
+    job_id: str
+    comment: str  # the decision (or move) it runs: its time
+    nodes: list[str]
+    reported: str = ""  # the last state reported as an event: "", RUNNING, or an end state
+    stopping: str = ""  # why we cancelled it: "cancel" (say stopped), "move" or "preempt" (say nothing)
+    checkpoint_mtime: float = 0.0
+    cards: int = 0  # per node, what a move submits again
+    command: str | None = None
+
+
+@dataclass
+class SlurmRunner:
+    gres: str
+    work_dir: Path  # job output and checkpoint files
+    env: dict | None = None
+    jobs: dict[str, Job] = field(default_factory=dict)  # task id -> its current job
+
+    @property
+    def state_file(self) -> Path:
+        return self.work_dir / "slurm-bridge.json"
+
+    def load(self) -> None:
+        """What a previous run reported (a restart goes on from there)."""
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        if self.state_file.exists():
+            self.jobs = {t: Job(**j) for t, j in json.loads(self.state_file.read_text()).items()}
+
+    def save(self) -> None:
+        tmp = self.state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps({t: asdict(j) for t, j in self.jobs.items()}))
+        os.replace(tmp, self.state_file)
+
+    def _run(self, *argv: str) -> subprocess.CompletedProcess:
+        return subprocess.run(list(argv), capture_output=True, text=True, env=self.env, timeout=30)
+
+    def checkpoint_file(self, task_id: str) -> Path:
+        return self.work_dir / "checkpoints" / f"{task_id}.ckpt"
+
+    # ------------------------------------------------------------------ decisions
+    def on_decision(self, d: dict, now: float) -> list[dict]:
+        """The events a decision causes at once (``refused`` when sbatch turns it away)."""
+        task, status = d["task_id"], d.get("status")
+        if status == "placed" and d.get("nodes"):
+            return self._submit(task, d["nodes"], int(d.get("cards") or 0), d.get("command"), str(d["decided_at"]),
+                                now)
+        if status in ("cancelled", "preempted"):
+            self._cancel(task, "cancel" if status == "cancelled" else "preempt")
+        return []
+
+    def on_move(self, ev: dict, now: float) -> list[dict]:
+        """A reschedule: the job is cancelled and submitted again on the new nodes."""
+        old = self.jobs.get(ev["task_id"])
+        if old is None:
+            return []  # not ours (placed before this bridge ran): nothing to move
+        self._cancel(ev["task_id"], "move")
+        return self._submit(ev["task_id"], ev["to_nodes"], old.cards, old.command, f"move:{ev['at']}", now)
+
+    def _submit(self, task: str, nodes: list[str], cards: int, command: str | None, comment: str,
+                now: float) -> list[dict]:
+        known = self.jobs.get(task)
+        if known is not None and known.comment == comment:
+            return []  # redelivered: submitted already
+        ckpt = self.checkpoint_file(task)
+        ckpt.parent.mkdir(parents=True, exist_ok=True)
+        argv = ["sbatch", "--parsable", "-J", task, f"--comment={comment}", "-w", ",".join(nodes), "-N",
+                str(len(nodes)), "--ntasks-per-node=1", "-o", str(self.work_dir / f"{task}-%j.out"),
+                f"--export=ALL,CNSCHED_CHECKPOINT_FILE={ckpt},CNSCHED_TASK_ID={task}"]
+        if cards > 0:
+            argv.append(f"--gres={self.gres}:{cards}")
+        argv += ["--wrap", command or "sleep 3600"]
+        out = self._run(*argv)
+        if out.returncode != 0:
+            why = (out.stderr.strip() or out.stdout.strip())[:500]
+            log.warning("sbatch refused %s on %s: %s", task, ",".join(nodes), why)
+            return [{"task_id": task, "event": "refused", "at": now, "nodes": nodes, "reason": why}]
+        job_id = out.stdout.strip().split(";")[0]
+        self.jobs[task] = Job(task, job_id, comment, list(nodes), cards=cards, command=command)
+        log.info("task %s is Slurm job %s on %s", task, job_id, ",".join(nodes))
+        return []
+
+    def _cancel(self, task: str, why: str) -> None:
+        job = self.jobs.get(task)
+        if job is None or job.reported in ("COMPLETED", "FAILED", "CANCELLED") or job.reported in FAILED_STATES:
+            return
+        job.stopping = why
+        self._run("scancel", job.job_id)
+
+    # ------------------------------------------------------------------ states
+    def poll(self, now: float) -> list[dict]:
+        """Events for what changed since the last poll."""
+        if not self.jobs:
+            return []
+        out = self._run("scontrol", "show", "job", "-o")
+        if out.returncode != 0:
+            log.warning("scontrol show job: %s", out.stderr.strip())
+            return []
+        by_id = {j["job_id"]: j for j in jobs(out.stdout)}
+        events = []
+        for task, job in self.jobs.items():
+            j = by_id.get(job.job_id)
+            if j is None:
+                continue
+            events += self._events(task, job, j, now)
+        return events
+
+    def _events(self, task: str, job: Job, j: dict, now: float) -> list[dict]:
+        state, events = j["state"], []
+        if j["started"] and job.reported == "":
+            job.reported = "RUNNING"
+            events.append({"task_id": task, "event": "started", "at": now, "nodes": j["nodes"] or job.nodes})
+        ckpt = self.checkpoint_file(task)
+        if ckpt.exists() and job.reported == "RUNNING":
+            st = ckpt.stat()
+            if st.st_mtime > job.checkpoint_mtime:
+                job.checkpoint_mtime = st.st_mtime
+                events.append({"task_id": task, "event": "checkpoint", "at": now, "nodes": job.nodes,
+                               "checkpoint_at": st.st_mtime, "checkpoint_gb": round(st.st_size / 1e9, 9),
+                               "checkpoint_location": str(ckpt)})
+        if state in LIVE_STATES or job.reported in ("COMPLETED", "FAILED", "CANCELLED"):
+            return events
+        end = {"task_id": task, "at": now, "nodes": job.nodes}
+        if job.stopping:
+            if job.stopping == "cancel":
+                events.append(end | {"event": "stopped"})
+            job.reported = "CANCELLED"
+        elif state == "COMPLETED":
+            events.append(end | {"event": "finished", "duration_s": float(j["run_s"] or 0.0)})
+            job.reported = "COMPLETED"
+        elif state in FAILED_STATES or state == "CANCELLED":
+            events.append(end | {"event": "failed", "reason": f"{state} {j['reason']} exit {j['exit_code']}"})
+            job.reported = "FAILED"
+        return events
+
+
+def wait_for(runner: SlurmRunner, until, timeout_s: float = 30.0, every_s: float = 0.5) -> list[dict]:
+    """Poll until ``until(events so far)`` or the timeout; the events (tests and the CLI's --once)."""
+    got: list[dict] = []
+    deadline = time.monotonic() + timeout_s
+    while not until(got) and time.monotonic() < deadline:
+        got += runner.poll(time.time())
+        time.sleep(every_s)
+    return got
