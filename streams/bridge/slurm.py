@@ -40,12 +40,13 @@ def scontrol_nodes(env: dict | None = None, timeout_s: float = 30.0) -> str:
     return out.stdout
 
 
-def inventory(gres: str, sites: dict[str, dict], env: dict | None = None, now: float | None = None) -> list[dict]:
+def inventory(gres: str, sites: dict[str, dict], env: dict | None = None, now: float | None = None,
+              drain_as: str = "down") -> list[dict]:
     """The nodes as compute reports, each checked against the contract (a node whose report would be
     refused is logged and left out)."""
     now = time.time() if now is None else now
     out = []
-    for r in node_reports(scontrol_nodes(env), now, gres, sites):
+    for r in node_reports(scontrol_nodes(env), now, gres, sites, drain_as):
         try:
             ComputeReport.model_validate(r)
         except ValueError as exc:
@@ -56,7 +57,7 @@ def inventory(gres: str, sites: dict[str, dict], env: dict | None = None, now: f
 
 
 async def run_inventory(settings: Settings, gres: str, sites: dict[str, dict], interval_s: float,
-                        stop: asyncio.Event, once: bool = False, env: dict | None = None) -> int:
+                        stop: asyncio.Event, once: bool = False, env: dict | None = None, drain_as: str = "down") -> int:
     """Report the inventory every ``interval_s`` until ``stop`` (or once); the reports sent."""
     p = producer(settings)
     await p.start()
@@ -64,7 +65,7 @@ async def run_inventory(settings: Settings, gres: str, sites: dict[str, dict], i
     try:
         while True:
             try:
-                reports = await asyncio.to_thread(inventory, gres, sites, env)
+                reports = await asyncio.to_thread(inventory, gres, sites, env, None, drain_as)
             except SlurmError as exc:
                 log.warning("inventory not read: %s", exc)  # the controller may be restarting: try again
                 reports = []
@@ -84,7 +85,8 @@ async def run_inventory(settings: Settings, gres: str, sites: dict[str, dict], i
 
 
 async def run_bridge(settings: Settings, gres: str, sites: dict[str, dict], interval_s: float, stop: asyncio.Event,
-                     work_dir, env: dict | None = None, ready: asyncio.Event | None = None) -> None:
+                     work_dir, env: dict | None = None, ready: asyncio.Event | None = None,
+                     drain_as: str = "down") -> None:
     """The whole bridge: the inventory every ``interval_s``; decisions and moves to Slurm jobs; job states
     back as task events (polled every second). Offsets are committed after the runner's state file is
     written, so a restart neither loses an event nor submits a task twice. A new bridge starts from
@@ -102,7 +104,8 @@ async def run_bridge(settings: Settings, gres: str, sites: dict[str, dict], inte
     p = producer(settings)
     await c.start()
     await p.start()
-    inventory_task = asyncio.create_task(run_inventory(settings, gres, sites, interval_s, stop, env=env))
+    inventory_task = asyncio.create_task(run_inventory(settings, gres, sites, interval_s, stop, env=env,
+                                                       drain_as=drain_as))
     decisions, moves = settings.topic(SCHED_DECISIONS), settings.topic(SCHED_RESCHEDULES)
 
     async def send(events: list[dict]) -> None:

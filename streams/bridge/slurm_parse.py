@@ -4,8 +4,9 @@ A node's cards are its GRES of the configured name (``card`` on the local test c
 most real ones; typed ``gpu:a100:8`` and socket-annotated ``gpu:a100:8(S:0-1)`` forms count too);
 its free cards are those less ``GresUsed``; its host memory ``RealMemory`` (MB). Its status follows
 its state: a node Slurm cannot use (down, not responding ``*``, failed, invalid, unknown, powered
-down) is ``down``; a drained or draining node is ``leaving`` (cnsched drains it: no new work, its
-work moves at its next checkpoint — the meaning Slurm gives a drain); otherwise ``up``.
+down) is ``down``; a drained or draining node is ``down`` too by default (an incident, its work moved
+at once) or, with ``drain_as="leaving"``, drained by cnsched (no new work, its work moves at its next
+checkpoint); otherwise ``up``.
 """
 
 from __future__ import annotations
@@ -49,20 +50,24 @@ def state_flags(state: str) -> set[str]:
     return flags
 
 
-def status_of(state: str) -> str:
+def status_of(state: str, drain_as: str = "down") -> str:
+    """A Slurm node state as a report's status. A drained or draining node is ``drain_as``: ``down``
+    (the default, what issue 29 asks: an incident, its work moved at once) or ``leaving`` (cnsched's own
+    drain: no new work, its work moves at its next checkpoint)."""
     flags = state_flags(state)
     if flags & DOWN_STATES or not flags:
         return "down"
-    return "leaving" if flags & DRAIN_STATES else "up"
+    return drain_as if flags & DRAIN_STATES else "up"
 
 
-def node_report(fields: dict[str, str], now: float, gres: str = "card", site: dict | None = None) -> dict:
+def node_report(fields: dict[str, str], now: float, gres: str = "card", site: dict | None = None,
+                drain_as: str = "down") -> dict:
     """A ``compute.nodes`` report of one Slurm node (``site``: its region, zone, rack, tier, accelerator
     model and class from the bridge's configuration)."""
     cards = gres_count(fields.get("Gres"), gres)
     used = gres_count(fields.get("GresUsed"), gres)
     mem_mb = _number(fields.get("RealMemory"))
-    report = {"node": fields["NodeName"], "ts": now, "status": status_of(fields.get("State", "")), "cards": cards,
+    report = {"node": fields["NodeName"], "ts": now, "status": status_of(fields.get("State", ""), drain_as), "cards": cards,
               "free": {"cards": max(cards - used, 0)}, "slurm_state": fields.get("State", ""),
               "partitions": [p for p in fields.get("Partitions", "").split(",") if p]}
     if mem_mb is not None:
@@ -72,13 +77,14 @@ def node_report(fields: dict[str, str], now: float, gres: str = "card", site: di
     return report | {k: v for k, v in (site or {}).items() if v not in (None, "")}
 
 
-def node_reports(text: str, now: float, gres: str = "card", sites: dict[str, dict] | None = None) -> list[dict]:
+def node_reports(text: str, now: float, gres: str = "card", sites: dict[str, dict] | None = None,
+                 drain_as: str = "down") -> list[dict]:
     """Every node of ``scontrol show node -o -d`` output."""
     out = []
     for line in text.splitlines():
         fields = parse_line(line)
         if "NodeName" in fields:
-            out.append(node_report(fields, now, gres, (sites or {}).get(fields["NodeName"])))
+            out.append(node_report(fields, now, gres, (sites or {}).get(fields["NodeName"]), drain_as))
     return out
 
 

@@ -20,6 +20,9 @@ def add_parsers(sub) -> None:
     s.add_argument("--interval", type=float, default=5.0, help="seconds between inventory reports (default 5)")
     s.add_argument("--once", action="store_true", help="report the inventory once and exit")
     s.add_argument("--inventory-only", action="store_true", help="report the nodes only: run no jobs")
+    s.add_argument("--drain-as", choices=["down", "leaving"], default="down",
+                   help="a drained Slurm node: down (an incident, its work moved at once; default) or leaving "
+                        "(cnsched's drain: its work moves at its next checkpoint)")
     s.add_argument("--work-dir", default=None, help="job output, checkpoint files and the bridge's state "
                                                     "(default CNSCHED_DATA_DIR/slurm; shared with the nodes)")
 
@@ -51,8 +54,9 @@ def cmd_slurm(args, settings: Settings) -> int:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
         if args.once or args.inventory_only:
-            return await run_inventory(settings, args.gres, sites, args.interval, stop, once=args.once)
-        await run_bridge(settings, args.gres, sites, args.interval, stop, work_dir)
+            return await run_inventory(settings, args.gres, sites, args.interval, stop, once=args.once,
+                                       drain_as=args.drain_as)
+        await run_bridge(settings, args.gres, sites, args.interval, stop, work_dir, drain_as=args.drain_as)
         return 0
 
     work_dir = args.work_dir or str(settings.data_dir / "slurm")

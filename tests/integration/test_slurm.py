@@ -1,7 +1,7 @@
 """Issue 29, first part, against a real Slurm (three slurmd of 8 cards each on this machine, Debian's
 slurm-wlm; `make test` installs it) through the real broker and a live worker: the bridge's inventory
 puts the three nodes in GET /compute/nodes with 8 free cards each; a Slurm job of 5 cards on n2 leaves
-it 3; a drained node drains in cnsched too."""
+it 3; a drained node is down (an incident; its work moves)."""
 
 from __future__ import annotations
 
@@ -67,11 +67,11 @@ async def test_the_bridges_inventory_matches_slurm(make_settings, tmp_path, slur
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             got = await nodes(port, 3)
-            if got["n2"]["cards_reported_free"] == 3 and got["n3"]["state"] == "draining":
+            if got["n2"]["cards_reported_free"] == 3 and got["n3"]["state"] == "down":
                 break
             await asyncio.sleep(0.3)
         assert (got["n2"]["cards_reported_free"], got["n2"]["cards_free"]) == (3, 3)  # Slurm's job, not ours
-        assert got["n3"]["state"] == "draining" and got["n3"]["report"]["slurm_reason"].startswith("disk errors")
+        assert got["n3"]["state"] == "down" and got["n3"]["report"]["slurm_reason"].startswith("disk errors")
     finally:
         stop_process(worker)
 
@@ -137,4 +137,84 @@ async def test_tasks_run_as_slurm_jobs_where_cnsched_placed_them(make_settings, 
     finally:
         stop.set()
         await bridge
+        stop_process(worker)
+
+
+def slurm_used(slurm) -> dict[str, int]:
+    from streams.bridge.slurm_parse import node_reports
+
+    return {r["node"]: r["cards"] - r["free"]["cards"] for r in node_reports(slurm.run("scontrol", "show", "node", "-o",
+                                                                                       "-d"), time.time())}
+
+
+async def books_agree(port: int, slurm, timeout: float = 30.0) -> dict[str, int]:
+    """cnsched's booked cards per node equal Slurm's allocated GRES (both settle within a few polls)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        booked = {n: x["cards_booked"] for n, x in (await nodes(port, 3)).items()}
+        used = slurm_used(slurm)
+        if booked == used or time.monotonic() > deadline:
+            assert booked == used, (booked, used)
+            return used
+        await asyncio.sleep(0.5)
+
+
+async def test_a_drained_node_moves_its_job_and_a_restarted_bridge_submits_nothing_twice(make_settings, tmp_path,
+                                                                                          slurm):
+    from streams.bridge.slurm import run_bridge
+
+    settings = make_settings(rescore_interval_seconds=0.3, node_timeout_seconds=60)
+    await ensure_topics(settings)
+    worker = start_worker(settings, tmp_path / "w.log")
+    port = settings.web_port
+    work = tmp_path / "bridge"
+
+    def bridge():
+        stop, ready = asyncio.Event(), asyncio.Event()
+        return stop, ready, asyncio.create_task(run_bridge(settings, "card", {}, 1.0, stop, work, slurm.env, ready))
+
+    stop, ready, task = bridge()
+    try:
+        await asyncio.wait_for(ready.wait(), 60)
+        await nodes(port, 3)
+        status, body = await asyncio.to_thread(call, port, "POST", "/tasks", {
+            "id": "long", "type": "training-data-parallel", "resources": {"cards": 8}, "command": "sleep 60"})
+        home = body["nodes"][0]
+        used = await books_agree(port, slurm)
+        assert used[home] == 8 and sum(used.values()) == 8
+        slurm.run("scontrol", "update", f"nodename={home}", "state=drain", "reason=maintenance")
+        rec = await until_status(port, "long", ("placed", "running"))
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            _, rec = await asyncio.to_thread(call, port, "GET", "/tasks/long")
+            moves = [h["reschedule"] for h in rec["history"] if "reschedule" in h]
+            if moves:
+                break
+            await asyncio.sleep(0.3)
+        assert [(m["trigger"], m["from_nodes"]) for m in moves] == [("node_failed", [home])]
+        target = moves[0]["to_nodes"][0]
+        _, inc = await asyncio.to_thread(call, port, "GET", "/incidents")
+        assert [i["node"] for i in inc["open"]] == [home]  # open while the node is drained
+        deadline = time.monotonic() + 30
+        while "long " + target not in slurm.run("squeue", "-h", "-o", "%j %N") and time.monotonic() < deadline:
+            await asyncio.sleep(0.3)
+        assert slurm.run("squeue", "-h", "-o", "%j %N").split() == ["long", target]  # cancelled there, runs here
+        used = await books_agree(port, slurm)
+        assert used[target] == 8 and used[home] == 0
+        # the bridge stops; a task is decided meanwhile; a new bridge takes it up, once
+        stop.set()
+        await task
+        status, body = await asyncio.to_thread(call, port, "POST", "/tasks", {
+            "id": "quick", "type": "fine-tune", "resources": {"cards": 2}, "command": "sleep 2"})
+        assert body["status"] == "placed"
+        stop, ready, task = bridge()
+        await asyncio.wait_for(ready.wait(), 60)
+        rec = await until_status(port, "quick", ("finished",))
+        assert rec["status"] == "finished"
+        names = [j.split()[0] for j in slurm.run("squeue", "-h", "-t", "all", "-o", "%j %T").splitlines()]
+        assert names.count("quick") == 1 and names.count("long") == 2, names  # long: its cancelled job and its new one
+        await books_agree(port, slurm)
+    finally:
+        stop.set()
+        await task
         stop_process(worker)

@@ -15,7 +15,7 @@ def test_the_real_listing_gives_cards_free_cards_memory_and_status():
     reports = {r["node"]: r for r in node_reports(FIXTURE.read_text(), NOW, sites={"n1": {"zone": "dc1", "rack": "r1"}})}
     assert sorted(reports) == ["n1", "n2", "n3"]
     assert [(r["cards"], r["free"]["cards"], r["status"]) for r in (reports["n1"], reports["n2"], reports["n3"])] == [
-        (8, 8, "up"), (8, 3, "up"), (8, 8, "leaving")]
+        (8, 8, "up"), (8, 3, "up"), (8, 8, "down")]  # drained: down by default (issue 29)
     assert reports["n2"]["slurm_state"] == "MIXED" and reports["n3"]["slurm_state"] == "IDLE+DRAIN"
     assert reports["n3"]["slurm_reason"].startswith("disk errors [root@")  # a value with spaces, read whole
     assert reports["n1"]["host_mem_gb"] == round(8000 / 1024, 3) and reports["n1"]["partitions"] == ["main"]
@@ -38,7 +38,9 @@ def test_states_map_to_up_leaving_and_down():
     cases = {"IDLE": "up", "MIXED": "up", "ALLOCATED": "up", "COMPLETING": "up", "IDLE+DRAIN": "leaving",
              "MIXED+DRAIN": "leaving", "DRAINED": "leaving", "DOWN": "down", "DOWN*": "down", "IDLE*": "down",
              "DOWN+DRAIN": "down", "INVAL": "down", "FAIL": "down", "": "down"}
-    assert {s: status_of(s) for s in cases} == cases
+    assert {s: status_of(s, drain_as="leaving") for s in cases} == cases
+    drained = ("IDLE+DRAIN", "MIXED+DRAIN", "DRAINED")
+    assert {s: status_of(s) for s in cases} == {s: "down" if s in drained else v for s, v in cases.items()}
 
 
 def test_the_real_job_listing_gives_states_nodes_and_run_times():
