@@ -25,7 +25,7 @@ def test_help_lists_the_commands():
     r = run("--help")
     assert r.returncode == 0
     for cmd in ("broker", "worker", "topics", "demo", "submit", "query", "battery", "report", "sink", "sql", "tasks",
-                "nodes", "describe", "cancel", "hold", "release", "priority", "cordon", "drain", "uncordon"):
+                "nodes", "describe", "cancel", "hold", "release", "priority", "cordon", "drain", "uncordon", "slurm"):
         assert cmd in r.stdout
     from importlib.metadata import version
 
