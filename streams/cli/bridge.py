@@ -1,4 +1,5 @@
-"""`cnsched slurm`: the Slurm bridge (streams/bridge/slurm.py)."""
+"""`cnsched slurm` (the Slurm bridge, streams/bridge/slurm.py) and `cnsched node-agent` (a machine's
+report, streams/bridge/node_agent.py)."""
 
 from __future__ import annotations
 
@@ -23,8 +24,66 @@ def add_parsers(sub) -> None:
     s.add_argument("--drain-as", choices=["down", "leaving"], default="down",
                    help="a drained Slurm node: down (an incident, its work moved at once; default) or leaving "
                         "(cnsched's drain: its work moves at its next checkpoint)")
+    _agent_parser(sub)
     s.add_argument("--work-dir", default=None, help="job output, checkpoint files and the bridge's state "
                                                     "(default CNSCHED_DATA_DIR/slurm; shared with the nodes)")
+
+
+def _agent_parser(sub) -> None:
+    a = sub.add_parser("node-agent", help="report this machine on compute.nodes: accelerators (nvidia-smi), "
+                                          "memory, free cards (Slurm), a benchmark")
+    a.add_argument("--node", required=True, help="this node's id")
+    for name in ("region", "zone", "rack", "accel-model", "accel-class"):
+        a.add_argument(f"--{name}", default=None)
+    a.add_argument("--tier", choices=["centre", "province", "edge"], default=None)
+    a.add_argument("--cards", type=int, default=None, help="cards, when nvidia-smi does not say (it then is not asked)")
+    a.add_argument("--nvidia-smi", default="nvidia-smi", help="the nvidia-smi to run (default: on PATH)")
+    a.add_argument("--slurm-node", default=None, help="this node's Slurm name: free cards as Slurm allocates them")
+    a.add_argument("--slurm-gres", default="gpu", help="the GRES that counts as cards (default gpu)")
+    a.add_argument("--benchmark-cmd", default=None, help="a command whose output ends with its throughput")
+    a.add_argument("--benchmark-name", default="benchmark", help="the standard workload it runs, e.g. resnet50-train")
+    a.add_argument("--benchmark-unit", default="samples/s")
+    a.add_argument("--benchmark-every", type=float, default=3600.0, help="seconds between benchmark runs")
+    a.add_argument("--interval", type=float, default=5.0, help="seconds between reports (default 5)")
+    a.add_argument("--once", action="store_true", help="send one report, print it, and exit")
+
+
+def cmd_node_agent(args, settings: Settings) -> int:
+    import re
+
+    from pydantic import ValidationError
+
+    from schemas.compute import NODE_ID_PATTERN
+    from streams.bridge.machine import NVIDIA_SMI
+    from streams.bridge.node_agent import NodeAgent, run_node_agent
+
+    if not re.match(NODE_ID_PATTERN, args.node):
+        raise UsageError(f"node-agent: --node {args.node!r} must match {NODE_ID_PATTERN}")
+    if args.interval <= 0 or args.benchmark_every <= 0 or (args.cards is not None and not 0 <= args.cards <= 1024):
+        raise UsageError("node-agent: --interval and --benchmark-every must be positive, --cards in 0..1024")
+    config = {"region": args.region, "zone": args.zone, "rack": args.rack, "tier": args.tier, "cards": args.cards,
+              "accel_model": args.accel_model, "accel_class": args.accel_class}
+    agent = NodeAgent(args.node, {k: v for k, v in config.items() if v is not None},
+                      nvidia_smi=[args.nvidia_smi, *NVIDIA_SMI[1:]], slurm_node=args.slurm_node,
+                      slurm_gres=args.slurm_gres, benchmark_cmd=args.benchmark_cmd, benchmark_name=args.benchmark_name,
+                      benchmark_unit=args.benchmark_unit, benchmark_every_s=args.benchmark_every)
+    try:
+        first = agent.report()
+    except ValidationError as exc:
+        raise UsageError(f"node-agent: the report would be refused: {exc.errors()[0]['msg']}") from None
+    require_bootstrap(settings)
+
+    async def main() -> int:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        return await run_node_agent(settings, agent, args.interval, stop, once=args.once)
+
+    asyncio.run(main())
+    if args.once:
+        print(json.dumps(first))
+    return 0
 
 
 def cmd_slurm(args, settings: Settings) -> int:
@@ -66,4 +125,4 @@ def cmd_slurm(args, settings: Settings) -> int:
     return 0
 
 
-COMMANDS = {"slurm": cmd_slurm}
+COMMANDS = {"slurm": cmd_slurm, "node-agent": cmd_node_agent}

@@ -218,3 +218,33 @@ async def test_a_drained_node_moves_its_job_and_a_restarted_bridge_submits_nothi
         stop.set()
         await task
         stop_process(worker)
+
+
+async def test_the_node_agent_reports_slurms_free_cards_and_a_measured_benchmark(make_settings, tmp_path, slurm):
+    from streams.bridge.node_agent import NodeAgent, run_node_agent
+
+    settings = make_settings(rescore_interval_seconds=0.3)
+    await ensure_topics(settings)
+    worker = start_worker(settings, tmp_path / "w.log")
+    try:
+        slurm.run("sbatch", "-w", "n2", "--gres=card:5", "-J", "outside", "-o", "/dev/null", "--wrap", "sleep 30")
+        deadline = time.monotonic() + 30
+        while "RUNNING" not in slurm.run("squeue", "-h", "-o", "%T") and time.monotonic() < deadline:
+            await asyncio.sleep(0.3)
+        agent = NodeAgent("n2", {"cards": 8, "accel_class": "card", "zone": "dc1"}, slurm_node="n2", slurm_gres="card",
+                          benchmark_cmd="echo 'resnet50: 4321.5 samples/s'", benchmark_name="resnet50-train",
+                          env=slurm.env)
+        assert await run_node_agent(settings, agent, 1.0, asyncio.Event(), once=True) == 1
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                status, node = await asyncio.to_thread(call, settings.web_port, "GET", "/compute/nodes/n2")
+                if status == 200:
+                    break
+            except OSError:
+                pass
+            await asyncio.sleep(0.3)
+        assert (node["cards"], node["cards_reported_free"], node["report"]["zone"]) == (8, 3, "dc1")
+        assert node["report"]["benchmarks"][0]["value"] == 4321.5 and node["warnings"] == []  # measured: no warning
+    finally:
+        stop_process(worker)

@@ -1,0 +1,77 @@
+"""A node agent's view of its machine, on real readings: nvidia-smi of real H100 servers (fixtures,
+tests/fixtures/nvidia/README.md), /proc/meminfo of this machine's kind, a benchmark's output; the
+report they make is one the worker accepts, and it is not flagged as lacking compute figures."""
+
+from pathlib import Path
+
+from schemas.compute import ComputeReport
+from streams.adapters.inventory import compute_warnings
+from streams.bridge.machine import (
+    accel_model,
+    benchmark_value,
+    machine_report,
+    parse_meminfo,
+    parse_nvidia_smi,
+)
+
+FIX = Path(__file__).parents[2] / "fixtures" / "nvidia"
+NOW = 1_764_601_445.0
+MEMINFO = "MemTotal:       24683204 kB\nMemFree:         1234567 kB\nMemAvailable:   20971520 kB\nBuffers: 1 kB\n"
+
+
+def test_real_nvidia_smi_readings():
+    sxm = parse_nvidia_smi((FIX / "h100_sxm_idle.csv").read_text())
+    assert [(g["index"], g["name"], g["mem_mib"], g["used_mib"], g["power_w"], g["power_limit_w"]) for g in sxm] == [
+        (0, "NVIDIA H100 80GB HBM3", 81559.0, 0.0, 88.0, 700.0), (1, "NVIDIA H100 80GB HBM3", 81559.0, 0.0, 83.0, 700.0)]
+    busy = parse_nvidia_smi((FIX / "h100_pcie_busy.csv").read_text())
+    assert [g["used_mib"] for g in busy] == [3881.0, 661.0] and {g["util_pct"] for g in busy} == {100.0}
+    (odd,) = parse_nvidia_smi((FIX / "unified_memory.csv").read_text())
+    assert (odd["mem_mib"], odd["power_w"], odd["util_pct"]) == (None, None, 3.0)
+    assert parse_nvidia_smi("") == [] and parse_nvidia_smi("NVIDIA-SMI has failed\n") == []
+    names = [g["name"] for f in ("h100_sxm_idle", "h100_pcie_busy", "h100_nvl") for g in
+             parse_nvidia_smi((FIX / f"{f}.csv").read_text())]
+    assert [accel_model(n) for n in names[::2]] == ["H100-SXM", "H100-PCIE", "H100-NVL"]
+    assert accel_model("NVIDIA A100-SXM4-80GB") == "A100-SXM" and accel_model("Tesla V100-SXM2-16GB") == "V100"
+
+
+def test_meminfo_and_a_benchmarks_output():
+    assert parse_meminfo(MEMINFO) == (round(24683204 / 1024 ** 2, 3), 20.0)
+    assert parse_meminfo("") == (None, None)
+    assert benchmark_value("step 100/100\nthroughput: 1234.5 samples/s\n") == 1234.5
+    assert benchmark_value("tokens/s=8.8e3") == 8800.0 and benchmark_value("failed") is None
+    assert benchmark_value("rate: 0") is None  # no throughput is not a throughput
+
+
+def test_the_report_of_an_h100_server_is_accepted_and_carries_compute_figures():
+    gpus = parse_nvidia_smi((FIX / "h100_sxm_idle.csv").read_text())
+    r = machine_report("gpu-01", NOW, gpus, parse_meminfo(MEMINFO), 2, {"zone": "dc1", "rack": "r7", "tier": "centre"},
+                       free_cards=1, benchmark={"name": "resnet50-train", "value": 2900.0, "measured_at": NOW})
+    assert (r["cards"], r["accel_model"], r["mem_gb"], r["free"]["cards"], r["accel_power_kw"]) == (
+        2, "H100-SXM", round(81559 / 1024, 3), 1, 1.4)
+    assert r["peak_tflops"]["fp16"] == 1979.0 and r["free"]["host_mem_gb"] == 20.0 and r["rack"] == "r7"
+    ComputeReport.model_validate(r)
+    assert compute_warnings(r, 1.0) == []  # its peaks make it comparable with other cards
+    plain = machine_report("cpu-01", NOW, [], (64.0, 60.0), 32, {"cards": 0})
+    assert plain["cards"] == 0 and "free" in plain and "cards" not in plain["free"]
+    configured = machine_report("acc-01", NOW, [], (None, None), 8, {"cards": 4, "accel_class": "npu"}, free_cards=9)
+    assert (configured["cards"], configured["accel_class"], configured["free"]["cards"]) == (4, "npu", 4)
+
+
+def test_the_agent_reads_nvidia_smi_proc_and_its_benchmark(tmp_path):
+    """The agent runs a real executable in nvidia-smi's place (it prints a real server's readings) and
+    a real benchmark command, and reads this machine's /proc."""
+    from streams.bridge.node_agent import NodeAgent
+
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(f"#!/bin/sh\ncat {FIX / 'h100_sxm_idle.csv'}\n")
+    smi.chmod(0o755)
+    agent = NodeAgent("gpu-01", {"zone": "dc1"}, nvidia_smi=[str(smi)], benchmark_cmd="echo 'step 10'; echo '2950.5 samples/s'",
+                      benchmark_name="resnet50-train")
+    r = agent.report(NOW)
+    assert (r["cards"], r["accel_model"], r["zone"]) == (2, "H100-SXM", "dc1")
+    assert r["benchmarks"] == [{"name": "resnet50-train", "value": 2950.5, "unit": "samples/s", "measured_at": NOW}]
+    assert r["host_mem_gb"] > 0 and 0 < r["free"]["host_mem_gb"] <= r["host_mem_gb"]  # this machine's /proc
+    agent.benchmark_cmd = "echo nothing"
+    assert agent.report(NOW + 10)["benchmarks"][0]["value"] == 2950.5  # not due again: the last measurement stands
+    broken = NodeAgent("gpu-02", nvidia_smi=[str(tmp_path / "missing-smi")], config={"cards": 4, "accel_class": "npu"})
+    assert broken.report(NOW)["cards"] == 4  # configured cards when there is no nvidia-smi
