@@ -86,7 +86,7 @@ async def run_inventory(settings: Settings, gres: str, sites: dict[str, dict], i
 
 async def run_bridge(settings: Settings, gres: str, sites: dict[str, dict], interval_s: float, stop: asyncio.Event,
                      work_dir, env: dict | None = None, ready: asyncio.Event | None = None,
-                     drain_as: str = "down") -> None:
+                     drain_as: str = "down", with_inventory: bool = True) -> None:
     """The whole bridge: the inventory every ``interval_s``; decisions and moves to Slurm jobs; job states
     back as task events (polled every second). Offsets are committed after the runner's state file is
     written, so a restart neither loses an event nor submits a task twice. A new bridge starts from
@@ -105,7 +105,7 @@ async def run_bridge(settings: Settings, gres: str, sites: dict[str, dict], inte
     await c.start()
     await p.start()
     inventory_task = asyncio.create_task(run_inventory(settings, gres, sites, interval_s, stop, env=env,
-                                                       drain_as=drain_as))
+                                                       drain_as=drain_as)) if with_inventory else None
     decisions, moves = settings.topic(SCHED_DECISIONS), settings.topic(SCHED_RESCHEDULES)
 
     async def send(events: list[dict]) -> None:
@@ -141,6 +141,7 @@ async def run_bridge(settings: Settings, gres: str, sites: dict[str, dict], inte
                 await c.commit()
     finally:
         stop.set()
-        await inventory_task
+        if inventory_task is not None:
+            await inventory_task
         await c.stop()
         await p.stop()

@@ -21,6 +21,8 @@ def add_parsers(sub) -> None:
     s.add_argument("--interval", type=float, default=5.0, help="seconds between inventory reports (default 5)")
     s.add_argument("--once", action="store_true", help="report the inventory once and exit")
     s.add_argument("--inventory-only", action="store_true", help="report the nodes only: run no jobs")
+    s.add_argument("--no-inventory", action="store_true",
+                   help="run jobs only: node agents (cnsched node-agent --slurm-node) report the nodes")
     s.add_argument("--drain-as", choices=["down", "leaving"], default="down",
                    help="a drained Slurm node: down (an incident, its work moved at once; default) or leaving "
                         "(cnsched's drain: its work moves at its next checkpoint)")
@@ -91,6 +93,8 @@ def cmd_slurm(args, settings: Settings) -> int:
 
     if args.interval <= 0:
         raise UsageError("slurm: --interval must be positive")
+    if args.no_inventory and (args.inventory_only or args.once):
+        raise UsageError("slurm: --no-inventory runs jobs only; --inventory-only and --once report the inventory")
     sites: dict = {}
     if args.sites:
         try:
@@ -115,7 +119,8 @@ def cmd_slurm(args, settings: Settings) -> int:
         if args.once or args.inventory_only:
             return await run_inventory(settings, args.gres, sites, args.interval, stop, once=args.once,
                                        drain_as=args.drain_as)
-        await run_bridge(settings, args.gres, sites, args.interval, stop, work_dir, drain_as=args.drain_as)
+        await run_bridge(settings, args.gres, sites, args.interval, stop, work_dir, drain_as=args.drain_as,
+                         with_inventory=not args.no_inventory)
         return 0
 
     work_dir = args.work_dir or str(settings.data_dir / "slurm")

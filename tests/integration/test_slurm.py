@@ -125,13 +125,18 @@ async def test_tasks_run_as_slurm_jobs_where_cnsched_placed_them(make_settings, 
         marker = tmp_path / "flaky.marker"
         status, body = await asyncio.to_thread(call, port, "POST", "/tasks", {
             "id": "flaky", "type": "fine-tune", "resources": {"cards": 2},
-            "command": f"if [ -e {marker} ]; then sleep 1; else touch {marker}; exit 3; fi"})
+            "command": f"if [ -e {marker} ]; then sleep 1; else touch {marker}; echo state > $CNSCHED_CHECKPOINT_FILE;"
+                       f" sleep 2; exit 3; fi"})
         assert status == 200 and body["status"] == "placed", body
         rec = await until_status(port, "flaky", ("finished",))
-        events = [h["event"]["event"] for h in rec["history"] if "event" in h]
-        assert rec["status"] == "finished" and "failed" in events and events[-1] == "finished", rec["history"]
+        events = [h["event"] for h in rec["history"] if "event" in h]
+        kinds = [e["event"] for e in events]
+        assert rec["status"] == "finished" and "failed" in kinds and kinds[-1] == "finished", rec["history"]
+        ckpt = next(e for e in events if e["event"] == "checkpoint")  # the file the job wrote, reported
+        assert ckpt["checkpoint_location"].endswith("flaky.ckpt") and ckpt["checkpoint_gb"] > 0
         again = [h["decision"] for h in rec["history"] if "decision" in h][-1]
         assert again["status"] == "placed" and again["restarts"] == 1
+        assert again["resume_from"] == ckpt["checkpoint_at"]  # resumed from the checkpoint it saved
         assert "FAILED NonZeroExitCode exit 3:0" in next(h["event"]["reason"] for h in rec["history"]
                                                         if h.get("event", {}).get("event") == "failed")
     finally:
@@ -201,9 +206,16 @@ async def test_a_drained_node_moves_its_job_and_a_restarted_bridge_submits_nothi
         assert slurm.run("squeue", "-h", "-o", "%j %N").split() == ["long", target]  # cancelled there, runs here
         used = await books_agree(port, slurm)
         assert used[target] == 8 and used[home] == 0
-        # the bridge stops; a task is decided meanwhile; a new bridge takes it up, once
+        # a job runs; the bridge stops; the job ends and a task is decided meanwhile; a new bridge reports the
+        # end and takes the task up, once
+        status, body = await asyncio.to_thread(call, port, "POST", "/tasks", {
+            "id": "short", "type": "fine-tune", "resources": {"cards": 2}, "command": "sleep 3"})
+        assert (await until_status(port, "short", ("running",)))["status"] == "running"
         stop.set()
         await task
+        deadline = time.monotonic() + 30
+        while "short" in slurm.run("squeue", "-h", "-o", "%j") and time.monotonic() < deadline:
+            await asyncio.sleep(0.3)  # it ended while no bridge ran
         status, body = await asyncio.to_thread(call, port, "POST", "/tasks", {
             "id": "quick", "type": "fine-tune", "resources": {"cards": 2}, "command": "sleep 2"})
         assert body["status"] == "placed"
@@ -211,6 +223,9 @@ async def test_a_drained_node_moves_its_job_and_a_restarted_bridge_submits_nothi
         await asyncio.wait_for(ready.wait(), 60)
         rec = await until_status(port, "quick", ("finished",))
         assert rec["status"] == "finished"
+        rec = await until_status(port, "short", ("finished",))  # its end, reported by the new bridge
+        assert rec["status"] == "finished" and [h["event"]["event"] for h in rec["history"] if "event" in h].count(
+            "finished") == 1
         names = [j.split()[0] for j in slurm.run("squeue", "-h", "-t", "all", "-o", "%j %T").splitlines()]
         assert names.count("quick") == 1 and names.count("long") == 2, names  # long: its cancelled job and its new one
         await books_agree(port, slurm)
