@@ -29,7 +29,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from streams.bridge.slurm_parse import FAILED_STATES, jobs
+from streams.bridge.slurm_parse import FAILED_STATES, gres_count, jobs
 
 log = logging.getLogger(__name__)
 LIVE_STATES = frozenset({"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING"})
@@ -60,10 +60,22 @@ class SlurmRunner:
         return self.work_dir / "slurm-bridge.json"
 
     def load(self) -> None:
-        """What a previous run reported (a restart goes on from there)."""
+        """What a previous run reported (a restart goes on from there), and the jobs Slurm has that it
+        did not get to write down (killed between sbatch and saving): adopted by name and comment, so a
+        redelivered decision finds its job and is not submitted twice."""
         self.work_dir.mkdir(parents=True, exist_ok=True)
         if self.state_file.exists():
             self.jobs = {t: Job(**j) for t, j in json.loads(self.state_file.read_text()).items()}
+        out = self._run("scontrol", "show", "job", "-o")
+        if out.returncode != 0:
+            return
+        for j in sorted(jobs(out.stdout), key=lambda j: int(j["job_id"]) if j["job_id"].isdigit() else 0):
+            known = self.jobs.get(j["name"])
+            if j["comment"] and (known is None or (known.comment != j["comment"] and int(j["job_id"]) > int(
+                    known.job_id if known.job_id.isdigit() else 0))):
+                cards = gres_count(j["tres_per_node"].removeprefix("gres:"), self.gres)
+                self.jobs[j["name"]] = Job(j["name"], j["job_id"], j["comment"], j["nodes"], cards=cards)
+                log.info("adopted Slurm job %s of task %s (%s)", j["job_id"], j["name"], j["comment"])
 
     def save(self) -> None:
         tmp = self.state_file.with_suffix(".tmp")
@@ -99,6 +111,7 @@ class SlurmRunner:
                 now: float) -> list[dict]:
         known = self.jobs.get(task)
         if known is not None and known.comment == comment:
+            known.command = known.command or command  # an adopted job learns its command again
             return []  # redelivered: submitted already
         ckpt = self.checkpoint_file(task)
         ckpt.parent.mkdir(parents=True, exist_ok=True)

@@ -129,7 +129,8 @@ def duration_s(text: str | None) -> float | None:
 
 
 def jobs(text: str) -> list[dict]:
-    """``scontrol show job -o`` lines as ``{job_id, name, state, reason, nodes, run_s, exit_code, started}``
+    """``scontrol show job -o`` lines as ``{job_id, name, state, reason, nodes, run_s, exit_code, comment,
+    started}``
     (``started``: it ran, however briefly — a command that fails at once did start)."""
     out = []
     for line in text.splitlines():
@@ -139,5 +140,6 @@ def jobs(text: str) -> list[dict]:
         out.append({"job_id": f["JobId"], "name": f.get("JobName", ""), "state": f.get("JobState", ""),
                     "reason": f.get("Reason", ""), "nodes": expand_hostlist(f.get("NodeList")),
                     "run_s": duration_s(f.get("RunTime")), "exit_code": f.get("ExitCode", ""),
+                    "comment": f.get("Comment", ""), "tres_per_node": f.get("TresPerNode", ""),
                     "started": f.get("JobState") != "PENDING" and f.get("StartTime", "Unknown") not in ("Unknown", "None", "")})
     return out

@@ -263,3 +263,21 @@ async def test_the_node_agent_reports_slurms_free_cards_and_a_measured_benchmark
         assert node["report"]["benchmarks"][0]["value"] == 4321.5 and node["warnings"] == []  # measured: no warning
     finally:
         stop_process(worker)
+
+
+def test_a_bridge_killed_between_sbatch_and_saving_adopts_its_job_instead_of_submitting_again(tmp_path, slurm):
+    from streams.bridge.slurm_jobs import SlurmRunner
+
+    decision = {"task_id": "t1", "status": "placed", "nodes": ["n1"], "cards": 4, "decided_at": 1000.5,
+                "command": "sleep 20"}
+    first = SlurmRunner("card", tmp_path / "b", slurm.env)
+    first.load()
+    assert first.on_decision(decision, time.time()) == []  # submitted; then "killed": nothing saved
+    again = SlurmRunner("card", tmp_path / "b", slurm.env)
+    again.load()
+    assert again.jobs["t1"].job_id == first.jobs["t1"].job_id and again.jobs["t1"].cards == 4
+    assert again.on_decision(decision, time.time()) == []  # redelivered: its job is known
+    assert slurm.run("squeue", "-h", "-o", "%j").split() == ["t1"]
+    assert again.jobs["t1"].command == "sleep 20"
+    refused = again.on_decision({**decision, "task_id": "t2", "cards": 64, "decided_at": 1001.0}, time.time())
+    assert [(e["event"], e["nodes"]) for e in refused] == [("refused", ["n1"])]  # sbatch turned it away
