@@ -281,3 +281,62 @@ def test_a_bridge_killed_between_sbatch_and_saving_adopts_its_job_instead_of_sub
     assert again.jobs["t1"].command == "sleep 20"
     refused = again.on_decision({**decision, "task_id": "t2", "cards": 64, "decided_at": 1001.0}, time.time())
     assert [(e["event"], e["nodes"]) for e in refused] == [("refused", ["n1"])]  # sbatch turned it away
+
+
+async def test_a_degraded_path_moves_the_job_to_the_new_node(make_settings, tmp_path, slurm):
+    """A data-parallel job reads from `store`; its node's path there degrades (x250, 5 % lost): cnsched
+    moves it (trigger degradation) and the bridge cancels the job and runs it on the new node."""
+    import json
+
+    from schemas.topics import NETSTATE_WINDOWS
+    from streams.bridge.slurm import run_bridge
+    from streams.kafka import producer
+    from tests.integration.test_scheduling_api import rtt_window
+
+    settings = make_settings(rescore_interval_seconds=0.3)
+    await ensure_topics(settings)
+    worker = start_worker(settings, tmp_path / "w.log")
+    port = settings.web_port
+    stop, ready = asyncio.Event(), asyncio.Event()
+    bridge = asyncio.create_task(run_bridge(settings, "card", {}, 1.0, stop, tmp_path / "bridge", slurm.env, ready))
+    p = producer(settings)
+    await p.start()
+    try:
+        await asyncio.wait_for(ready.wait(), 60)
+        await nodes(port, 3)
+        now = time.time()
+        for node, ms in (("n1", 1.0), ("n2", 1.0), ("n3", 200.0)):
+            await p.send_and_wait(settings.topic(NETSTATE_WINDOWS), json.dumps(
+                rtt_window(node, "store", now, ms * 0.95, ms)).encode(), key=b"k")
+        deadline = time.monotonic() + 30
+        while (await asyncio.to_thread(call, port, "GET", "/network/paths/n2/store"))[0] != 200 and \
+                time.monotonic() < deadline:
+            await asyncio.sleep(0.3)
+        status, body = await asyncio.to_thread(call, port, "POST", "/tasks", {
+            "id": "dp", "type": "training-data-parallel", "resources": {"cards": 4}, "checkpoint_gb": 1,
+            "data_source": {"node": "store", "size_gb": 0}, "expected_duration_s": 7200, "command": "sleep 120"})
+        home = body["nodes"][0]
+        assert home in ("n1", "n2"), body  # near the data
+        assert (await until_status(port, "dp", ("running",)))["status"] == "running"
+        await p.send_and_wait(settings.topic(NETSTATE_WINDOWS), json.dumps(
+            rtt_window(home, "store", now + 10, 240.0, 250.0, lost=5)).encode(), key=b"k")
+        deadline = time.monotonic() + 60
+        moves: list = []
+        while not moves and time.monotonic() < deadline:
+            _, rec = await asyncio.to_thread(call, port, "GET", "/tasks/dp")
+            moves = [h["reschedule"] for h in rec["history"] if "reschedule" in h]
+            await asyncio.sleep(0.3)
+        assert [(m["trigger"], m["from_nodes"]) for m in moves] == [("degradation", [home])]
+        target = moves[0]["to_nodes"]
+        assert target != [home] and target != ["n3"]
+        deadline = time.monotonic() + 30
+        while slurm.run("squeue", "-h", "-o", "%j %N").split() != ["dp", target[0]] and time.monotonic() < deadline:
+            await asyncio.sleep(0.3)
+        assert slurm.run("squeue", "-h", "-o", "%j %N").split() == ["dp", target[0]]  # requeued where it moved
+        assert (await until_status(port, "dp", ("running",)))["nodes"] == target
+        await books_agree(port, slurm)
+    finally:
+        await p.stop()
+        stop.set()
+        await bridge
+        stop_process(worker)
