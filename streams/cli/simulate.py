@@ -191,7 +191,8 @@ def _result(args, trace, cluster, run, cfg, t0: float, settings: Settings) -> tu
     delta = changes(run)
     config = {**cfg.flat(), "jobs": args.jobs, "network": args.network, "sites": cluster.sites,
               "limit": args.limit, "seeds": args.seeds, "fill_rule_missing_gbps": FILL_RULE}
-    result = {"trace": trace.source, "jobs": len(trace), "nodes": len(cluster.node_ids), "sites": cluster.sites,
+    result = {"trace": trace.source, "jobs": len(trace), "skipped": trace.skipped, "nodes": len(cluster.node_ids),
+              "sites": cluster.sites,
               "wall_s": round(time.perf_counter() - t0, 1), "config": config, "summary": rows, "changes": delta,
               "teams": team_summary(run),
               "power": power_summary(run, settings.card_prices.get("*", 1.0), settings.energy_price_per_mwh)}
@@ -201,6 +202,9 @@ def _result(args, trace, cluster, run, cfg, t0: float, settings: Settings) -> tu
 def _print(result: dict) -> None:
     print(f"replay of {result['jobs']} {result['trace']} jobs on {result['nodes']} nodes at "
           f"{', '.join(result['sites'])} ({result['wall_s']} s)")
+    if result.get("skipped"):
+        print("skipped: " + ", ".join(f"{n} {why.replace('_', '-')} jobs" for why, n in result["skipped"].items())
+              + " (not jobs for a GPU scheduler)")
     head = ("policy", "class", "jobs", "jct_mean_s", "jct_p50_s", "jct_p95_s", "jct_p99_s", "wait_mean_s",
             "card_utilisation", "migrations", "restarts", "unschedulable")
     cfg = result["config"]

@@ -21,7 +21,7 @@ import csv
 import gzip
 import io
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +43,7 @@ class JobTrace:
     job_type: list[str] | None = None  # generic traces only
     data_gb: np.ndarray | None = None
     data_site: list[str] | None = None
+    skipped: dict[str, int] = field(default_factory=dict)  # rows not replayed, by why (``cpu_only``: no GPU)
 
     def __len__(self) -> int:
         return int(self.submit_s.size)
@@ -88,29 +89,39 @@ def _num(path: Path, row: int, rec: dict, field: str, minimum: float | None = 0.
 def load_philly(path) -> JobTrace:
     path = Path(path)
     cols = ("user", "gpu_num", "node_num", "interval", "run_time", "new_status")
-    submit, dur, gpus, nodes, users, status, t = [], [], [], [], [], [], 0.0
+    submit, dur, gpus, nodes, users, status, t, cpu_only = [], [], [], [], [], [], 0.0, 0
     for i, rec in enumerate(_rows(path, cols), start=2):
-        t += _num(path, i, rec, "interval")
+        t += _num(path, i, rec, "interval")  # a skipped row's interval still moves the clock
+        g = int(_num(path, i, rec, "gpu_num", 0))
+        run = _num(path, i, rec, "run_time")
+        if g == 0:  # a CPU-only job (Helios has them in this format): not a job for a GPU scheduler
+            cpu_only += 1
+            continue
         submit.append(t)
-        dur.append(_num(path, i, rec, "run_time"))
-        gpus.append(int(_num(path, i, rec, "gpu_num", 1)))
+        dur.append(run)
+        gpus.append(g)
         nodes.append(max(int(_num(path, i, rec, "node_num", 0)), 1))
         users.append(rec["user"])
         status.append(rec["new_status"])
     return _sorted(JobTrace("philly", np.array(submit), np.array(dur), np.array(gpus, np.int64),
-                            np.array(nodes, np.int64), users, status))
+                            np.array(nodes, np.int64), users, status, skipped={"cpu_only": cpu_only} if cpu_only else {}))
 
 
 def load_itp(path) -> JobTrace:
     path = Path(path)
-    submit, dur, gpus = [], [], []
+    submit, dur, gpus, cpu_only = [], [], [], 0
     for i, rec in enumerate(_rows(path, ("submission_time", "duration", "num_gpu")), start=2):
-        submit.append(_num(path, i, rec, "submission_time"))
-        dur.append(_num(path, i, rec, "duration"))
-        gpus.append(int(_num(path, i, rec, "num_gpu", 1)))
+        at, run, g = _num(path, i, rec, "submission_time"), _num(path, i, rec, "duration"), int(_num(path, i, rec, "num_gpu", 0))
+        if g == 0:
+            cpu_only += 1
+            continue
+        submit.append(at)
+        dur.append(run)
+        gpus.append(g)
     g = np.array(gpus, np.int64)
     n = len(g)
-    return _sorted(JobTrace("itp", np.array(submit), np.array(dur), g, -(-g // 8), [""] * n, ["Pass"] * n))
+    return _sorted(JobTrace("itp", np.array(submit), np.array(dur), g, -(-g // 8), [""] * n, ["Pass"] * n,
+                            skipped={"cpu_only": cpu_only} if cpu_only else {}))
 
 
 def load_generic_jobs(path) -> JobTrace:
@@ -140,7 +151,7 @@ def _sorted(trace: JobTrace) -> JobTrace:
 
     return JobTrace(trace.source, trace.submit_s[order], trace.duration_s[order], trace.gpus[order],
                     trace.nodes[order], pick(trace.user), pick(trace.status), pick(trace.job_type),
-                    None if trace.data_gb is None else trace.data_gb[order], pick(trace.data_site))
+                    None if trace.data_gb is None else trace.data_gb[order], pick(trace.data_site), dict(trace.skipped))
 
 
 FILL_RULE = "missing gbps: 10 Gbit/s within a site region (RTT < 2 ms), else 8 x 64 MiB / RTT (one 64 MiB TCP window per round trip), at most 10 Gbit/s"
@@ -209,4 +220,5 @@ def head(trace: JobTrace, n: int) -> JobTrace:
         return None if xs is None else xs[:n]
 
     return JobTrace(trace.source, trace.submit_s[:n], trace.duration_s[:n], trace.gpus[:n], trace.nodes[:n],
-                    trace.user[:n], trace.status[:n], cut(trace.job_type), cut(trace.data_gb), cut(trace.data_site))
+                    trace.user[:n], trace.status[:n], cut(trace.job_type), cut(trace.data_gb), cut(trace.data_site),
+                    dict(trace.skipped))

@@ -76,3 +76,42 @@ def test_generic_jobs_and_network(tmp_path):
     bad.write_text("src_site,dst_site,rtt_ms\neu,us,fast\n")
     with pytest.raises(TraceError, match="bad.csv: row 2: rtt_ms: not a number"):
         load_generic_network(bad)
+
+
+HELIOS_STYLE = """u_id,user,gpu_num,cpu_num,node_num,interval,run_time,wall_time,new_status
+1,uA,8,64,1,0,3600,0,Pass
+2,uB,0,16,1,30,600,0,Pass
+3,uA,16,128,2,60,7200,0,Failed
+4,uC,0,4,1,15,60,0,Killed
+5,uB,1,8,1,45,1800,0,Pass
+"""
+
+
+def test_a_helios_style_file_with_cpu_only_jobs_is_read_with_them_skipped_and_counted(tmp_path):
+    """Helios (SenseTime), cut in Philly's columns, has CPU-only jobs (gpu_num 0): they are counted and
+    skipped, their intervals still moving the clock, instead of the whole file being refused."""
+    path = tmp_path / "helios.csv"
+    path.write_text(HELIOS_STYLE)
+    t = load_philly(path)
+    assert len(t) == 3 and t.skipped == {"cpu_only": 2}
+    assert t.submit_s.tolist() == [0.0, 90.0, 150.0]  # 0; 0+30+60; +15+45
+    assert t.gpus.tolist() == [8, 16, 1] and t.user == ["uA", "uA", "uB"]
+    bad = tmp_path / "bad.csv"
+    bad.write_text(HELIOS_STYLE.replace("2,uB,0,16", "2,uB,-1,16"))
+    with pytest.raises(TraceError, match="row 3: gpu_num"):
+        load_philly(bad)
+
+
+def test_the_replay_of_a_helios_style_file_says_what_it_skipped(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    path = tmp_path / "helios.csv"
+    path.write_text(HELIOS_STYLE)
+    out = subprocess.run([sys.executable, "-m", "streams.cli", "simulate", "--jobs", f"philly:{path}", "--seeds", "1",
+                          "--no-store", "--quiet", "--json"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert (doc["jobs"], doc["skipped"]) == (3, {"cpu_only": 2})
+    assert {r["jobs"] for r in doc["summary"] if r["class"] == "all"} == {3}  # every policy replayed the three
