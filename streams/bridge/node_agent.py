@@ -7,7 +7,6 @@ a benchmark's measured throughput (``--benchmark-cmd``), which the metering pref
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import shutil
@@ -17,7 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from schemas.compute import ComputeReport
-from schemas.topics import COMPUTE_NODES
 from streams.bridge.machine import (
     NVIDIA_SMI,
     benchmark_value,
@@ -25,9 +23,9 @@ from streams.bridge.machine import (
     parse_meminfo,
     parse_nvidia_smi,
 )
+from streams.bridge.reporting import report_every
 from streams.bridge.slurm_parse import gres_count, parse_line
 from streams.config import Settings
-from streams.kafka import producer
 
 log = logging.getLogger(__name__)
 
@@ -111,20 +109,4 @@ class NodeAgent:
 async def run_node_agent(settings: Settings, agent: NodeAgent, interval_s: float, stop: asyncio.Event,
                          once: bool = False) -> int:
     """Report every ``interval_s`` until ``stop`` (or once); the reports sent."""
-    p = producer(settings)
-    await p.start()
-    sent = 0
-    try:
-        while True:
-            r = await asyncio.to_thread(agent.report)
-            await p.send_and_wait(settings.topic(COMPUTE_NODES), json.dumps(r).encode(), key=agent.node.encode())
-            sent += 1
-            if once:
-                return sent
-            try:
-                await asyncio.wait_for(stop.wait(), timeout=interval_s)
-                return sent
-            except TimeoutError:
-                pass
-    finally:
-        await p.stop()
+    return await report_every(settings, lambda: [agent.report()], interval_s, stop, once)

@@ -14,7 +14,7 @@ import subprocess
 import time
 
 from schemas.compute import ComputeReport
-from schemas.topics import COMPUTE_NODES
+from streams.bridge.reporting import report_every
 from streams.bridge.slurm_parse import node_reports
 from streams.config import Settings
 from streams.kafka import producer
@@ -59,29 +59,14 @@ def inventory(gres: str, sites: dict[str, dict], env: dict | None = None, now: f
 async def run_inventory(settings: Settings, gres: str, sites: dict[str, dict], interval_s: float,
                         stop: asyncio.Event, once: bool = False, env: dict | None = None, drain_as: str = "down") -> int:
     """Report the inventory every ``interval_s`` until ``stop`` (or once); the reports sent."""
-    p = producer(settings)
-    await p.start()
-    sent = 0
-    try:
-        while True:
-            try:
-                reports = await asyncio.to_thread(inventory, gres, sites, env, None, drain_as)
-            except SlurmError as exc:
-                log.warning("inventory not read: %s", exc)  # the controller may be restarting: try again
-                reports = []
-            for r in reports:
-                await p.send(settings.topic(COMPUTE_NODES), json.dumps(r).encode(), key=r["node"].encode())
-            await p.flush()
-            sent += len(reports)
-            if once:
-                return sent
-            try:
-                await asyncio.wait_for(stop.wait(), timeout=interval_s)
-                return sent
-            except TimeoutError:
-                pass
-    finally:
-        await p.stop()
+    def read() -> list[dict]:
+        try:
+            return inventory(gres, sites, env, None, drain_as)
+        except SlurmError as exc:
+            log.warning("inventory not read: %s", exc)  # the controller may be restarting: try again
+            return []
+
+    return await report_every(settings, read, interval_s, stop, once)
 
 
 async def run_bridge(settings: Settings, gres: str, sites: dict[str, dict], interval_s: float, stop: asyncio.Event,
@@ -121,17 +106,10 @@ async def run_bridge(settings: Settings, gres: str, sites: dict[str, dict], inte
             await c.position(tp)  # a new group's "latest", fixed now
         if ready is not None:
             ready.set()
+        handlers = {decisions: runner.on_decision, moves: runner.on_move}
         while not stop.is_set():
             batches = await c.getmany(timeout_ms=500)
-            events: list[dict] = []
-            for tp, msgs in batches.items():
-                for m in msgs:
-                    handle = runner.on_move if tp.topic == moves else runner.on_decision if tp.topic == decisions \
-                        else None
-                    try:
-                        events += await asyncio.to_thread(handle, json.loads(m.value), time.time()) if handle else []
-                    except (ValueError, KeyError, TypeError) as exc:  # not ours to judge: the worker wrote it
-                        log.warning("message at %s:%d@%d not handled: %s", tp.topic, tp.partition, m.offset, exc)
+            events = await asyncio.to_thread(_apply, handlers, batches)
             events += await asyncio.to_thread(runner.poll, time.time())
             # events first, then what was reported, then the offsets: a crash in between repeats an event
             # (the scheduler takes a repeated one as it took the first), never loses one
@@ -145,3 +123,15 @@ async def run_bridge(settings: Settings, gres: str, sites: dict[str, dict], inte
             await inventory_task
         await c.stop()
         await p.stop()
+
+
+def _apply(handlers: dict, batches: dict) -> list[dict]:
+    """Each decision and move of a fetch through its handler (sbatch, scancel: in a thread); the events."""
+    events: list[dict] = []
+    for tp, msgs in batches.items():
+        for m in msgs:
+            try:
+                events += handlers[tp.topic](json.loads(m.value), time.time())
+            except (ValueError, KeyError, TypeError) as exc:  # not ours to judge: the worker wrote it
+                log.warning("message at %s:%d@%d not handled: %s", tp.topic, tp.partition, m.offset, exc)
+    return events

@@ -3,12 +3,10 @@ report, streams/bridge/node_agent.py)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import signal
 import sys
 
-from streams.cli.common import UsageError, require_bootstrap
+from streams.cli.common import UsageError, require_bootstrap, run_until_signal
 from streams.config import Settings
 
 
@@ -75,14 +73,7 @@ def cmd_node_agent(args, settings: Settings) -> int:
         raise UsageError(f"node-agent: the report would be refused: {exc.errors()[0]['msg']}") from None
     require_bootstrap(settings)
 
-    async def main() -> int:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        return await run_node_agent(settings, agent, args.interval, stop, once=args.once)
-
-    asyncio.run(main())
+    run_until_signal(lambda stop: run_node_agent(settings, agent, args.interval, stop, once=args.once))
     if args.once:
         print(json.dumps(first))
     return 0
@@ -111,11 +102,7 @@ def cmd_slurm(args, settings: Settings) -> int:
         return 1
     require_bootstrap(settings)
 
-    async def main() -> int:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
+    async def main(stop) -> int:
         if args.once or args.inventory_only:
             return await run_inventory(settings, args.gres, sites, args.interval, stop, once=args.once,
                                        drain_as=args.drain_as)
@@ -124,7 +111,7 @@ def cmd_slurm(args, settings: Settings) -> int:
         return 0
 
     work_dir = args.work_dir or str(settings.data_dir / "slurm")
-    sent = asyncio.run(main())
+    sent = run_until_signal(main)
     if args.once:
         print(f"cnsched: slurm: {sent} node reports sent", file=sys.stderr)
     return 0

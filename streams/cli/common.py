@@ -55,3 +55,18 @@ def require_bootstrap(settings) -> None:
             "invalid configuration: KAFKA_BOOTSTRAP is not set (run 'cnsched broker' and export "
             "the address it prints, or point it at your Kafka cluster)"
         )
+
+
+def run_until_signal(main):
+    """``asyncio.run(main(stop))`` with SIGINT and SIGTERM setting ``stop`` (a daemon's clean exit)."""
+    import asyncio
+    import signal
+
+    async def wrapper():
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        return await main(stop)
+
+    return asyncio.run(wrapper())

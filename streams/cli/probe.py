@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import signal
 import sys
 
-from streams.cli.common import UsageError, require_bootstrap
+from streams.cli.common import UsageError, require_bootstrap, run_until_signal
 from streams.config import Settings
 
 
@@ -58,19 +57,15 @@ def cmd_probe(args, settings: Settings) -> int:
     require_bootstrap(settings)
     ifaces = args.iface or [i for i in _interfaces() if i != "lo"]
 
-    async def main() -> dict:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
+    async def main(stop) -> dict:
         if args.seconds:
-            loop.call_later(args.seconds, stop.set)
+            asyncio.get_running_loop().call_later(args.seconds, stop.set)
         stats = await run_agent(settings, args.node, (listen.host, listen.port), peers, args.rate,
                                 args.timeout, ifaces, args.link_gbps, stop)
         return vars(stats)
 
     try:
-        stats = asyncio.run(main())
+        stats = run_until_signal(main)
     except OSError as exc:
         print(f"cnsched: probe: {exc.strerror or exc} ({args.listen})", file=sys.stderr)
         return 1

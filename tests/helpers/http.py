@@ -23,3 +23,20 @@ def get_text(port: int, path: str) -> str:
 
     with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as r:
         return r.read().decode()
+
+
+async def wait_nodes(port: int, n: int, timeout_s: float = 60.0) -> dict:
+    """The worker's ``GET /compute/nodes`` once it lists ``n`` nodes (the answer as it is at the timeout)."""
+    import asyncio
+    import time
+
+    deadline, body = time.monotonic() + timeout_s, {}
+    while time.monotonic() < deadline:
+        try:
+            status, body = await asyncio.to_thread(call, port, "GET", "/compute/nodes")
+            if status == 200 and body["total"] == n:
+                return body
+        except OSError:
+            pass
+        await asyncio.sleep(0.3)
+    return body

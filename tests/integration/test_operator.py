@@ -16,7 +16,7 @@ import pytest
 from schemas.topics import COMPUTE_NODES, SCHED_DEADLETTER, SCHED_EVENTS, SCHED_TASKS
 from streams.kafka import consumer, ensure_topics, producer
 from streams.runtime.processes import start_worker, stop_process
-from tests.helpers.http import call
+from tests.helpers.http import call, wait_nodes
 from tests.integration.test_real_reports import report
 
 pytestmark = pytest.mark.integration
@@ -51,15 +51,7 @@ async def test_an_operators_day_on_a_live_worker(make_settings, tmp_path):
         for node in ("n1", "n2"):
             await p.send_and_wait(settings.topic(COMPUTE_NODES), json.dumps(report(node, time.time())).encode(),
                                   key=node.encode())
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                status, body = await asyncio.to_thread(call, port, "GET", "/compute/nodes")
-                if status == 200 and body["total"] == 2:
-                    break
-            except OSError:
-                pass
-            await asyncio.sleep(0.3)
+        await wait_nodes(port, 2)
         for tid in ("a", "b"):
             status, body = await asyncio.to_thread(call, port, "POST", "/tasks", dp(tid))
             assert status == 200 and body["status"] == "placed", body
@@ -164,15 +156,7 @@ async def test_cordon_drain_and_uncordon_on_a_live_worker(make_settings, tmp_pat
         for node in ("n1", "n2", "n3"):
             await p.send_and_wait(settings.topic(COMPUTE_NODES), json.dumps(report(node, time.time())).encode(),
                                   key=node.encode())
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                status, body = await asyncio.to_thread(call, port, "GET", "/compute/nodes")
-                if status == 200 and body["total"] == 3:
-                    break
-            except OSError:
-                pass
-            await asyncio.sleep(0.3)
+        await wait_nodes(port, 3)
         status, body = await asyncio.to_thread(call, port, "POST", "/tasks", dp("x", checkpoint_gb=1))
         home = body["nodes"][0]
         await p.send_and_wait(settings.topic(SCHED_EVENTS), json.dumps(

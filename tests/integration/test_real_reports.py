@@ -12,7 +12,7 @@ import pytest
 from schemas.topics import COMPUTE_NODES
 from streams.kafka import ensure_topics, producer
 from streams.runtime.processes import start_worker, stop_process
-from tests.helpers.http import call
+from tests.helpers.http import call, wait_nodes
 
 pytestmark = pytest.mark.integration
 
@@ -36,15 +36,7 @@ async def test_two_full_nodes_reporting_free_cards_take_two_whole_node_jobs_and_
             r = report(node, time.time())
             await p.send_and_wait(settings.topic(COMPUTE_NODES), json.dumps(r).encode(), key=node.encode())
         await p.stop()
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                status, body = await asyncio.to_thread(call, port, "GET", "/compute/nodes")
-                if status == 200 and body["total"] == 2:
-                    break
-            except OSError:
-                pass
-            await asyncio.sleep(0.3)
+        await wait_nodes(port, 2)
         await asyncio.sleep(2.5)  # the reports are a few seconds old, as real ones are between refreshes
         placed = []
         for tid in ("dp1", "dp2"):

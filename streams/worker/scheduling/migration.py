@@ -190,11 +190,7 @@ def migrate_gang(sched, r, nodes: NodeView, now: float) -> RescheduleEvent | Non
     eps = endpoints([task])
     net = sched.network(eps, nodes, r.profile)
     members = [nodes.index[n] for n in r.nodes]
-    usable = nodes.usable.copy()
-    usable[members] += need(task)  # its own allocation is free for its own alternative
-    drained = drain_due(r, nodes, now)
-    if drained:  # its members on draining nodes must go: the alternative is elsewhere
-        usable[nodes.draining] = 0.0
+    usable, drained = _own_room(r, nodes, members, now)
     x = dataclasses.replace(scoring_inputs([task], [alpha], nodes, eps, net, sched.types, scope=sched.compute_scope),
                             usable=usable)
     raw, network = score_parts(x)
@@ -245,6 +241,17 @@ def migrate_gang(sched, r, nodes: NodeView, now: float) -> RescheduleEvent | Non
     start_at = moved(sched, r, [nodes.ids[m] for m in alt.nodes], now, net, rows, alt.nodes,
                      not nodes.available[members].all(), nodes)
     return event if start_at is None else event.model_copy(update={"start_at": start_at})
+
+
+def _own_room(r, nodes: NodeView, members: list[int], now: float) -> tuple[np.ndarray, bool]:
+    """(what a gang's alternative may use: its own allocation given back, draining nodes closed when its
+    drain is due; whether it is)."""
+    usable = nodes.usable.copy()
+    usable[members] += need(r.task)
+    drained = drain_due(r, nodes, now)
+    if drained:  # its members on draining nodes must go: the alternative is elsewhere
+        usable[nodes.draining] = 0.0
+    return usable, drained
 
 
 def _gang_worst(net, name: str, rows: np.ndarray, members: list[int]) -> float:
