@@ -41,7 +41,7 @@ def cli(port: int, *argv: str) -> subprocess.CompletedProcess:
 
 
 async def test_an_operators_day_on_a_live_worker(make_settings, tmp_path):
-    settings = make_settings(rescore_interval_seconds=0.3, start_timeout_seconds=0)
+    settings = make_settings(rescore_interval_seconds=0.3, start_timeout_seconds=0, node_timeout_seconds=900)
     await ensure_topics(settings)
     worker = start_worker(settings, tmp_path / "w.log")
     port = settings.web_port
@@ -146,7 +146,8 @@ async def test_an_operators_day_on_a_live_worker(make_settings, tmp_path):
 
 
 async def test_cordon_drain_and_uncordon_on_a_live_worker(make_settings, tmp_path):
-    settings = make_settings(rescore_interval_seconds=0.3)
+    # the nodes report once: a node timeout longer than the test, however slow the machine (CI took it past 60 s)
+    settings = make_settings(rescore_interval_seconds=0.3, node_timeout_seconds=900)
     await ensure_topics(settings)
     worker = start_worker(settings, tmp_path / "w.log")
     port = settings.web_port
