@@ -244,3 +244,41 @@ def topology_pick(ok: np.ndarray, n: int, site: np.ndarray, rack: np.ndarray) ->
             return sorted(int(x) for x in ok[inside][order][:n])
     order = np.lexsort((ok, -np.bincount(rack)[rack], -np.bincount(site)[site]))  # best-stocked sites, racks
     return sorted(int(x) for x in ok[order][:n])
+
+
+def topology_scores(fits: np.ndarray, gang: int, site: np.ndarray, rack: np.ndarray, home: int,
+                    left: np.ndarray, speed: np.ndarray) -> np.ndarray:
+    """The topology-aware baseline as an operator configures it (Slurm's topology/tree plugin, Volcano
+    HyperNodes, Kueue topology-aware scheduling), as scores for :func:`place`: -inf outside the group
+    it picks, ``1..k`` inside, the best highest. Codes are only compared for equality: order comes
+    from the node index (the caller's node order), never from a code or a name.
+
+    ``fits``: bool[N] nodes that hold one member; ``site``/``rack``: int codes (racks unique across
+    sites); ``home``: the site code of the job's data (-1: none); ``left``: cards a node keeps after
+    taking a member; ``speed``: its card's compute score. A gang goes into one rack if one holds it,
+    else into one site, never across sites (it waits: all -inf): the data's site first, then the
+    fullest group that holds it (best fit), then the group with the lowest node. Inside: nodes at
+    the data's site first, then faster cards, then best fit (fewest cards left), then for a gang the
+    rack with the most fitting nodes (fewest racks), for one node the one with the fewest (what
+    Slurm's tree plugin does: keep whole racks for gangs), then the lower index.
+    """
+    out = np.full(fits.size, -np.inf)
+    ok = np.flatnonzero(fits)
+    if ok.size < gang:
+        return out
+    if gang > 1:
+        for level in (rack, site):
+            ids, counts = np.unique(level[ok], return_counts=True)
+            holds = counts >= gang
+            if holds.any():
+                ids, counts = ids[holds], counts[holds]
+                first = np.array([ok[level[ok] == g][0] for g in ids])  # a group's lowest node
+                best = ids[np.lexsort((first, counts, site[first] != home))[0]]
+                ok = ok[level[ok] == best]
+                break
+        else:
+            return out
+    stock = np.bincount(rack[ok], minlength=int(rack.max()) + 1)[rack[ok]] if ok.size else ok
+    order = np.lexsort((ok, -stock if gang > 1 else stock, left[ok], -speed[ok], site[ok] != home))
+    out[ok[order]] = np.arange(ok.size, 0, -1, dtype=np.float64)
+    return out

@@ -4,6 +4,7 @@ throughput), each with racks of nodes of cards. Rack uplinks are shared and may 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,6 +43,20 @@ class Cluster:
     node_site: np.ndarray  # int64[N]
     node_rack: np.ndarray  # int64[N] rack number within its site
 
+    def seeded(self, seed: int) -> Cluster:
+        """The same cluster with node ids that sort the sites in an order drawn from ``seed``
+        (``<k>-<site>.r<r>.n<i>``): the Scheduler breaks ties between equal nodes by id, so a tie falls
+        on a site by the seed, never by its name (the sites' order and every array stay as they are)."""
+        rank = np.random.default_rng(seed + 43).permutation(len(self.sites))
+        width = len(str(len(self.sites)))
+        ids = [f"{rank[s]:0{width}d}-{x}" for s, x in zip(self.node_site, self.base_ids(), strict=True)]
+        return dataclasses.replace(self, node_ids=ids)
+
+    def base_ids(self) -> list[str]:
+        per = self.spec.nodes_per_rack
+        return [f"{self.sites[s]}.r{r}.n{i % per}" for i, (s, r) in enumerate(zip(self.node_site, self.node_rack,
+                                                                                   strict=True))]
+
 
 def full_pairs(paths: SitePaths) -> np.ndarray:
     """bool[S, S]: both directions measured, RTT and throughput."""
@@ -52,12 +67,15 @@ def full_pairs(paths: SitePaths) -> np.ndarray:
 
 
 def pick_sites(paths: SitePaths, k: int) -> list[int]:
-    """K sites with every pair fully measured: greedily, the best-connected first (ties by name);
-    TraceError when the measurements hold no such K sites."""
+    """K sites with every pair fully measured: greedily, the best-connected first (most measured
+    pairs, then the most throughput to and from the others; a name decides only between sites whose
+    measurements are identical); TraceError when the measurements hold no such K sites."""
     ok = full_pairs(paths)
     degree = ok.sum(axis=1)
+    g = np.where(ok, paths.gbps, 0.0)
+    capacity = g.sum(axis=1) + g.sum(axis=0)
     chosen: list[int] = []
-    candidates = list(np.lexsort((np.array(paths.sites), -degree)))
+    candidates = list(np.lexsort((np.array(paths.sites), -capacity, -degree)))
     while len(chosen) < k:
         nxt = next((int(c) for c in candidates if c not in chosen and all(ok[c, x] for x in chosen)), None)
         if nxt is None:
@@ -77,5 +95,6 @@ def build_cluster(paths: SitePaths, spec: ClusterSpec) -> Cluster:
     per_site = spec.racks_per_site * spec.nodes_per_rack
     node_site = np.repeat(np.arange(spec.sites), per_site)
     node_rack = np.tile(np.repeat(np.arange(spec.racks_per_site), spec.nodes_per_rack), spec.sites)
-    ids = [f"{names[s]}.r{r}.n{i % spec.nodes_per_rack}" for i, (s, r) in enumerate(zip(node_site, node_rack, strict=True))]
-    return Cluster(spec, names, rtt, gbps, ids, node_site, node_rack)
+    c = Cluster(spec, names, rtt, gbps, [], node_site, node_rack)
+    c.node_ids = c.base_ids()
+    return c

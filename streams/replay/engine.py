@@ -1,11 +1,15 @@
 """The discrete-event replay of one policy: arrivals, finishes, probe epochs, network events and node
 failures on a simulated clock, with the real Scheduler (ledger, scoring, placement, rescheduling)
-deciding for the policies that are ours, and the baselines placing on the same capacity.
+deciding: every policy but ``random`` and ``fifo`` shares its queue (priority, the head's
+reservation, backfill) and sees the same duration estimates (streams/replay/jobs.py), never the
+trace's durations unless ``SimConfig.estimate`` is ``oracle`` (an ablation).
 
 Policies: ``ours`` (default alphas, rescheduling on), ``ours-static`` (no rescheduling),
-``compute-only`` (alpha 1), ``topology`` (fewest sites, then fewest racks, best fit: what Slurm's
-topology plugin or Volcano's network tiers do) and ``random``. Each sees identical jobs, network,
-events and seeds. Invariants checked at every event (a violation stops the run naming the event):
+``compute-only`` (alpha 1), ``topology`` (core.placement.topology_scores through the same queue:
+data-local, faster cards first, a gang in one rack or one site or it waits, best fit — what Slurm's
+topology plugin, Volcano HyperNodes or Kueue's topology-aware scheduling do), ``random`` and
+``fifo`` (their own greedy queue: strict first come, first served). Each sees identical jobs,
+network, events and seeds. Invariants checked at every event (a violation stops the run naming the event):
 no node holds more cards than it has, the Scheduler's ledger is never overbooked, time never goes
 back; at the end every job is finished, failed or unschedulable with a reason.
 """
@@ -42,7 +46,7 @@ from streams.replay.world import (
 )
 
 POLICIES = ("ours", "ours-static", "compute-only", "topology", "random", "ours-quotas", "fifo")
-SCHEDULED = ("ours", "ours-static", "compute-only", "ours-quotas")
+SCHEDULED = ("ours", "ours-static", "compute-only", "topology", "ours-quotas")  # one queue: the Scheduler's
 DEFAULT_POLICIES = POLICIES[:5]  # cnsched simulate's default; teams: --policies ours,ours-quotas,fifo,...
 
 
@@ -116,12 +120,14 @@ class Replay:
         self.power = SitePower(cluster.sites, cfg.card_kw, cfg.ramp_limit_mw_per_min)
         if policy in SCHEDULED:
             from core.quality import Freshness
+            from streams.replay.baselines import TopologyScheduler
             from streams.worker.scheduling.state import Scheduler
 
             self.net = SimNet()  # its paths age by epochs: fresh for one, unknown after three
-            self.sched = Scheduler(self.net, SimInventory(cluster, self.fast, cfg.card_kw), ramps=self.power.book,
-                                   node_timeout_s=math.inf, preemption=policy == "ours-quotas",
-                                   freshness=Freshness(cfg.epoch_s, 3 * cfg.epoch_s))
+            kind = TopologyScheduler if policy == "topology" else Scheduler
+            self.sched = kind(self.net, SimInventory(cluster, self.fast, cfg.card_kw, cfg.fast_speed),
+                              ramps=self.power.book, node_timeout_s=math.inf, preemption=policy == "ours-quotas",
+                              freshness=Freshness(cfg.epoch_s, 3 * cfg.epoch_s))
             self.index = {x: i for i, x in enumerate(cluster.node_ids)}
             if policy == "ours-quotas":
                 self.sched.quotas.replace(quota_set(jobs.team, jobs.ideal * jobs.cards * jobs.nodes,
@@ -308,6 +314,8 @@ class Replay:
             stop_preempted(self)
             if d.status == "placed":
                 self._placed(j, d.nodes, d.start_at)
+            elif self.sched.reservation is None:
+                self._place_queued()  # the worker retries a queue that grew: the head gets its reservation
             return
         self.queue.append(j)
         self._place_queued()

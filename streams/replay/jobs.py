@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from core.estimates import limit_factors, requested_limits
 from core.jobperf import comm_shares
 from schemas.sched import Task
 from streams.replay.cluster import Cluster
@@ -27,6 +28,7 @@ class SimJobs:
     data_gb: np.ndarray  # float64[J]
     types: list[str]
     team: list[str] = None  # each job's team (its user's; streams/replay/teams.py)
+    estimate: np.ndarray = None  # float64[J] the duration every policy's queue is told (SimConfig.estimate)
 
     def __len__(self) -> int:
         return int(self.submit.size)
@@ -68,14 +70,23 @@ def sim_jobs(trace: JobTrace, cluster: Cluster, cfg: SimConfig) -> SimJobs:
                              f"{', '.join(TASK_TYPES)}")
     types = trace.job_type or ["training-data-parallel" if n > 1 else ("data-intensive" if h >= 0 else "fine-tune")
                                for n, h in zip(nodes, home, strict=True)]
-    return SimJobs(trace.submit_s.astype(np.float64), np.maximum(trace.duration_s.astype(np.float64), 1.0),
-                   nodes.astype(np.int64), cards.astype(np.int64), comm_shares(len(trace), cfg.perf, cfg.seed),
-                   home, data_gb.astype(np.float64), list(types), team_names(trace.user, cfg.teams, cfg.seed))
+    ideal = np.maximum(trace.duration_s.astype(np.float64), 1.0)
+    return SimJobs(trace.submit_s.astype(np.float64), ideal, nodes.astype(np.int64), cards.astype(np.int64),
+                   comm_shares(len(trace), cfg.perf, cfg.seed), home, data_gb.astype(np.float64), list(types),
+                   team_names(trace.user, cfg.teams, cfg.seed), estimates(ideal, cfg))
+
+
+def estimates(ideal: np.ndarray, cfg: SimConfig) -> np.ndarray:
+    """What every policy is told a job will take: its requested limit (core/estimates.py, the factors
+    drawn from the seed), or its trace duration under ``estimate="oracle"``."""
+    if cfg.estimate == "oracle":
+        return ideal.copy()
+    return requested_limits(ideal, limit_factors(ideal.size, cfg.limit_factor, cfg.seed + 29))
 
 
 def task_of(jobs: SimJobs, j: int, cluster: Cluster, cfg: SimConfig, alpha: float | None = None) -> Task:
     data = ({"data_source": {"node": f"store.{cluster.sites[jobs.home[j]]}", "size_gb": float(jobs.data_gb[j])}}
             if jobs.home[j] >= 0 else {})
     return Task(id=f"j{j}", type=jobs.types[j], resources={"cards": int(jobs.cards[j])}, peers=int(jobs.nodes[j]),
-                submitted_at=T0 + float(jobs.submit[j]), expected_duration_s=float(jobs.ideal[j]),
+                submitted_at=T0 + float(jobs.submit[j]), expected_duration_s=float(jobs.estimate[j]),
                 checkpoint_gb=cfg.checkpoint_gb, alpha=alpha, team=jobs.team[j] if jobs.team else "", **data)

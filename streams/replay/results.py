@@ -37,12 +37,13 @@ def replay(trace: JobTrace, cluster: Cluster, cfg: SimConfig, policies=POLICIES,
     outcomes, walls, jobs = {}, {}, {}
     for seed in seeds:
         c = replace(cfg, seed=seed)
-        jobs[seed] = sim_jobs(trace, cluster, c)
+        seeded = cluster.seeded(seed)  # ties between equal sites fall by the seed, not by name
+        jobs[seed] = sim_jobs(trace, seeded, c)
         horizon = float(jobs[seed].submit.max() + 3 * jobs[seed].ideal.max()) if len(trace) else 0.0
         events = network_events(c, len(cluster.sites), len(cluster.node_ids), horizon)
         for p in policies:
             t = time.perf_counter()
-            outcomes[(p, seed)] = Replay(jobs[seed], cluster, c, p, events).run(tick)
+            outcomes[(p, seed)] = Replay(jobs[seed], seeded, c, p, events).run(tick)
             walls[(p, seed)] = time.perf_counter() - t
             if progress is not None:
                 progress(p, seed, walls[(p, seed)])

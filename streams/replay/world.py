@@ -51,6 +51,10 @@ class SimConfig:
     quota_max_factor: float = 0.0  # a team may hold this times its guarantee (ours-quotas); 0: no maximum
     card_kw: float = 0.7  # a working card's draw (site power curves; streams/replay/power.py)
     ramp_limit_mw_per_min: float = 0.0  # power-aware starts: a site's limit; 0: none
+    # the durations every policy's queue sees (core/estimates.py): "limit", a user's requested limit
+    # (run time x U[1, limit_factor], rounded up to round values), or "oracle", the trace's (an ablation)
+    estimate: str = "limit"
+    limit_factor: float = 5.0  # assumed: Mu'alem & Feitelson 2001 sweep f; users over-ask by a few times
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -58,6 +62,8 @@ class SimConfig:
                      "checkpoint_every_s"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0")
+        if self.estimate not in ("limit", "oracle") or not self.limit_factor >= 1:
+            raise ValueError("estimate is limit or oracle, and limit_factor at least 1")
         if not 0 <= self.data_share <= 1 or not 0 <= self.burst_loss < 1:
             raise ValueError("data_share in [0, 1] and burst_loss in [0, 1)")
         for name in ("data_gb", "checkpoint_gb", "reroutes_per_day", "bursts_per_day", "failures_per_node_day",
@@ -79,12 +85,15 @@ class SimConfig:
 class SimInventory:
     """The inventory the Scheduler reads (duck-typed streams.worker.state_tables.Inventory)."""
 
-    def __init__(self, cluster: Cluster, fast: np.ndarray, card_kw: float = 0.0) -> None:
+    def __init__(self, cluster: Cluster, fast: np.ndarray, card_kw: float = 0.0, fast_speed: float = 1.5) -> None:
+        """``fast``: the nodes with the newer card, ``fast_speed`` times the reference card (what
+        their reported peak says: with 1.0 every node reports the same card)."""
         self.version = 0
+        fast = fast & (fast_speed != 1.0)
         self._records = [{
             "node": node, "ts": T0, "received_at": T0, "status": "up", "rack": f"{cluster.sites[s]}.r{r}",
             "region": cluster.sites[s], "cards": cluster.spec.cards_per_node,
-            "accel_model": "H100" if f else "A100", "accel_class": "gpu-80g", "peak_tflops": {"fp16": 990.0 if f else 660.0, "fp32": 60.0},
+            "accel_model": "H100" if f else "A100", "accel_class": "gpu-80g", "peak_tflops": {"fp16": 660.0 * (fast_speed if f else 1.0), "fp32": 60.0},
             "mem_gb": 80.0, "host_mem_gb": 2048.0, "inter_bw_gbps": cluster.spec.node_gbps,
             "power_kw": card_kw * cluster.spec.cards_per_node or None,
         } for node, s, r, f in zip(cluster.node_ids, cluster.node_site, cluster.node_rack, fast, strict=True)]

@@ -14,7 +14,7 @@ import numpy as np
 
 from core.feasibility import fitting
 from core.metering import DEFAULT_BENCHMARK_WORK, DEFAULT_MODEL_CONVERSION
-from core.placement import place, top
+from core.placement import Placement, place, top
 from core.quality import Freshness
 from core.reschedule import ReschedulePolicy, endpoint_worst, worst_known
 from core.scoring import (
@@ -230,11 +230,18 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
         s = Scored(alpha, np.where(fits, b.composite[t], -np.inf), nodes.compute[:, x.kind[t]], b.network[t],
                    load_scores(x, t))
         compute_only = [int(i) for i in top(np.where(fits, b.compute_only[t], -np.inf), task.peers)]
+        return reasons, s, compute_only, self.placement(task, s, net, x.unknown_quality, nodes, usable, reserve)
+
+    def placement(self, task: Task, s: Scored, net, unknown_quality: float, nodes: NodeView, usable: np.ndarray,
+                  reserve) -> Placement:
+        """Where ``task`` goes among the nodes its scores allow (``s.composite``: -inf where filtered):
+        the best score, a gang by its members' quality to each other. The replay's topology baseline
+        overrides this one step (streams/replay/baselines.py) and shares everything else."""
         if task.peers == 1:
-            return reasons, s, compute_only, place(s.composite, need(task), usable, reserve=reserve)
-        g = GangScorer(alpha, s.composite, s.compute, net, x.unknown_quality, nodes.energy, task.cost_sensitivity)
-        return reasons, s, compute_only, place(s.composite, need(task), usable, gang=task.peers, reserve=reserve,
-                                               peer_scores=g.peers, value_of=g.value)
+            return place(s.composite, need(task), usable, reserve=reserve)
+        g = GangScorer(s.alpha, s.composite, s.compute, net, unknown_quality, nodes.energy, task.cost_sensitivity)
+        return place(s.composite, need(task), usable, gang=task.peers, reserve=reserve, peer_scores=g.peers,
+                     value_of=g.value)
 
     def _place_one(self, task: Task, b: BatchScores, t: int, nodes: NodeView, usable: np.ndarray, reserve,
                    now: float, ahead: bool = False) -> Decision:

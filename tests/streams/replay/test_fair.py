@@ -1,0 +1,161 @@
+"""Issue 30: every policy shares one queue and sees a duration estimate a real cluster has, never the
+trace's (the oracle only as an ablation); the topology baseline is the one an operator configures;
+ties between sites fall by the seed, never by a site's name."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from core.estimates import limit_factors, requested_limits
+from core.jobperf import PerfModel
+from core.placement import topology_scores
+from streams.replay.cluster import ClusterSpec, build_cluster
+from streams.replay.engine import SCHEDULED
+from streams.replay.jobs import sim_jobs
+from streams.replay.results import replay
+from streams.replay.traces import JobTrace, SitePaths
+from streams.replay.world import SimConfig
+
+QUIET = dict(reroutes_per_day=0.0, bursts_per_day=0.0, failures_per_node_day=0.0)
+
+
+def trace(submit, dur, gpus, nodes) -> JobTrace:
+    n = len(submit)
+    return JobTrace("test", np.array(submit, float), np.array(dur, float), np.array(gpus), np.array(nodes),
+                    [f"u{i}" for i in range(n)], ["Pass"] * n)
+
+
+def sites(names, rtt, gbps) -> SitePaths:
+    rtt, gbps = np.array(rtt, float), np.array(gbps, float)
+    return SitePaths(list(names), rtt, rtt, rtt, np.zeros_like(rtt), gbps)
+
+
+# ------------------------------------------------------------------ estimates
+def test_requested_limits_round_up_to_the_values_users_pick():
+    # 100 s x 1 -> 5 min; 301 s -> 10 min; 3,600 s x 1.1 = 3,960 s -> 90 min; 1 h exactly stays 1 h;
+    # 10,000 s x 1 -> 3 h; past a week (604,800 s): whole days (604,801 s -> 8 days)
+    got = requested_limits([100, 301, 3600, 3600, 10_000, 604_801], [1, 1, 1.1, 1, 1, 1])
+    np.testing.assert_array_equal(got, [300, 600, 5400, 3600, 10_800, 8 * 86_400])
+    assert requested_limits([], []).size == 0
+    assert np.isnan(requested_limits([np.nan], [2.0])[0])
+    r = np.random.default_rng(0).uniform(1, 1e6, 1000)
+    f = limit_factors(1000, 5.0, 3)
+    assert (requested_limits(r, f) >= r * f).all()  # never below what was asked
+    assert (f >= 1).all() and (f <= 5).all() and np.array_equal(f, limit_factors(1000, 5.0, 3))
+    with pytest.raises(ValueError):
+        limit_factors(3, 0.5, 0)
+
+
+def test_the_queue_is_told_the_estimate_and_the_oracle_only_when_asked():
+    t = trace([0, 1], [1000.0, 50.0], [8, 8], [1, 1])
+    cluster = build_cluster(sites(["a", "b"], [[0, 5], [5, 0]], [[np.nan, 10], [10, np.nan]]),
+                            ClusterSpec(sites=2, racks_per_site=1, nodes_per_rack=1))
+    limit = sim_jobs(t, cluster, SimConfig(cluster=cluster.spec, limit_factor=1.0))
+    np.testing.assert_array_equal(limit.estimate, [1200.0, 300.0])  # 20 min, 5 min
+    oracle = sim_jobs(t, cluster, SimConfig(cluster=cluster.spec, estimate="oracle"))
+    np.testing.assert_array_equal(oracle.estimate, oracle.ideal)
+    with pytest.raises(ValueError):
+        SimConfig(estimate="psychic")
+
+
+@pytest.mark.parametrize("policy", [p for p in SCHEDULED if p != "ours-quotas"])
+def test_an_oracle_would_backfill_where_the_estimate_must_not(policy):
+    # one site of 4 nodes. A (2 nodes, 10,000 s) runs; B (all 4 nodes) heads the queue with a
+    # reservation from A's expected end; C (1 node, 9,000 s) could backfill on a free node only if
+    # it ends before that. The oracle knows A ends at 10,000 and C at 9,002: C starts at once. Told
+    # the requested limits (factor 1: A 3 h, C 3 h), C would end at 10,802, past A's 10,800: it
+    # waits for B, which starts when A really ends (10,000) and runs 1,000 s.
+    spec = ClusterSpec(sites=1, racks_per_site=2, nodes_per_rack=2)
+    cluster = build_cluster(sites(["solo"], [[0.0]], [[np.nan]]), spec)
+    t = trace([0, 1, 2], [10_000.0, 1000.0, 9000.0], [16, 32, 8], [2, 4, 1])
+    base = SimConfig(cluster=spec, fast_speed=1.0, data_share=0.0, limit_factor=1.0,
+                     perf=PerfModel(comm_share_low=0.0, comm_share_high=0.0), **QUIET)
+    starts = {}
+    for est in ("oracle", "limit"):
+        o = replay(t, cluster, dataclasses.replace(base, estimate=est), (policy,)).outcomes[(policy, 0)]
+        assert o.state == ["finished"] * 3, (est, o.reason)
+        starts[est] = o.start
+    assert starts["oracle"][2] == pytest.approx(2.0)
+    assert starts["limit"][1] == pytest.approx(10_000.0)
+    assert starts["limit"][2] >= 11_000.0 - 1e-6
+
+
+# ------------------------------------------------------------ topology baseline
+SITE = np.array([0, 0, 0, 0, 1, 1, 1, 1])
+RACK = np.array([0, 0, 1, 1, 2, 2, 3, 3])
+
+
+def chosen(scores, k):
+    idx = np.flatnonzero(np.isfinite(scores))
+    return sorted(int(i) for i in idx[np.argsort(-scores[idx], kind="stable")][:k])
+
+
+def test_topology_places_a_gang_in_one_rack_then_one_site_never_across():
+    fits = np.array([1, 0, 1, 1, 1, 1, 1, 0], bool)
+    left, speed = np.zeros(8), np.zeros(8)
+    # racks holding 2: rack 1 (2 fit) and rack 2 (2 fit): equal fit, rack 1 has the lowest node (2)
+    assert chosen(topology_scores(fits, 2, SITE, RACK, -1, left, speed), 2) == [2, 3]
+    # with the data at site 1: rack 2
+    s = topology_scores(fits, 2, SITE, RACK, 1, left, speed)
+    assert chosen(s, 2) == [4, 5] and np.isinf(s[[0, 2, 3, 6]]).all()
+    # 3 workers: no rack holds them; site 0 holds 3 (0, 2, 3), site 1 holds 3 (4, 5, 6): site 0 by its lowest node
+    assert chosen(topology_scores(fits, 3, SITE, RACK, -1, left, speed), 3) == [0, 2, 3]
+    # 4 workers: only across sites: it waits
+    assert np.isinf(topology_scores(fits, 4, SITE, RACK, -1, left, speed)).all()
+    assert np.isinf(topology_scores(np.zeros(8, bool), 1, SITE, RACK, -1, left, speed)).all()
+    assert topology_scores(np.zeros(0, bool), 1, SITE[:0], RACK[:0], -1, left[:0], speed[:0]).size == 0
+
+
+def test_topology_single_node_order_data_then_speed_then_best_fit():
+    fits = np.ones(8, bool)
+    speed = np.array([50, 50, 100, 100, 50, 50, 100, 100], float)
+    left = np.array([4, 0, 6, 2, 0, 0, 2, 7], float)
+    # data at site 1: 4-7 first; faster 6, 7; best fit: 6 (2 left) before 7 (7 left)
+    s = topology_scores(fits, 1, SITE, RACK, 1, left, speed)
+    assert list(np.argsort(-s, kind="stable")[:4]) == [6, 7, 4, 5]
+    # no data: fast 2, 3, 6, 7 first; best fit 3 and 6 (2 left); the rack with fewer fitting nodes
+    # (all equal here) then the lower index: 3
+    s = topology_scores(fits, 1, SITE, RACK, -1, left, speed)
+    assert list(np.argsort(-s, kind="stable")[:4]) == [3, 6, 2, 7]
+
+
+def test_topology_order_does_not_depend_on_the_codes():
+    rng = np.random.default_rng(5)
+    for _ in range(50):
+        fits = rng.random(8) < 0.7
+        left, speed = rng.integers(0, 3, 8).astype(float), rng.integers(0, 2, 8).astype(float)
+        gang = int(rng.integers(1, 4))
+        perm_site, perm_rack = rng.permutation(2), rng.permutation(4)  # other codes for the same groups
+        for home in (-1, 0, 1):
+            a = topology_scores(fits, gang, SITE, RACK, home, left, speed)
+            b = topology_scores(fits, gang, perm_site[SITE], perm_rack[RACK], perm_site[home] if home >= 0 else -1,
+                                left, speed)
+            np.testing.assert_array_equal(a, b)
+
+
+# ------------------------------------------------------------------ site names
+def three(names):
+    # every site equally measured (degree 2); throughput decides the pick order: the third (45 Gbit/s
+    # each way in all), the second (35), the first (30)
+    g = [[np.nan, 10, 20], [10, np.nan, 25], [20, 25, np.nan]]
+    return sites(names, [[0, 30, 40], [30, 0, 50], [40, 50, 0]], g)
+
+
+def physical_order(cluster):
+    """The Scheduler's node order (ids sorted) as (measured-site position in the input, rack, node)."""
+    pos = {n: i for i, n in enumerate(cluster.sites)}
+    return [(pos[i.split("-", 1)[1].split(".r")[0]], i.split(".r", 1)[1]) for i in sorted(cluster.node_ids)]
+
+
+def test_ties_between_sites_fall_by_the_seed_not_by_their_names():
+    spec = ClusterSpec(sites=3, racks_per_site=1, nodes_per_rack=2)
+    a = build_cluster(three(["east", "north", "west"]), spec)
+    b = build_cluster(three(["zulu", "alpha", "mike"]), spec)  # the same measurements, names reordered
+    assert a.sites == ["west", "north", "east"] and b.sites == ["mike", "alpha", "zulu"]  # by throughput
+    firsts = set()
+    for seed in range(8):
+        oa, ob = physical_order(a.seeded(seed)), physical_order(b.seeded(seed))
+        assert oa == ob  # the same physical order whatever the names
+        firsts.add(oa[0][0])
+    assert len(firsts) > 1  # and it moves with the seed
