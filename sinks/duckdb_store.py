@@ -178,11 +178,13 @@ class DuckStore:
             return 0
         return self._insert_table(table, pa.Table.from_pylist(rows, schema=schema))
 
-    def write_replay(self, run_id: str, runs: list[dict], changes: list[dict], jobs: list[dict]) -> None:
-        """One replay (``cnsched simulate``): its summaries, changes and jobs, each row keyed by the run
-        id (written again, the same run replaces itself)."""
+    def write_replay(self, run_id: str, runs: list[dict], changes: list[dict], jobs: list[dict],
+                     headline: list[dict] = ()) -> None:
+        """One replay (``cnsched simulate``): its summaries, changes, jobs and headline, each row keyed
+        by the run id (written again, the same run replaces itself)."""
         self.con.execute("BEGIN")
-        for table, rows in (("sim_runs", runs), ("sim_changes", changes), ("sim_jobs", jobs)):
+        for table, rows in (("sim_runs", runs), ("sim_changes", changes), ("sim_jobs", jobs),
+                            ("sim_headline", list(headline))):
             self.con.execute(f"DELETE FROM {table} WHERE run_id = ?", [run_id])
             if rows:
                 batch = pa.Table.from_pylist([{"run_id": run_id, **r} for r in rows])  # noqa: F841 (read by SQL)

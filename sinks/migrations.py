@@ -136,5 +136,14 @@ MIGRATIONS: dict[int, str] = {
     ALTER TABLE task_events ADD COLUMN reason VARCHAR;
     ALTER TABLE task_events ADD COLUMN priority INTEGER;
     """,
+    13: """
+    CREATE TABLE sim_headline (
+        run_id VARCHAR NOT NULL, policy VARCHAR NOT NULL, against VARCHAR NOT NULL, kind VARCHAR NOT NULL,
+        metric VARCHAR NOT NULL, change DOUBLE, ci_low DOUBLE, ci_high DOUBLE, seeds INTEGER, jobs BIGINT,
+        mean_policy_s DOUBLE, mean_against_s DOUBLE, p50_policy_s DOUBLE, p50_against_s DOUBLE,
+        p95_policy_s DOUBLE, p95_against_s DOUBLE, paired_median DOUBLE, top10_share DOUBLE,
+        PRIMARY KEY (run_id, policy, against, kind, metric)
+    );
+    """,
 }
 SCHEMA_VERSION = max(MIGRATIONS)

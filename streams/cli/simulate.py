@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 import uuid
@@ -17,6 +18,7 @@ DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 PHILLY = DATA / "jobs" / "philly" / "philly_data_training.csv"
 SKYPLANE = DATA / "network" / "skyplane"
 ITP = DATA / "jobs" / "itp" / "itp_raw_all_clusters.csv.gz"
+RTT = DATA / "rtt" / "real_labelled"
 
 
 def add_parsers(sub) -> None:
@@ -33,7 +35,22 @@ def add_parsers(sub) -> None:
     p.add_argument("--cards-per-node", type=int, default=8)
     p.add_argument("--oversubscription", type=float, default=4.0)
     p.add_argument("--epoch", type=float, default=300.0, help="seconds per probe window")
-    p.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 (intervals are over seeds)")
+    p.add_argument("--seeds", type=int, default=10, help="seeds 0..N-1 (intervals are over seeds)")
+    p.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                   help="policy x seed runs at once, in processes (default: the machine's cores); results do "
+                        "not depend on it")
+    p.add_argument("--oracle", action="store_true",
+                   help="an ablation: every policy is told each job's trace duration instead of its requested limit")
+    p.add_argument("--limit-factor", type=float, default=5.0,
+                   help="a job's requested limit is its run time x U[1, F], rounded up to round values")
+    p.add_argument("--rtt-dynamics", default=str(RTT), metavar="DIR|none",
+                   help="real RTT series (epoch;rtt;cp files) driving every site pair over time, assigned by "
+                        "seed; 'none': the network stays as measured (a generic network with t_s uses its own "
+                        f"series instead) (default {RTT})")
+    p.add_argument("--reroutes-per-day", type=float, default=0.0,
+                   help="synthetic reroutes per site pair and day (RTT x 2 for 4 h); off by default")
+    p.add_argument("--bursts-per-day", type=float, default=0.0,
+                   help="synthetic loss bursts (5 %% for 1 h) per site pair and day; off by default")
     p.add_argument("--policies", default="ours,ours-static,compute-only,topology,random",
                    help="of ours, ours-static, compute-only, topology, random, ours-quotas (teams with quotas), "
                         "fifo (strict first come, first served)")
@@ -109,11 +126,24 @@ def _replay_with_progress(args, trace, cluster, cfg, policies):
 
     try:
         return replay(trace, cluster, cfg, policies, tuple(range(args.seeds)), progress=finished_run,
-                      tick=jobs_bar.update)
+                      tick=jobs_bar.update, rtt_series=None if cluster.series is not None else _rtt(args),
+                      workers=args.workers)
     except TraceError as exc:
         raise UsageError(str(exc)) from None
     finally:
         jobs_bar.close()
+
+
+def _rtt(args) -> list | None:
+    """The real RTT series of ``--rtt-dynamics`` (None: 'none'); bad input: one usage line."""
+    if args.rtt_dynamics == "none":
+        return None
+    from streams.analytics.rtt_series import SeriesError, load_dir
+
+    try:
+        return load_dir(args.rtt_dynamics)
+    except (SeriesError, OSError) as exc:
+        raise UsageError(f"--rtt-dynamics: {exc}") from None
 
 
 def _jct_png(path: str, jobs: list[dict], policies) -> None:
@@ -139,15 +169,17 @@ def cmd_simulate(args, settings: Settings) -> int:
     bad = [p for p in policies if p not in POLICIES]
     if bad or not policies:
         raise UsageError(f"--policies: unknown {bad[0] if bad else '(none)'!r}; known: {', '.join(POLICIES)}")
-    if args.seeds < 1 or args.limit < 0:
-        raise UsageError("--seeds must be at least 1 and --limit at least 0")
+    if args.seeds < 1 or args.limit < 0 or args.workers < 1:
+        raise UsageError("--seeds and --workers must be at least 1 and --limit at least 0")
     try:
         spec = ClusterSpec(args.sites, args.racks_per_site, args.nodes_per_rack, args.cards_per_node,
                            oversubscription=args.oversubscription)
         cfg = SimConfig(cluster=spec, epoch_s=args.epoch, data_share=args.data_share,
                         failures_per_node_day=args.failures_per_node_day, teams=args.teams,
                         quota_max_factor=args.quota_max_factor, card_kw=args.card_kw,
-                        ramp_limit_mw_per_min=args.ramp_limit)
+                        ramp_limit_mw_per_min=args.ramp_limit, estimate="oracle" if args.oracle else "limit",
+                        limit_factor=args.limit_factor, reroutes_per_day=args.reroutes_per_day,
+                        bursts_per_day=args.bursts_per_day)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     trace, paths = _load(args)
@@ -173,7 +205,7 @@ def cmd_simulate(args, settings: Settings) -> int:
         store_rows = [{**r, "created_at": time.time(), "trace": args.jobs, "network": args.network,
                        "config": json.dumps(config, default=str)} for r in rows]
         with DuckStore.open(settings.duckdb_path) as store:
-            store.write_replay(run_id, store_rows, delta, job_table(run))
+            store.write_replay(run_id, store_rows, delta, job_table(run), result["headline"])
     if args.json:
         print(json.dumps(result, indent=2, default=str))
     else:
@@ -184,17 +216,20 @@ def cmd_simulate(args, settings: Settings) -> int:
 def _result(args, trace, cluster, run, cfg, t0: float, settings: Settings) -> tuple[dict, list, list, dict]:
     """(the result document, its summary rows, its changes, the configuration) of a replay."""
     from streams.replay.results import changes, power_summary, summary
+    from streams.replay.stats import excluded, headline
     from streams.replay.teams import team_summary
     from streams.replay.traces import FILL_RULE
 
     rows = summary(run, len(cluster.node_ids) * cfg.cluster.cards_per_node)
     delta = changes(run)
     config = {**cfg.flat(), "jobs": args.jobs, "network": args.network, "sites": cluster.sites,
-              "limit": args.limit, "seeds": args.seeds, "fill_rule_missing_gbps": FILL_RULE}
+              "limit": args.limit, "seeds": args.seeds, "fill_rule_missing_gbps": FILL_RULE,
+              "network_over_time": "the network's own t_s series" if cluster.series is not None
+              else ("none" if args.rtt_dynamics == "none" else f"real RTT series from {args.rtt_dynamics}")}
     result = {"trace": trace.source, "jobs": len(trace), "skipped": trace.skipped, "nodes": len(cluster.node_ids),
               "sites": cluster.sites,
               "wall_s": round(time.perf_counter() - t0, 1), "config": config, "summary": rows, "changes": delta,
-              "teams": team_summary(run),
+              "headline": headline(run), "excluded": excluded(run), "teams": team_summary(run),
               "power": power_summary(run, settings.card_prices.get("*", 1.0), settings.energy_price_per_mwh)}
     return result, rows, delta, config
 
@@ -212,6 +247,7 @@ def _print(result: dict) -> None:
     print("  ".join(f"{h:>14}" for h in head))
     for r in result["summary"]:
         print("  ".join(f"{_cell(r[h]):>14}" for h in head))
+    _print_headline(result)
     print("\nmean JCT change (negative: sooner), 95 % bootstrap interval")
     for c in result["changes"]:
         print(f"  {c['policy']:>13} vs {c['against']:<13} {c['class']:<10} {c['jct_change']:+8.1%} "
@@ -232,6 +268,26 @@ def _print(result: dict) -> None:
     if "run_id" in result:
         print(f"\nstored as {result['run_id']}: cnsched sql \"SELECT * FROM sim_runs WHERE run_id = "
               f"'{result['run_id']}'\"")
+
+
+def _print_headline(result: dict) -> None:
+    rows = [r for r in result["headline"] if r["policy"] == "ours"]
+    if not rows:
+        return
+    print(f"\nheadline: ours against each baseline, per job kind; jobs the trace says completed "
+          f"({result['excluded']['not_completed']} others per seed run but are not counted); change of the "
+          "mean per seed, 95 % t-interval over seeds; paired: the median per-job ratio (wait: difference, s); "
+          "top10: the ten largest differences' share of the total")
+    print(f"  {'against':<13}{'kind':<6}{'metric':<7}{'jobs':>6}{'change':>8} {'95 % interval':<19}{'mean s':>11}"
+          f"{'vs':>11}{'p50 s':>11}{'vs':>11}{'p95 s':>11}{'vs':>11}{'paired':>9}{'top10':>7}")
+    for r in rows:
+        ci = "" if r["ci_low"] != r["ci_low"] else f"[{r['ci_low']:+.1%}, {r['ci_high']:+.1%}]"
+        cells = "".join(f"{r[k]:>11,.0f}" for k in ("mean_policy_s", "mean_against_s", "p50_policy_s", "p50_against_s",
+                                                     "p95_policy_s", "p95_against_s"))
+        change = "n/a" if r["change"] != r["change"] else f"{r['change']:+.1%}"
+        share = "n/a" if r["top10_share"] != r["top10_share"] else f"{r['top10_share']:.0%}"
+        print(f"  {r['against']:<13}{r['kind']:<6}{r['metric']:<7}{r['jobs']:>6}{change:>8} {ci:<19}{cells}"
+              f"{r['paired_median']:>9.3f}{share:>7}")
 
 
 def _cell(v) -> str:

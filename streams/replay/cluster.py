@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from streams.replay.dynamics import PairSeries
 from streams.replay.traces import SitePaths, TraceError
 
 
@@ -42,6 +43,7 @@ class Cluster:
     node_ids: list[str]
     node_site: np.ndarray  # int64[N]
     node_rack: np.ndarray  # int64[N] rack number within its site
+    series: PairSeries | None = None  # the site pairs' values over time (streams/replay/dynamics.py)
 
     def seeded(self, seed: int) -> Cluster:
         """The same cluster with node ids that sort the sites in an order drawn from ``seed``
@@ -95,6 +97,7 @@ def build_cluster(paths: SitePaths, spec: ClusterSpec) -> Cluster:
     per_site = spec.racks_per_site * spec.nodes_per_rack
     node_site = np.repeat(np.arange(spec.sites), per_site)
     node_rack = np.tile(np.repeat(np.arange(spec.racks_per_site), spec.nodes_per_rack), spec.sites)
-    c = Cluster(spec, names, rtt, gbps, [], node_site, node_rack)
+    series = paths.series.restricted(idx) if paths.series is not None else None
+    c = Cluster(spec, names, rtt, gbps, [], node_site, node_rack, series)
     c.node_ids = c.base_ids()
     return c

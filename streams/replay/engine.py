@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import heapq
 import math
-from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -28,6 +27,7 @@ from core.placement import topology_pick
 from core.topology import placement_paths
 from streams.replay.cluster import Cluster
 from streams.replay.jobs import SimJobs, task_of
+from streams.replay.outcome import InvariantError, Outcome, Run
 from streams.replay.power import SitePower
 from streams.replay.teams import quota_set, stop_preempted
 from streams.replay.world import (
@@ -37,6 +37,7 @@ from streams.replay.world import (
     FINISH,
     NET,
     REPAIR,
+    STEP,
     T0,
     SimConfig,
     SimInventory,
@@ -48,39 +49,6 @@ from streams.replay.world import (
 POLICIES = ("ours", "ours-static", "compute-only", "topology", "random", "ours-quotas", "fifo")
 SCHEDULED = ("ours", "ours-static", "compute-only", "topology", "ours-quotas")  # one queue: the Scheduler's
 DEFAULT_POLICIES = POLICIES[:5]  # cnsched simulate's default; teams: --policies ours,ours-quotas,fifo,...
-
-
-class InvariantError(RuntimeError):
-    """A replay invariant broke: the message names the event."""
-
-
-@dataclass
-class Run:
-    members: list[int]
-    work: float = 0.0  # ideal seconds done
-    pause: float = 0.0  # restart / migration / data load still to sit out before working
-    per_work: float = 1.0  # wall seconds per ideal second here
-    last: float = 0.0
-    token: int = 0
-
-
-@dataclass
-class Outcome:
-    start: np.ndarray
-    end: np.ndarray
-    state: list[str]  # finished / failed / unschedulable
-    reason: list[str]
-    migrations: np.ndarray
-    migration_s: np.ndarray
-    restarts: np.ndarray
-    card_seconds: float
-    makespan: float
-    events: dict = field(default_factory=dict)
-    preemptions: np.ndarray = None  # int64[J] (ours-quotas)
-    lost_card_s: float = 0.0  # work preempted jobs lost since their last checkpoint
-    quota_violations: int = 0  # events after which a team held more than its maximum
-    power: dict = field(default_factory=dict)  # the sites' power figures (streams/replay/power.py)
-    power_mw: np.ndarray | None = None  # float64[S, minutes] each site's draw
 
 
 class Replay:
@@ -115,6 +83,9 @@ class Replay:
             self._push(float(jobs.submit[j]), ARRIVE, j)
         for ev in events:
             self._push(*ev)
+        for at, first, end in cluster.series.steps() if cluster.series is not None else ():
+            if at > 0:
+                self._push(at, STEP, first, end)
         self._push(0.0, EPOCH, 0)
         self.sched = None
         self.power = SitePower(cluster.sites, cfg.card_kw, cfg.ramp_limit_mw_per_min)
@@ -159,6 +130,9 @@ class Replay:
                 self._epoch()
             elif kind == NET:
                 self._network(a, b)
+            elif kind == STEP:
+                self.truth.step(a, b)
+                self._refresh_rates()
             elif kind == FAIL:
                 self._fail(a)
             elif kind == REPAIR:

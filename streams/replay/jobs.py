@@ -16,6 +16,8 @@ from streams.replay.teams import team_names
 from streams.replay.traces import JobTrace, TraceError
 from streams.replay.world import T0, SimConfig
 
+COMPLETED = ("pass", "passed", "completed", "succeeded", "success", "")  # statuses of work that completed
+
 
 @dataclass
 class SimJobs:
@@ -29,6 +31,7 @@ class SimJobs:
     types: list[str]
     team: list[str] = None  # each job's team (its user's; streams/replay/teams.py)
     estimate: np.ndarray = None  # float64[J] the duration every policy's queue is told (SimConfig.estimate)
+    completed: np.ndarray = None  # bool[J] the trace says the job completed (streams/replay/stats.py)
 
     def __len__(self) -> int:
         return int(self.submit.size)
@@ -73,7 +76,8 @@ def sim_jobs(trace: JobTrace, cluster: Cluster, cfg: SimConfig) -> SimJobs:
     ideal = np.maximum(trace.duration_s.astype(np.float64), 1.0)
     return SimJobs(trace.submit_s.astype(np.float64), ideal, nodes.astype(np.int64), cards.astype(np.int64),
                    comm_shares(len(trace), cfg.perf, cfg.seed), home, data_gb.astype(np.float64), list(types),
-                   team_names(trace.user, cfg.teams, cfg.seed), estimates(ideal, cfg))
+                   team_names(trace.user, cfg.teams, cfg.seed), estimates(ideal, cfg),
+                   np.array([s.strip().lower() in COMPLETED for s in trace.status], bool))
 
 
 def estimates(ideal: np.ndarray, cfg: SimConfig) -> np.ndarray:

@@ -4,12 +4,15 @@ bootstrap confidence intervals over seeds (over jobs, paired, when there is one 
 
 from __future__ import annotations
 
+import multiprocessing
 import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from streams.replay.cluster import Cluster
+from streams.replay.dynamics import rtt_dynamics
 from streams.replay.engine import POLICIES, Outcome, Replay
 from streams.replay.jobs import SimJobs, sim_jobs
 from streams.replay.traces import JobTrace
@@ -31,23 +34,48 @@ class ReplayRun:
 
 
 def replay(trace: JobTrace, cluster: Cluster, cfg: SimConfig, policies=POLICIES, seeds=(0,), progress=None,
-           tick=None) -> ReplayRun:
+           tick=None, rtt_series: list | None = None, workers: int = 1) -> ReplayRun:
     """Every policy over every seed. ``progress(policy, seed, wall_s)`` after each run; ``tick(n)``
-    as jobs end within one."""
-    outcomes, walls, jobs = {}, {}, {}
+    as jobs end within one (with ``workers`` > 1, when a run ends). ``rtt_series``
+    (streams.analytics.rtt_series.LabelledSeries): real RTT series that drive every site pair over
+    time, assigned by seed (streams/replay/dynamics.py). ``workers``: runs at once, in processes
+    (each run is independent and seeded: the results do not depend on it)."""
+    outcomes, walls, jobs, runs = {}, {}, {}, []
     for seed in seeds:
         c = replace(cfg, seed=seed)
         seeded = cluster.seeded(seed)  # ties between equal sites fall by the seed, not by name
         jobs[seed] = sim_jobs(trace, seeded, c)
         horizon = float(jobs[seed].submit.max() + 3 * jobs[seed].ideal.max()) if len(trace) else 0.0
+        if rtt_series:
+            seeded = replace(seeded, series=rtt_dynamics(cluster.rtt_ms, rtt_series, horizon, seed))
         events = network_events(c, len(cluster.sites), len(cluster.node_ids), horizon)
-        for p in policies:
-            t = time.perf_counter()
-            outcomes[(p, seed)] = Replay(jobs[seed], seeded, c, p, events).run(tick)
-            walls[(p, seed)] = time.perf_counter() - t
-            if progress is not None:
-                progress(p, seed, walls[(p, seed)])
-    return ReplayRun(cfg, trace.source, tuple(policies), tuple(seeds), jobs, outcomes, walls)
+        runs += [(p, seed, jobs[seed], seeded, c, events) for p in policies]
+
+    def done(p: str, seed: int, outcome: Outcome, wall: float) -> None:
+        outcomes[(p, seed)], walls[(p, seed)] = outcome, wall
+        if progress is not None:
+            progress(p, seed, wall)
+
+    if workers <= 1 or len(runs) <= 1:
+        for p, seed, *rest in runs:
+            done(p, seed, *_one(p, seed, *rest, tick=tick))
+    else:
+        with ProcessPoolExecutor(min(workers, len(runs)), mp_context=multiprocessing.get_context("fork")) as pool:
+            futures = {pool.submit(_one, *r): r[:2] for r in runs}
+            for f in as_completed(futures):
+                p, seed = futures[f]
+                done(p, seed, *f.result())
+                if tick is not None:
+                    tick(len(trace))
+    return ReplayRun(cfg, trace.source, tuple(policies), tuple(seeds), jobs,
+                     {(p, seed): outcomes[(p, seed)] for seed in seeds for p in policies}, walls)
+
+
+def _one(policy: str, seed: int, jobs: SimJobs, cluster: Cluster, cfg: SimConfig, events: list,
+         tick=None) -> tuple[Outcome, float]:
+    t = time.perf_counter()
+    out = Replay(jobs, cluster, cfg, policy, events).run(tick)
+    return out, time.perf_counter() - t
 
 
 def _mask(jobs: SimJobs, cls: str) -> np.ndarray:

@@ -9,8 +9,10 @@ Jobs (:class:`JobTrace`, sorted by submission):
 Network (:class:`SitePaths`): Skyplane ``latency.csv`` (ping min/avg/max/mdev RTT, ms) and
 ``throughput.csv`` (iperf3 Gbit/s received), PREMIUM tier only, one snapshot of directed pairs; or
 the generic long format ``t_s,src_site,dst_site,rtt_ms[,gbps][,loss]`` (rows without ``t_s`` are one
-snapshot; with it, every pair's RTT is averaged over its rows and min/max kept). A missing bandwidth is
-filled by :func:`fill_gbps` (printed with the results).
+snapshot; with it, each row is the pair's values from ``t_s`` seconds after the trace's start on,
+stepped as the replay's clock passes them (streams/replay/dynamics.py), and the snapshot that picks
+the sites is every pair's average, min and max). A missing bandwidth is filled by :func:`fill_gbps`
+(printed with the results); a missing loss is 0.
 
 Bad input raises :class:`TraceError` naming the file, the row (1 = the header) and the field.
 """
@@ -25,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+
+from streams.replay.dynamics import PairSeries, from_rows
 
 
 class TraceError(ValueError):
@@ -57,6 +61,7 @@ class SitePaths:
     rtt_max_ms: np.ndarray
     rtt_mdev_ms: np.ndarray
     gbps: np.ndarray  # float64[S, S] received throughput (NaN: not measured)
+    series: PairSeries | None = None  # the pairs' values over time (generic rows with t_s)
 
 
 def _rows(path: Path, required: tuple[str, ...]):
@@ -173,9 +178,16 @@ def load_generic_network(path) -> SitePaths:
     S = len(sites)
     acc = {k: np.zeros((S, S)) for k in ("sum", "n", "gbps_sum", "gbps_n")}
     lo, hi = np.full((S, S), np.inf), np.full((S, S), -np.inf)
+    timed = []  # (t_s, src, dst, rtt, gbps, loss) of rows with a time
     for i, r in rows:
         a, b = idx[r["src_site"]], idx[r["dst_site"]]
         v = _num(path, i, r, "rtt_ms")
+        t = _num(path, i, r, "t_s", optional=True) if "t_s" in r else math.nan
+        if not math.isnan(t):
+            loss = _num(path, i, r, "loss", optional=True) if "loss" in r else math.nan
+            if loss > 1:
+                raise TraceError(f"{path}: row {i}: loss: a fraction in [0, 1], got {r['loss']}")
+            timed.append((t, a, b, v, _num(path, i, r, "gbps", optional=True) if "gbps" in r else math.nan, loss))
         acc["sum"][a, b] += v
         acc["n"][a, b] += 1
         lo[a, b], hi[a, b] = min(lo[a, b], v), max(hi[a, b], v)
@@ -188,8 +200,9 @@ def load_generic_network(path) -> SitePaths:
         gbps = np.where(acc["gbps_n"] > 0, acc["gbps_sum"] / acc["gbps_n"], fill_gbps(rtt))
     seen = acc["n"] > 0
     nan = np.full((S, S), np.nan)
+    series = from_rows(*zip(*timed, strict=True)) if timed else None
     return SitePaths(sites, rtt, np.where(seen, lo, np.nan), np.where(seen, hi, np.nan), nan,
-                     np.where(seen, gbps, np.nan))
+                     np.where(seen, gbps, np.nan), series)
 
 
 def load_skyplane(latency_path, throughput_path) -> SitePaths:

@@ -23,7 +23,7 @@ from core.topology import Fabric
 from streams.adapters.network import PathColumns
 from streams.replay.cluster import Cluster, ClusterSpec
 
-ARRIVE, FINISH, EPOCH, NET, FAIL, REPAIR = range(6)  # the replay's event kinds
+ARRIVE, FINISH, EPOCH, NET, FAIL, REPAIR, STEP = range(7)  # the replay's event kinds
 T0 = 1_700_000_000.0  # the scheduler's clock at the trace's second 0 (its messages want epoch seconds)
 
 
@@ -138,21 +138,45 @@ class Truth:
     rack_names: list[str]
     rack_site: np.ndarray  # int64[G]
     _names: tuple[list[str], list[str]] | None = None  # (src, dst) of the probed paths
+    # the measured values now (the snapshot, or the series' step in force: cluster.series)
+    rtt_now: np.ndarray | None = None
+    gbps_now: np.ndarray | None = None
+    loss_now: np.ndarray | None = None
 
     @classmethod
     def of(cls, cluster: Cluster) -> Truth:
         spec = cluster.spec
         k = len(cluster.sites)
         racks = [f"{cluster.sites[s]}.r{r}" for s in range(k) for r in range(spec.racks_per_site)]
-        return cls(cluster, Fabric(node_gbps=spec.node_gbps, uplink_gbps=spec.uplink_gbps), np.ones((k, k)),
-                   np.zeros((k, k)), racks, np.repeat(np.arange(k), spec.racks_per_site))
+        t = cls(cluster, Fabric(node_gbps=spec.node_gbps, uplink_gbps=spec.uplink_gbps), np.ones((k, k)),
+                np.zeros((k, k)), racks, np.repeat(np.arange(k), spec.racks_per_site))
+        if cluster.series is not None:
+            t.rtt_now, t.gbps_now, t.loss_now = cluster.series.first_values(cluster.rtt_ms, cluster.gbps)
+            for at, first, end in cluster.series.steps():
+                if at <= 0:  # in force when the replay starts; later ones are its STEP events
+                    t.step(first, end)
+        else:
+            t.rtt_now, t.gbps_now, t.loss_now = cluster.rtt_ms.copy(), cluster.gbps.copy(), np.zeros((k, k))
+        np.fill_diagonal(t.rtt_now, 0.0)
+        np.fill_diagonal(t.gbps_now, np.inf)
+        np.fill_diagonal(t.loss_now, 0.0)
+        return t
+
+    def step(self, first: int, end: int) -> None:
+        """The series' rows ``first:end`` take effect (one time step of cluster.series)."""
+        for i in range(first, end):
+            self.cluster.series.apply(i, self.rtt_now, self.gbps_now, self.loss_now)
+
+    def site_loss(self) -> np.ndarray:
+        """Loss in force: the measured one, or a synthetic burst's when higher."""
+        return np.maximum(self.loss, self.loss_now)
 
     def site_rtt(self) -> np.ndarray:
-        return self.cluster.rtt_ms * self.rtt_factor
+        return self.rtt_now * self.rtt_factor
 
     def site_gbps(self) -> np.ndarray:
         """Measured throughput, cut by loss in force (x max(0.05, 1 - 10 x loss))."""
-        return self.cluster.gbps * np.maximum(0.05, 1.0 - 10.0 * self.loss)
+        return self.gbps_now * np.maximum(0.05, 1.0 - 10.0 * self.site_loss())
 
     def probe_paths(self, uplink_jobs: np.ndarray) -> tuple[list[str], list[str], np.ndarray, np.ndarray, np.ndarray]:
         """(src, dst, rtt_ms, loss, bw_util) of every probed path: rack pairs and store -> rack."""
@@ -160,7 +184,7 @@ class Truth:
         g = np.arange(site.size)
         a, b = np.meshgrid(g, g, indexing="ij")
         a, b = a.ravel(), b.ravel()
-        srtt, sl = self.site_rtt(), self.loss
+        srtt, sl = self.site_rtt(), self.site_loss()
         rtt = np.where(a == b, f.rack_rtt_ms, np.where(site[a] == site[b], f.site_rtt_ms, srtt[site[a], site[b]]))
         loss = np.where(site[a] == site[b], 0.0, sl[site[a], site[b]])
         crossing = uplink_jobs.ravel()

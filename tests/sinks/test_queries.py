@@ -51,8 +51,8 @@ def audit(tmp_path):
 
 def test_benefit_figures_worked_by_hand(audit):
     with DuckStore(audit, read_only=True) as s:
-        outcomes, counterfactual, util, replayed = run_sections(s.con)
-    assert replayed["rows"] == []  # no replay stored yet
+        outcomes, counterfactual, util, replayed, head = run_sections(s.con)
+    assert replayed["rows"] == [] and head["rows"] == []  # no replay stored yet
     rows = {r[0]: r for r in outcomes["rows"]}
     # fine-tune: 2 placed, 2 finished; completion (300 + 100) / 2; queueing (10 + 0) / 2 (t1 first
     # placed at 100.5, submitted 90.5); throughput (100 + 50) / 2
@@ -140,15 +140,23 @@ def test_benefit_shows_the_latest_replay_as_measured_times(audit):
     change = {"policy": "ours", "against": "compute-only", "class": "sensitive", "jct_change": -0.123,
               "ci_low": -0.2, "ci_high": -0.05, "interval_over": "seeds"}
     run = {"policy": "ours", "class": "sensitive", "jobs": 3, "trace": "philly:x"}
+    head = {"policy": "ours", "against": "topology", "kind": "gang", "metric": "jct", "change": -0.0444,
+            "ci_low": -0.09, "ci_high": 0.006, "seeds": 10, "jobs": 120, "mean_policy_s": 1000.4,
+            "mean_against_s": 1046.9, "p50_policy_s": 500.0, "p50_against_s": 510.0, "p95_policy_s": 3000.0,
+            "p95_against_s": 3100.0, "paired_median": 0.98765, "top10_share": 0.613}
     with DuckStore(audit) as s:
-        s.write_replay("old", [{**run, "created_at": 1.0}], [{**change, "jct_change": 0.5}], [])
-        s.write_replay("new", [{**run, "created_at": 2.0}], [change], [])
-        s.write_replay("new", [{**run, "created_at": 2.0}], [change], [])  # written again: replaces itself
+        s.write_replay("old", [{**run, "created_at": 1.0}], [{**change, "jct_change": 0.5}], [], [head])
+        s.write_replay("new", [{**run, "created_at": 2.0}], [change], [], [head])
+        s.write_replay("new", [{**run, "created_at": 2.0}], [change], [], [head])  # written again: replaces itself
         assert s.con.execute("SELECT count(*) FROM sim_changes").fetchone()[0] == 2
+        assert s.con.execute("SELECT count(*) FROM sim_headline").fetchone()[0] == 2
     with DuckStore(audit, read_only=True) as s:
-        *_, replayed = run_sections(s.con)
+        *_, replayed, headline = run_sections(s.con)
     assert "scores" in run_sections.__defaults__[0][1][0]  # the live counterfactual is labelled as scores
     assert replayed["rows"] == [("new", "philly:x", "ours", "compute-only", "sensitive", -12.3, -20.0, -5.0, "seeds")]
+    # the latest run's headline: percentages to a tenth, seconds whole, the share in percent
+    assert headline["rows"] == [("ours", "topology", "gang", "jct", 10, 120, -4.4, -9.0, 0.6, 1000.0, 1047.0, 500.0,
+                                 510.0, 0.988, 61.0)]
 
 
 def test_quota_report_by_team_with_worked_numbers(tmp_path):
