@@ -254,7 +254,8 @@ def network_inputs(pt: PathTable, endpoints: list[str], nodes: NodeView) -> Netw
             quality[a, nodes.index[ep]] = 100.0
     ep_link = np.array([nodes.link_gbps[nodes.index[ep]] if ep in nodes.index else DEFAULT_LINK_GBPS
                         for ep in endpoints], np.float32)
-    return NetworkInputs(quality=quality, bandwidth=path_bandwidth_gbps(nodes.link_gbps, ep_link, pt.headroom),
-                         node_quality=pt.node_q, p95=pt.gather("p95", endpoints, n), loss=pt.gather("loss", endpoints, n),
+    p95 = pt.gather("p95", endpoints, n)
+    return NetworkInputs(quality=quality, bandwidth=path_bandwidth_gbps(nodes.link_gbps, ep_link, pt.headroom, p95),
+                         node_quality=pt.node_q, p95=p95, loss=pt.gather("loss", endpoints, n),
                          probes=pt.gather("probes", endpoints, n), end=pt.gather("end", endpoints, n),
                          table=pt, nodes=nodes, endpoints=list(endpoints))

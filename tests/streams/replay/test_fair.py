@@ -159,3 +159,36 @@ def test_ties_between_sites_fall_by_the_seed_not_by_their_names():
         assert oa == ob  # the same physical order whatever the names
         firsts.add(oa[0][0])
     assert len(firsts) > 1  # and it moves with the seed
+
+
+# ------------------------------------------------------------------ the data's place
+def test_the_load_estimate_uses_the_path_from_the_store():
+    from core.quality import path_bandwidth_gbps
+
+    # 100 Gbit/s links, 40 % busy: 60 Gbit/s; 50 ms away: one 64 MiB window per round trip,
+    # 64 x 2^20 x 8 / 0.05 = 10.74 Gbit/s; RTT unknown: the links'
+    got = path_bandwidth_gbps(np.array([100.0, 100.0]), np.array([100.0]), np.array([0.6, 0.6]),
+                              np.array([[50.0, np.nan]]))
+    np.testing.assert_allclose(got, [[64 * 2**20 * 8 / 0.05 / 1e9, 60.0]], rtol=1e-6)
+
+
+def test_a_data_job_goes_where_its_data_is_for_every_policy_that_knows_it(tmp_path):
+    from streams.replay.traces import load_generic_jobs
+
+    # equal cards at two sites 150 ms apart (2 Gbit/s); 500 GB at west. At west it loads over the
+    # rack uplink's share (2 nodes x 100 / 4 = 50 Gbit/s): 80 s, 40 s more than the ideal 100 Gbit/s,
+    # so it ends at 3,640; from east at 2 Gbit/s: 2,000 s, ending at 5,560. Every policy loads at
+    # west: topology by its data-local rule, ours and compute-only (alpha 1: equal compute scores)
+    # by the load score, which bounds the store's path by its RTT (before, it saw the same links
+    # everywhere and compute-only loaded at east in every seed)
+    jobs = tmp_path / "jobs.csv"
+    jobs.write_text("submit_s,duration_s,gpus,nodes,user,status,type,data_gb,data_site\n"
+                    "0,3600,8,1,u,Pass,data-intensive,500,west\n")
+    spec = ClusterSpec(sites=2, racks_per_site=1, nodes_per_rack=2)
+    paths = sites(["east", "west"], [[0, 150.0], [150.0, 0]], [[np.nan, 2.0], [2.0, np.nan]])
+    cfg = SimConfig(cluster=spec, fast_speed=1.0, **QUIET)
+    t = load_generic_jobs(jobs)
+    for seed in range(4):  # whichever site the seed puts first
+        run = replay(t, build_cluster(paths, spec), cfg, ("ours", "topology", "compute-only"), seeds=(seed,))
+        for p in ("ours", "topology", "compute-only"):
+            assert run.outcomes[(p, seed)].end[0] == pytest.approx(3640.0), (p, seed)
