@@ -129,3 +129,17 @@ def test_quantised_keeps_moves_past_the_tolerance_and_outage_edges():
     # 1.0 is past 10 % of 1.2 anyway)
     assert quantised(ratio, outage, 0.1).tolist() == [0, 2, 4, 6]
     assert quantised(np.array([2.0]), np.array([False]), 0.1).tolist() == [0]
+
+
+def test_simulate_refuses_a_folder_without_rtt_series(tmp_path, capsys):
+    from streams.cli.main import main
+
+    jobs = tmp_path / "jobs.csv"
+    jobs.write_text("submit_s,duration_s,gpus,nodes,user,status,type\n0,100,8,1,u,Pass,fine-tune\n")
+    net = tmp_path / "net.csv"
+    net.write_text("src_site,dst_site,rtt_ms\na,b,10\nb,a,10\n")
+    argv = ["simulate", "--no-store", "--jobs", f"generic:{jobs}", "--network", f"generic:{net}", "--sites", "2",
+            "--seeds", "1", "--rtt-dynamics", str(tmp_path / "nowhere")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "--rtt-dynamics" in err and "no *.csv" in err

@@ -97,3 +97,40 @@ def test_runs_in_processes_give_the_same_results():
     for k, o in one.outcomes.items():
         np.testing.assert_array_equal(o.end, two.outcomes[k].end, err_msg=str(k))
         np.testing.assert_array_equal(o.start, two.outcomes[k].start, err_msg=str(k))
+
+
+def test_each_ablation_takes_away_one_ingredient():
+    from streams.replay.ablations import ABLATIONS, variant
+
+    cfg = SimConfig(cluster=ClusterSpec(sites=4, racks_per_site=3))
+    series = ["a series"]
+    got = {name: variant(name, cfg, series) for name in ABLATIONS}
+    assert got["as-is"] == (cfg, series, "ours")
+    one, s, p = got["one-site"]
+    assert (one.cluster.sites, one.cluster.racks_per_site, s, p) == (1, 12, None, "ours")  # same racks, no WAN
+    assert got["no-data"][0].data_share == 0.0 and got["equal-cards"][0].fast_speed == 1.0
+    assert got["static-network"][1] is None and got["static-network"][0] == cfg
+    assert got["no-migrations"] == (cfg, series, "ours-static")
+    assert got["oracle"][0].estimate == "oracle"
+
+
+def test_simulate_ablations_prints_a_row_per_variant_and_refuses_unknown_names(tmp_path, capsys):
+    from streams.cli.main import main
+
+    jobs = tmp_path / "jobs.csv"
+    rows = "".join(f"{i * 300},{600 + 50 * i},{8 * (1 + i % 2)},{1 + i % 2},u{i % 3},Pass,training-data-parallel\n"
+                   for i in range(8))
+    jobs.write_text("submit_s,duration_s,gpus,nodes,user,status,type\n" + rows)
+    net = tmp_path / "net.csv"
+    net.write_text("src_site,dst_site,rtt_ms,gbps\na,b,40,2\nb,a,40,2\n")
+    base = ["simulate", "--no-store", "--jobs", f"generic:{jobs}", "--network", f"generic:{net}", "--sites", "2",
+            "--racks-per-site", "2", "--nodes-per-rack", "2", "--seeds", "2", "--workers", "1",
+            "--rtt-dynamics", "none", "--epoch", "1800"]
+    assert main([*base, "--ablations", "as-is,one-site,no-migrations", "--json"]) == 0
+    out = __import__("json").loads(capsys.readouterr().out)
+    seen = {(r["ablation"], r["against"], r["kind"]) for r in out["ablations"]}
+    assert {a for a, _, _ in seen} == {"as-is", "one-site", "no-migrations"}
+    assert ("as-is", "topology", "all") in seen and ("no-migrations", "compute-only", "gang") in seen
+    assert all(r["seeds"] == 2 for r in out["ablations"])
+    assert main([*base, "--ablations", "no-gpus"]) == 2
+    assert "unknown 'no-gpus'" in capsys.readouterr().err

@@ -1,0 +1,55 @@
+"""Ablations: the replay again with one ingredient taken away at a time, to say what network
+awareness itself adds and what comes from elsewhere (card speeds, data, waiting, moves, estimates).
+
+- ``as-is``: the configuration given (the headline's);
+- ``one-site``: every rack at one site (the same nodes and racks; no wide-area network at all);
+- ``no-data``: no job loads data;
+- ``equal-cards``: every card as fast as the trace's reference card;
+- ``static-network``: the network stays as measured (no series over time);
+- ``no-migrations``: ours never moves a running job (``ours-static`` in ours' place);
+- ``oracle``: every policy is told the trace's durations (what the estimate costs).
+
+Each is ours against each baseline with the same seeds; a row per variant, baseline and job kind
+(completion time: streams/replay/stats.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from streams.replay.cluster import build_cluster
+from streams.replay.results import replay
+from streams.replay.stats import HEADLINE_BASELINES, compare
+
+ABLATIONS = ("as-is", "one-site", "no-data", "equal-cards", "static-network", "no-migrations", "oracle")
+KINDS = ("gang", "data", "all")
+
+
+def variant(name: str, cfg, rtt_series):
+    """(config, RTT series, ours' policy name) of one ablation."""
+    spec = cfg.cluster
+    if name == "one-site":
+        spec = dataclasses.replace(spec, sites=1, racks_per_site=spec.sites * spec.racks_per_site)
+        return dataclasses.replace(cfg, cluster=spec), None, "ours"
+    changes = {"no-data": {"data_share": 0.0}, "equal-cards": {"fast_speed": 1.0}, "oracle": {"estimate": "oracle"}}
+    series = None if name == "static-network" else rtt_series
+    return dataclasses.replace(cfg, **changes.get(name, {})), series, "ours-static" if name == "no-migrations" else "ours"
+
+
+def ablate(trace, paths, cfg, seeds, rtt_series=None, workers: int = 1, names=ABLATIONS, progress=None) -> list[dict]:
+    """Every ablation of ``names``: rows of ours (or ours-static) against each baseline, per kind."""
+    rows = []
+    for name in names:
+        c, series, ours = variant(name, cfg, rtt_series)
+        cluster = build_cluster(paths, c.cluster)
+        policies = (ours, *HEADLINE_BASELINES)
+        run = replay(trace, cluster, c, policies, seeds, rtt_series=None if cluster.series is not None else series,
+                     workers=workers)
+        for base in HEADLINE_BASELINES:
+            for kind in KINDS:
+                r = compare(run, ours, base, kind, "jct")
+                if r is not None:
+                    rows.append({"ablation": name, **r, "policy": ours})
+        if progress is not None:
+            progress(name)
+    return rows
