@@ -87,7 +87,9 @@ class LifecycleMixin:
 
     def checkpoint(self, task_id: str, at: float, gb: float | None = None, save_s: float | None = None) -> None:
         """The running task saved its state: a restart or a move resumes from here (``save_s``: how
-        long the save took, what a move's cost counts)."""
+        long the save took, what a move's cost counts). It changes what a move costs and whether a
+        drained node's task may leave now: the state's version moves, so the next rescore looks again
+        (else a drain waited for some other change: a quiet cluster never moved the task)."""
         run = self.running.get(task_id)
         if run is not None and at >= (run.checkpoint_at if math.isfinite(run.checkpoint_at) else -math.inf):
             run.checkpoint_at = at
@@ -95,6 +97,7 @@ class LifecycleMixin:
                 run.checkpoint_gb = gb
             if save_s is not None:
                 run.save_s = save_s
+            self.touch()
 
     def fail(self, task_id: str, at: float, max_restarts: int) -> float | None:
         """The task failed where it ran: re-queued to resume from its last checkpoint (the work since
