@@ -1,5 +1,5 @@
-"""`cnsched simulate --ablations`: the replay with one ingredient taken away at a time
-(streams/replay/ablations.py), as a table or JSON."""
+"""`cnsched simulate --ablations` and `--sweep`: the replay with one ingredient taken away at a
+time, or one assumed parameter moved at a time (streams/replay/ablations.py), as a table or JSON."""
 
 from __future__ import annotations
 
@@ -8,24 +8,33 @@ import sys
 
 
 def run_ablations(args, trace, paths, cfg, rtt_series) -> int:
-    from streams.replay.ablations import ABLATIONS, ablate
+    """``--ablations`` or ``--sweep``: a table (or JSON) of ours against each baseline per variant."""
+    from streams.replay.ablations import ABLATIONS, ablate, sweep
 
-    names = ABLATIONS if args.ablations == "all" else tuple(x.strip() for x in args.ablations.split(","))
-    bad = [x for x in names if x not in ABLATIONS]
-    if bad:
-        from streams.cli.common import UsageError
-
-        raise UsageError(f"--ablations: unknown {bad[0]!r}; known: all, {', '.join(ABLATIONS)}")
     quiet = args.json or args.quiet
-    rows = ablate(trace, paths, cfg, tuple(range(args.seeds)), rtt_series, args.workers, names,
-                  progress=None if quiet else lambda name: print(f"  ablation {name}: done", file=sys.stderr))
+    seeds = tuple(range(args.seeds))
+
+    def progress(name: str) -> None:
+        if not quiet:
+            print(f"  {name}: done", file=sys.stderr)
+
+    if args.sweep:
+        rows, what = sweep(trace, paths, cfg, seeds, rtt_series, args.workers, progress), "sweep"
+    else:
+        names = ABLATIONS if args.ablations == "all" else tuple(x.strip() for x in args.ablations.split(","))
+        bad = [x for x in names if x not in ABLATIONS]
+        if bad:
+            from streams.cli.common import UsageError
+
+            raise UsageError(f"--ablations: unknown {bad[0]!r}; known: all, {', '.join(ABLATIONS)}")
+        rows, what = ablate(trace, paths, cfg, seeds, rtt_series, args.workers, names, progress), "ablations"
     if args.json:
-        print(json.dumps({"trace": trace.source, "jobs": len(trace), "seeds": args.seeds, "ablations": rows},
+        print(json.dumps({"trace": trace.source, "jobs": len(trace), "seeds": args.seeds, what: rows},
                          indent=2, default=str))
         return 0
-    print(f"ablations of {len(trace)} {trace.source} jobs, {args.seeds} seeds: mean completion time of ours "
+    print(f"{what} of {len(trace)} {trace.source} jobs, {args.seeds} seeds: mean completion time of ours "
           "against each baseline (change of the mean per seed, 95 % t-interval over seeds; completed jobs)")
-    print(f"  {'ablation':<16}{'against':<14}{'kind':<6}{'jobs':>6}{'change':>9}  {'95 % interval':<20}"
+    print(f"  {'variant':<16}{'against':<14}{'kind':<6}{'jobs':>6}{'change':>9}  {'95 % interval':<20}"
           f"{'mean s':>11}{'vs':>11}{'top10':>7}")
     if not rows:
         print("  (no job the trace says completed ran under every policy: nothing to compare)")

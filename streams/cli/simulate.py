@@ -42,6 +42,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--ablations", nargs="?", const="all", metavar="NAMES",
                    help="instead of the headline: the replay with one ingredient taken away at a time (all, or "
                         "of as-is, one-site, no-data, equal-cards, static-network, no-migrations, oracle)")
+    p.add_argument("--sweep", action="store_true",
+                   help="instead of the headline: the assumed parameters (communication share, gradient size, data "
+                        "size) one at a time, ours against each baseline for each")
     p.add_argument("--oracle", action="store_true",
                    help="an ablation: every policy is told each job's trace duration instead of its requested limit")
     p.add_argument("--limit-factor", type=float, default=5.0,
@@ -188,7 +191,7 @@ def cmd_simulate(args, settings: Settings) -> int:
     trace, paths = _load(args)
     if args.limit:
         trace = head(trace, args.limit)
-    if args.ablations:
+    if args.ablations or args.sweep:
         from streams.cli.ablate import run_ablations
 
         return run_ablations(args, trace, paths, cfg, None if paths.series is not None else _rtt(args))

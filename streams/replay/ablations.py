@@ -36,11 +36,40 @@ def variant(name: str, cfg, rtt_series):
     return dataclasses.replace(cfg, **changes.get(name, {})), series, "ours-static" if name == "no-migrations" else "ours"
 
 
+# --sweep: the assumed parameters one at a time around the defaults (communication share of a
+# multi-node job, gradient bytes per step, a data job's data), to show how the conclusion moves
+SWEEP = (
+    ("comm 0.05-0.2", {"perf": {"comm_share_low": 0.05, "comm_share_high": 0.2}}),
+    ("comm 0.1-0.5", {}),
+    ("comm 0.3-0.7", {"perf": {"comm_share_low": 0.3, "comm_share_high": 0.7}}),
+    ("grad 0.25 GB", {"perf": {"grad_gb": 0.25}}),
+    ("grad 4 GB", {"perf": {"grad_gb": 4.0}}),
+    ("data 100 GB", {"data_gb": 100.0}),
+    ("data 2000 GB", {"data_gb": 2000.0}),
+)
+
+
+def swept(changes: dict, cfg, rtt_series):
+    perf = dataclasses.replace(cfg.perf, **changes.get("perf", {}))
+    rest = {k: v for k, v in changes.items() if k != "perf"}
+    return dataclasses.replace(cfg, perf=perf, **rest), rtt_series, "ours"
+
+
+def sweep(trace, paths, cfg, seeds, rtt_series=None, workers: int = 1, progress=None) -> list[dict]:
+    """The SWEEP's variants: rows as :func:`ablate`'s, ``ablation`` naming the parameter's value."""
+    return run_variants(trace, paths, seeds, [(name, swept(ch, cfg, rtt_series)) for name, ch in SWEEP], workers,
+                        progress)
+
+
 def ablate(trace, paths, cfg, seeds, rtt_series=None, workers: int = 1, names=ABLATIONS, progress=None) -> list[dict]:
     """Every ablation of ``names``: rows of ours (or ours-static) against each baseline, per kind."""
+    return run_variants(trace, paths, seeds, [(name, variant(name, cfg, rtt_series)) for name in names], workers,
+                        progress)
+
+
+def run_variants(trace, paths, seeds, variants, workers: int = 1, progress=None) -> list[dict]:
     rows = []
-    for name in names:
-        c, series, ours = variant(name, cfg, rtt_series)
+    for name, (c, series, ours) in variants:
         cluster = build_cluster(paths, c.cluster)
         policies = (ours, *HEADLINE_BASELINES)
         run = replay(trace, cluster, c, policies, seeds, rtt_series=None if cluster.series is not None else series,

@@ -134,3 +134,25 @@ def test_simulate_ablations_prints_a_row_per_variant_and_refuses_unknown_names(t
     assert all(r["seeds"] == 2 for r in out["ablations"])
     assert main([*base, "--ablations", "no-gpus"]) == 2
     assert "unknown 'no-gpus'" in capsys.readouterr().err
+
+
+def test_the_sweep_moves_one_assumed_parameter_at_a_time(tmp_path, capsys):
+    from streams.cli.main import main
+    from streams.replay.ablations import SWEEP, swept
+
+    cfg = SimConfig()
+    got = {name: swept(ch, cfg, None)[0] for name, ch in SWEEP}
+    assert got["comm 0.1-0.5"] == cfg  # the default is one of the points
+    assert (got["comm 0.3-0.7"].perf.comm_share_low, got["comm 0.3-0.7"].perf.comm_share_high) == (0.3, 0.7)
+    assert got["grad 4 GB"].perf.grad_gb == 4.0 and got["grad 4 GB"].data_gb == cfg.data_gb
+    assert got["data 2000 GB"].data_gb == 2000.0 and got["data 2000 GB"].perf == cfg.perf
+    jobs = tmp_path / "jobs.csv"
+    jobs.write_text("submit_s,duration_s,gpus,nodes,user,status,type\n"
+                    + "".join(f"{i * 400},900,16,2,u{i},Pass,training-data-parallel\n" for i in range(4)))
+    net = tmp_path / "net.csv"
+    net.write_text("src_site,dst_site,rtt_ms,gbps\na,b,40,2\nb,a,40,2\n")
+    assert main(["simulate", "--no-store", "--jobs", f"generic:{jobs}", "--network", f"generic:{net}", "--sites",
+                 "2", "--racks-per-site", "2", "--nodes-per-rack", "2", "--seeds", "1", "--workers", "1",
+                 "--rtt-dynamics", "none", "--epoch", "1800", "--sweep", "--json"]) == 0
+    out = __import__("json").loads(capsys.readouterr().out)
+    assert {r["ablation"] for r in out["sweep"]} == {name for name, _ in SWEEP}
