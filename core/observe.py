@@ -31,11 +31,14 @@ class ProbeModel:
             raise ValueError("probes >= 1, jitter >= 0, 0 <= spike_share <= 1, spike_factor >= 1")
 
 
-def draw_probes(rtt_ms: np.ndarray, loss: np.ndarray, model: ProbeModel, rng: np.random.Generator) -> np.ndarray:
-    """float64[P, probes]: RTT samples of one window per path, NaN for a lost probe."""
+def draw_probes(rtt_ms: np.ndarray, loss: np.ndarray, model: ProbeModel, rng: np.random.Generator,
+                jitter: np.ndarray | None = None) -> np.ndarray:
+    """float64[P, probes]: RTT samples of one window per path, NaN for a lost probe. ``jitter``:
+    float[P] each path's own lognormal sigma (a measured spread), instead of the model's."""
     rtt = np.asarray(rtt_ms, np.float64)[:, None]
     shape = (rtt.shape[0], model.probes)
-    x = rtt * rng.lognormal(0.0, model.jitter, shape)
+    sigma = model.jitter if jitter is None else np.asarray(jitter, np.float64)[:, None]
+    x = rtt * rng.lognormal(0.0, sigma, shape)
     x = np.where(rng.random(shape) < model.spike_share, x * model.spike_factor, x)
     return np.where(rng.random(shape) < np.asarray(loss, np.float64)[:, None], np.nan, x)
 
@@ -77,6 +80,8 @@ def row_quantiles(x: np.ndarray, qs) -> np.ndarray:
     return out
 
 
-def observe(rtt_ms: np.ndarray, loss: np.ndarray, model: ProbeModel, seed: int) -> dict[str, np.ndarray]:
-    """One window of results per path, drawn around the truth (``rtt_ms``, ``loss``) with ``seed``."""
-    return window_results(draw_probes(rtt_ms, loss, model, np.random.default_rng(seed)), model.hampel_k)
+def observe(rtt_ms: np.ndarray, loss: np.ndarray, model: ProbeModel, seed: int,
+            jitter: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """One window of results per path, drawn around the truth (``rtt_ms``, ``loss``) with ``seed``
+    (``jitter``: per-path spreads, see :func:`draw_probes`)."""
+    return window_results(draw_probes(rtt_ms, loss, model, np.random.default_rng(seed), jitter), model.hampel_k)

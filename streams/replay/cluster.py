@@ -44,6 +44,7 @@ class Cluster:
     node_site: np.ndarray  # int64[N]
     node_rack: np.ndarray  # int64[N] rack number within its site
     series: PairSeries | None = None  # the site pairs' values over time (streams/replay/dynamics.py)
+    spread: np.ndarray | None = None  # float64[K, K] measured RTT spread (ping mdev / avg; NaN: none)
 
     def seeded(self, seed: int) -> Cluster:
         """The same cluster with node ids that sort the sites in an order drawn from ``seed``
@@ -98,6 +99,9 @@ def build_cluster(paths: SitePaths, spec: ClusterSpec) -> Cluster:
     node_site = np.repeat(np.arange(spec.sites), per_site)
     node_rack = np.tile(np.repeat(np.arange(spec.racks_per_site), spec.nodes_per_rack), spec.sites)
     series = paths.series.restricted(idx) if paths.series is not None else None
-    c = Cluster(spec, names, rtt, gbps, [], node_site, node_rack, series)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        spread = paths.rtt_mdev_ms[np.ix_(idx, idx)] / paths.rtt_ms[np.ix_(idx, idx)]
+    spread = np.where(np.isfinite(spread) & (spread >= 0), spread, np.nan)
+    c = Cluster(spec, names, rtt, gbps, [], node_site, node_rack, series, spread)
     c.node_ids = c.base_ids()
     return c

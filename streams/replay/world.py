@@ -138,6 +138,7 @@ class Truth:
     rack_names: list[str]
     rack_site: np.ndarray  # int64[G]
     _names: tuple[list[str], list[str]] | None = None  # (src, dst) of the probed paths
+    _jitter: np.ndarray | None = None  # their probes' spreads (probe_jitter), built once
     # the measured values now (the snapshot, or the series' step in force: cluster.series)
     rtt_now: np.ndarray | None = None
     gbps_now: np.ndarray | None = None
@@ -178,6 +179,24 @@ class Truth:
         """Measured throughput, cut by loss in force (x max(0.05, 1 - 10 x loss))."""
         return self.gbps_now * np.maximum(0.05, 1.0 - 10.0 * self.site_loss())
 
+    def probe_jitter(self, default: float) -> np.ndarray | None:
+        """float64[P] each probed path's lognormal sigma, in probe_paths' order: a path between sites
+        whose ping spread was measured (Skyplane's mdev / avg RTT, as the data's README says) uses
+        it; others the probe model's ``default``. None when nothing was measured."""
+        spread = self.cluster.spread
+        if spread is None or not np.isfinite(spread).any():
+            return None
+        if self._jitter is None:
+            site, k = self.rack_site, len(self.cluster.sites)
+            a, b = np.meshgrid(np.arange(site.size), np.arange(site.size), indexing="ij")
+            sa, sb = site[a.ravel()], site[b.ravel()]
+            s_idx, r_idx = np.meshgrid(np.arange(k), np.arange(site.size), indexing="ij")
+            sa = np.concatenate([sa, s_idx.ravel()])
+            sb = np.concatenate([sb, site[r_idx.ravel()]])
+            v = spread[sa, sb]
+            self._jitter = np.where((sa != sb) & np.isfinite(v), v, default)
+        return self._jitter
+
     def probe_paths(self, uplink_jobs: np.ndarray) -> tuple[list[str], list[str], np.ndarray, np.ndarray, np.ndarray]:
         """(src, dst, rtt_ms, loss, bw_util) of every probed path: rack pairs and store -> rack."""
         f, site = self.fabric, self.rack_site
@@ -207,7 +226,7 @@ def observe_epoch(net: SimNet, truth: Truth, uplink_jobs: np.ndarray, probes: Pr
                   seed: int) -> None:
     """One window per probed path, drawn around the truth, into the Scheduler's network view."""
     src, dst, rtt, loss, util = truth.probe_paths(uplink_jobs)
-    net.put(src, dst, observe(rtt, loss, probes, seed), util, end)
+    net.put(src, dst, observe(rtt, loss, probes, seed, truth.probe_jitter(probes.jitter)), util, end)
 
 
 def network_events(cfg: SimConfig, sites: int, nodes: int, horizon_s: float) -> list[tuple]:

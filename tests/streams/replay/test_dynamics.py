@@ -143,3 +143,29 @@ def test_simulate_refuses_a_folder_without_rtt_series(tmp_path, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "--rtt-dynamics" in err and "no *.csv" in err
+
+
+def test_probes_between_sites_jitter_by_the_measured_ping_spread():
+    from streams.replay.traces import SitePaths
+
+    rtt = np.array([[0, 100.0], [100.0, 0]])
+    mdev = np.array([[0, 0.5], [0.5, 0]])  # 0.5 % of the average
+    paths = SitePaths(["a", "b"], rtt, rtt, rtt, mdev, np.array([[np.nan, 5.0], [5.0, np.nan]]))
+    spec = ClusterSpec(sites=2, racks_per_site=2, nodes_per_rack=1)
+    truth = Truth.of(build_cluster(paths, spec))
+    src, dst, _, _, _ = truth.probe_paths(np.zeros((2, 2), np.int64))
+    jitter = truth.probe_jitter(0.05)
+    site = {n: n.split(":")[1].split(".")[0] if n.startswith("rack:") else n.split(".")[1] for n in set(src + dst)}
+    for s, d, j in zip(src, dst, jitter, strict=True):
+        assert j == (0.005 if site[s] != site[d] else 0.05), (s, d, j)
+    # what the probes report: p95 / p50 about exp(1.645 sigma), 1.008 between sites, 1.086 inside
+    from core.observe import observe
+
+    _, _, truth_rtt, loss, _ = truth.probe_paths(np.zeros((2, 2), np.int64))
+    res = observe(truth_rtt, loss, SimConfig().probes, 3, jitter)
+    ratio = res["p95"] / res["p50"]
+    inter = np.array([site[s] != site[d] for s, d in zip(src, dst, strict=True)])
+    assert (ratio[inter] < 1.02).all() and (ratio[~inter] > 1.04).all()
+    # without a measured spread, every path uses the model's
+    assert Truth.of(build_cluster(SitePaths(["a", "b"], rtt, rtt, rtt, rtt * np.nan, paths.gbps), spec)) \
+        .probe_jitter(0.05) is None
