@@ -57,7 +57,7 @@ def add_parsers(sub) -> None:
                    help="synthetic reroutes per site pair and day (RTT x 2 for 4 h); off by default")
     p.add_argument("--bursts-per-day", type=float, default=0.0,
                    help="synthetic loss bursts (5 %% for 1 h) per site pair and day; off by default")
-    p.add_argument("--policies", default="ours,ours-static,compute-only,topology,random",
+    p.add_argument("--policies", default="ours,topology,compute-only",
                    help="of ours, ours-static, compute-only, topology, random, ours-quotas (teams with quotas), "
                         "fifo (strict first come, first served)")
     p.add_argument("--data-share", type=float, default=0.3, help="jobs reading data from a home site")

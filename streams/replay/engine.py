@@ -48,7 +48,7 @@ from streams.replay.world import (
 
 POLICIES = ("ours", "ours-static", "compute-only", "topology", "random", "ours-quotas", "fifo")
 SCHEDULED = ("ours", "ours-static", "compute-only", "topology", "ours-quotas")  # one queue: the Scheduler's
-DEFAULT_POLICIES = POLICIES[:5]  # cnsched simulate's default; teams: --policies ours,ours-quotas,fifo,...
+DEFAULT_POLICIES = ("ours", "topology", "compute-only")  # cnsched simulate's default: the headline's
 
 
 class Replay:
