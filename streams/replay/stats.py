@@ -11,7 +11,7 @@ kind, with completion time, wait and run time apart.
   with a 95 % Student-t interval over seeds (core/intervals.py; none with one seed). Beside it, pooled
   over seeds: both means, medians and p95s; the median of the paired per-job ratios (for wait, whose
   zero has no ratio, the median paired difference in seconds); and the ten jobs with the largest
-  differences' share of the total difference (a mean carried by a few jobs shows here).
+  differences' share of all the jobs' absolute differences (a mean carried by a few jobs shows here).
 """
 
 from __future__ import annotations
@@ -51,10 +51,10 @@ def compare(run, policy: str, base: str, kind: str, name: str) -> dict | None:
         if not va.size:
             continue
         per_seed.append(va.mean() / vb.mean() - 1 if vb.mean() > 0 else np.nan)
-        d = va - vb
+        d = np.abs(va - vb)
         total = d.sum()
-        top = d[np.argsort(-np.abs(d), kind="stable")[:10]].sum()
-        shares.append(top / total if total != 0 else np.nan)
+        top = np.sort(d)[::-1][:10].sum()
+        shares.append(top / total if total > 0 else np.nan)
         a_all.append(va)
         b_all.append(vb)
     if not a_all:

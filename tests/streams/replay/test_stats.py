@@ -67,7 +67,7 @@ def test_compare_worked_example():
     assert r["jobs"] == 3 and r["seeds"] == 2
     assert r["mean_policy_s"] == pytest.approx(950 / 6) and r["mean_against_s"] == pytest.approx(1000 / 6)
     assert r["paired_median"] == 1.0  # per-job ratios 0.5, 1, 1, 1, 1, 1
-    assert r["top10_share"] == pytest.approx(1.0)  # seed 0: all of the -50 is one job; seed 1: 0/0 left out
+    assert r["top10_share"] == pytest.approx(1.0)  # seed 0: all of the 50 s is one job; seed 1: 0/0 left out
     wait = compare(run, "ours", "topology", "all", "wait")
     assert math.isnan(wait["change"])  # topology waited 0: no ratio of means
     assert wait["paired_median"] == 0.0 and wait["mean_policy_s"] == pytest.approx(10 / 6)
@@ -156,3 +156,15 @@ def test_the_sweep_moves_one_assumed_parameter_at_a_time(tmp_path, capsys):
                  "--rtt-dynamics", "none", "--epoch", "1800", "--sweep", "--json"]) == 0
     out = __import__("json").loads(capsys.readouterr().out)
     assert {r["ablation"] for r in out["sweep"]} == {name for name, _ in SWEEP}
+
+
+def test_the_top_ten_share_is_of_absolute_differences():
+    # 12 jobs: job 0 gains 100 s, job 1 loses 100 s, jobs 2-11 gain 1 s each: absolute differences
+    # 100 + 100 + 10 x 1 = 210; the ten largest 100 + 100 + 8 = 208: 99.0 % (a signed share would be
+    # 8 / -10: meaningless)
+    n = 12
+    jobs = jobs_of([1] * n, [-1] * n, [True] * n)
+    ours = outcome([0] * n, [900, 1100] + [999] * 10)
+    run = SimpleNamespace(seeds=(0,), policies=("ours", "topology"), jobs={0: jobs},
+                          outcomes={("ours", 0): ours, ("topology", 0): outcome([0] * n, [1000] * n)})
+    assert compare(run, "ours", "topology", "all", "jct")["top10_share"] == pytest.approx(208 / 210)
