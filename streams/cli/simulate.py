@@ -74,6 +74,10 @@ def add_parsers(sub) -> None:
     p.add_argument("--no-store", action="store_true", help="do not write the result to DuckDB")
     p.add_argument("--json", action="store_true")
     p.add_argument("--quiet", action="store_true", help="no progress (there is none off a terminal either)")
+    _add_service_options(p)
+
+
+def _add_service_options(p) -> None:
     s = p.add_argument_group("elastic services (--services)")
     s.add_argument("--services", action="store_true",
                    help="replay an elastic service instead: the trace's submissions as its requests, every "
