@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numba as nb
 import numpy as np
 
-from core.quiet import quiet_nan_warnings
 from core.vocabulary import MAD_TO_SIGMA
 
 
@@ -44,20 +44,120 @@ def draw_probes(rtt_ms: np.ndarray, loss: np.ndarray, model: ProbeModel, rng: np
 
 
 def window_results(samples: np.ndarray, hampel_k: float = 3.0) -> dict[str, np.ndarray]:
-    """The worker's window statistics of each row of ``samples`` (NaN = lost), vectorised."""
-    x = np.asarray(samples, np.float64)
+    """The worker's window statistics of each row of ``samples`` (NaN = lost), one numba pass per row
+    (the same values, bit for bit, as Hampel over numpy's nanquantile and nanmean: see the tests)."""
+    x = np.ascontiguousarray(samples, np.float64)
+    if x.ndim != 2:
+        raise ValueError("samples: float[rows, probes]")
     count = np.full(x.shape[0], x.shape[1], np.int64)
     lost = np.isnan(x).sum(axis=1)
-    with np.errstate(invalid="ignore"), quiet_nan_warnings():
-        med = row_quantiles(x, [0.5])[0][:, None]
-        mad = row_quantiles(np.abs(x - med), [0.5])[0][:, None]
-        keep = ~np.isnan(x) & ((mad == 0) | (np.abs(x - med) <= hampel_k * MAD_TO_SIGMA * mad))
-        kept = np.where(keep, x, np.nan)
-        q = row_quantiles(kept, [0.5, 0.95, 0.99])
-        mean = np.nanmean(kept, axis=1)
-    n_kept = keep.sum(axis=1)
+    mean, q, n_kept = _hampel_rows(x, hampel_k * MAD_TO_SIGMA)
     return {"count": count, "lost": lost, "kept": n_kept, "outliers": count - lost - n_kept, "mean": mean,
             "p50": q[0], "p95": q[1], "p99": q[2], "loss": np.where(count > 0, lost / np.maximum(count, 1), np.nan)}
+
+
+@nb.njit(cache=True)
+def _quantile_sorted(s, n, q):
+    """numpy's linear quantile of the first ``n`` values of sorted ``s`` (NaN when n is 0)."""
+    if n == 0:
+        return np.nan
+    pos = q * (n - 1)
+    lo = int(np.floor(pos))
+    hi = min(lo + 1, n - 1)
+    return s[lo] + (pos - lo) * (s[hi] - s[lo])
+
+
+@nb.njit(cache=True)
+def _block_sum(a, lo, n):
+    """numpy's pairwise summation of ``a[lo:lo + n]`` for n <= 128: eight running sums, then a tree."""
+    if n < 8:
+        res = 0.0
+        for i in range(lo, lo + n):
+            res += a[i]
+        return res
+    r = np.empty(8)
+    for j in range(8):
+        r[j] = a[lo + j]
+    i = 8
+    while i < n - (n % 8):
+        for j in range(8):
+            r[j] += a[lo + i + j]
+        i += 8
+    res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
+    while i < n:
+        res += a[lo + i]
+        i += 1
+    return res
+
+
+@nb.njit(cache=True)
+def _pairwise_sum(a, n):
+    """numpy's pairwise summation of ``a[:n]`` (what np.sum does along a contiguous row): above 128
+    values, the sum of the halves (the first a multiple of 8). Without recursion: numba's cache
+    cannot load a recursive function (it crashes), so the halves are walked with a stack."""
+    lo, size, stage, left = np.zeros(64, np.int64), np.zeros(64, np.int64), np.zeros(64, np.int64), np.zeros(64)
+    size[0] = n
+    sp = 0
+    while True:
+        if size[sp] > 128 and stage[sp] == 0:  # split: the left half first
+            stage[sp] = 1
+            half = size[sp] // 2
+            half -= half % 8
+            lo[sp + 1], size[sp + 1], stage[sp + 1] = lo[sp], half, 0
+            sp += 1
+            continue
+        val = _block_sum(a, lo[sp], size[sp])
+        sp -= 1
+        while sp >= 0 and stage[sp] == 2:  # a right half done: its parent's sum is done too
+            val = left[sp] + val
+            sp -= 1
+        if sp < 0:
+            return val
+        left[sp], stage[sp] = val, 2  # a left half done: the right half next
+        half = size[sp] // 2
+        half -= half % 8
+        lo[sp + 1], size[sp + 1], stage[sp + 1] = lo[sp] + half, size[sp] - half, 0
+        sp += 1
+
+
+@nb.njit(cache=True)
+def _hampel_rows(x, limit):
+    """Per row: Hampel filter (|x - median| > ``limit`` x MAD removed; MAD 0 removes nothing), then the
+    mean and p50/p95/p99 of what is kept, and how many were kept."""
+    rows, width = x.shape
+    mean = np.full(rows, np.nan)
+    q = np.full((3, rows), np.nan)
+    kept = np.zeros(rows, np.int64)
+    s = np.empty(width)
+    dev = np.empty(width)
+    zeroed = np.empty(width)
+    for r in range(rows):
+        n = 0
+        for i in range(width):
+            if not np.isnan(x[r, i]):
+                s[n] = x[r, i]
+                n += 1
+        s[:n] = np.sort(s[:n])
+        med = _quantile_sorted(s, n, 0.5)
+        for i in range(n):
+            dev[i] = abs(s[i] - med)
+        dev[:n] = np.sort(dev[:n])
+        mad = _quantile_sorted(dev, n, 0.5)
+        m = 0
+        for i in range(n):  # s is sorted, so what is kept is too
+            if mad == 0 or abs(s[i] - med) <= limit * mad:
+                s[m] = s[i]
+                m += 1
+        kept[r] = m
+        q[0, r] = _quantile_sorted(s, m, 0.5)
+        q[1, r] = _quantile_sorted(s, m, 0.95)
+        q[2, r] = _quantile_sorted(s, m, 0.99)
+        for i in range(width):  # nanmean: the row with what is removed as 0, summed as numpy sums
+            v = x[r, i]
+            zeroed[i] = v if not np.isnan(v) and (mad == 0 or abs(v - med) <= limit * mad) else 0.0
+        if m > 0:
+            mean[r] = _pairwise_sum(zeroed, width) / m
+    return mean, q, kept
 
 
 def row_quantiles(x: np.ndarray, qs) -> np.ndarray:

@@ -10,6 +10,7 @@ or on them if it ends before the reservation starts.
 
 from __future__ import annotations
 
+import numba as nb
 import numpy as np
 
 from core.feasibility import covers
@@ -31,15 +32,24 @@ def node_free_times(need: np.ndarray, usable: np.ndarray, feasible: np.ndarray, 
     release_at = np.maximum(np.asarray(release_at, np.float64), now)
     release = np.asarray(release, np.float64).reshape(release_node.size, need.size)
     order = np.lexsort((release_at, release_node))  # by node, then time
-    room = usable.copy()
+    _release_in_order(out, usable.copy(), need, release_node, release_at, release, order)
+    return np.where(np.asarray(feasible, bool), out, np.inf)
+
+
+@nb.njit(cache=True)
+def _release_in_order(out, room, need, release_node, release_at, release, order):
+    """Each node's room grows by its releases in time order until it covers ``need``: then ``out``
+    holds that release's time (a node that fits already is skipped)."""
     for m in order:
         k = release_node[m]
         if np.isfinite(out[k]):
             continue
-        room[k] += release[m]
-        if covers(room[k], need):
+        ok = True
+        for r in range(need.size):
+            room[k, r] += release[m, r]
+            ok = ok and room[k, r] >= need[r]
+        if ok:
             out[k] = release_at[m]
-    return np.where(np.asarray(feasible, bool), out, np.inf)
 
 
 def reserve(free_at: np.ndarray, peers: int) -> tuple[float, list[int]] | None:

@@ -77,6 +77,7 @@ class Replay:
         self.others = 0  # events in the heap besides epochs (when none is left and nothing runs, it is over)
         self.resume: dict[int, float] = {}  # work a re-queued job resumes from
         self.observed = -1  # the epoch the Scheduler's network view holds
+        self.checked = None  # (ledger changes, inventory version) the invariants last held at
         self.now = 0.0
         self.left = J
         for j in range(J):
@@ -157,7 +158,11 @@ class Replay:
             bad = int(np.flatnonzero((self.free < 0) | (self.free > cap))[0])
             raise InvariantError(f"node {self.cluster.node_ids[bad]} over-allocated after event {kind} ({a}) "
                                  f"at t={self.now:.0f}: {cap - self.free[bad]} of {cap} cards")
-        if self.sched is not None and (kind != EPOCH or self.policy == "ours"):  # what can change the books
+        if self.sched is None or (kind == EPOCH and self.policy != "ours"):  # what can change the books
+            return
+        books = (self.sched.ledger.changes, self.sched.inv.version)
+        if books != self.checked or self.sched.quotas.active:
+            self.checked = books  # the books as last found sound: unchanged, they need no new look
             nodes = self.sched.nodes(T0 + self.now)
             over = self.sched.ledger.overbooked(nodes.index, nodes.capacity)
             if over:

@@ -59,3 +59,33 @@ def test_row_quantiles_match_numpy_nanquantile_with_nan_empty_and_constant_rows(
     np.testing.assert_allclose(row_quantiles(x, qs), want, rtol=1e-12, equal_nan=True)
     assert row_quantiles(np.zeros((0, 5)), qs).shape == (5, 0)
     assert row_quantiles(np.zeros((3, 0)), qs).shape == (5, 3)
+
+
+def numpy_window_results(x, hampel_k=3.0):
+    """The numpy composition window_results replaced (Hampel over nanquantile, then nanmean): its
+    values must come out bit for bit, or the replay's pinned results move."""
+    from core.observe import row_quantiles
+    from core.vocabulary import MAD_TO_SIGMA
+
+    with np.errstate(invalid="ignore"), __import__("warnings").catch_warnings():
+        __import__("warnings").simplefilter("ignore")
+        med = row_quantiles(x, [0.5])[0][:, None]
+        mad = row_quantiles(np.abs(x - med), [0.5])[0][:, None]
+        keep = ~np.isnan(x) & ((mad == 0) | (np.abs(x - med) <= hampel_k * MAD_TO_SIGMA * mad))
+        kept = np.where(keep, x, np.nan)
+        q = row_quantiles(kept, [0.5, 0.95, 0.99])
+        return {"mean": np.nanmean(kept, axis=1), "p50": q[0], "p95": q[1], "p99": q[2], "kept": keep.sum(axis=1)}
+
+
+@pytest.mark.parametrize("width", [1, 2, 7, 8, 9, 15, 16, 100, 127, 128, 129, 300, 1000, 2049])
+def test_the_one_pass_kernel_equals_the_numpy_composition_bit_for_bit(width):
+    rng = np.random.default_rng(width)
+    x = rng.lognormal(3, 1, (40, width)) * np.where(rng.random((40, width)) < 0.05, 10.0, 1.0)
+    x[rng.random(x.shape) < 0.2] = np.nan
+    x[0] = np.nan  # every probe lost
+    x[1] = 7.25  # constant: MAD 0, nothing removed
+    x[2, :] = np.round(x[2, :])  # ties
+    got, want = window_results(x), numpy_window_results(x)
+    for f in ("mean", "p50", "p95", "p99", "kept"):
+        np.testing.assert_array_equal(got[f], want[f], err_msg=f)  # equal, not close
+    assert np.isnan(got["p95"][0]) and got["p99"][1] == 7.25

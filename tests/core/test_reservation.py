@@ -48,3 +48,34 @@ def test_nothing_running_nothing_frees():
                            np.zeros(0, np.int64), np.zeros(0), np.zeros((0, 2)), NOW)
     assert free.tolist() == [np.inf, NOW]
     assert node_free_times([1.0], np.zeros((0, 1)), np.zeros(0, bool), [], [], np.zeros((0, 1)), NOW).size == 0
+
+
+def loop_free_times(need, usable, feasible, release_node, release_at, release, now):
+    """The plain loop node_free_times compiled: the reference it must equal."""
+    need, usable = np.asarray(need, float), np.asarray(usable, float)
+    out = np.where(np.all(usable >= need, axis=1), now, np.inf)
+    release_at = np.maximum(release_at, now)
+    room = usable.copy()
+    for m in sorted(range(len(release_node)), key=lambda m: (release_node[m], release_at[m], m)):
+        k = release_node[m]
+        if np.isfinite(out[k]):
+            continue
+        room[k] += release[m]
+        if np.all(room[k] >= need):
+            out[k] = release_at[m]
+    return np.where(feasible, out, np.inf)
+
+
+def test_node_free_times_equals_the_plain_loop_on_random_books():
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        n = int(rng.integers(0, 12))
+        m = int(rng.integers(0, 30)) if n else 0
+        usable = np.c_[rng.integers(0, 9, n), rng.choice([0.0, 40.0, 80.0], n)].astype(float)
+        need = np.array([float(rng.integers(1, 9)), 40.0])
+        feasible = rng.random(n) < 0.8
+        rel_node = rng.integers(0, max(n, 1), m)
+        rel_at = np.round(rng.uniform(NOW - 100, NOW + 1000, m), 0)  # ties in time, some already overdue
+        rel = np.c_[rng.integers(1, 5, m), rng.choice([0.0, 40.0], m)].astype(float)
+        want = loop_free_times(need, usable, feasible, rel_node, rel_at, rel, NOW)
+        np.testing.assert_array_equal(node_free_times(need, usable, feasible, rel_node, rel_at, rel, NOW), want)

@@ -37,8 +37,10 @@ class Ledger:
         self._holds: dict[str, list[Hold]] = {}
         self._totals: dict[str, np.ndarray] = {}  # node -> sum of its holds
         self._view: tuple[dict, int, np.ndarray] | None = None  # (index, n, totals as rows of that index)
+        self.changes = 0  # counts every change of the holds (what was checked once need not be again)
 
     def _count(self, holds: list[Hold], sign: float) -> None:
+        self.changes += 1
         for h in holds:
             tot = self._totals.get(h.node)
             tot = self._totals.setdefault(h.node, np.zeros(3)) if tot is None else tot

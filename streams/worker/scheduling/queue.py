@@ -45,11 +45,11 @@ def reservation_for(sched, task: Task, nodes: NodeView, now: float, starving: bo
     feasible &= sched.quotas.room(list(sched.running.values()), task, sched.quotas.team_of(task), nodes)
     rel_node, rel_at, rel = [], [], []
     for r in sched.running.values():
-        for x in r.nodes:
-            if x in nodes.index:
-                rel_node.append(nodes.index[x])
-                rel_at.append(expected_end(r, now))
-                rel.append(need(r.task))
+        rows = [nodes.index[x] for x in r.nodes if x in nodes.index]
+        if rows:
+            rel_node += rows
+            rel_at += [expected_end(r, now)] * len(rows)
+            rel += [need(r.task)] * len(rows)
     free = node_free_times(n, nodes.usable, feasible, np.array(rel_node, np.int64), np.array(rel_at),
                            np.array(rel, np.float64).reshape(-1, n.size), now)
     got = reserve(free, task.peers)
