@@ -51,7 +51,7 @@ def window_results(samples: np.ndarray, hampel_k: float = 3.0) -> dict[str, np.n
         raise ValueError("samples: float[rows, probes]")
     count = np.full(x.shape[0], x.shape[1], np.int64)
     lost = np.isnan(x).sum(axis=1)
-    mean, q, n_kept = _hampel_rows(x, hampel_k * MAD_TO_SIGMA)
+    mean, q, n_kept = _hampel_rows(x, np.sort(x, axis=1), hampel_k * MAD_TO_SIGMA)
     return {"count": count, "lost": lost, "kept": n_kept, "outliers": count - lost - n_kept, "mean": mean,
             "p50": q[0], "p95": q[1], "p99": q[2], "loss": np.where(count > 0, lost / np.maximum(count, 1), np.nan)}
 
@@ -121,40 +121,52 @@ def _pairwise_sum(a, n):
 
 
 @nb.njit(cache=True)
-def _hampel_rows(x, limit):
-    """Per row: Hampel filter (|x - median| > ``limit`` x MAD removed; MAD 0 removes nothing), then the
-    mean and p50/p95/p99 of what is kept, and how many were kept."""
+def _hampel_rows(x, s, limit):
+    """Per row of ``x`` (``s``: each row sorted, NaN last): Hampel filter (|x - median| > ``limit`` x
+    MAD removed; MAD 0 removes nothing), then the mean and p50/p95/p99 of what is kept, and how many
+    were kept. Linear per row: the deviations from the median come sorted by merging both sides of
+    it, and what is kept is a run of the sorted row."""
     rows, width = x.shape
     mean = np.full(rows, np.nan)
     q = np.full((3, rows), np.nan)
     kept = np.zeros(rows, np.int64)
-    s = np.empty(width)
     dev = np.empty(width)
     zeroed = np.empty(width)
     for r in range(rows):
+        v = s[r]
         n = 0
-        for i in range(width):
-            if not np.isnan(x[r, i]):
-                s[n] = x[r, i]
-                n += 1
-        s[:n] = np.sort(s[:n])
-        med = _quantile_sorted(s, n, 0.5)
-        for i in range(n):
-            dev[i] = abs(s[i] - med)
-        dev[:n] = np.sort(dev[:n])
+        while n < width and not np.isnan(v[n]):
+            n += 1
+        if n == 0:
+            continue
+        med = _quantile_sorted(v, n, 0.5)
+        split = 0  # v[:split] below the median, v[split:n] at or above it
+        while split < n and v[split] - med < 0:
+            split += 1
+        i, j = split - 1, split
+        for k in range(n):  # merge |v - med| of both sides, each side already in order
+            if j >= n or (i >= 0 and abs(v[i] - med) <= abs(v[j] - med)):
+                dev[k] = abs(v[i] - med)
+                i -= 1
+            else:
+                dev[k] = abs(v[j] - med)
+                j += 1
         mad = _quantile_sorted(dev, n, 0.5)
-        m = 0
-        for i in range(n):  # s is sorted, so what is kept is too
-            if mad == 0 or abs(s[i] - med) <= limit * mad:
-                s[m] = s[i]
-                m += 1
+        thr = limit * mad
+        lo, hi = 0, n
+        if mad != 0:
+            while lo < n and not abs(v[lo] - med) <= thr:
+                lo += 1
+            while hi > lo and not abs(v[hi - 1] - med) <= thr:
+                hi -= 1
+        m = hi - lo
         kept[r] = m
-        q[0, r] = _quantile_sorted(s, m, 0.5)
-        q[1, r] = _quantile_sorted(s, m, 0.95)
-        q[2, r] = _quantile_sorted(s, m, 0.99)
-        for i in range(width):  # nanmean: the row with what is removed as 0, summed as numpy sums
-            v = x[r, i]
-            zeroed[i] = v if not np.isnan(v) and (mad == 0 or abs(v - med) <= limit * mad) else 0.0
+        q[0, r] = _quantile_sorted(v[lo:], m, 0.5)
+        q[1, r] = _quantile_sorted(v[lo:], m, 0.95)
+        q[2, r] = _quantile_sorted(v[lo:], m, 0.99)
+        for k in range(width):  # nanmean: the row with what is removed as 0, summed as numpy sums
+            y = x[r, k]
+            zeroed[k] = y if not np.isnan(y) and (mad == 0 or abs(y - med) <= thr) else 0.0
         if m > 0:
             mean[r] = _pairwise_sum(zeroed, width) / m
     return mean, q, kept

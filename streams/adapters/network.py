@@ -100,6 +100,7 @@ class PathColumns:
         self.hist_end = np.zeros(0)
         self.hist_first = np.zeros(0)  # end of the first window pushed into each row (+inf: none)
         self.hist_count = np.zeros(0, np.int64)  # windows held (at most HISTORY)
+        self.shapes: dict = {}  # what the path table derives from the rows alone (path_table._shape)
         self.empty = self.code("")
         for r in records or []:
             self.set(r)

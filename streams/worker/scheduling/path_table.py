@@ -122,27 +122,61 @@ def build_path_table(cols: PathColumns, node_ids: list[str], profile: str,
         stale = freshness.confidence(age) <= 0
         if stale.any():
             p95, p95_eff, loss, probes = (np.where(stale, np.nan, v) for v in (p95, p95_eff, loss, probes))
-    pos = _node_rows(cols, node_ids)
-    ent_row, ent_col, ent_ep = _entries(cols, src, dst, pos)
-    by_ep = _by_endpoint(cols.names, ent_row, ent_col, ent_ep)
-    util = np.array([cols.local_value(node, "bw_util") for node in node_ids], np.float64)
-    node_q = mean_by_group(ent_col, q[ent_row], len(node_ids)).astype(np.float32)
-    racks = _racks(cols, src, dst, q, node_ids, node_racks or [""] * len(node_ids), rack_aliases)
-    node_q = np.where(np.isnan(node_q), racks["node_q"], node_q).astype(np.float32)
+    shape = _shape(cols, src, dst, node_ids, node_racks or [""] * len(node_ids), rack_aliases)
+    bw = cols.cols["bw_util"]
+    util = np.where(shape.local >= 0, bw[np.maximum(shape.local, 0)] if bw.size else np.nan, np.nan)
+    node_q = mean_by_group(shape.ent_col, q[shape.ent_row], len(node_ids)).astype(np.float32)
+    node_q = np.where(np.isnan(node_q), _rack_node_q(shape, q), node_q).astype(np.float32)
     return PathTable(
         q=q, p95=p95, p95_eff=p95_eff, loss=loss, probes=probes,
-        end=end, path_nodes=np.stack([pos[src], pos[dst]], axis=1).reshape(-1, 2), by_ep=by_ep,
+        end=end, path_nodes=shape.path_nodes, by_ep=shape.by_ep,
         node_q=node_q, headroom=np.where(np.isnan(util), 1.0, 1.0 - util), history=(cols, rows),
-        node_rack=racks["node_rack"],
-        to_racks=racks["to_racks"], rack_of=racks["rack_of"],
+        node_rack=shape.node_rack, to_racks=shape.to_racks, rack_of=shape.rack_of,
     )
 
 
-def _racks(cols: PathColumns, src: np.ndarray, dst: np.ndarray, q: np.ndarray, node_ids: list[str],
-           node_racks: list[str], rack_aliases: list[str] | None = None) -> dict:
+@dataclass(frozen=True)
+class _Shape:
+    """What a path table derives from which paths and nodes there are, not from their values: built
+    once while no path or name is added and the nodes stay the same (kept on the columns)."""
+
+    ent_row: np.ndarray  # every use of a path by a node (_entries)
+    ent_col: np.ndarray
+    by_ep: dict
+    path_nodes: np.ndarray
+    local: np.ndarray  # int64[N] each node's node-local row (-1: none)
+    node_rack: np.ndarray
+    to_racks: dict
+    rack_of: dict
+    rack_rows: np.ndarray  # the rack-level paths, and the code of the rack each starts at (-1: none)
+    rack_src: np.ndarray
+    racks: int
+
+
+def _shape(cols: PathColumns, src: np.ndarray, dst: np.ndarray, node_ids: list[str], node_racks: list[str],
+           rack_aliases: list[str] | None) -> _Shape:
+    key = (cols.n, len(cols.names), tuple(node_ids), tuple(node_racks), tuple(rack_aliases or ()))
+    hit = cols.shapes.get(key)
+    if hit is not None:
+        return hit
+    pos = _node_rows(cols, node_ids)
+    ent_row, ent_col, ent_ep = _entries(cols, src, dst, pos)
+    local = np.array([cols.rows.get((cols.codes.get(n, -1), cols.empty), -1) for n in node_ids], np.int64)
+    shape = _Shape(ent_row, ent_col, _by_endpoint(cols.names, ent_row, ent_col, ent_ep),
+                   np.stack([pos[src], pos[dst]], axis=1).reshape(-1, 2), local,
+                   **_racks(cols, src, dst, node_ids, node_racks, rack_aliases))
+    if len(cols.shapes) >= 4:  # paths were added, or another node list: the old shapes are done with
+        cols.shapes.clear()
+    cols.shapes[key] = shape
+    return shape
+
+
+def _racks(cols: PathColumns, src: np.ndarray, dst: np.ndarray, node_ids: list[str], node_racks: list[str],
+           rack_aliases: list[str] | None = None) -> dict:
     """The rack-level side of the table: each node's rack code, each source's path row towards every
-    rack, and a node's mean quality from its rack's paths (for nodes without node-level paths). A
-    rack probed under its unscoped alias counts as that rack when the alias names one rack only."""
+    rack, and which rack-level paths start at a rack (their mean quality stands for the nodes of a
+    rack without node-level paths). A rack probed under its unscoped alias counts as that rack when
+    the alias names one rack only."""
     names = sorted({r for r in node_racks if r})
     code = {r: i for i, r in enumerate(names)}
     alias_of: dict[str, set[str]] = {}
@@ -162,14 +196,21 @@ def _racks(cols: PathColumns, src: np.ndarray, dst: np.ndarray, q: np.ndarray, n
         if a in to_racks and scoped not in to_racks:
             to_racks[scoped] = to_racks[a]
     src_rack = np.array([code.get(cols.names[int(c)], -1) for c in srcs], np.int64)[inv] if rows.size else rows
+    rack_of = {n: r for n, r in zip(node_ids, node_racks, strict=True) if r}
+    return {"node_rack": node_rack, "to_racks": to_racks, "rack_of": rack_of, "rack_rows": rows,
+            "rack_src": src_rack, "racks": len(names)}
+
+
+def _rack_node_q(shape: _Shape, q: np.ndarray) -> np.ndarray:
+    """float[N] a node's mean quality from its rack's paths (NaN: no rack, or none known)."""
+    rows, src_rack = shape.rack_rows, shape.rack_src
     ok = (src_rack >= 0) & ~np.isnan(q[rows])
-    rack_sum = np.bincount(src_rack[ok], q[rows][ok].astype(np.float64), len(names))
-    rack_cnt = np.bincount(src_rack[ok], minlength=len(names))
+    rack_sum = np.bincount(src_rack[ok], q[rows][ok].astype(np.float64), shape.racks)
+    rack_cnt = np.bincount(src_rack[ok], minlength=shape.racks)
     with np.errstate(invalid="ignore"):
         rack_q = np.where(rack_cnt > 0, rack_sum / np.maximum(rack_cnt, 1), np.nan)
-    node_q = np.where(node_rack >= 0, rack_q[np.maximum(node_rack, 0)] if names else np.nan, np.nan)
-    rack_of = {n: r for n, r in zip(node_ids, node_racks, strict=True) if r}
-    return {"node_rack": node_rack, "to_racks": to_racks, "rack_of": rack_of, "node_q": node_q}
+    node_rack = shape.node_rack
+    return np.where(node_rack >= 0, rack_q[np.maximum(node_rack, 0)] if shape.racks else np.nan, np.nan)
 
 
 def _node_rows(cols: PathColumns, node_ids: list[str]) -> np.ndarray:
