@@ -16,11 +16,25 @@ from streams.worker.scheduling.state import Scheduler
 
 
 class TopologyScheduler(Scheduler):
+    def _codes(self, nodes: NodeView) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(site names, each node's site code, its rack code), once per node list."""
+        memo = getattr(self, "_topology", None)
+        if memo is None or memo[0] is not nodes.regions or memo[1] is not nodes.racks:
+            site_names, site = np.unique(np.array(list(nodes.regions), dtype=str), return_inverse=True)
+            _, rack = np.unique(np.array(nodes.racks, dtype=str), return_inverse=True)
+            memo = self._topology = (nodes.regions, nodes.racks, (site_names, site, rack))
+        return memo[2]
+
+    def could_hold(self, task: Task, room: np.ndarray, nodes: NodeView) -> bool:
+        """A gang never spans sites: some site must have room for all of it."""
+        if task.peers <= 1:
+            return bool(room.any())
+        _, site, _ = self._codes(nodes)
+        return int(np.bincount(site[room], minlength=1).max(initial=0)) >= task.peers
+
     def placement(self, task: Task, s: Scored, net, unknown_quality: float, nodes: NodeView, usable: np.ndarray,
                   reserve) -> Placement:
-        regions = list(nodes.regions)
-        site_names, site = np.unique(np.array(regions, dtype=str), return_inverse=True)
-        _, rack = np.unique(np.array(nodes.racks, dtype=str), return_inverse=True)
+        site_names, site, rack = self._codes(nodes)
         home = -1
         if task.data_source is not None:
             where = task.data_source.node.removeprefix("store.")

@@ -69,7 +69,10 @@ class QueueMixin:
         if res is None or res.task_id == task.id or res.task_id not in self.pending or \
                 (task.priority > res.priority and not res.starving):
             return np.zeros(len(nodes.ids), bool)
-        return blocks(np.isin(nodes.ids, res.nodes), res.start, now, task.expected_duration_s)
+        memo = getattr(self, "_reserved", None)  # the reservation's nodes as a mask, once per node list
+        if memo is None or memo[0] is not res or memo[1] is not nodes.ids:
+            memo = self._reserved = (res, nodes.ids, np.isin(nodes.ids, res.nodes))
+        return blocks(memo[2].copy(), res.start, now, task.expected_duration_s)
 
     def expire_queued(self, now: float, timeout_s: float) -> list[tuple[Task, Decision]]:
         """Queued tasks that waited longer than ``timeout_s`` (0: never) leave the queue, each with an

@@ -196,11 +196,21 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
             row.update({j: k for k, j in enumerate(group)})
         out = []
         for j, task in enumerate(tasks):
-            if placeable_only and int(fitting(usable, need(task), nodes.available).sum()) < task.peers \
-                    and not may_preempt(self, task):
+            ahead_of_head = task.id in ahead
+            held = np.zeros(len(nodes.ids), bool) if ahead_of_head else self.blocked(task, nodes, now)
+            # a queued task that cannot be placed on what is left (off the head's reservation) stays as
+            # it is, undecided: the decision could only say so again
+            if placeable_only and not self.could_hold(task, fitting(usable, need(task), nodes.available) & ~held,
+                                                      nodes) and not may_preempt(self, task):
                 continue
-            out.append(self._place_one(task, scored[profiles[j]], row[j], nodes, usable, reserve, now, task.id in ahead))
+            out.append(self._place_one(task, scored[profiles[j]], row[j], nodes, usable, reserve, now, held))
         return out
+
+    def could_hold(self, task: Task, room: np.ndarray, nodes: NodeView) -> bool:
+        """Whether ``task`` could be placed at all when ``room`` (bool[N]) are the nodes with room for
+        one of its workers: at least ``peers`` of them. A placement rule that asks more overrides it
+        (the replay's topology baseline: one site holds the gang)."""
+        return int(room.sum()) >= task.peers
 
     def opted_in(self, task: Task) -> bool:
         """Whether ``task`` may preempt at all: with team quotas, by their rules; without, only when it
@@ -244,10 +254,10 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
                      value_of=g.value)
 
     def _place_one(self, task: Task, b: BatchScores, t: int, nodes: NodeView, usable: np.ndarray, reserve,
-                   now: float, ahead: bool = False) -> Decision:
+                   now: float, held: np.ndarray) -> Decision:
+        """``held``: bool[N] nodes reserved for the head of the queue that ``task`` may not take."""
         team = self.quotas.team_of(task)
         quota_ok = self.quotas.room(list(self.running.values()), task, team, nodes)
-        held = np.zeros(len(nodes.ids), bool) if ahead else self.blocked(task, nodes, now)
         reasons, s, compute_only, p = self._attempt(task, b, t, nodes, usable, reserve, quota_ok, held)
         if not p.placed and self.preemption and team is not None and self.opted_in(task) and \
                 (pl := plan(self, task, b.x, t, nodes, usable, team, quota_ok & ~held & allowed(task, nodes),
