@@ -55,6 +55,7 @@ class PathTable:
     history: tuple | None = None  # (PathColumns, path rows): the window p95s the shift is read from
     _shift: np.ndarray | None = None
     _rack_rows: dict = field(default_factory=dict)  # (column, rack endpoint) -> its row over the nodes
+    inputs: dict = field(default_factory=dict)  # endpoints -> (node ids, links, NetworkInputs) (Scheduler.network)
 
     @property
     def shift(self) -> np.ndarray:
@@ -263,6 +264,7 @@ class NetworkInputs:
     nodes: NodeView | None = None
     endpoints: list[str] | None = None
     _shift: np.ndarray | None = None
+    _rows: dict = field(default_factory=dict)  # (column, node) -> from_node's row
 
     @property
     def shift(self) -> np.ndarray:
@@ -273,11 +275,15 @@ class NetworkInputs:
         return self._shift
 
     def from_node(self, name: str, node: int) -> np.ndarray:
-        """[N] of one column (``q``, ``p95``, ``loss``, ``end``...) from node row ``node`` to every node."""
-        row = self.table.gather(name, [self.nodes.ids[node]], len(self.nodes.ids),
-                                np.float32 if name == "q" else np.float64)[0]
-        if name == "q":
-            row[node] = 100.0
+        """[N] of one column (``q``, ``p95``, ``loss``, ``end``...) from node row ``node`` to every node
+        (gathered once per inputs: read it, never write it)."""
+        row = self._rows.get((name, node))
+        if row is None:
+            row = self.table.gather(name, [self.nodes.ids[node]], len(self.nodes.ids),
+                                    np.float32 if name == "q" else np.float64)[0]
+            if name == "q":
+                row[node] = 100.0
+            self._rows[(name, node)] = row
         return row
 
     def between_nodes(self, a, b) -> np.ndarray:

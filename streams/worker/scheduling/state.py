@@ -168,7 +168,16 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
         return self._cached((("paths", profile), (version, self.forecast_version, at), tuple(nodes.ids)), build)
 
     def network(self, endpoint_ids: list[str], nodes: NodeView, profile: str) -> NetworkInputs:
-        return network_inputs(self.path_table(nodes, profile), endpoint_ids, nodes)
+        """The profile's network inputs for these endpoints, gathered once per path table and node
+        list (rescoring asks for the same endpoints for every gang and group)."""
+        pt = self.path_table(nodes, profile)
+        key = tuple(endpoint_ids)
+        hit = pt.inputs.get(key)
+        if hit is not None and hit[0] is nodes.ids and hit[1] is nodes.link_gbps:
+            return hit[2]
+        made = network_inputs(pt, endpoint_ids, nodes)
+        pt.inputs[key] = (nodes.ids, nodes.link_gbps, made)
+        return made
 
     # --------------------------------------------------------------------------- decide
     def decide(self, task: Task, now: float | None = None, reserve=None, exclude: list[str] = ()) -> Decision:
