@@ -54,29 +54,43 @@ class PathTable:
     rack_of: dict[str, str] = field(default_factory=dict)  # node -> its rack endpoint
     history: tuple | None = None  # (PathColumns, path rows): the window p95s the shift is read from
     _shift: np.ndarray | None = None
+    _shift_known: np.ndarray | None = None  # bool[P] where _shift is computed
     _rack_rows: dict = field(default_factory=dict)  # (column, rack endpoint) -> its row over the nodes
     inputs: dict = field(default_factory=dict)  # endpoints -> (node ids, links, NetworkInputs) (Scheduler.network)
 
-    @property
-    def shift(self) -> np.ndarray:
-        """float64[P] core.detect.ratio_now of every path (0: none), computed on first use: deciding
-        does not need it, and at 5,000 nodes the rack-level paths are 400,000."""
+    def shift_at(self, rows: np.ndarray) -> np.ndarray:
+        """float64[P] core.detect.ratio_now of every path (0: none), computed for ``rows`` where not
+        yet (elsewhere unset): deciding does not need it, rescoring only its endpoints' paths, and at
+        5,000 nodes the rack-level paths are 400,000."""
         if self._shift is None:
-            cols, rows = self.history if self.history is not None else (None, _EMPTY)
-            self._shift = ratio_now(cols.history(rows)) if cols is not None else np.zeros(self.q.size)
+            self._shift, self._shift_known = np.zeros(self.q.size), np.zeros(self.q.size, bool)
+        rows = np.asarray(rows, np.int64)
+        todo = np.unique(rows[~self._shift_known[rows]])
+        if todo.size and self.history is not None:
+            cols, path_rows = self.history
+            self._shift[todo] = ratio_now(cols.history(path_rows[todo]))
+        self._shift_known[todo] = True
         return self._shift
+
+    def _column(self, name: str, source: str | None, rows: np.ndarray) -> np.ndarray:
+        """A per-path column, ``shift`` computed for the paths a gather reads (the source's rack-level
+        paths and ``rows``)."""
+        if name != "shift":
+            return getattr(self, name)
+        racks = self.to_racks.get(source, _EMPTY) if source is not None else _EMPTY
+        return self.shift_at(np.concatenate([racks[racks >= 0], rows]))
 
     def gather(self, name: str, endpoints: list[str], n_nodes: int, dtype=np.float64) -> np.ndarray:
         """[E, N] of one per-path column (NaN where no path is known): node-level paths, and where
         none is known, the path from the endpoint (or its rack) to the node's rack."""
-        col = getattr(self, name)
         out = np.full((len(endpoints), n_nodes), np.nan, dtype)
         for a, ep in enumerate(endpoints):
             source = ep if ep in self.to_racks else self.rack_of.get(ep)
+            cols, rows = self.by_ep.get(ep, (_EMPTY, _EMPTY))
+            col = self._column(name, source if source in self.to_racks else None, rows)
             rack_row = self._rack_row(name, col, source) if source in self.to_racks else None
             if rack_row is not None:
                 out[a] = rack_row
-            cols, rows = self.by_ep.get(ep, (_EMPTY, _EMPTY))
             out[a, cols] = col[rows]  # node-level paths win
             if rack_row is not None and cols.size:
                 gap = np.isnan(out[a])  # a node-level path without a value: its rack's path stands in
