@@ -6,11 +6,25 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from schemas.sched import Task
+from streams.adapters.tasks import need
+
+
+class _Needs:
+    """``need()``: what the held task takes on each node (streams.adapters.tasks.need), built once per
+    task object (queue retries and reservations ask for every held task at every change)."""
+
+    def need(self) -> np.ndarray:
+        memo = self.__dict__.get("_need")
+        if memo is None or memo[0] is not self.task:
+            memo = self.__dict__["_need"] = (self.task, need(self.task))
+        return memo[1]
 
 
 @dataclass
-class Running:
+class Running(_Needs):
     task: Task
     nodes: list[str]
     alpha: float
@@ -55,7 +69,7 @@ class Running:
 
 
 @dataclass
-class Pending:
+class Pending(_Needs):
     task: Task
     submitted_at: float
     restarts: int = 0

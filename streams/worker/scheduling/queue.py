@@ -49,7 +49,7 @@ def reservation_for(sched, task: Task, nodes: NodeView, now: float, starving: bo
         if rows:
             rel_node += rows
             rel_at += [expected_end(r, now)] * len(rows)
-            rel += [need(r.task)] * len(rows)
+            rel += [r.need()] * len(rows)
     free = node_free_times(n, nodes.usable, feasible, np.array(rel_node, np.int64), np.array(rel_at),
                            np.array(rel, np.float64).reshape(-1, n.size), now)
     got = reserve(free, task.peers)
@@ -126,7 +126,7 @@ class QueueMixin:
         if not items:
             return []
         # a task that fits on too few nodes stays queued without being decided again
-        needs = np.array([need(items[i].task) for i in order]).reshape(-1, 3)
+        needs = np.array([items[i].need() for i in order]).reshape(-1, 3)
         fits_on = fitting_counts(nodes.usable, needs, nodes.available)
         run = list(self.running.values())
         room_left = self.quotas.headroom(run, nodes) if self.quotas.active else None

@@ -197,6 +197,9 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
         if exclude:
             nodes = dataclasses.replace(nodes, available=nodes.available & ~np.isin(nodes.ids, list(exclude)))
         usable = nodes.usable.copy()  # what each placement of the batch leaves to the next
+        if placeable_only:  # what cannot be placed now cannot be later in the batch (room only shrinks)
+            tasks = [t for t in tasks if self._may_place(t, usable, nodes, self._held(t, nodes, now, ahead))
+                     or (self.preemption and self.opted_in(t))]
         profiles = [self._profile(t) for t in tasks]
         scored, row = {}, {}  # profile -> its tasks scored; task position -> its row there
         for profile in sorted(set(profiles)):
@@ -205,15 +208,20 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
             row.update({j: k for k, j in enumerate(group)})
         out = []
         for j, task in enumerate(tasks):
-            ahead_of_head = task.id in ahead
-            held = np.zeros(len(nodes.ids), bool) if ahead_of_head else self.blocked(task, nodes, now)
+            held = self._held(task, nodes, now, ahead)
             # a queued task that cannot be placed on what is left (off the head's reservation) stays as
             # it is, undecided: the decision could only say so again
-            if placeable_only and not self.could_hold(task, fitting(usable, need(task), nodes.available) & ~held,
-                                                      nodes) and not may_preempt(self, task):
+            if placeable_only and not self._may_place(task, usable, nodes, held) and not may_preempt(self, task):
                 continue
             out.append(self._place_one(task, scored[profiles[j]], row[j], nodes, usable, reserve, now, held))
         return out
+
+    def _held(self, task: Task, nodes: NodeView, now: float, ahead: set) -> np.ndarray:
+        """bool[N] the head's reserved nodes ``task`` may not take (none for tasks ahead of the head)."""
+        return np.zeros(len(nodes.ids), bool) if task.id in ahead else self.blocked(task, nodes, now)
+
+    def _may_place(self, task: Task, usable: np.ndarray, nodes: NodeView, held: np.ndarray) -> bool:
+        return self.could_hold(task, fitting(usable, need(task), nodes.available) & ~held, nodes)
 
     def could_hold(self, task: Task, room: np.ndarray, nodes: NodeView) -> bool:
         """Whether ``task`` could be placed at all when ``room`` (bool[N]) are the nodes with room for
