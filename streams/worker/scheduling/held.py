@@ -22,6 +22,10 @@ class _Needs:
             memo = self.__dict__["_need"] = (self.task, need(self.task))
         return memo[1]
 
+    def shape(self) -> tuple:
+        """(need per node, workers): tasks of one shape fit where each other fits."""
+        return (tuple(self.need().tolist()), self.task.peers)
+
 
 @dataclass
 class Running(_Needs):

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.feasibility import fitting, fitting_counts
+from core.feasibility import covers, fitting
 from core.quota import deadline_wait, queue_order
 from core.reservation import blocks, node_free_times, reserve
 from schemas.sched import Decision, Fallback, Task
@@ -65,14 +65,24 @@ class QueueMixin:
         """bool[N]: reserved nodes ``task`` may not take (it would delay the head of the queue): a
         task behind the head (lower or equal priority, or any while the head starves) that would not
         end before the reservation starts."""
+        if not self._behind(task, now):
+            return np.zeros(len(nodes.ids), bool)
+        return self._reserved_mask(nodes).copy()
+
+    def _behind(self, task: Task, now: float) -> bool:
+        """Whether the head's reservation holds ``task`` back (see :meth:`blocked`)."""
         res = self.reservation
         if res is None or res.task_id == task.id or res.task_id not in self.pending or \
                 (task.priority > res.priority and not res.starving):
-            return np.zeros(len(nodes.ids), bool)
-        memo = getattr(self, "_reserved", None)  # the reservation's nodes as a mask, once per node list
+            return False
+        return bool(blocks(np.ones(1, bool), res.start, now, task.expected_duration_s)[0])
+
+    def _reserved_mask(self, nodes: NodeView) -> np.ndarray:
+        """bool[N] the reservation's nodes, once per reservation and node list."""
+        res, memo = self.reservation, getattr(self, "_reserved", None)
         if memo is None or memo[0] is not res or memo[1] is not nodes.ids:
             memo = self._reserved = (res, nodes.ids, np.isin(nodes.ids, res.nodes))
-        return blocks(memo[2].copy(), res.start, now, task.expected_duration_s)
+        return memo[2]
 
     def expire_queued(self, now: float, timeout_s: float) -> list[tuple[Task, Decision]]:
         """Queued tasks that waited longer than ``timeout_s`` (0: never) leave the queue, each with an
@@ -125,9 +135,13 @@ class QueueMixin:
         items, order, waited = self._ordered(nodes, now)
         if not items:
             return []
-        # a task that fits on too few nodes stays queued without being decided again
-        needs = np.array([items[i].need() for i in order]).reshape(-1, 3)
-        fits_on = fitting_counts(nodes.usable, needs, nodes.available)
+        # a task that fits on too few nodes stays queued without being decided again; tasks of one
+        # shape (need per node, workers) are asked about once
+        shapes: dict[tuple, int] = {}
+        code = np.array([shapes.setdefault(items[i].shape(), len(shapes)) for i in order], np.int64)
+        fits = covers(nodes.usable[None, :, :], np.array([k[0] for k in shapes], np.float32)[:, None, :]) \
+            & np.asarray(nodes.available, bool)
+        fits_on = fits.sum(axis=1)[code]
         run = list(self.running.values())
         room_left = self.quotas.headroom(run, nodes) if self.quotas.active else None
         lowest = min((r.task.priority for r in run), default=None)
@@ -138,7 +152,19 @@ class QueueMixin:
             i = order[head]
             self.reservation = reservation_for(self, items[i].task, nodes, now, bool(waited[i] >= self.max_wait_s))
         ahead = {items[i].task.id for k, i in enumerate(order) if head is None or k < head}
-        tasks = [items[i].task for k, i in enumerate(order) if keep[k]]
+        placeable: dict[tuple, bool] = {}  # (shape, held back by the reservation) -> could be placed
+        tasks = []
+        for k, i in enumerate(order):
+            t = items[i].task
+            if not keep[k]:
+                continue
+            key = (int(code[k]), t.id not in ahead and self._behind(t, now))
+            if key not in placeable:
+                room = fits[key[0]] & ~self._reserved_mask(nodes) if key[1] else fits[key[0]]
+                placeable[key] = self.could_hold(t, room, nodes)
+            # what cannot be placed on the room there is now cannot later in this pass: not decided
+            if placeable[key] or (self.preemption and self.opted_in(t)):
+                tasks.append(t)
         if not tasks:
             return []
         return [d for d in self.decide_many(tasks, now, placeable_only=True, ahead=ahead)

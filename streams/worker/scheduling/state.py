@@ -197,9 +197,6 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
         if exclude:
             nodes = dataclasses.replace(nodes, available=nodes.available & ~np.isin(nodes.ids, list(exclude)))
         usable = nodes.usable.copy()  # what each placement of the batch leaves to the next
-        if placeable_only:  # what cannot be placed now cannot be later in the batch (room only shrinks)
-            tasks = [t for t in tasks if self._may_place(t, usable, nodes, self._held(t, nodes, now, ahead))
-                     or (self.preemption and self.opted_in(t))]
         profiles = [self._profile(t) for t in tasks]
         scored, row = {}, {}  # profile -> its tasks scored; task position -> its row there
         for profile in sorted(set(profiles)):
