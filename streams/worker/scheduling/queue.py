@@ -43,15 +43,16 @@ def reservation_for(sched, task: Task, nodes: NodeView, now: float, starving: bo
     feasible = fitting(nodes.capacity, n, nodes.available & ~nodes.closed) & \
         (classes[nodes.node_class] if len(classes) else True)
     feasible &= sched.quotas.room(list(sched.running.values()), task, sched.quotas.team_of(task), nodes)
-    rel_node, rel_at, rel = [], [], []
-    for r in sched.running.values():
-        rows = [nodes.index[x] for x in r.nodes if x in nodes.index]
-        if rows:
-            rel_node += rows
-            rel_at += [expected_end(r, now)] * len(rows)
-            rel += [r.need()] * len(rows)
-    free = node_free_times(n, nodes.usable, feasible, np.array(rel_node, np.int64), np.array(rel_at),
-                           np.array(rel, np.float64).reshape(-1, n.size), now)
+    runs = [(r, rows) for r in sched.running.values() if (rows := r.rows_in(nodes.index))]
+    per = [len(rows) for _, rows in runs]
+    # expected_end of every running task at once (the same arithmetic, elementwise)
+    ran = np.array([r.ran_s for r, _ in runs], np.float64) + \
+        np.maximum(now - np.array([r.placed_at for r, _ in runs], np.float64), 0.0)
+    ends = now + np.maximum(np.array([r.task.expected_duration_s for r, _ in runs], np.float64) - ran, 0.0)
+    free = node_free_times(n, nodes.usable, feasible,
+                           np.array([i for _, rows in runs for i in rows], np.int64), np.repeat(ends, per),
+                           np.repeat(np.array([r.need() for r, _ in runs], np.float64).reshape(-1, n.size), per,
+                                     axis=0), now)
     got = reserve(free, task.peers)
     if got is None:
         return None
