@@ -62,8 +62,14 @@ def reserve(free_at: np.ndarray, peers: int) -> tuple[float, list[int]] | None:
     return float(free_at[order].max()), sorted(order.tolist())
 
 
+def held_back(start: float, now: float, duration_s: float) -> bool:
+    """Whether a backfilled task of ``duration_s`` must keep off the reserved nodes: it would not end
+    by the reservation's ``start``."""
+    return now + duration_s > start
+
+
 def blocks(reserved: np.ndarray, start: float, now: float, duration_s: float) -> np.ndarray:
     """bool[N]: the reserved nodes a backfilled task of ``duration_s`` may not use — all of them
     unless it ends by the reservation's start."""
     reserved = np.asarray(reserved, bool)
-    return reserved if now + duration_s > start else np.zeros_like(reserved)
+    return reserved if held_back(start, now, duration_s) else np.zeros_like(reserved)

@@ -50,10 +50,10 @@ def compute_column(task: Task, kind: str, scope: str = "auto", frugal: bool = Fa
 
 
 def scoring_inputs(tasks: list[Task], alphas: list[float], nodes: NodeView, endpoint_ids: list[str], net,
-                   types: dict[str, TypeDefaults], zero_need: bool = False, scope: str = "auto") -> ScoringInputs:
-    """``net``: the NetworkInputs of ``endpoint_ids``; ``zero_need``: score as if the tasks needed
-    nothing (a running task's own node, whose resources it already holds); ``scope``: see
-    compute_column."""
+                   types: dict[str, TypeDefaults], scope: str = "auto") -> ScoringInputs:
+    """``net``: the NetworkInputs of ``endpoint_ids``; ``scope``: see compute_column. (A running
+    task scored on its own node, whose resources it already holds: the same inputs with needs of
+    zero, migration.py.)"""
     eindex = {x: i for i, x in enumerate(endpoint_ids)}
     ep_lists, data_ep, data_gb, masks = [], [], [], []
     for t in tasks:
@@ -65,7 +65,7 @@ def scoring_inputs(tasks: list[Task], alphas: list[float], nodes: NodeView, endp
         allowed = [nodes.class_names.index(c) for c in t.resources.accel_classes if c in nodes.class_names]
         masks.append(class_mask(allowed, bool(t.resources.accel_classes)))
     ptr = np.concatenate([[0], np.cumsum([len(x) for x in ep_lists])]).astype(np.int64)
-    needs = np.array([np.zeros(3) if zero_need else need(t) for t in tasks], np.float32).reshape(-1, 3)
+    needs = np.array([need(t) for t in tasks], np.float32).reshape(-1, 3)
     return ScoringInputs(
         compute=nodes.compute, usable=nodes.usable, available=nodes.available, node_class=nodes.node_class,
         has_accel=nodes.has_accel, node_quality=net.node_quality, quality=net.quality,

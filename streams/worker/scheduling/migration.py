@@ -97,8 +97,7 @@ def _migrate_group(sched, nodes: NodeView, group: list, profile: str, now: float
     net = sched.network(eps, nodes, profile)
     alphas = [r.alpha for r in group]
     x = scoring_inputs(tasks, alphas, nodes, eps, net, sched.types, scope=sched.compute_scope)
-    x_now = scoring_inputs(tasks, alphas, nodes, eps, net, sched.types, zero_need=True,
-                         scope=sched.compute_scope)  # it holds its own node
+    x_now = dataclasses.replace(x, need=np.zeros_like(x.need))  # it holds its own node: as if it needed nothing
     w = np.array([r.task.cost_sensitivity for r in group])
     raw, network = score_parts(x)
     s = blend(raw, w, nodes.energy)
@@ -179,7 +178,8 @@ def _evaluate_group(sched, nodes: NodeView, group: list, x, net, eps: list[str],
     return evaluate(current, best, deg, joined, alpha, np.array([r.streak for r in group]), remaining, cost,
                     np.array([now < r.cooldown_until for r in group]), sched.policy, forecast=forecast_only,
                     fresh=fresh, node_failed=~nodes.available[cur],
-                    drained=np.array([drain_due(r, nodes, now) for r in group], bool))
+                    drained=np.array([drain_due(r, nodes, now) for r in group], bool) if nodes.draining.any()
+                    else np.zeros(len(group), bool))
 
 
 def migrate_gang(sched, r, nodes: NodeView, now: float) -> RescheduleEvent | None:

@@ -10,7 +10,7 @@ import numpy as np
 
 from core.feasibility import covers, fitting
 from core.quota import deadline_wait, queue_order
-from core.reservation import blocks, node_free_times, reserve
+from core.reservation import held_back, node_free_times, reserve
 from schemas.sched import Decision, Fallback, Task
 from streams.adapters.inventory import NodeView
 from streams.adapters.tasks import need
@@ -76,7 +76,7 @@ class QueueMixin:
         if res is None or res.task_id == task.id or res.task_id not in self.pending or \
                 (task.priority > res.priority and not res.starving):
             return False
-        return bool(blocks(np.ones(1, bool), res.start, now, task.expected_duration_s)[0])
+        return held_back(res.start, now, task.expected_duration_s)
 
     def _reserved_mask(self, nodes: NodeView) -> np.ndarray:
         """bool[N] the reservation's nodes, once per reservation and node list."""
