@@ -166,6 +166,9 @@ def _decode_arrow(payload: bytes) -> ProbeBatch:
     missing = [c for c in ("ts", "src", "metric", "value") if c not in names]
     if missing:
         raise DecodeError(f"Arrow stream lacks column(s) {', '.join(missing)}")
+    twice = sorted({c for c in ("ts", "src", "dst", "metric", "value") if names.count(c) > 1})
+    if twice:  # which of them is meant cannot be told
+        raise DecodeError(f"Arrow stream has column(s) {', '.join(twice)} more than once")
     n = rb.num_rows
     try:
         ts = _float_column(rb.column("ts"))

@@ -102,3 +102,21 @@ def test_samples_far_ahead_are_rejected_old_ones_only_past_the_age_limit():
     check = _check(rows, ahead=300, age=86_400)
     assert sorted(e.row for e in check.listed) == [2, 3, 6]
     assert all("clock skew" in e.detail for e in check.listed)
+
+
+@pytest.mark.parametrize("twice", ["ts", "dst", "value"])
+def test_an_arrow_column_named_twice_is_undecodable_not_an_internal_error(twice):
+    """Issue 32, finding 7: a duplicated column name raised a KeyError (dead-lettered as
+    internal_error); which column is meant cannot be told, so the message is undecodable."""
+    import io
+
+    import pyarrow as pa
+    import pyarrow.ipc as ipc
+
+    cols = {"ts": [1.7e9], "src": ["n1"], "dst": ["n2"], "metric": ["rtt_ms"], "value": [1.0]}
+    t = pa.table([pa.array(v) for v in cols.values()] + [pa.array(cols[twice])], names=[*cols, twice])
+    sink = io.BytesIO()
+    with ipc.new_stream(sink, t.schema) as w:
+        w.write_table(t)
+    with pytest.raises(DecodeError, match=f"column\\(s\\) {twice} more than once"):
+        decode_samples(sink.getvalue())
