@@ -136,13 +136,24 @@ class PartitionWindows:
         p0 = int(pane.min())
         n_dst, n_met = len(batch.dst_names), len(batch.metric_names)
         n_pane = int(pane.max()) - p0 + 1
-        code = ((batch.src.astype(np.int64) * n_dst + batch.dst) * n_met + batch.metric) * n_pane + (pane - p0)
-        gs = sketch_groups(code, batch.value, self.mapping)
-        rest, pi = np.divmod(gs.code, n_pane)
-        rest, mi = np.divmod(rest, n_met)
-        si, di = np.divmod(rest, n_dst)
+        if len(batch.src_names) * n_dst * n_met * n_pane < 2**62:  # one int64 code per (series, pane)
+            code = ((batch.src.astype(np.int64) * n_dst + batch.dst) * n_met + batch.metric) * n_pane + (pane - p0)
+            gs = sketch_groups(code, batch.value, self.mapping)
+            rest, pi = np.divmod(gs.code, n_pane)
+            rest, mi = np.divmod(rest, n_met)
+            si, di = np.divmod(rest, n_dst)
+            pane_of = pi + p0
+        else:  # a big message (many names, panes far apart): the code would overflow, so dense codes first
+            series, s_code = np.unique(np.stack([batch.src, batch.dst, batch.metric], axis=1), axis=0,
+                                       return_inverse=True)
+            panes_present, p_code = np.unique(pane, return_inverse=True)
+            code = s_code.ravel().astype(np.int64) * panes_present.size + p_code.ravel()
+            gs = sketch_groups(code, batch.value, self.mapping)
+            rest, pi = np.divmod(gs.code, panes_present.size)
+            si, di, mi = series[rest].T
+            pane_of = panes_present[pi]
         src_names, dst_names, met_names = batch.src_names, batch.dst_names, batch.metric_names
-        pane_start = ((pi + p0) * self.pane_s).tolist()
+        pane_start = (pane_of * self.pane_s).tolist()
         start = gs.start.tolist()
         panes, dirty, dropped = self.panes, self.dirty, self.dropped
         for g, (s_i, d_i, m_i, ps, cnt, lost, lo, hi) in enumerate(zip(

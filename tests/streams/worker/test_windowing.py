@@ -242,3 +242,26 @@ def test_a_message_delivered_twice_counts_once_and_takes_nothing_from_its_neighb
     delivered = sorted({o for g in groups for o in g})
     assert r["count"] == len(delivered)
     assert r["mean"] == pytest.approx(np.mean([o + 1.0 for o in delivered]))
+
+
+def test_a_big_first_message_keeps_every_sample_under_its_own_series_and_window():
+    """Issue 32, finding 2: many names and panes far apart made the (series, pane) code overflow
+    int64, and samples came out under another series, hours earlier. 2^16 sources x 2^16
+    destinations x 2^10 metrics x 2^22 panes is 2^64 codes; each sample must still land where it is."""
+    from schemas.probe import ProbeBatch
+
+    names = [f"n{i}" for i in range(2**16)]
+    metrics = ["rtt_ms"] + [f"m{i}" for i in range(2**10 - 1)]
+    t0 = 1.7e9
+    ts = np.array([t0, t0 + 5.0, t0 + 10.0 * (2**22 - 1), t0 + 10.0 * 2**21])
+    b = ProbeBatch(ts, np.array([1.0, 2.0, 3.0, 4.0]), np.array([65535, 65535, 0, 12345], np.int32),
+                   np.array([1, 1, 65535, 4242], np.int32), np.array([0, 0, 1023, 7], np.int32),
+                   names, names, metrics)
+    w = PartitionWindows(size_s=10, step_s=10, lateness_s=1)
+    w.add(b)
+    got = sorted((r["src"], r["dst"], r["metric"], r["window_start"], r["count"], r["max"]) for r in w.flush_all())
+    assert got == sorted([
+        ("n65535", "n1", "rtt_ms", t0, 2, 2.0),
+        ("n0", "n65535", "m1022", t0 + 10.0 * (2**22 - 1), 1, 3.0),
+        ("n12345", "n4242", "m6", t0 + 10.0 * 2**21, 1, 4.0),
+    ])
