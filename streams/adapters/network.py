@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 
+from core.detect import DEFAULT_POLICY as DETECTOR
 from core.quality import DEFAULT_MODEL, QualityModel, combine, dimension_utilities
 from core.vocabulary import NETWORK_PROFILES
 
@@ -79,9 +80,9 @@ class PathColumns:
     retrans_rate (NaN where the record has no such metric). ``hist`` keeps each path's last
     ``HISTORY`` rtt p95s, one per window (a window is pushed when its end is newer than the last
     pushed): the degradation detector's memory (core/detect.py). :meth:`seed` fills it from stored
-    windows older than any pushed (after a restart, the detector need not wait 17 windows)."""
+    windows older than any pushed (after a restart, the detector need not wait ``HISTORY`` windows)."""
 
-    HISTORY = 24
+    HISTORY = DETECTOR.memory  # 62 windows: 400,000 paths x 62 x 4 bytes = 99 MB at 5,000 nodes
 
     FIELDS = (("p95", "rtt_ms", "p95"), ("p50", "rtt_ms", "p50"), ("lost", "rtt_ms", "lost"),
               ("count", "rtt_ms", "count"), ("loss_rate", "loss_rate", "mean"), ("bw_util", "bw_util", "mean"),
@@ -96,7 +97,7 @@ class PathColumns:
         self.src = np.zeros(0, np.int64)
         self.dst = np.zeros(0, np.int64)
         self.cols = {f: np.zeros(0) for f, _, _ in self.FIELDS}
-        self.hist = np.zeros((0, self.HISTORY), np.float32)  # ms: float32 is plenty, and 400,000 paths x 24
+        self.hist = np.zeros((0, self.HISTORY), np.float32)  # ms: float32 is plenty, and 400,000 paths x HISTORY
         self.hist_end = np.zeros(0)
         self.hist_first = np.zeros(0)  # end of the first window pushed into each row (+inf: none)
         self.hist_count = np.zeros(0, np.int64)  # windows held (at most HISTORY)

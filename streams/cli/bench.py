@@ -46,6 +46,11 @@ def add_parsers(sub) -> None:
     bt = bsub.add_parser("detect", help="degradation detector vs the 'latency doubles' rule on labelled RTT traces")
     bt.add_argument("--rtt-dir", default=None, help="labelled RTT traces (default ../shared/data/rtt/artificial_labelled)")
     bt.add_argument("--min-ratio", type=float, default=1.2, help="rises that count as events (default 1.2x)")
+    bt.add_argument("--per-file", action="store_true", help="also the figures of every file")
+    bt.add_argument("--cv", action="store_true", help="instead: leave-files-out cross-validation of the "
+                    "threshold choice (streams/dev/bench/detect_cv.py; a few minutes)")
+    bt.add_argument("--folds", type=int, default=5)
+    bt.add_argument("--target", type=float, default=0.05, help="--cv: strict false alarms per path-day allowed")
     bt.add_argument("--json", action="store_true")
     bd = bsub.add_parser("decide", help="decisions per second: a burst one call each vs one batch")
     bd.add_argument("--nodes", type=int, nargs="+", default=[1000, 5000])
@@ -86,10 +91,19 @@ def _bench_detect(args) -> int:
         raise UsageError(f"--rtt-dir {rtt_dir}: not a directory (the labelled RTT traces of ../shared/data/rtt)")
     if args.min_ratio <= 1:
         raise UsageError("--min-ratio must be above 1")
-    from streams.analytics.rtt_series import SeriesError
+    if args.folds < 2 or args.target < 0:
+        raise UsageError("--folds must be at least 2 and --target at least 0")
+    from streams.analytics.rtt_series import SeriesError, load_dir
+    from streams.dev.bench.detect_cv import cross_validate
 
     try:
-        print_result(bench_detect(rtt_dir, args.min_ratio), args.json)
+        if args.cv:
+            series = load_dir(rtt_dir)
+            if len(series) < args.folds:
+                raise UsageError(f"--cv needs at least --folds {args.folds} files; {rtt_dir} has {len(series)}")
+            print_result(cross_validate(series, args.min_ratio, args.folds, args.target), args.json)
+        else:
+            print_result(bench_detect(rtt_dir, args.min_ratio, args.per_file), args.json)
     except SeriesError as exc:
         raise UsageError(str(exc)) from None
     return 0

@@ -1,5 +1,5 @@
 """The degradation detector (core/detect.py): worked examples, silence on noise and spikes, the loss
-leg's binomial bound, and the vectorised alarms against a plain window-by-window reference."""
+leg's binomial bound, and the vectorised incidents against a plain window-by-window reference."""
 
 import math
 
@@ -13,32 +13,65 @@ def flat(n, level=50.0, sd=0.2, seed=0):
     return level + np.random.default_rng(seed).normal(0, sd, n)
 
 
+def starts(a):
+    return np.flatnonzero(a & ~np.r_[False, a[:-1]])
+
+
 def test_a_sustained_shift_is_caught_at_its_second_window():
-    y = flat(60)
-    y[40:] *= 1.25  # a reroute: +25 %
+    y = flat(200)
+    y[150:] *= 1.25  # a reroute: +25 %
     a = alarms(y[None])[0]
-    assert not a[:41].any() and a[41]  # window 40 alone could be a spike; 40 and 41 together are not
+    assert not a[:151].any() and a[151:].all()  # window 150 alone could be a spike; 150 and 151 together are not
     # the seeds' rule misses it (not doubled)
     assert not alarms(y[None], SEED_RULE)[0].any()
-    assert alarm_now(y[None, :42])[0] and not alarm_now(y[None, :41])[0]
+    assert alarm_now(y[None, :152])[0] and not alarm_now(y[None, :151])[0]
+
+
+def test_the_floor_survives_an_earlier_episode():
+    # congestion (+30 % for 30 windows) that ended four windows ago left the median baseline high; the
+    # floor is not
+    y = flat(300)
+    y[150:180] *= 1.3
+    y[184:] *= 1.3
+    assert starts(alarms(y[None], DetectorPolicy(hold=0))[0]).tolist() == [151, 185]
+    assert alarms(y[None])[0][185]  # (held: still the first incident)
+    # the rule it replaced (median of the 15 windows before) does not see the second one as a rise
+    median = DetectorPolicy(factor=1.15, sustain=1.15, baseline=15, floor_q=0.5, min_sigmas=8.0,
+                            release=np.inf, hold=0)
+    assert not alarms(y[None], median)[0][184:190].any()
+
+
+def test_an_episode_that_dips_is_one_incident_until_it_ends():
+    y = flat(400)
+    y[150:190] *= 1.3
+    y[160] = y[170] = 50.0  # two windows back at the floor inside the episode
+    a = alarms(y[None])[0]
+    assert starts(a).tolist() == [151]
+    assert a[151:190].all() and a[190 + 14] and not a[190 + 15:].any()  # held 15 windows after it ends
+    no_hold = alarms(y[None], DetectorPolicy(hold=0))[0]
+    # without the hold each dip ends it, and two high windows after it start another
+    assert starts(no_hold).tolist() == [151, 162, 172]
 
 
 def test_spikes_and_noise_stay_silent():
     y = flat(5000, sd=0.5, seed=1)
-    y[100] *= 10  # a lone spike
+    y[1000] *= 10  # a lone spike
     y[np.random.default_rng(2).random(y.size) < 0.02] *= 4  # 2 % spikes
     y[np.random.default_rng(3).random(y.size) < 0.05] = np.nan  # gaps
     a = alarms(y[None])[0]
-    # only two spikes in a row can look like a shift: a handful at most in 5,000 windows
-    assert a.sum() <= 5 and not a[100]
-    assert alarms(np.full((1, 50), 7.0))[0].sum() == 0  # constant: no spread, no change
+    # only two spikes in a row can look like a rise: a handful in 5,000 windows
+    assert len(starts(a)) <= 5 and not a[1000]
+    assert alarms(np.full((1, 200), 7.0))[0].sum() == 0  # constant: no spread, no change
 
 
-def test_the_baseline_follows_a_new_regime():
-    y = flat(120)
-    y[40:] *= 1.5
+def test_the_floor_follows_a_new_regime():
+    y = flat(600)
+    y[200:] *= 1.5
     a = alarms(y[None])[0]
-    assert a[41] and not a[60:].any()  # once the new level fills the baseline, it is the normal
+    # once the new level fills all but 5 % of the baseline (about 114 windows) it is the floor, and the
+    # incident ends 15 windows later
+    end = int(np.flatnonzero(a)[-1])
+    assert a[201:end + 1].all() and 200 + 114 + 15 <= end <= 200 + 122 + 16 and len(starts(a)) == 1
 
 
 def test_loss_leg_needs_enough_probes_and_a_loss_clearly_above_the_paths_own():
@@ -55,7 +88,7 @@ def test_loss_leg_needs_enough_probes_and_a_loss_clearly_above_the_paths_own():
 
 
 def test_loss_alarms_over_a_history_match_the_one_window_call():
-    p = DetectorPolicy(k=2, baseline=4)
+    p = DetectorPolicy(k=2, baseline=4, loss_windows=2)
     lost = np.array([[0, 0, 0, 0, 1, 1, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0, 0, 0, 1, 0]], float)
     count = np.ones_like(lost)
     got = loss_alarms(lost, count, p)
@@ -68,7 +101,7 @@ def test_loss_alarms_over_a_history_match_the_one_window_call():
                              lost[r, t - 5:t - 1].sum(), count[r, t - 5:t - 1].sum(), p)
             assert bool(one) == got[r, t]
     # the seeds' rule takes any loss above 1 % (no binomial test): one failed ping of one is an alarm
-    seed = DetectorPolicy(factor=2.0, k=1, baseline=4, min_sigmas=0.0, alpha=SEED_RULE.alpha)
+    seed = DetectorPolicy(factor=2.0, sustain=2.0, k=1, baseline=4, min_sigmas=0.0, loss_windows=1, alpha=SEED_RULE.alpha)
     assert loss_alarms(lost, count, seed)[1].tolist() == [False] * 8 + [True, False]
     assert loss_alarms(np.zeros((0, 3)), np.zeros((0, 3))).shape == (0, 3)
     with pytest.raises(ValueError, match="one shape"):
@@ -76,63 +109,90 @@ def test_loss_alarms_over_a_history_match_the_one_window_call():
 
 
 def test_bad_policies_are_errors():
-    with pytest.raises(ValueError, match="factor > 1"):
-        DetectorPolicy(factor=1.0)
+    with pytest.raises(ValueError, match="factor >= sustain > 1"):
+        DetectorPolicy(factor=1.0, sustain=1.0)
+    with pytest.raises(ValueError, match="factor >= sustain > 1"):
+        DetectorPolicy(factor=1.1, sustain=1.2)
+    with pytest.raises(ValueError, match="floor_q"):
+        DetectorPolicy(floor_q=1.0)
     with pytest.raises(ValueError, match="must be"):
         alarms(np.zeros(5))
 
 
 def reference(y, p: DetectorPolicy):
+    """The incidents of one series, window by window, as the module docstring says."""
     out = np.zeros(y.size, bool)
-    known = []
+    known, on, left = [], False, 0
     for t, v in enumerate(y):
         if np.isnan(v):
+            out[t] = on
             continue
         known.append(v)
-        if len(known) < p.baseline + p.k:
-            continue
-        base = np.array(known[-(p.baseline + p.k):-p.k])
-        recent = np.array(known[-p.k:])
-        level = np.median(base)
-        spread = 1.4826 * np.median(np.abs(base - level))
-        low = recent.min()
-        out[t] = low >= p.factor * level and low - level > p.min_sigmas * spread
+        start, now = False, 0.0
+        if len(known) >= p.baseline + p.k:
+            base = np.array(known[-(p.baseline + p.k):-p.k])
+            recent = np.array(known[-p.k:])
+            floor = np.quantile(base, p.floor_q)
+            spread = 1.4826 * np.median(np.abs(base - floor))
+            rises = floor > 0 and recent.min() - floor > p.min_sigmas * spread
+            start = rises and recent.min() >= p.sustain * floor and recent.max() >= p.factor * floor
+            now = v / floor if floor > 0 else 0.0
+        if start:
+            on, left = True, p.hold
+        elif on:
+            if now >= p.release:
+                left = p.hold
+            elif left > 0:
+                left -= 1
+            else:
+                on = False
+        out[t] = on
     return out
 
 
-@pytest.mark.parametrize("policy", [DetectorPolicy(), SEED_RULE, DetectorPolicy(k=3, baseline=5, min_sigmas=0.5)])
+POLICIES = [DetectorPolicy(), SEED_RULE, DetectorPolicy(k=3, baseline=5, floor_q=0.2, min_sigmas=0.5, hold=3),
+            DetectorPolicy(baseline=30, floor_q=0.5, factor=1.3, sustain=1.2, release=1.25, hold=0)]
+
+
+@pytest.mark.parametrize("policy", POLICIES)
 def test_vectorised_alarms_match_the_reference(policy):
     rng = np.random.default_rng(7)
     rows = []
     for r in range(6):
-        y = 20 + rng.gamma(2.0, 0.5, 400)
-        for at in rng.integers(0, 400, 4):
-            y[at:] *= rng.uniform(0.6, 2.5)  # shifts up and down
-        y[rng.random(400) < 0.03] *= 5
-        y[rng.random(400) < 0.1 * (r % 3)] = np.nan
+        y = 20 + rng.gamma(2.0, 0.5, 700)
+        for at in rng.integers(0, 700, 5):
+            y[at:at + rng.integers(5, 200)] *= rng.uniform(0.6, 2.5)  # episodes up and down
+        y[rng.random(700) < 0.03] *= 5  # spikes
+        y[rng.random(700) < 0.1 * (r % 3)] = np.nan  # gaps
+        y[300 + r:330 + r] = np.nan  # an outage
         rows.append(y)
-    rows.append(np.full(400, np.nan))
+    rows.append(np.full(700, np.nan))
+    rows.append(np.full(700, 12.5))  # constant
     got = alarms(np.stack(rows), policy)
     for r, y in enumerate(rows):
         np.testing.assert_array_equal(got[r], reference(y, policy))
-    gap_free = np.stack([rows[0], rows[3]])  # the sliding-window path
-    assert np.isfinite(gap_free).all()
-    np.testing.assert_array_equal(alarms(gap_free, policy), np.stack([reference(rows[0], policy), reference(rows[3], policy)]))
+    assert got[:6].any()  # the planted episodes raise something
+    rng2 = np.random.default_rng(8)
+    gap_free = np.stack([20 + rng2.gamma(2.0, 0.5, 700) * np.r_[np.ones(400), np.full(300, 1.6)] for _ in range(2)])
+    np.testing.assert_array_equal(alarms(gap_free, policy), np.stack([reference(y, policy) for y in gap_free]))
     assert alarms(np.zeros((0, 10)), policy).shape == (0, 10)
+    assert not alarms(np.zeros((3, 0)), policy).size
 
 
 def test_ratio_now_is_the_last_column_of_the_full_pass():
     from core.detect import ratio_now, shift_ratios
 
+    p = DetectorPolicy(baseline=20)
     rng = np.random.default_rng(11)
     x = 30 + rng.gamma(2.0, 0.3, (40, 60))
     x[::3, 56:] *= 1.6  # shifted four windows ago
     x[rng.random(x.shape) < 0.1] = np.nan
     x[5, -1] = np.nan  # its newest window had no value
     x[7, :50] = np.nan  # little history
-    np.testing.assert_allclose(ratio_now(x), shift_ratios(x)[:, -1])
-    assert ratio_now(x)[5] == 0.0 and ratio_now(x[:, :3]).tolist() == [0.0] * 40
-    assert (ratio_now(x)[::3] >= 1.15).mean() > 0.7  # rows whose newest window is a gap say 0
+    np.testing.assert_allclose(ratio_now(x, p), shift_ratios(x, p)[:, -1])
+    assert ratio_now(x, p)[5] == 0.0 and ratio_now(x[:, :3], p).tolist() == [0.0] * 40
+    assert (ratio_now(x, p)[::3] >= 1.15).mean() > 0.7  # rows whose newest window is a gap say 0
+    assert ratio_now(x[:, :0], p).shape == (40,)
 
 
 def test_loss_tail_worked_example():

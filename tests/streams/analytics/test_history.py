@@ -151,7 +151,10 @@ def test_detector_memory_read_back_from_the_store(db):
     np.testing.assert_allclose(p95[0], 1.5 * (1 + 0.5 * np.sin(2 * np.pi * ((t % DAY) / DAY - 0.5))), rtol=1e-6)
     assert stored_p95s(db, 24)[0] == paths
 
-    cols = PathColumns()
+    class Memory24(PathColumns):  # a memory of 24 windows, so that the stored ones overfill it
+        HISTORY = 24
+
+    cols = Memory24()
     # the worker already holds two newer windows of a -> b when the stored ones arrive
     for k, end in enumerate((last_end + 60, last_end + 120)):
         cols.set({"src": "a", "dst": "b", "metrics": {"rtt_ms": {"window_start": end - 60, "window_end": end,
@@ -180,8 +183,11 @@ async def test_the_worker_seeds_its_detector_at_start_and_after_a_rebuild(db):
     net = NetState({})  # the view over an (empty) recovered table
     sched = Scheduler(net=net, inv=None)
     counters = Counters()
-    assert await seed_detector(sched, Settings(duckdb_path=db), counters) == 48  # a -> b, b -> c
-    assert "cnsched_detector_seeded_windows 48.0" in counters.exposition()
+    from streams.adapters.network import PathColumns
+
+    full = 2 * PathColumns.HISTORY  # a -> b, b -> c: a full memory each (the store holds more)
+    assert await seed_detector(sched, Settings(duckdb_path=db), counters) == full
+    assert f"cnsched_detector_seeded_windows {full:.1f}" in counters.exposition()
     rows = np.arange(net.columns().n)
     assert np.isfinite(net.columns().history(rows)).all()
     net.invalidate()  # recovery after a rebalance rebuilds the columns: the stored windows come back

@@ -35,12 +35,13 @@ def test_a_shifted_path_carries_its_ratio_to_the_task_and_names_the_trigger():
                        {(n, "store"): {"rtt_ms": win(now, 10.0)} for n in ("n0", "n1")})
     s.net.columns()  # the worker's columns exist from its first decision on; windows after it are remembered
     rng = np.random.default_rng(0)
-    for i in range(1, 21):  # 20 windows: n0's path jumps 1.3x for the last two, n1's stays
+    last = PathColumns.HISTORY + 2  # a full memory: n0's path jumps 1.3x for the last two windows, n1's stays
+    for i in range(1, last + 1):
         for n in ("n0", "n1"):
-            p95 = 10.0 + rng.normal(0, 0.05) + (3.0 if n == "n0" and i > 18 else 0.0)
+            p95 = 10.0 + rng.normal(0, 0.05) + (3.0 if n == "n0" and i > last - 2 else 0.0)
             s.net.put(f"{n}|store".encode(), {"src": n, "dst": "store", "metrics": {"rtt_ms": win(now + 10 * i, p95)}})
     s.touch()
-    nodes = s.nodes(now + 300)
+    nodes = s.nodes(now + 10 * last)
     net = s.network(["store"], nodes, "bandwidth")
     shift = net.shift[0, [nodes.index["n0"], nodes.index["n1"]]]
     assert 1.25 < shift[0] < 1.35 and shift[1] == 0.0
