@@ -28,17 +28,17 @@ def test_a_sustained_shift_is_caught_at_its_second_window():
 
 
 def test_the_floor_survives_an_earlier_episode():
-    # congestion (+30 % for 30 windows) that ended four windows ago left the median baseline high; the
+    # congestion (+30 % for 10 windows) that ended four windows ago left the median baseline high; the
     # floor is not
     y = flat(300)
-    y[150:180] *= 1.3
-    y[184:] *= 1.3
-    assert starts(alarms(y[None], DetectorPolicy(hold=0))[0]).tolist() == [151, 185]
-    assert alarms(y[None])[0][185]  # (held: still the first incident)
+    y[150:160] *= 1.3
+    y[164:] *= 1.3
+    assert starts(alarms(y[None], DetectorPolicy(hold=0))[0]).tolist() == [151, 165]
+    assert alarms(y[None])[0][165]  # (held: still the first incident)
     # the rule it replaced (median of the 15 windows before) does not see the second one as a rise
     median = DetectorPolicy(factor=1.15, sustain=1.15, baseline=15, floor_q=0.5, min_sigmas=8.0,
                             release=np.inf, hold=0)
-    assert not alarms(y[None], median)[0][184:190].any()
+    assert not alarms(y[None], median)[0][164:170].any()
 
 
 def test_an_episode_that_dips_is_one_incident_until_it_ends():
@@ -68,10 +68,10 @@ def test_the_floor_follows_a_new_regime():
     y = flat(600)
     y[200:] *= 1.5
     a = alarms(y[None])[0]
-    # once the new level fills all but 5 % of the baseline (about 114 windows) it is the floor, and the
-    # incident ends 15 windows later
+    # once the new level fills all but 5 % of the baseline (58 of its 60 windows) it is the floor, and
+    # the incident ends 15 windows later
     end = int(np.flatnonzero(a)[-1])
-    assert a[201:end + 1].all() and 200 + 114 + 15 <= end <= 200 + 122 + 16 and len(starts(a)) == 1
+    assert a[201:end + 1].all() and 200 + 56 + 15 <= end <= 200 + 62 + 16 and len(starts(a)) == 1
 
 
 def test_loss_leg_needs_enough_probes_and_a_loss_clearly_above_the_paths_own():
