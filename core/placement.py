@@ -216,6 +216,31 @@ def pair_means(q: np.ndarray, unknown_quality: float) -> np.ndarray:
     return (q.sum(axis=0) - np.diagonal(q)) / (k - 1)
 
 
+def packed(scores: np.ndarray, left: np.ndarray, band: float) -> np.ndarray:
+    """Scores that rank by best fit within ``band`` points of the best (Slurm's weight tiers, then
+    best fit): the nodes there first, the one with the fewest cards ``left`` after the task first,
+    ties by score then index; every other node after them by its score. ``band`` 0: ``scores``.
+    Worked: scores [90, 80, 60], cards left [7, 1, 0], band 20 -> node 1, then node 0, then node 2."""
+    scores = np.asarray(scores, np.float64)
+    ok = np.isfinite(scores)
+    if band <= 0 or not ok.any():
+        return scores
+    tier = ok & (scores >= scores[ok].max() - band)
+    # fewer cards left ranks higher; a score (0-100) only orders nodes that leave as many
+    return np.where(tier, 1e9 - np.asarray(left, np.float64) * 1e3 + scores, scores)
+
+
+def closest_quality(row: np.ndarray, ok: np.ndarray, lead: int, k: int) -> float:
+    """The mean of the ``k`` best qualities in ``row`` (a lead's quality to every node) over the
+    nodes ``ok`` other than ``lead``: how close a gang led from there could be (NaN when fewer than
+    ``k`` nodes are ok). Worked: row [100, 95, 60, 90], ok all, lead 0, k 2 -> (95 + 90) / 2 = 92.5."""
+    v = np.asarray(row, np.float64)[np.flatnonzero(ok)]
+    v = v[np.flatnonzero(ok) != lead]
+    if k <= 0 or v.size < k:
+        return float("nan")
+    return float(np.sort(v)[-k:].mean())
+
+
 def peer_scores(alpha: float, compute: np.ndarray, quality_to_first: np.ndarray, unknown_quality: float,
                 energy: np.ndarray | None = None, cost_sensitivity: float = 0.0) -> np.ndarray:
     """float64[N]: what each node is worth as a gang member: ``alpha x compute + (1 - alpha) x

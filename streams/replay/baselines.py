@@ -33,7 +33,7 @@ class TopologyScheduler(Scheduler):
         return int(np.bincount(site[room], minlength=1).max(initial=0)) >= task.peers
 
     def placement(self, task: Task, s: Scored, net, unknown_quality: float, nodes: NodeView, usable: np.ndarray,
-                  reserve) -> Placement:
+                  reserve, now: float) -> Placement:
         site_names, site, rack = self._codes(nodes)
         home = -1
         if task.data_source is not None:

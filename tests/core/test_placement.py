@@ -142,3 +142,36 @@ def test_top_is_rank_prefix_on_ties_nan_inf_empty_and_constant(dtype):
         for k in (1, 3, 8, 64, 65, 500):
             assert top(v, k).tolist() == rank(v)[:k].tolist(), (v, k)
     assert top(np.array([3.0, 9.0, 9.0, 1.0]), 2).tolist() == [1, 2]  # worked: ties keep index order
+
+
+def test_packed_ranks_best_fit_within_the_band_worked_example():
+    from core.placement import packed
+
+    scores, left = np.array([90.0, 80.0, 60.0, -np.inf]), np.array([7.0, 1.0, 0.0, 0.0])
+    # within 20 of 90: nodes 0 and 1; node 1 leaves 1 card (fuller) -> first; node 2 (60) after by score
+    assert rank(packed(scores, left, 20.0)).tolist() == [1, 0, 2]
+    assert rank(packed(scores, left, 30.0)).tolist() == [2, 1, 0]  # 60 is in the tier and fills its node
+    assert rank(packed(scores, left, 0.0)).tolist() == [0, 1, 2]  # off: the score alone
+    # equal fits: the score, then the index
+    assert rank(packed(np.array([70.0, 75.0, 75.0]), np.array([3.0, 3.0, 3.0]), 10.0)).tolist() == [1, 2, 0]
+    assert not np.isfinite(packed(np.full(2, -np.inf), np.zeros(2), 20.0)).any()
+
+
+def test_packed_against_a_plain_sort():
+    from core.placement import packed
+
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        n = int(rng.integers(1, 12))
+        scores = np.round(rng.uniform(0, 100, n), 1)
+        scores[rng.random(n) < 0.2] = -np.inf
+        left = rng.integers(0, 8, n).astype(float)
+        band = float(rng.choice([0.0, 5.0, 20.0, 100.0]))
+        ok = [i for i in range(n) if np.isfinite(scores[i])]
+        if not ok:
+            continue
+        best = max(scores[i] for i in ok)
+        tier = [i for i in ok if band > 0 and scores[i] >= best - band]
+        rest = [i for i in ok if i not in tier]
+        want = sorted(tier, key=lambda i: (left[i], -scores[i], i)) + sorted(rest, key=lambda i: (-scores[i], i))
+        assert rank(packed(scores, left, band)).tolist() == want

@@ -8,7 +8,9 @@ import functools
 
 import numpy as np
 
-from core.placement import pair_means, peer_scores
+from core.feasibility import fitting
+from core.placement import closest_quality, pair_means, peer_scores
+from streams.adapters.tasks import need
 
 
 class GangScorer:
@@ -47,7 +49,35 @@ class GangScorer:
         worth = peer_scores(self.alpha, self.compute[members], q, self.unknown, energy, self.w)
         return float((self.scores[members[0]] + worth[1:].sum()) / len(members))
 
+    def closeness(self, members: list[int], could_host: np.ndarray) -> tuple[float, float]:
+        """(the gang's mean member-pair quality, the same for the lead's closest co-workers): the
+        lead's ``len(members) - 1`` best paths to nodes that ``could_host`` a worker (bool[N], by
+        capacity, whatever runs there now) — what the gang would get if the lead's neighbours were free
+        (core.placement.closest_quality)."""
+        got = float(self.pair_quality(members).mean())
+        return got, closest_quality(self._filled(members[0]), could_host, members[0], len(members) - 1)
+
     def network(self, first_network: float, members: list[int]) -> float:
         """The network part of the gang's value, composed as :meth:`value` composes it."""
         q = self.pair_quality(members)
         return float((first_network + q[1:].sum()) / len(members))
+
+
+def too_far(sched, task, g: GangScorer, members: list[int], nodes, now: float) -> str | None:
+    """Why a gang waits rather than take ``members`` (None: it takes them): their mean pair quality
+    is below ``sched.gang_closeness`` x what the lead's closest nodes would give if they were free,
+    and the task has waited less than ``sched.gang_patience`` x its expected duration. Slurm's
+    ``--switches=N@max-time`` with the measured network in place of switch counts."""
+    if sched.gang_closeness <= 0:
+        return None
+    p = sched.pending.get(task.id)
+    waited = p.waited(now) if p is not None else now - (task.submitted_at or now)
+    patience = sched.gang_patience * task.expected_duration_s
+    if waited >= patience:
+        return None
+    host = fitting(nodes.capacity, need(task), nodes.available & ~nodes.closed)
+    got, best = g.closeness(members, host)
+    if not got < sched.gang_closeness * best:  # close enough, or nothing to compare with (NaN)
+        return None
+    return (f"waiting for a closer gang: its pair quality {got:.0f} < {sched.gang_closeness:g} x {best:.0f} "
+            f"(its lead's closest nodes, busy now); waits up to {patience - waited:.0f} s more")

@@ -14,7 +14,7 @@ import numpy as np
 
 from core.feasibility import fitting
 from core.metering import DEFAULT_BENCHMARK_WORK, DEFAULT_MODEL_CONVERSION
-from core.placement import Placement, place, top
+from core.placement import Placement, packed, place, top
 from core.quality import Freshness
 from core.reschedule import ReschedulePolicy, endpoint_worst, worst_known
 from core.scoring import (
@@ -35,7 +35,7 @@ from streams.worker.scheduling.constraints import allowed, constrained
 from streams.worker.scheduling.control import ControlMixin
 from streams.worker.scheduling.decision import Scored, decision
 from streams.worker.scheduling.failures import IncidentBook, health
-from streams.worker.scheduling.gangs import GangScorer
+from streams.worker.scheduling.gangs import GangScorer, too_far
 from streams.worker.scheduling.held import Pending, Running
 from streams.worker.scheduling.ledger import Ledger, usable
 from streams.worker.scheduling.lifecycle import LifecycleMixin, known
@@ -59,6 +59,10 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
     inv: object  # streams.worker.state_tables.Inventory
     margin: float = 0.15
     max_wait_s: float = 600.0
+    packing_band: float = 20.0  # a one-node task: among nodes this close to the best score, the fullest (0: off)
+    # a gang waits for nodes this close to each other (share of its lead's best; 0: takes any) ...
+    gang_closeness: float = 0.8
+    gang_patience: float = 4.0  # ... for at most this many times its expected duration
     node_timeout_s: float = 60.0
     policy: ReschedulePolicy = field(default_factory=ReschedulePolicy)
     conversion: dict = field(default_factory=lambda: DEFAULT_MODEL_CONVERSION)
@@ -238,7 +242,7 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
         return task.network_profile or self.types[task.type].profile
 
     def _attempt(self, task: Task, b: BatchScores, t: int, nodes: NodeView, usable: np.ndarray, reserve,
-                 quota_ok: np.ndarray, held: np.ndarray) -> tuple:
+                 quota_ok: np.ndarray, held: np.ndarray, now: float) -> tuple:
         """(filter reasons, scores, compute-only choice, placement) of one try on ``usable``; ``held``:
         nodes reserved for the head of the queue."""
         alpha, x, net = b.alphas[t], b.x, b.net
@@ -254,25 +258,33 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
         s = Scored(alpha, np.where(fits, b.composite[t], -np.inf), nodes.compute[:, x.kind[t]], b.network[t],
                    load_scores(x, t))
         compute_only = [int(i) for i in top(np.where(fits, b.compute_only[t], -np.inf), task.peers)]
-        return reasons, s, compute_only, self.placement(task, s, net, x.unknown_quality, nodes, usable, reserve)
+        return reasons, s, compute_only, self.placement(task, s, net, x.unknown_quality, nodes, usable, reserve, now)
 
     def placement(self, task: Task, s: Scored, net, unknown_quality: float, nodes: NodeView, usable: np.ndarray,
-                  reserve) -> Placement:
+                  reserve, now: float) -> Placement:
         """Where ``task`` goes among the nodes its scores allow (``s.composite``: -inf where filtered):
-        the best score, a gang by its members' quality to each other. The replay's topology baseline
+        one worker by best fit among the nodes within ``packing_band`` of the best score
+        (core.placement.packed), a gang by its members' quality to each other (and it may wait for a
+        closer one: gangs.too_far). The replay's topology baseline
         overrides this one step (streams/replay/baselines.py) and shares everything else."""
         if task.peers == 1:
-            return place(s.composite, need(task), usable, reserve=reserve)
+            return place(packed(s.composite, usable[:, 0] - need(task)[0], self.packing_band), need(task), usable,
+                         reserve=reserve)
         g = GangScorer(s.alpha, s.composite, s.compute, net, unknown_quality, nodes.energy, task.cost_sensitivity)
-        return place(s.composite, need(task), usable, gang=task.peers, reserve=reserve, peer_scores=g.peers,
-                     value_of=g.value)
+        p = place(s.composite, need(task), usable, gang=task.peers, reserve=reserve, peer_scores=g.peers,
+                  value_of=g.value)
+        why = too_far(self, task, g, p.nodes, nodes, now) if p.placed else None
+        if why is None:
+            return p
+        usable[p.nodes] += need(task)  # not taken: the gang waits (place's all-or-nothing undo)
+        return Placement(fallbacks=[*p.fallbacks, (-1, why)])
 
     def _place_one(self, task: Task, b: BatchScores, t: int, nodes: NodeView, usable: np.ndarray, reserve,
                    now: float, held: np.ndarray) -> Decision:
         """``held``: bool[N] nodes reserved for the head of the queue that ``task`` may not take."""
         team = self.quotas.team_of(task)
         quota_ok = self.quotas.room(list(self.running.values()), task, team, nodes)
-        reasons, s, compute_only, p = self._attempt(task, b, t, nodes, usable, reserve, quota_ok, held)
+        reasons, s, compute_only, p = self._attempt(task, b, t, nodes, usable, reserve, quota_ok, held, now)
         if not p.placed and self.preemption and team is not None and self.opted_in(task) and \
                 (pl := plan(self, task, b.x, t, nodes, usable, team, quota_ok & ~held & allowed(task, nodes),
                             now)) is not None:
@@ -284,7 +296,7 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
             usable[:] = nodes.usable  # what the victims held is free for the rest of the batch too
             b, t = BatchScores(self, [task], nodes, b.profile), 0
             quota_ok = self.quotas.room(list(self.running.values()), task, team, nodes)
-            reasons, s, compute_only, p = self._attempt(task, b, t, nodes, usable, reserve, quota_ok, held)
+            reasons, s, compute_only, p = self._attempt(task, b, t, nodes, usable, reserve, quota_ok, held, now)
         alpha, x, net = b.alphas[t], b.x, b.net
         if p.placed:
             if self.reservation is not None and self.reservation.task_id == task.id:

@@ -1,0 +1,90 @@
+"""A gang waits for nodes close to each other rather than run across a slow network, for at most
+``gang_patience`` x its expected duration (Slurm's ``--switches=N@max-time``, on measured quality)."""
+
+import math
+
+import numpy as np
+import pytest
+
+from core.placement import closest_quality
+from schemas.sched import Task
+from tests.helpers.scheduling import gpu_node, make_scheduler, win
+
+NOW = 1_000_000.0
+
+
+def cluster():
+    """n0 <-> n1 and n2 <-> n3 are close (0.5 ms); every other pair is 150 ms apart."""
+    nodes = ["n0", "n1", "n2", "n3"]
+    paths = {}
+    for a in nodes:
+        for b in nodes:
+            if a != b:
+                near = {a, b} in ({"n0", "n1"}, {"n2", "n3"})
+                paths[(a, b)] = {"rtt_ms": win(NOW, 0.5 if near else 150.0)}
+    s = make_scheduler([gpu_node(n, NOW) for n in nodes], paths)
+    s.node_timeout_s = float("inf")
+    s.freshness = None  # the windows do not age (an hour later the paths are still known)
+    return s
+
+
+def task(tid, peers=1, cards=8, duration=3600.0):
+    return Task(id=tid, type="training-data-parallel", peers=peers, resources={"cards": cards},
+                submitted_at=NOW, expected_duration_s=duration)
+
+
+def test_closest_quality_worked_example():
+    assert closest_quality(np.array([100.0, 95.0, 60.0, 90.0]), np.ones(4, bool), 0, 2) == 92.5
+    # the lead itself and nodes that could not host a worker do not count
+    assert closest_quality(np.array([100.0, 95.0, 60.0, 90.0]), np.array([True, False, True, True]), 0, 2) == 75.0
+    assert math.isnan(closest_quality(np.array([100.0, 95.0]), np.ones(2, bool), 0, 2))
+
+
+def test_a_gang_waits_for_a_close_pair_then_takes_it():
+    s = cluster()
+    assert [s.decide(task(t), NOW).nodes for t in "abc"] == [["n0"], ["n1"], ["n2"]]  # whole nodes
+    s.end("a")  # free: n0 and n3, 150 ms apart
+    d = s.decide(task("g", peers=2), NOW + 10)
+    assert d.status == "unschedulable" and d.nodes == [] and "g" in s.pending
+    (why,) = [f.reason for f in d.fallbacks if "closer" in f.reason]
+    # quality of the far pair against the lead's closest nodes (its rack partner, busy)
+    assert why.startswith("waiting for a closer gang: its pair quality 57 < 0.8 x 100")
+    assert s.retry_pending(NOW + 20) == []  # nothing changed: still waiting
+    s.end("b")  # n1 frees: n0 <-> n1 is close
+    (placed,) = s.retry_pending(NOW + 60)
+    assert sorted(placed.nodes) == ["n0", "n1"] and "g" in s.running
+
+
+@pytest.mark.parametrize("patience", [1.0, 0.0])
+def test_a_gang_takes_a_far_pair_once_it_waited_its_patience(patience):
+    s = cluster()
+    s.gang_patience = patience
+    s.decide(task("a"), NOW)  # n0 (the best, ties to the lower index)
+    s.decide(task("b"), NOW)  # n1
+    s.decide(task("c"), NOW)  # n2
+    s.end("b")  # free: n1 and n3, 150 ms apart (n1's close partner n0 and n3's n2 are busy)
+    d = s.decide(task("g", peers=2, duration=3600.0), NOW + 10)
+    if patience == 0.0:  # patience 0: it takes them at once (the rule before)
+        assert sorted(d.nodes) == ["n1", "n3"]
+        return
+    assert d.status == "unschedulable" and "waiting for a closer gang" in " ".join(f.reason for f in d.fallbacks)
+    assert s.retry_pending(NOW + 3000) == []  # queued at NOW + 10: waited 2,990 s of its 3,600
+    (placed,) = s.retry_pending(NOW + 3611)
+    assert sorted(placed.nodes) == ["n1", "n3"]
+
+
+def test_closeness_off_takes_any_pair():
+    s = cluster()
+    s.gang_closeness = 0.0
+    for t in ("a", "b", "c"):
+        s.decide(task(t), NOW)
+    s.end("b")
+    assert sorted(s.decide(task("g", peers=2), NOW).nodes) == ["n1", "n3"]
+
+
+def test_a_gang_no_close_group_could_hold_does_not_wait():
+    s = cluster()
+    # three workers: even the lead's two closest nodes include a far one, so no placement is much
+    # better than what is free now, and it goes at once
+    d = s.decide(task("g", peers=3), NOW)
+    assert d.status == "placed" and len(d.nodes) == 3
