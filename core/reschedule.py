@@ -5,8 +5,8 @@ Per task and evaluation (one per window of fresh state):
   the task depends on degrading lowers its current composite; so do a better node joining, or the
   network improving elsewhere);
 - *degraded* (names the trigger): a path the task depends on shifted — the degradation detector
-  (core/detect.py: its last two windows at least ``shift_factor`` x the median of the windows before,
-  beyond their noise; sensitive 1.15x, default 1.3x, stable 1.5x) — or has p95 RTT >= a factor x its
+  (core/detect.py: its last two windows at least ``shift_factor`` x the path's floor, the low quantile
+  of the windows before, beyond their noise; sensitive 1.15x, default 1.3x, stable 1.5x) — or has p95 RTT >= a factor x its
   baseline (the p95 when the task was placed: a slow drift the detector's baseline follows), or a
   loss above a limit and that far above the path's loss at
   placement, measured on at least ``min_loss_probes`` probes (with the detector: a loss above the
