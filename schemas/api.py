@@ -212,7 +212,8 @@ class TaskEstimate(ApiModel):
     reason: str | None = Field(default=None, description=(
         "a queued task: the one thing it waits for — held, quota (its team's maximum), resources (too few "
         "nodes with room now), reservation (the free nodes are promised to the task first in line), "
-        "retrying (it fits: placed at the next retry)"))
+        "network (a gang that fits only on nodes far from each other, waiting for closer ones), retrying (it "
+        "fits: placed at the next retry)"))
     position: int | None = Field(default=None, description="a queued task: its place in the service order (1: next)")
 
 

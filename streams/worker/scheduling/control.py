@@ -20,6 +20,7 @@ from streams.worker.scheduling.constraints import allowed
 
 # what a queued task waits for (TaskEstimate.reason)
 HELD, QUOTA, RESOURCES, RESERVATION, RETRYING = "held", "quota", "resources", "reservation", "retrying"
+NETWORK = "network"
 
 
 @dataclass
@@ -172,4 +173,6 @@ class ControlMixin:
         if res is not None and int((fits & ~self.blocked(task, nodes, now)).sum()) < task.peers:
             return Waiting(RESERVATION, f"the nodes that fit are reserved for {res.task_id}, first in line, "
                                         f"which starts in {max(res.start - now, 0):.0f} s", position)
+        if p.far:
+            return Waiting(NETWORK, p.far, position)
         return Waiting(RETRYING, "fits now: placed at the next retry", position)

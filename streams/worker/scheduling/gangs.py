@@ -63,6 +63,9 @@ class GangScorer:
         return float((first_network + q[1:].sum()) / len(members))
 
 
+FAR = "waiting for a closer gang"
+
+
 def too_far(sched, task, g: GangScorer, members: list[int], nodes, now: float) -> str | None:
     """Why a gang waits rather than take ``members`` (None: it takes them): their mean pair quality
     is below ``sched.gang_closeness`` x what the lead's closest nodes would give if they were free,
@@ -79,5 +82,5 @@ def too_far(sched, task, g: GangScorer, members: list[int], nodes, now: float) -
     got, best = g.closeness(members, host)
     if not got < sched.gang_closeness * best:  # close enough, or nothing to compare with (NaN)
         return None
-    return (f"waiting for a closer gang: its pair quality {got:.0f} < {sched.gang_closeness:g} x {best:.0f} "
+    return (f"{FAR}: its pair quality {got:.0f} < {sched.gang_closeness:g} x {best:.0f} "
             f"(its lead's closest nodes, busy now); waits up to {patience - waited:.0f} s more")

@@ -35,7 +35,7 @@ from streams.worker.scheduling.constraints import allowed, constrained
 from streams.worker.scheduling.control import ControlMixin
 from streams.worker.scheduling.decision import Scored, decision
 from streams.worker.scheduling.failures import IncidentBook, health
-from streams.worker.scheduling.gangs import GangScorer, too_far
+from streams.worker.scheduling.gangs import FAR, GangScorer, too_far
 from streams.worker.scheduling.held import Pending, Running
 from streams.worker.scheduling.ledger import Ledger, usable
 from streams.worker.scheduling.lifecycle import LifecycleMixin, known
@@ -314,7 +314,8 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
             timing = self._power_timing(run, nodes, p.nodes, now)
             self.add_running(run)
         else:
-            self.pending.setdefault(task.id, Pending(task, task.submitted_at or now, queued_at=now))
+            self.pending.setdefault(task.id, Pending(task, task.submitted_at or now, queued_at=now)).far = next(
+                (why for n, why in p.fallbacks if n < 0 and why.startswith(FAR)), "")
             timing = {}
         d = decision(task, b.profile, s, nodes, p, reasons, compute_only, self.version, now)
         if timing:

@@ -49,6 +49,8 @@ def test_a_gang_waits_for_a_close_pair_then_takes_it():
     (why,) = [f.reason for f in d.fallbacks if "closer" in f.reason]
     # quality of the far pair against the lead's closest nodes (its rack partner, busy)
     assert why.startswith("waiting for a closer gang: its pair quality 57 < 0.8 x 100")
+    w = s.waiting("g", NOW + 15)
+    assert (w.reason, w.detail) == ("network", why)  # what the operator sees (GET /tasks/g/eta)
     assert s.retry_pending(NOW + 20) == []  # nothing changed: still waiting
     s.end("b")  # n1 frees: n0 <-> n1 is close
     (placed,) = s.retry_pending(NOW + 60)
