@@ -32,10 +32,3 @@ def fitting(usable: np.ndarray, need: np.ndarray, available: np.ndarray | None =
     covered in every resource."""
     ok = covers(usable, need)
     return ok if available is None else ok & np.asarray(available, bool)
-
-
-def fitting_counts(usable: np.ndarray, needs: np.ndarray, available: np.ndarray) -> np.ndarray:
-    """int64[J]: on how many nodes each of J tasks (``needs`` float[J, R], one worker's need) fits
-    now — a gang of ``peers`` workers needs at least ``peers`` of them."""
-    room = np.asarray(usable)[np.asarray(available, bool)]
-    return covers(room[None, :, :], np.asarray(needs)[:, None, :]).sum(axis=1).astype(np.int64)

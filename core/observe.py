@@ -172,26 +172,6 @@ def _hampel_rows(x, s, limit):
     return mean, q, kept
 
 
-def row_quantiles(x: np.ndarray, qs) -> np.ndarray:
-    """float64[len(qs), rows]: each row's quantiles ignoring NaN (numpy's linear method, as
-    ``np.nanquantile(x, qs, axis=1)``; NaN for a row without values), by one sort of all rows."""
-    x = np.asarray(x, np.float64)
-    rows = x.shape[0]
-    if x.size == 0:
-        return np.full((len(qs), rows), np.nan)
-    s = np.sort(x, axis=1)  # NaN last
-    n = (~np.isnan(x)).sum(axis=1)
-    r = np.arange(rows)
-    out = np.full((len(qs), rows), np.nan)
-    for k, q in enumerate(qs):
-        pos = q * np.maximum(n - 1, 0)
-        lo = np.floor(pos).astype(np.int64)
-        hi = np.minimum(lo + 1, np.maximum(n - 1, 0))
-        v = s[r, lo] + (pos - lo) * (s[r, hi] - s[r, lo])
-        out[k] = np.where(n > 0, v, np.nan)
-    return out
-
-
 def observe(rtt_ms: np.ndarray, loss: np.ndarray, model: ProbeModel, seed: int,
             jitter: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """One window of results per path, drawn around the truth (``rtt_ms``, ``loss``) with ``seed``

@@ -43,8 +43,28 @@ def test_observations_are_seeded_and_centred_on_the_truth():
     assert a["loss"][0] == 0.0 and a["loss"][1] == pytest.approx(0.1, abs=0.02)
 
 
+def row_quantiles(x: np.ndarray, qs) -> np.ndarray:
+    """The reference the window kernel replaced (kept here, where it is used): float64[len(qs),
+    rows]: each row's quantiles ignoring NaN (numpy's linear method, as
+    ``np.nanquantile(x, qs, axis=1)``; NaN for a row without values), by one sort of all rows."""
+    x = np.asarray(x, np.float64)
+    rows = x.shape[0]
+    if x.size == 0:
+        return np.full((len(qs), rows), np.nan)
+    s = np.sort(x, axis=1)  # NaN last
+    n = (~np.isnan(x)).sum(axis=1)
+    r = np.arange(rows)
+    out = np.full((len(qs), rows), np.nan)
+    for k, q in enumerate(qs):
+        pos = q * np.maximum(n - 1, 0)
+        lo = np.floor(pos).astype(np.int64)
+        hi = np.minimum(lo + 1, np.maximum(n - 1, 0))
+        v = s[r, lo] + (pos - lo) * (s[r, hi] - s[r, lo])
+        out[k] = np.where(n > 0, v, np.nan)
+    return out
+
+
 def test_row_quantiles_match_numpy_nanquantile_with_nan_empty_and_constant_rows():
-    from core.observe import row_quantiles
 
     rng = np.random.default_rng(4)
     x = rng.lognormal(0, 1, (50, 37))
@@ -64,7 +84,6 @@ def test_row_quantiles_match_numpy_nanquantile_with_nan_empty_and_constant_rows(
 def numpy_window_results(x, hampel_k=3.0):
     """The numpy composition window_results replaced (Hampel over nanquantile, then nanmean): its
     values must come out bit for bit, or the replay's pinned results move."""
-    from core.observe import row_quantiles
     from core.vocabulary import MAD_TO_SIGMA
 
     with np.errstate(invalid="ignore"), __import__("warnings").catch_warnings():
