@@ -65,10 +65,10 @@ class QueueMixin:
     def blocked(self, task: Task, nodes: NodeView, now: float) -> np.ndarray:
         """bool[N]: reserved nodes ``task`` may not take (it would delay the head of the queue): a
         task behind the head (lower or equal priority, or any while the head starves) that would not
-        end before the reservation starts."""
+        end before the reservation starts. Read-only (shared by every task held back)."""
         if not self._behind(task, now):
             return np.zeros(len(nodes.ids), bool)
-        return self._reserved_mask(nodes).copy()
+        return self._reserved_mask(nodes)
 
     def _behind(self, task: Task, now: float) -> bool:
         """Whether the head's reservation holds ``task`` back (see :meth:`blocked`)."""
@@ -83,6 +83,7 @@ class QueueMixin:
         res, memo = self.reservation, getattr(self, "_reserved", None)
         if memo is None or memo[0] is not res or memo[1] is not nodes.ids:
             memo = self._reserved = (res, nodes.ids, np.isin(nodes.ids, res.nodes))
+            memo[2].flags.writeable = False  # handed out as is: nobody may change it
         return memo[2]
 
     def expire_queued(self, now: float, timeout_s: float) -> list[tuple[Task, Decision]]:
