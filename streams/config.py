@@ -103,8 +103,8 @@ class Settings(BaseSettings):
     max_restarts: int = Field(default=3, ge=0, description="a failed task is re-queued from its checkpoint this often")
     max_wait_seconds: float = Field(default=600.0, gt=0, description="anti-starvation: past it a task goes first")
     packing_band: float = Field(default=20.0, ge=0, le=100, description=(
-        "a one-node task goes to the fullest node that fits among those within this many score points of the "
-        "best (best fit in a tier, as Slurm's node weights); 0: the best score alone"))
+        "while other tasks wait, a one-node task goes to the fullest node that fits among those within this many "
+        "score points of the best (best fit in a tier, as Slurm's node weights); 0: the best score alone"))
     gang_closeness: float = Field(default=0.8, ge=0, le=1, description=(
         "a gang waits rather than take members whose mean pair quality is below this share of what its lead's "
         "closest nodes would give; 0: it takes any"))

@@ -90,3 +90,26 @@ def test_a_gang_no_close_group_could_hold_does_not_wait():
     # better than what is free now, and it goes at once
     d = s.decide(task("g", peers=3), NOW)
     assert d.status == "placed" and len(d.nodes) == 3
+
+
+def test_packing_applies_only_while_other_tasks_wait():
+    # n0 has twice n1's peak (composite 60 against 53.6: within the 20-point band)
+    def half_full(queued: bool):
+        s = make_scheduler([gpu_node("n0", NOW, fp16=2000.0), gpu_node("n1", NOW)], {})
+        s.node_timeout_s, s.freshness = float("inf"), None
+        assert s.decide(task("a"), NOW).nodes == ["n0"]
+        assert s.decide(task("b", cards=4), NOW).nodes == ["n1"]  # the only room
+        if queued:
+            assert s.decide(task("q"), NOW).status == "unschedulable" and "q" in s.pending  # waits for a whole node
+        s.end("a")  # n0 empty, n1 half full
+        return s
+
+    # nothing waits: the best score decides
+    assert half_full(False).decide(task("c", cards=2), NOW + 1).nodes == ["n0"]
+    # a task waits for a whole node: the fuller node within the band takes it, and n0 stays whole
+    s = half_full(True)
+    assert s.decide(task("c", cards=2), NOW + 1).nodes == ["n1"]
+    assert s.retry_pending(NOW + 2)[0].nodes == ["n0"]
+    s = half_full(True)
+    s.packing_band = 0.0  # off: the best score, and the waiting task has no whole node left
+    assert s.decide(task("c", cards=2), NOW + 1).nodes == ["n0"] and s.retry_pending(NOW + 2) == []
