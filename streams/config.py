@@ -45,8 +45,9 @@ class Settings(BaseSettings):
     window_step_seconds: int = Field(default=10, ge=1, le=86_400)
     allowed_lateness_seconds: float = Field(default=2.0, ge=0, le=3_600)
     max_clock_skew_seconds: float = Field(
-        default=300.0, gt=0, le=86_400, description="samples further ahead of the worker's clock are rejected: "
-        "one sample can move its partition's event time at most this far past real time")
+        default=10.0, gt=0, le=86_400, description="samples further ahead of the worker's clock are dead-lettered: "
+        "one sample can move its partition's event time at most this far past real time, and the partition's valid "
+        "samples up to this much minus the allowed lateness behind it are then late; keep it near the lateness")
     max_sample_age_seconds: float = Field(
         default=7 * 86_400.0, gt=0, description="samples older than this (by the worker's clock) are rejected")
     max_message_bytes: int = Field(

@@ -62,7 +62,7 @@ def _probe(rng: np.random.Generator, now: float, max_bytes: int) -> tuple[bytes,
         field = ["src", "dst", "metric"][int(rng.integers(0, 3))]
         return _json([_sample(now, **{field: bad})]), "hostile_id"
     if kind == 7:
-        ts = [now + 23 * 3600, now + 3600, now - 30 * 86_400, -1.0, 1e300][int(rng.integers(0, 5))]
+        ts = [now + 23 * 3600, now + 3600, now + 290, now - 30 * 86_400, -1.0, 1e300][int(rng.integers(0, 6))]
         return _json([_sample(now, ts=ts)]), "far_timestamp"
     if kind == 8:
         n = max_bytes // 60 + 100

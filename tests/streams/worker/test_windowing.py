@@ -265,3 +265,29 @@ def test_a_big_first_message_keeps_every_sample_under_its_own_series_and_window(
         ("n0", "n65535", "m1022", t0 + 10.0 * (2**22 - 1), 1, 3.0),
         ("n12345", "n4242", "m6", t0 + 10.0 * 2**21, 1, 4.0),
     ])
+
+
+def test_a_sample_far_ahead_of_the_clock_is_refused_and_the_valid_samples_behind_it_stay_on_time():
+    """Issue 32, finding 3: with the default settings a sample 290 s ahead of the worker's clock was
+    accepted, moved its partition's event time on by 290 s, and the next five minutes of valid
+    samples were dropped as late, without a dead letter. With the worker's own check (the settings'
+    skew, the default lateness) it is refused with its reason and every valid sample counts."""
+    from schemas.probe_validation import validate_batch
+    from streams.config import Settings
+
+    cfg = Settings()
+    now = 1.8e9
+    w = PartitionWindows(cfg.window_seconds, cfg.window_step_seconds, cfg.allowed_lateness_seconds)
+    ahead = validate_batch(batch([now + 290.0], [1.0]), now, cfg.max_clock_skew_seconds, cfg.max_sample_age_seconds)
+    assert len(ahead.good) == 0 and ahead.rejected == {"out_of_range": 1}
+    assert "clock skew" in ahead.listed[0].detail
+    late = w.add(ahead.good, 0)
+    valid_ts = now + np.arange(0.0, 60.0, 0.5)  # a minute of valid samples, each checked at its arrival
+    for i, t in enumerate(valid_ts):
+        check = validate_batch(batch([t], [2.0]), t, cfg.max_clock_skew_seconds, cfg.max_sample_age_seconds)
+        late += w.add(check.good, i + 1)
+    assert late == 0
+    assert sum(r["count"] for r in w.flush_all()) == valid_ts.size
+    # the skew a sample is still accepted within bounds what it can make late: no more than the skew
+    # minus the lateness behind it
+    assert cfg.max_clock_skew_seconds - cfg.allowed_lateness_seconds <= 10.0
