@@ -145,5 +145,8 @@ MIGRATIONS: dict[int, str] = {
         PRIMARY KEY (run_id, policy, against, kind, metric)
     );
     """,
+    14: """
+    ALTER TABLE sink_rejects ADD COLUMN original_size BIGINT;
+    """,
 }
 SCHEMA_VERSION = max(MIGRATIONS)

@@ -76,6 +76,11 @@ class Settings(BaseSettings):
         default=15.0, gt=0, le=3600, description="a connection without a whole request this long after it "
         "opened or after its last answer is closed (slow or silent clients, request headers included)")
     duckdb_path: Path = Path("cnsched.duckdb")
+    sink_reject_bytes: int = Field(
+        default=8192, ge=0, le=16 * 2**20, description="of a message the sink will not store, the first this "
+        "many bytes are kept in sink_rejects (with its size; the whole message stays in Kafka at its offset)")
+    sink_rejects_max_rows: int = Field(default=50_000, ge=1, description="sink_rejects keeps the newest this many")
+    sink_rejects_max_age_days: float = Field(default=7.0, gt=0, description="sink_rejects keeps this many days")
     data_dir: Path = Field(default=Path(".cnsched-data"), description="worker scratch data")
     log_level: LogLevel = "INFO"
     node_timeout_seconds: float = Field(default=60.0, gt=0, description="silent longer: unavailable")
@@ -102,6 +107,8 @@ class Settings(BaseSettings):
         "re-queued from its checkpoint)"))
     max_fallbacks: int = Field(default=3, ge=0, description="nodes tried after the first refuses or fails to start a task")
     max_restarts: int = Field(default=3, ge=0, description="a failed task is re-queued from its checkpoint this often")
+    max_queued_tasks: int = Field(default=100_000, ge=1, description=(
+        "a new task beyond this many waiting is refused (sched.deadletter reason queue_full; POST /tasks: 503)"))
     max_wait_seconds: float = Field(default=600.0, gt=0, description="anti-starvation: past it a task goes first")
     packing_band: float = Field(default=20.0, ge=0, le=100, description=(
         "while other tasks wait, a one-node task goes to the fullest node that fits among those within this many "

@@ -46,7 +46,9 @@ DEADLETTER_OF = {PROBE_SAMPLES: PROBE_DEADLETTER, COMPUTE_NODES: COMPUTE_DEADLET
 def fuzz_settings(settings: Settings) -> Settings:
     return settings.model_copy(update={"idle_close_seconds": 2.0, "max_message_bytes": 256 * 1024,
                                        "window_seconds": 10, "window_step_seconds": 10,
-                                       "allowed_lateness_seconds": 1.0, "flush_interval_seconds": 0.5})
+                                       "allowed_lateness_seconds": 1.0, "flush_interval_seconds": 0.5,
+                                       # every hostile message's reject row is looked for: none pruned
+                                       "sink_rejects_max_rows": 10_000_000})
 
 
 def valid_messages(rng: np.random.Generator, now: float, count: int) -> list[tuple[str, list[dict]]]:
@@ -251,10 +253,12 @@ async def run_fuzz(settings: Settings, messages: int, seed: int, workdir: Path, 
     worker = start_worker(settings, workdir / "worker.log")
     sink = start_command(settings, workdir / "sink.log", "sink")
     rss: list[float] = []
+    sink_rss: list[float] = []
     try:
         await wait_ready(settings.web_port, worker)
         rss_before = rss_mb(worker.pid)
         sampler = asyncio.create_task(sample_rss(worker.pid, rss))
+        sink_sampler = asyncio.create_task(sample_rss(sink.pid, sink_rss))
         started = time.perf_counter()
         sent, valid = await send_all(settings, np.random.default_rng(seed), time.time(), messages)
         probes = sum(1 for t, *_ in sent if t == PROBE_SAMPLES) + len(valid)
@@ -266,6 +270,7 @@ async def run_fuzz(settings: Settings, messages: int, seed: int, workdir: Path, 
         failed = await asyncio.to_thread(worker_counter, settings.web_port, "messages_failed_total")
         expected = expected_windows(valid)
         sink_report = await asyncio.to_thread(sink_check, settings, sent, expected)
+        sink_sampler.cancel()
         alive = {"worker": worker.poll() is None, "sink": sink.poll() is None}
     finally:
         stop_process(worker)
@@ -287,7 +292,8 @@ async def run_fuzz(settings: Settings, messages: int, seed: int, workdir: Path, 
                     "stored": sink_report["windows_stored"],
                     "stored_wrong_or_missing": sink_report["windows_wrong_or_missing"]},
         "memory_mb": {"before": round(rss_before, 1), "peak": round(max(rss, default=math.nan), 1),
-                      "growth": round(max(rss, default=math.nan) - rss_before, 1)},
+                      "growth": round(max(rss, default=math.nan) - rss_before, 1),
+                      "sink_peak": round(max(sink_rss, default=math.nan), 1)},
     }
 
 

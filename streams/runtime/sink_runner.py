@@ -3,9 +3,11 @@ sched.reschedules and sched.events (task lifecycle) in batches, writes each batc
 (at-least-once; the store is idempotent).
 
 Every message is checked against its contract (schemas/) before it is stored — the same models the
-worker applies; window results by Arrow's typed JSON reader in bulk. A message that fails is not
-stored: it goes to ``sink_rejects`` (topic, partition, offset, reason, detail, original bytes), and
-the sink moves on.
+worker applies — and what is stored is the validated record (``"5"`` read as 5, as the worker reads
+it); window results by Arrow's typed JSON reader in bulk, a message it refuses by its contract. A
+message that fails is not stored: it goes to ``sink_rejects`` (topic, partition, offset, reason,
+detail, the first CNSCHED_SINK_REJECT_BYTES of the original and its size), kept within
+CNSCHED_SINK_REJECTS_MAX_ROWS and CNSCHED_SINK_REJECTS_MAX_AGE_DAYS, and the sink moves on.
 
 The file is open only while a batch is written, so `cnsched sql` (and any DuckDB client) can read it
 between batches while the pipeline runs; each side waits briefly while the other holds it."""
@@ -55,23 +57,26 @@ CONTRACTS: dict[str, type[BaseModel]] = {
     SCHED_MAINTENANCE: NodeCommand}
 
 
-def reject(msg, reason: str, detail: str) -> dict:
-    """A ``sink_rejects`` row for a message the sink will not store."""
+def reject(msg, reason: str, detail: str, keep_bytes: int = 8192) -> dict:
+    """A ``sink_rejects`` row for a message the sink will not store: its first ``keep_bytes`` bytes
+    and its size (a flood of big hostile messages must not grow the sink or its file without bound)."""
+    value = msg.value or b""
     return {"topic": msg.topic, "part": msg.partition, "offset": msg.offset, "reason": reason,
-            "detail": detail[:2000], "original": bytes(msg.value or b""), "rejected_at": time.time()}
+            "detail": detail[:2000], "original": bytes(value[:keep_bytes]), "rejected_at": time.time(),
+            "original_size": len(value)}
 
 
-def checked(msg, model: type[BaseModel]) -> tuple[dict | None, dict | None]:
-    """(the message as a dict, None) when it keeps its contract, else (None, its reject row)."""
+def checked(msg, model: type[BaseModel], keep_bytes: int = 8192) -> tuple[dict | None, dict | None]:
+    """(the validated record, None) when the message keeps its contract, else (None, its reject row)."""
     try:
-        model.model_validate_json(msg.value or b"")
-        return json.loads(msg.value), None
+        return model.model_validate_json(msg.value or b"").model_dump(mode="json", by_alias=True,
+                                                                         exclude_unset=True), None
     except ValidationError as exc:
         errors = field_errors(exc)
         reason = "undecodable" if any(e["type"] == "json_invalid" for e in exc.errors()) else "schema"
-        return None, reject(msg, reason, json.dumps(errors[:20]))
+        return None, reject(msg, reason, json.dumps(errors[:20]), keep_bytes)
     except (ValueError, TypeError, RecursionError) as exc:
-        return None, reject(msg, "undecodable", f"{type(exc).__name__}: {exc}")
+        return None, reject(msg, "undecodable", f"{type(exc).__name__}: {exc}", keep_bytes)
 
 
 class WindowSink:
@@ -119,7 +124,7 @@ class WindowSink:
                         raw_windows += msgs
                         continue
                     for m in msgs:
-                        doc, bad = checked(m, models[tp.topic])
+                        doc, bad = checked(m, models[tp.topic], self.settings.sink_reject_bytes)
                         if doc is not None:
                             rows.setdefault(tp.topic, []).append((doc, m))
                         else:
@@ -166,13 +171,15 @@ class WindowSink:
                 values = [m.value or b"" for m in raw_windows]
                 stored, bad = store.write_windows_json(values)
                 self.stored += stored
-                rejects = rejects + [reject(raw_windows[i], "schema", "not a window result") for i in bad]
+                rejects = rejects + [reject(raw_windows[i], "schema", "not a window result",
+                                            self.settings.sink_reject_bytes) for i in bad]
             for topic, items in rows.items():
                 self._write(store, names[topic], items, rejects)
             if rejects:
                 self.skipped += len(rejects)
                 log.warning("%d message(s) not stored; see the sink_rejects table", len(rejects))
-                store.write_rejects(rejects)
+                store.write_rejects(rejects, self.settings.sink_rejects_max_rows,
+                                    self.settings.sink_rejects_max_age_days * 86_400)
         finally:
             store.close()
 
@@ -186,7 +193,8 @@ class WindowSink:
                 try:
                     self.stored += write([doc])
                 except _BAD_ROW as one:
-                    rejects.append(reject(msg, "unstorable", f"{type(one).__name__}: {one}"))
+                    rejects.append(reject(msg, "unstorable", f"{type(one).__name__}: {one}",
+                                          self.settings.sink_reject_bytes))
 
 
 async def run_sink(settings: Settings) -> int:

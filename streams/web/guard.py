@@ -4,7 +4,9 @@ bearer tokens and scopes, JSON-only bodies, a time limit, and a rate limit on ta
 Closed by default:
 - the API binds CNSCHED_WEB_BIND (default: CNSCHED_WEB_HOST, itself 127.0.0.1);
 - a state change (POST, PUT, PATCH, DELETE) needs a token of scope ``write`` from CNSCHED_API_TOKENS;
-  with no token configured, state changes are accepted from the loopback interface only;
+  with no token configured, state changes are accepted from the loopback interface only, and only when
+  Host (and Origin, if sent) name it by a loopback name: a browser on this host carrying a page whose
+  name was rebound to 127.0.0.1 (DNS rebinding) sends that name, and is refused;
 - reads need a ``read`` or ``write`` token only when CNSCHED_API_READ_NEEDS_TOKEN is set
   (``/health`` never does: liveness and readiness probes carry no secrets; nor do the dashboard's
   static files, ``/ui``: its data comes from the API, with the token);
@@ -50,6 +52,27 @@ def _loopback(remote: str | None) -> bool:
     try:
         return remote is not None and ipaddress.ip_address(remote).is_loopback
     except ValueError:  # a unix socket
+        return False
+
+
+def _loopback_name(host: str | None) -> bool:
+    if not host:
+        return False
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    return _loopback(host.strip("[]"))
+
+
+def _names_loopback(request: web.Request) -> bool:
+    """Host (and Origin, when a browser sends one) name this host by a loopback name: a page whose
+    name was rebound to 127.0.0.1 keeps its own name in both, so it is told apart."""
+    from yarl import URL
+
+    origin = request.headers.get("Origin")
+    try:
+        return _loopback_name(URL(f"http://{request.headers.get('Host', '')}").host) and (
+            origin is None or _loopback_name(URL(origin).host))  # "null" (a sandboxed frame, a file): no host
+    except ValueError:  # garbage
         return False
 
 
@@ -139,6 +162,10 @@ def _authorise(settings: Settings, counters: Counters, request: web.Request, wri
         if scope == "read":
             return _refuse(counters, 403, "forbidden", "this token may read, not change state")
         if not settings.api_tokens and _loopback(request.remote):
+            if not _names_loopback(request):
+                return _refuse(counters, 403, "forbidden", "a state change without a token must name this host as "
+                               "localhost, 127.0.0.1 or [::1] in Host and Origin: a web page from elsewhere may not "
+                               "send it through a browser here (DNS rebinding)")
             return None
         if not settings.api_tokens:
             return _refuse(counters, 403, "forbidden", "state changes come from this host only unless "

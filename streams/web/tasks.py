@@ -23,7 +23,7 @@ from schemas.api import (
 from schemas.sched import Task, TaskEvent
 from streams.web.base import Resource, WebContext
 from streams.web.params import check_ids
-from streams.worker.taskbook import ENDED, same_task
+from streams.worker.taskbook import ENDED, queue_refused, same_task
 
 POLL_S = 0.05
 STATUSES = get_args(TaskRecord.model_fields["status"].annotation)
@@ -134,14 +134,15 @@ class Tasks(Resource):
             return self.answer(ErrorBody(error="invalid task", fields=field_errors(exc)), 422)
         auth = {"Authorization": request.headers["Authorization"]} if "Authorization" in request.headers else {}
         before = await task_record(self.ctx, task.id, auth)
-        if before is not None:  # a retried submission answers as the first did; another task is refused
+        if before is not None and not queue_refused(before):
+            # a retried submission answers as the first did; another task is refused
             if not same_task(before.task, task):
                 return self.answer(ErrorBody(error="duplicate task id", task_id=task.id, status=before.status,
                                              detail="a different task with this id is known; choose another id"), 409)
             last = before.history[-1] if before.history else {}
             return self.answer(TaskAnswer(task_id=task.id, status=before.status, nodes=before.nodes,
                                           decision=last.get("decision"), detail="submitted before"))
-        known = 0
+        known = 0 if before is None else len(before.history)  # a task refused for room: its answer is new
         if task.submitted_at is None:
             task = task.model_copy(update={"submitted_at": time.time()})
         await self.ctx.tasks_topic.send(key=task.id.encode(), value=task.model_dump_json().encode())
@@ -151,6 +152,9 @@ class Tasks(Resource):
             if rec is not None and len(rec.history) > known:
                 if rec.status == "rejected":  # e.g. a team no quota names
                     why = rec.history[-1].get("rejected", {})
+                    if why.get("reason") == "queue_full":  # not the task's fault: later it may go
+                        return self.json({"error": "queue full", "detail": why.get("detail", "")}, status=503,
+                                         headers={"Retry-After": "60"})
                     return self.answer(ErrorBody(error="task rejected", fields=[FieldError(
                         field=why.get("field", "body"), reason=why.get("detail", "rejected"))]), 422)
                 return self.answer(TaskAnswer(task_id=task.id, status=rec.status, nodes=rec.nodes,

@@ -45,6 +45,16 @@ class TaskBook:
         await self.table.changelog_topic.send(key=key, value=value, partition=0)
 
 
+QUEUE_FULL = "queue_full"  # a new task refused because CNSCHED_MAX_QUEUED_TASKS wait already
+
+
+def queue_refused(rec) -> bool:
+    """The task's record says it was refused because the queue was full: not for what it is, so it
+    may be submitted again under the same id."""
+    return rec is not None and rec.status == "rejected" and bool(rec.history) and \
+        rec.history[-1].get("rejected", {}).get("reason") == QUEUE_FULL
+
+
 def running_state(run) -> RunningState | None:
     """What a restarted scheduler needs of a running task (``run``: scheduling.state.Running)."""
     if run is None:

@@ -154,3 +154,43 @@ async def test_without_tokens_state_changes_come_from_loopback_only(make_setting
         assert request(settings.web_port, "POST", "/tasks", body)[0] in (200, 202)
     finally:
         stop_process(worker)
+
+
+async def test_a_rebound_name_cannot_change_state_through_a_browser_and_a_full_queue_refuses(make_settings, tmp_path):
+    """Issue 32, finding 5: without tokens a state change from loopback was taken whatever Host and
+    Origin said, so a page whose name was rebound to 127.0.0.1 could submit tasks through the
+    operator's browser; and the queue had no length cap."""
+    settings = make_settings(max_queued_tasks=1)
+    await ensure_topics(settings)
+    worker = start_worker(settings, tmp_path / "w.log")
+    port = settings.web_port
+    try:
+        wait_up(port)
+
+        def post(task_id, **headers):
+            req = urllib.request.Request(f"http://127.0.0.1:{port}/tasks", method="POST",
+                                         data=json.dumps({**TASK, "id": task_id}).encode(),
+                                         headers={"Content-Type": "application/json", **headers})
+            try:
+                with urllib.request.urlopen(req, timeout=15) as r:
+                    return r.status, r.headers, json.loads(r.read())
+            except urllib.error.HTTPError as e:
+                return e.code, e.headers, json.loads(e.read())
+
+        for headers in ({"Host": f"rebound.example:{port}"}, {"Origin": f"http://rebound.example:{port}"},
+                        {"Origin": "null"}):
+            status, _, body = post("guard-3", **headers)
+            assert status == 403 and "DNS rebinding" in body["detail"], (headers, status, body)
+        # the names a browser on this host uses for it are taken; no node: the task waits in the queue
+        status, _, body = post("guard-3", Host=f"localhost:{port}", Origin=f"http://localhost:{port}")
+        assert status in (200, 202) and body["status"] in ("queued", "accepted"), body
+        status, headers, body = post("guard-4", Host=f"[::1]:{port}")
+        assert status == 503 and body["error"] == "queue full" and "CNSCHED_MAX_QUEUED_TASKS" in body["detail"], body
+        assert headers["Retry-After"] == "60"
+        # refused for want of room, not for what it is: once room is made, the same task is taken
+        status, _, _ = request(port, "DELETE", "/tasks/guard-3")
+        assert status in (200, 202)
+        status, _, body = post("guard-4")
+        assert status in (200, 202) and body["status"] in ("queued", "accepted"), body
+    finally:
+        stop_process(worker)

@@ -63,11 +63,12 @@ async def test_sink_stores_each_message_once_under_redelivery(make_settings):
     # broken decision, the report with 1e30 free cards, the nested array and the bad task id rejected
     assert (sink.messages, sink.stored, sink.skipped) == (total, 15, 5)
     store = DuckStore(settings.duckdb_path)
-    rejects = store.query("SELECT topic, reason, octet_length(original) FROM sink_rejects ORDER BY topic, \"offset\"")
-    assert [(t.removeprefix(settings.topic_prefix), r) for t, r, _ in rejects] == [
+    rejects = store.query("SELECT topic, reason, octet_length(original), original_size FROM sink_rejects "
+                          "ORDER BY topic, \"offset\"")
+    assert [(t.removeprefix(settings.topic_prefix), r) for t, r, _, _ in rejects] == [
         (COMPUTE_NODES, "schema"), (COMPUTE_NODES, "undecodable"), (NETSTATE_WINDOWS, "schema"),
         (SCHED_DECISIONS, "schema"), (SCHED_EVENTS, "schema")]
-    assert rejects[1][2] == 200_000  # the original bytes kept
+    assert rejects[1][2:] == (settings.sink_reject_bytes, 200_000)  # the head of the original, and its size
     assert store.query("SELECT free_cards FROM compute_reports") == [(3,)]
     assert store.query("SELECT count(*), count(DISTINCT window_start) FROM windows") == [(10, 10)]
     assert store.query("SELECT count(*) FROM decisions") == [(2,)]

@@ -33,7 +33,15 @@ from streams.worker.scheduling.ramp import RampBook
 from streams.worker.scheduling.services import Service
 from streams.worker.scheduling.state import Pending, Running, Scheduler
 from streams.worker.scheduling.view import SchedulerView
-from streams.worker.taskbook import ENDED, TaskBook, running_state, same_task, updated
+from streams.worker.taskbook import (
+    ENDED,
+    QUEUE_FULL,
+    TaskBook,
+    queue_refused,
+    running_state,
+    same_task,
+    updated,
+)
 
 log = logging.getLogger(__name__)
 GAUGE_EVERY_S = 5.0  # per-node and per-path series refreshed at most this often
@@ -102,10 +110,10 @@ def make_scheduler(settings: Settings, net, inv) -> Scheduler:
 class SchedulingService:
     def __init__(self, sched: Scheduler, book: TaskBook, topics, counters: Counters, max_restarts: int = 3,
                  max_fallbacks: int = 3, start_timeout_s: float = 0.0, queue_timeout_s: float = 0.0,
-                 gauge_limits: tuple[int, int] = (2000, 500)) -> None:
+                 gauge_limits: tuple[int, int] = (2000, 500), max_queued: int = 100_000) -> None:
         self.sched, self.book, self.topics, self.counters = sched, book, topics, counters
         self.max_restarts, self.max_fallbacks, self.start_timeout_s = max_restarts, max_fallbacks, start_timeout_s
-        self.queue_timeout_s = queue_timeout_s
+        self.queue_timeout_s, self.max_queued = queue_timeout_s, max_queued
         self.lock = asyncio.Lock()
         self.restored = False
         self.scored_version = -1
@@ -184,6 +192,8 @@ class SchedulingService:
                 return DUPLICATE
             if task.submitted_at is None:
                 task = task.model_copy(update={"submitted_at": time.time()})
+            if queue_refused(rec):
+                rec = None  # refused for want of room, not for what it is: submitted again, it is new
             if task.id in self.sched.running or task.id in self.sched.services or \
                     (rec is not None and rec.status not in ("queued",)):
                 return None  # a redelivered task: decided (or even run) already
@@ -191,6 +201,12 @@ class SchedulingService:
                 await self._book(task, "rejected", [], {"rejected": {
                     "reason": IMPOSSIBLE, "field": why[0], "detail": why[1]}})
                 return IMPOSSIBLE
+            if rec is None and len(self.sched.pending) >= self.max_queued:
+                await self._book(task, "rejected", [], {"rejected": {
+                    "reason": QUEUE_FULL, "field": "body",
+                    "detail": f"{len(self.sched.pending)} tasks wait already, the most the queue holds "
+                              "(CNSCHED_MAX_QUEUED_TASKS); submit again later"}})
+                return QUEUE_FULL
             if self.sched.quotas.team_of(task) is None:
                 teams = ", ".join(self.sched.quotas.teams)
                 await self._book(task, "rejected", [], {"rejected": {

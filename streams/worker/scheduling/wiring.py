@@ -36,7 +36,7 @@ def register(app: faust.App, topics, settings: Settings, counters: Counters, net
     sched = make_scheduler(settings, net, inv)
     service = SchedulingService(sched, book, topics, counters, settings.max_restarts, settings.max_fallbacks,
                                 settings.start_timeout_seconds, settings.queue_timeout_seconds,
-                                (settings.metrics_nodes_max, settings.metrics_paths_max))
+                                (settings.metrics_nodes_max, settings.metrics_paths_max), settings.max_queued_tasks)
     gauges.describe(counters)
     maintenance.register(app, topics, settings, counters, sched.maintenance, sched.books_changed)
     net.on_change = sched.touch
