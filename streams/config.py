@@ -71,6 +71,8 @@ class Settings(BaseSettings):
         "token (none configured: from the loopback interface only)")
     api_read_needs_token: bool = Field(default=False, description="reads need a read or write token too")
     api_task_rate: float = Field(default=100.0, gt=0, description="POST /tasks per second per client (burst 2x)")
+    api_heavy_requests: int = Field(default=2, ge=1, le=64, description=(
+        "battery sizings and forecasts computed at once; up to four times as many wait their turn, more get 429"))
     web_request_timeout_seconds: float = Field(default=30.0, gt=0, le=600, description="longest a request may take")
     web_idle_timeout_seconds: float = Field(
         default=15.0, gt=0, le=3600, description="a connection without a whole request this long after it "

@@ -57,6 +57,10 @@ def _num(v: float) -> float:
     return round(float(v), 9) if math.isfinite(v) else None
 
 
+class Abandoned(Exception):
+    """The caller went (its request timed out or its client left): the sizing stopped."""
+
+
 class TooFewSamples(BatteryInputError):
     """The stored series is shorter than one window."""
 
@@ -65,15 +69,18 @@ class TooFewSamples(BatteryInputError):
         super().__init__(f"{have} interval(s) of power_mw in the period, fewer than one window of {needed}")
 
 
-def size_site(db_path, site: str, q: dict) -> dict | None:
+def size_site(db_path, site: str, q: dict, cancel=None) -> dict | None:
     """Sizing of a site's stored series (the --json keys and the series' extent); None when the site
-    has no power_mw history; TooFewSamples when it has less than one window."""
+    has no power_mw history; TooFewSamples when it has less than one window. ``cancel`` (a
+    threading.Event): once set, the work stops before its next step (Abandoned)."""
     with DuckStore.open(db_path, read_only=True, timeout_s=5.0) as store:
         latest = latest_window_start(store.con, site, "", "power_mw")
         if latest is None:
             return None
         since = latest - q["period"] + q["interval"]
         values, start, gaps = site_series(store.con, site, q["interval"], since)
+    if cancel is not None and cancel.is_set():
+        raise Abandoned("the request went before the sizing began")
     if values.size < q["window"]:
         raise TooFewSamples(int(values.size), q["window"])
     s = size_battery(values, q["interval"], q["window"], q["margin"], q["ramp_limit"], q["dod"], q["trailing"])

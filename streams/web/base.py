@@ -3,7 +3,9 @@ schemas.api model, one page of a list, and routing to the worker that owns a sta
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import threading
 from dataclasses import dataclass, field
 
 import faust
@@ -15,6 +17,15 @@ from streams.metrics import Counters
 from streams.web.params import paging
 
 ROUTE_KEY = "state"  # any key: the state tables have one partition
+HEAVY_QUEUE_FACTOR = 4  # requests waiting for a heavy slot, per slot, before more are refused
+
+
+class Busy(Exception):
+    """Every slot for heavy work is taken and the line for them is full: 429 (streams/web/guard.py)."""
+
+
+class Cancelled(Exception):
+    """Heavy work stopped at a check because the request that wanted it is gone."""
 
 
 @dataclass
@@ -33,6 +44,31 @@ class WebContext:
     events_topic: object = None  # sched.events: operators' commands (cancel, hold, release, priority)
     maintenance_topic: object = None  # sched.maintenance: cordon, drain, uncordon
     _known_metadata: set = field(default_factory=set)
+    _heavy: asyncio.Semaphore | None = None
+    _heavy_waiting: int = 0
+
+    async def heavy(self, fn, *args, **kw):
+        """``fn(*args, cancel=event, **kw)`` in a thread, at most CNSCHED_API_HEAVY_REQUESTS at once
+        (battery sizing of the largest allowed request takes seconds and a hundred MB); up to
+        HEAVY_QUEUE_FACTOR times as many wait their turn, beyond them Busy. When the request is
+        cancelled (its time limit, its client gone), ``event`` is set: ``fn`` stops at its next check
+        instead of burning a core for nobody."""
+        limit = self.settings.api_heavy_requests
+        if self._heavy is None:
+            self._heavy = asyncio.Semaphore(limit)
+        if self._heavy.locked() and self._heavy_waiting >= HEAVY_QUEUE_FACTOR * limit:
+            raise Busy(f"{limit} heavy requests run and {self._heavy_waiting} wait (CNSCHED_API_HEAVY_REQUESTS)")
+        self._heavy_waiting += 1
+        try:
+            await self._heavy.acquire()
+        finally:
+            self._heavy_waiting -= 1
+        cancel = threading.Event()
+        try:
+            return await asyncio.to_thread(fn, *args, cancel=cancel, **kw)
+        finally:
+            cancel.set()  # done, or the request went: either way the thread need not go on
+            self._heavy.release()
 
     async def ensure_metadata(self, table) -> None:
         """Faust hashes a table key with the producer's metadata of the table's changelog topic and

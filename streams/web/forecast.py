@@ -3,21 +3,22 @@ horizon, from its DuckDB history (409 with how much history is needed when there
 
 from __future__ import annotations
 
-import asyncio
-
 from faust.web import Request, Response
 
 from schemas.api import ErrorBody, ForecastAnswer
 from sinks.duckdb_store import StoreError
 from streams.analytics.forecasts import NotEnoughHistory, forecast_path
-from streams.web.base import Resource
+from streams.web.base import Cancelled, Resource
 from streams.web.params import check_ids, forecast_query
 
 
-def after_warm(warmer, fn, *args, **kw):
-    """``fn(*args, **kw)`` once the kernels are compiled (in the request's thread, never the event loop's)."""
+def after_warm(warmer, fn, *args, cancel=None, **kw):
+    """``fn(*args, **kw)`` once the kernels are compiled (in the request's thread, never the event
+    loop's), unless the request went meanwhile (``cancel`` set)."""
     if warmer is not None:
         warmer.done.wait()
+    if cancel is not None and cancel.is_set():
+        raise Cancelled("the request went while the kernels compiled")
     return fn(*args, **kw)
 
 
@@ -27,7 +28,7 @@ async def forecast_answer(view: Resource, request: Request, src: str, dst: str) 
         return view.answer(q, 400)
     warmer = getattr(view.ctx.readiness, "warmer", None)
     try:
-        out = await asyncio.to_thread(after_warm, warmer, forecast_path, view.ctx.settings.duckdb_path, src, dst,
+        out = await view.ctx.heavy(after_warm, warmer, forecast_path, view.ctx.settings.duckdb_path, src, dst,
                                       q["metric"], q["stat"], q["step_s"], q["horizon_steps"],
                                       shown_steps=q["history_steps_shown"])
     except NotEnoughHistory as exc:

@@ -14,7 +14,9 @@ Closed by default:
   request across origins), at most 1 MiB (413);
 - a request taking longer than CNSCHED_WEB_REQUEST_TIMEOUT_SECONDS gets 503 and its work is cancelled;
 - POST /tasks: at most CNSCHED_API_TASK_RATE per second per client (token, else address), bursts of
-  twice that; 429 with Retry-After beyond.
+  twice that; 429 with Retry-After beyond;
+- heavy work (battery sizing, forecasts) at most CNSCHED_API_HEAVY_REQUESTS at once, four times as many
+  waiting; 429 with Retry-After beyond (streams/web/base.py WebContext.heavy).
 Refusals are JSON ``{"error", "detail"}`` bodies and counted on /metrics (``api_refused_total``).
 """
 
@@ -30,6 +32,7 @@ from aiohttp import web
 
 from streams.config import Settings
 from streams.metrics import Counters
+from streams.web.base import Busy
 from streams.web.dashboard import PATHS as DASHBOARD_PATHS
 
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -137,6 +140,8 @@ def guard_middleware(settings: Settings, counters: Counters):
         except TimeoutError:
             return _refuse(counters, 503, "request timed out",
                            f"not answered within {settings.web_request_timeout_seconds:g} s")
+        except Busy as exc:
+            return _refuse(counters, 429, "busy", f"{exc}; try again shortly", **{"Retry-After": "1"})
         except web.HTTPException as exc:  # aiohttp's own refusals (no route, method, body too large): JSON too
             if exc.status < 400:
                 raise

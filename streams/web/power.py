@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 from faust.web import Request, Response
 
 from schemas.api import ErrorBody, PowerSizing
@@ -21,7 +19,7 @@ class PowerSmoothing(Resource):
         if isinstance(q, ErrorBody):
             return self.answer(q, 400)
         try:
-            out = await asyncio.to_thread(size_site, self.ctx.settings.duckdb_path, site, q)
+            out = await self.ctx.heavy(size_site, self.ctx.settings.duckdb_path, site, q)
         except TooFewSamples as exc:
             return self.answer(ErrorBody(error="not enough history", detail=str(exc), have_samples=exc.have,
                                          needed_samples=exc.needed), 409)
