@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -21,6 +22,36 @@ class FieldError(ApiModel):
     field: str
     value: Any = None
     reason: str
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def read_body(model: type[M], raw: bytes, required: bool = True) -> M:
+    """An HTTP request body as ``model``, with exactly the JSON types /openapi.json names: ``"1"`` is
+    not a number and ``0`` not a boolean (pydantic's strict mode), while a number with a zero
+    fraction (``4.0``) is the integer JSON Schema says it is. ValidationError as pydantic raises it
+    (``json_invalid`` for what is not JSON, nesting too deep included; ``missing`` at ``body`` for
+    no body where one is ``required``; an optional one absent is ``{}``)."""
+    if not raw and required:
+        raise ValidationError.from_exception_data(model.__name__, [{"type": "missing", "loc": ("body",),
+                                                                     "input": None}])
+    try:
+        doc = json.loads(raw or b"{}", parse_float=_integral, parse_constant=_no_constant)
+    except (ValueError, RecursionError) as exc:  # NaN and Infinity too: JSON has no such numbers
+        raise ValidationError.from_exception_data(model.__name__, [{
+            "type": "json_invalid", "loc": (), "input": raw[:200].decode(errors="replace"),
+            "ctx": {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}}]) from None
+    return model.model_validate_json(json.dumps(doc), strict=True)
+
+
+def _integral(text: str) -> float | int:
+    x = float(text)
+    return int(x) if x.is_integer() and abs(x) < 2**63 else x
+
+
+def _no_constant(text: str):
+    raise ValueError(f"{text} is not JSON")
 
 
 def field_errors(exc: ValidationError) -> list[dict]:
@@ -242,23 +273,32 @@ class IncidentsAnswer(ApiModel):
 
 
 class TaskCommand(ApiModel):
-    """DELETE /tasks/{id} and POST /tasks/{id}/hold|release|priority: who asks and why (both optional),
-    and the new priority (required by /priority)."""
+    """DELETE /tasks/{id} and POST /tasks/{id}/hold|release: who asks and why (both optional)."""
 
     model_config = ConfigDict(extra="forbid")
-    priority: int | None = Field(default=None, ge=0, le=100)
     by: str | None = Field(default=None, max_length=128)
     reason: str | None = Field(default=None, max_length=1024)
+
+
+class TaskPriorityCommand(TaskCommand):
+    """POST /tasks/{id}/priority: the new priority, and who asks and why."""
+
+    priority: int = Field(ge=0, le=100)
 
 
 class NodeCommandBody(ApiModel):
-    """POST /nodes/{node}/cordon|drain|uncordon: who asks and why (optional), and a drain's deadline."""
+    """POST /nodes/{node}/cordon|uncordon: who asks and why (both optional)."""
 
     model_config = ConfigDict(extra="forbid")
-    deadline_s: float | None = Field(default=None, ge=0, le=10 * 366 * 86_400, allow_inf_nan=False, description=(
-        "drain: how long its work may wait for a checkpoint (default CNSCHED_DRAIN_DEADLINE_SECONDS)"))
     by: str | None = Field(default=None, max_length=128)
     reason: str | None = Field(default=None, max_length=1024)
+
+
+class DrainBody(NodeCommandBody):
+    """POST /nodes/{node}/drain: who asks and why, and how long its work may wait for a checkpoint."""
+
+    deadline_s: float | None = Field(default=None, ge=0, le=10 * 366 * 86_400, allow_inf_nan=False, description=(
+        "how long the node's work may wait for a checkpoint (default CNSCHED_DRAIN_DEADLINE_SECONDS)"))
 
 
 class TaskAnswer(ApiModel):

@@ -85,9 +85,10 @@ def cmd_submit(args, settings: Settings) -> int:
             return 1
         answers.append({"http_status": status, **body})
         tid = task.get("id", "?") if isinstance(task, dict) else "?"
-        if status == 422:
+        if status in (409, 422):  # invalid (422), or refused by the cluster as it is (409)
             rejected += 1
-            fields = "; ".join(f"{f.get('field')}: {f.get('reason')}" for f in body.get("fields", []))
+            fields = "; ".join(f"{f.get('field')}: {f.get('reason')}" for f in body.get("fields", [])) or \
+                f"{body.get('error', '')}: {body.get('detail', '')}"
             line = f"{tid} rejected: {fields}"
         elif body.get("status") == "placed":
             d = body.get("decision") or {}

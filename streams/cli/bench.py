@@ -60,6 +60,8 @@ def add_parsers(sub) -> None:
     fz = sub.add_parser("fuzz", help="hostile messages on every input topic through a real worker and sink")
     fz.add_argument("--messages", type=int, default=100_000, help="hostile messages (plus one valid in ten)")
     fz.add_argument("--seed", type=int, default=0)
+    fz.add_argument("--contract-examples", type=int, default=100,
+                    help="schemathesis examples per operation, stateful phase included (0: no contract run)")
     fz.add_argument("--json", action="store_true")
 
 
@@ -179,27 +181,47 @@ def cmd_bench(args, settings: Settings) -> int:
 
 
 def cmd_fuzz(args, settings: Settings) -> int:
-    """Exit 1 when the campaign found a crash, a vanished message or a wrong window."""
+    """Exit 1 when the campaign found a crash, a vanished message or a wrong window, or schemathesis a
+    contract failure."""
     import tempfile
     import uuid
     from pathlib import Path
 
+    from streams.dev.contract import run_contract
     from streams.dev.fuzz import passed, run_fuzz
 
     if args.messages < 1:
         raise UsageError("--messages must be at least 1")
+    if args.contract_examples < 0:
+        raise UsageError("--contract-examples must be at least 0")
     workdir = Path(tempfile.mkdtemp(prefix="cnsched-fuzz-"))
-    run = uuid.uuid4().hex[:8]
-    s = settings.model_copy(update={"topic_prefix": f"{settings.topic_prefix}fuzz{run}.", "app_id": f"cnsched-fuzz-{run}",
-                                    "duckdb_path": workdir / "fuzz.duckdb", "data_dir": workdir / "data"})
+
+    def isolated(name: str) -> Settings:
+        run = uuid.uuid4().hex[:8]
+        (workdir / name).mkdir()
+        return settings.model_copy(update={"topic_prefix": f"{settings.topic_prefix}{name}{run}.",
+                                           "app_id": f"cnsched-{name}-{run}", "duckdb_path": workdir / name / "x.duckdb",
+                                           "data_dir": workdir / name / "data"})
+
+    async def both(bootstrap: str | None) -> dict:
+        def at(s: Settings) -> Settings:
+            return s if bootstrap is None else s.with_bootstrap(bootstrap)
+
+        result = await run_fuzz(at(isolated("fuzz")), args.messages, args.seed, workdir / "fuzz")
+        if args.contract_examples:
+            result["contract"] = await run_contract(at(isolated("contract")), workdir / "contract",
+                                                    args.contract_examples, seed=args.seed, stateful=True)
+        return result
+
     if settings.kafka_bootstrap:
-        result = asyncio.run(run_fuzz(s, args.messages, args.seed, workdir))
+        result = asyncio.run(both(None))
     else:
         with EmbeddedBroker() as bootstrap:
-            result = asyncio.run(run_fuzz(s.with_bootstrap(bootstrap), args.messages, args.seed, workdir))
+            result = asyncio.run(both(bootstrap))
     result["logs"] = str(workdir)
+    contract = result.get("contract", {"passed": True})
     print_result(result, args.json)
-    return 0 if passed(result) else 1
+    return 0 if passed(result) and contract["passed"] else 1
 
 
 COMMANDS = {"bench": cmd_bench, "fuzz": cmd_fuzz}

@@ -11,11 +11,12 @@ from pydantic import ValidationError
 
 from schemas.api import (
     ComputeAnswer,
+    DrainBody,
     ErrorBody,
-    FieldError,
     NodeCommandBody,
     TaskAnswer,
     field_errors,
+    read_body,
 )
 from schemas.sched import NodeCommand
 from streams.adapters.inventory import scored
@@ -62,39 +63,42 @@ STATE_AFTER = {"cordon": "cordoned", "drain": "draining", "uncordon": "up"}
 POLL_S = 0.05
 
 
-class NodeCommandView(Resource):
-    async def post(self, request: Request, node: str, action: str) -> Response:
-        """Cordon, drain or uncordon a node; the node's compute answer once the scheduler applied it
-        (202 if not within CNSCHED_DECISION_TIMEOUT_SECONDS)."""
-        if err := check_ids(node=node):
-            return self.answer(err, 400)
-        if action not in ACTIONS:
-            return self.answer(ErrorBody(error="unknown action", detail="one of cordon, drain, uncordon"), 404)
-        raw = await request.read() if request.can_read_body else b""
-        try:
-            body = NodeCommandBody.model_validate_json(raw or b"{}")
-        except ValidationError as exc:
-            return self.answer(ErrorBody(error="invalid request", fields=field_errors(exc)), 422)
-        if body.deadline_s is not None and action != "drain":
-            return self.answer(ErrorBody(error="invalid request", fields=[FieldError(
-                field="deadline_s", reason="only a drain has a deadline")]), 422)
-        ctx = self.ctx
-        auth = {"Authorization": request.headers["Authorization"]} if "Authorization" in request.headers else {}
-        before = await node_answer(ctx, node, auth)
-        if before is None:
-            return self.answer(ErrorBody(error="unknown node", node=node), 404)
-        cmd = NodeCommand(node=node, action=action, at=time.time(), deadline_s=body.deadline_s, by=body.by or "api",
-                          reason=body.reason)
-        await ctx.maintenance_topic.send(key=node.encode(), value=cmd.model_dump_json(exclude_none=True).encode())
-        deadline = time.monotonic() + ctx.settings.decision_timeout_seconds
-        want = STATE_AFTER[action]
-        while time.monotonic() < deadline:
-            now = await node_answer(ctx, node, auth)
-            if now is not None and (now.state == want or (want == "up" and now.state == "down")):
-                return self.answer(now)
-            await asyncio.sleep(POLL_S)
-        return self.answer(TaskAnswer(task_id=node, status="accepted",
-                                      detail=f"{action} sent; see GET /compute/nodes/{node}"), 202)
+def node_command_view(action: str) -> type[Resource]:
+    """POST /nodes/{node}/cordon, /drain or /uncordon."""
+
+    async def post(self, request: Request, node: str) -> Response:
+        return await node_command(self, request, node, action)
+
+    return type(f"Node{action.title()}View", (Resource,), {"post": post, "__doc__": f"POST /nodes/{{node}}/{action}"})
+
+
+async def node_command(view: Resource, request: Request, node: str, action: str) -> Response:
+    """Cordon, drain or uncordon a node; the node's compute answer once the scheduler applied it
+    (202 if not within CNSCHED_DECISION_TIMEOUT_SECONDS)."""
+    if err := check_ids(node=node):
+        return view.answer(err, 400)
+    raw = await request.read() if request.can_read_body else b""
+    try:
+        body = read_body(DrainBody if action == "drain" else NodeCommandBody, raw, required=False)
+    except ValidationError as exc:
+        return view.answer(ErrorBody(error="invalid request", fields=field_errors(exc)), 422)
+    ctx = view.ctx
+    auth = {"Authorization": request.headers["Authorization"]} if "Authorization" in request.headers else {}
+    before = await node_answer(ctx, node, auth)
+    if before is None:
+        return view.answer(ErrorBody(error="unknown node", node=node), 404)
+    cmd = NodeCommand(node=node, action=action, at=time.time(), deadline_s=getattr(body, "deadline_s", None),
+                      by=body.by or "api", reason=body.reason)
+    await ctx.maintenance_topic.send(key=node.encode(), value=cmd.model_dump_json(exclude_none=True).encode())
+    deadline = time.monotonic() + ctx.settings.decision_timeout_seconds
+    want = STATE_AFTER[action]
+    while time.monotonic() < deadline:
+        now = await node_answer(ctx, node, auth)
+        if now is not None and (now.state == want or (want == "up" and now.state == "down")):
+            return view.answer(now)
+        await asyncio.sleep(POLL_S)
+    return view.answer(TaskAnswer(task_id=node, status="accepted",
+                                  detail=f"{action} sent; see GET /compute/nodes/{node}"), 202)
 
 
 async def node_answer(ctx, node: str, headers: dict) -> ComputeAnswer | None:

@@ -12,12 +12,16 @@ from importlib import resources
 
 from faust.web import Request, Response
 
+from schemas.api import ErrorBody
 from streams.web.base import Resource
 
 TYPES = {"index.html": "text/html", "app.js": "text/javascript", "style.css": "text/css"}
 PATHS = frozenset({"/ui", *(f"/ui/{name}" for name in TYPES if name != "index.html")})  # open: no data in them
 # the page's own files only: no inline script, no other origin
 POLICY = "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'"
+
+
+ASSETS = tuple(n for n in TYPES if n != "index.html")  # what /ui/{name} serves (the page is /ui)
 
 
 @functools.lru_cache(maxsize=len(TYPES))
@@ -38,6 +42,7 @@ class Page(Resource):
 
 class Asset(Resource):
     async def get(self, request: Request, name: str) -> Response:
-        if name not in TYPES or name == "index.html":
-            return self.text("not found", status=404)
+        if name not in ASSETS:
+            return self.answer(ErrorBody(error="not found", detail=f"the dashboard's files are {', '.join(ASSETS)}"),
+                               404)
         return answer(self, name)

@@ -36,4 +36,4 @@ class OpenApi(Resource):
     async def get(self, request: Request) -> Response:
         from streams.web.openapi import document
 
-        return self.json(document())
+        return self.json(document(page_limit_max=self.ctx.settings.page_limit_max))

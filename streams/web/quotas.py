@@ -10,7 +10,7 @@ import time
 from faust.web import Request, Response
 from pydantic import ValidationError
 
-from schemas.api import ErrorBody, FieldError, QuotaAnswer, field_errors
+from schemas.api import ErrorBody, FieldError, QuotaAnswer, field_errors, read_body
 from schemas.quota import QuotaSet
 from streams.web.base import Resource, WebContext
 
@@ -34,7 +34,7 @@ class Quotas(Resource):
     async def put(self, request: Request) -> Response:
         raw = await request.read()
         try:
-            qs = QuotaSet.model_validate_json(raw)
+            qs = read_body(QuotaSet, raw)  # exactly the types /openapi.json names
         except ValidationError as exc:
             if any(e["type"] == "json_invalid" for e in exc.errors()):
                 return self.answer(ErrorBody(error="invalid quotas", fields=[FieldError(field="body", reason="not JSON")]), 422)
@@ -49,7 +49,8 @@ class Quotas(Resource):
                 return self.json(now)
             rejected = (now or {}).get("rejected") or {}
             if rejected.get("changed_at") == qs.changed_at:
-                return self.answer(ErrorBody(error="quotas exceed the cluster", fields=rejected["fields"]), 422)
+                # valid quotas the cluster as it is cannot honour: a conflict with its state
+                return self.answer(ErrorBody(error="quotas exceed the cluster", fields=rejected["fields"]), 409)
             await asyncio.sleep(POLL_S)
         return self.answer(ErrorBody(error="accepted", detail="not applied yet; see GET /quotas"), 202)
 

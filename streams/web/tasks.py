@@ -17,8 +17,10 @@ from schemas.api import (
     TaskAnswer,
     TaskCommand,
     TaskEstimate,
+    TaskPriorityCommand,
     TaskRecord,
     field_errors,
+    read_body,
 )
 from schemas.sched import Task, TaskEvent
 from streams.web.base import Resource, WebContext
@@ -48,12 +50,13 @@ class TaskView(Resource):
         return await command(self, request, task_id, "cancel")
 
 
-class TaskCommandView(Resource):
-    async def post(self, request: Request, task_id: str, action: str) -> Response:
-        """POST /tasks/{id}/hold, /release or /priority (body ``{"priority": n}``); ``by``, ``reason``."""
-        if action not in ("hold", "release", "priority"):
-            return self.answer(ErrorBody(error="unknown action", detail="one of hold, release, priority"), 404)
+def task_command_view(action: str) -> type[Resource]:
+    """POST /tasks/{id}/hold, /release or /priority (body ``{"priority": n}``); ``by``, ``reason``."""
+
+    async def post(self, request: Request, task_id: str) -> Response:
         return await command(self, request, task_id, action)
+
+    return type(f"Task{action.title()}View", (Resource,), {"post": post, "__doc__": f"POST /tasks/{{id}}/{action}"})
 
 
 # the statuses each command applies to (otherwise 409)
@@ -68,12 +71,10 @@ async def command(view: Resource, request: Request, task_id: str, action: str) -
         return view.answer(err, 400)
     raw = await request.read() if request.can_read_body else b""
     try:
-        body = TaskCommand.model_validate_json(raw or b"{}")
+        body = read_body(TaskPriorityCommand if action == "priority" else TaskCommand, raw,
+                         required=action == "priority")
     except ValidationError as exc:
         return view.answer(ErrorBody(error="invalid request", fields=field_errors(exc)), 422)
-    if action == "priority" and body.priority is None:
-        return view.answer(ErrorBody(error="invalid request", fields=[FieldError(
-            field="priority", reason="the new priority, 0..100, is required")]), 422)
     ctx = view.ctx
     auth = {"Authorization": request.headers["Authorization"]} if "Authorization" in request.headers else {}
     rec = await task_record(ctx, task_id, auth)
@@ -83,7 +84,7 @@ async def command(view: Resource, request: Request, task_id: str, action: str) -
         what = "a scaled service" if rec.task.get("scaling") is not None else f"a {rec.status} task"
         return view.answer(ErrorBody(error="conflict", task_id=task_id, status=rec.status,
                                      detail=f"{action} does not apply to {what}"), 409)
-    ev = TaskEvent(task_id=task_id, event=action, at=time.time(), priority=body.priority,
+    ev = TaskEvent(task_id=task_id, event=action, at=time.time(), priority=getattr(body, "priority", None),
                    by=body.by or "api", reason=body.reason)
     await ctx.events_topic.send(key=task_id.encode(), value=ev.model_dump_json(exclude_none=True).encode())
     deadline = time.monotonic() + ctx.settings.decision_timeout_seconds
@@ -126,7 +127,9 @@ class Tasks(Resource):
         CNSCHED_DECISION_TIMEOUT_SECONDS without one)."""
         raw = await request.read()  # at most 1 MiB (streams/web/guard.py)
         try:
-            task = Task.model_validate_json(raw)  # nesting depth is bounded by the parser: a 422, never a 500
+            # exactly the types /openapi.json names ("1" is not a number here, 0 not a boolean); nesting
+            # depth is bounded by the parser: a 422, never a 500
+            task = read_body(Task, raw)
         except ValidationError as exc:
             if any(e["type"] == "json_invalid" for e in exc.errors()):
                 return self.answer(ErrorBody(error="invalid task",
@@ -155,8 +158,10 @@ class Tasks(Resource):
                     if why.get("reason") == "queue_full":  # not the task's fault: later it may go
                         return self.json({"error": "queue full", "detail": why.get("detail", "")}, status=503,
                                          headers={"Retry-After": "60"})
+                    # a valid task the cluster as it is turns away (a team no quota names, more cards
+                    # than any node has): a conflict with its state, not a malformed request
                     return self.answer(ErrorBody(error="task rejected", fields=[FieldError(
-                        field=why.get("field", "body"), reason=why.get("detail", "rejected"))]), 422)
+                        field=why.get("field", "body"), reason=why.get("detail", "rejected"))]), 409)
                 return self.answer(TaskAnswer(task_id=task.id, status=rec.status, nodes=rec.nodes,
                                               decision=rec.history[-1].get("decision")))
             await asyncio.sleep(POLL_S)

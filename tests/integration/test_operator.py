@@ -60,12 +60,12 @@ async def test_an_operators_day_on_a_live_worker(make_settings, tmp_path):
         assert status == 200 and body["status"] == "placed" and body["detail"] == "submitted before"
         status, body = await asyncio.to_thread(call, port, "POST", "/tasks", dp("a", peers=2))
         assert status == 409 and body["error"] == "duplicate task id"
-        # impossible, and numbers out of range: 422 naming the field
+        # impossible on this cluster: 409 naming the field; numbers out of range: 422 naming the field
         status, body = await asyncio.to_thread(call, port, "POST", "/tasks", dp("big", peers=3))
-        assert status == 422 and body["fields"][0]["field"] == "peers" and "2 could" in body["fields"][0]["reason"]
+        assert status == 409 and body["fields"][0]["field"] == "peers" and "2 could" in body["fields"][0]["reason"]
         status, body = await asyncio.to_thread(call, port, "POST", "/tasks", dp("tpu", resources={
             "cards": 1, "accel_classes": ["tpu"]}))
-        assert status == 422 and body["fields"][0]["field"] == "resources.accel_classes"
+        assert status == 409 and body["fields"][0]["field"] == "resources.accel_classes"
         for field, value in (("expected_duration_s", 1e300), ("submitted_at", 4.4e307)):
             status, body = await asyncio.to_thread(call, port, "POST", "/tasks", dp("huge", **{field: value}))
             assert status == 422 and [f["field"] for f in body["fields"]] == [field], body
@@ -194,7 +194,7 @@ async def test_cordon_drain_and_uncordon_on_a_live_worker(make_settings, tmp_pat
         states = {line.split()[0]: line.split()[8] for line in run.stdout.splitlines()[2:]}
         assert states == {home: "draining", spare: "up", other: "up"}, run.stdout
         status, body = await asyncio.to_thread(call, port, "POST", f"/nodes/{spare}/cordon", {"deadline_s": 5})
-        assert status == 422 and body["fields"][0]["field"] == "deadline_s"
+        assert status == 422 and body["fields"][0]["field"] == "deadline_s"  # only a drain has one
         status, body = await asyncio.to_thread(call, port, "POST", "/nodes/nowhere/drain", {})
         assert status == 404
     finally:

@@ -61,7 +61,7 @@ async def test_urgent_inference_preempts_borrowed_training_which_resumes(make_se
         s, body = await asyncio.to_thread(call, port, "PUT", "/quotas", {"quotas": [{"team": "x", "guaranteed_cards": -1}]})
         assert s == 422 and body["fields"][0]["field"] == "quotas.0.guaranteed_cards"
         s, body = await asyncio.to_thread(call, port, "PUT", "/quotas", {"quotas": [{"team": "x", "guaranteed_cards": 100}]})
-        assert s == 422 and body["error"] == "quotas exceed the cluster"
+        assert s == 409 and body["error"] == "quotas exceed the cluster"
         assert "class *: 100 cards guaranteed in all, the cluster has 16" in body["fields"][0]["reason"]
         assert (await asyncio.to_thread(call, port, "GET", "/quotas"))[1]["changed_at"] == q["changed_at"]
 
@@ -140,9 +140,9 @@ async def test_urgent_inference_preempts_borrowed_training_which_resumes(make_se
         again = rec2["history"][-1]["decision"]
         assert again["resume_from"] == now + 2 and rec2["nodes"] == node2
 
-        # a team no quota names: 422 naming the field, and the record says rejected
+        # a team no quota names: 409 naming the field, and the record says rejected
         s, body = await asyncio.to_thread(call, port, "POST", "/tasks", {"id": "x1", "type": "fine-tune", "team": "ghosts"})
-        assert s == 422 and body["fields"][0]["field"] == "team" and "no quota names team 'ghosts'" in body["fields"][0]["reason"]
+        assert s == 409 and body["fields"][0]["field"] == "team" and "no quota names team 'ghosts'" in body["fields"][0]["reason"]
         assert (await asyncio.to_thread(call, port, "GET", "/tasks/x1"))[1]["status"] == "rejected"
         text = (tmp_path / "w.log").read_text()
         assert "preempted train2 (reclaim) for infer1" in text
@@ -159,7 +159,7 @@ async def test_urgent_inference_preempts_borrowed_training_which_resumes(make_se
         assert r.returncode == 0, r.stderr
         assert {(q["team"], q["guaranteed_cards"]) for q in json.loads(r.stdout)["quotas"]} == {("training", 4), ("serving", 12)}
         r = await asyncio.to_thread(cli, settings, "quotas", str(big))
-        assert r.returncode == 1 and r.stderr.strip() == ("cnsched: quotas: HTTP 422: quotas exceed the cluster: "
+        assert r.returncode == 1 and r.stderr.strip() == ("cnsched: quotas: HTTP 409: quotas exceed the cluster: "
                                                           "quotas.0.guaranteed_cards: class gpu: 17 cards guaranteed "
                                                           "in all, the cluster has 16")
         r = await asyncio.to_thread(cli, settings, "quotas", str(junk))

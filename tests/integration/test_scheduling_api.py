@@ -119,7 +119,7 @@ async def _decisions(port: int) -> None:
     big = {"id": "t3", "type": "training-model-parallel", "resources": {"cards": 64}}
     status, body = await asyncio.to_thread(call, port, "POST", "/tasks", big)
     # no node has 64 cards: turned away at once, not queued for a day (issue 28)
-    assert status == 422 and body["fields"] == [{"field": "resources.cards",
+    assert status == 409 and body["fields"] == [{"field": "resources.cards",
                                                  "reason": "no node has 64 cards; the largest has 8"}], body
 
     status, body = await asyncio.to_thread(call, port, "POST", "/tasks", {"id": "t4", "type": "gaming", "alpha": 1.5})
@@ -197,7 +197,7 @@ async def _forecasts_and_power(settings) -> None:
     assert status == 200 and not f["seasonal"]  # one day of history: the level and its band
     status, f = await asyncio.to_thread(call, port, "GET", "/forecast/paths/B/store?horizon=1d")
     assert status == 409 and (f["needed_steps"], f["have_steps"]) == (1470, 1440)  # 30 + a day of steps
-    status, f = await asyncio.to_thread(call, port, "GET", "/forecast/paths/A/store?horizon=90s&stat=p42")
+    status, f = await asyncio.to_thread(call, port, "GET", "/forecast/paths/A/store?horizon=1.5m&stat=p42")
     assert status == 400 and {x["field"] for x in f["fields"]} == {"horizon", "stat"}
     status, f = await asyncio.to_thread(call, port, "GET", "/forecast/paths/A/store?step=7s")
     assert status == 400 and f["fields"][0]["field"] == "step" and "divide a day" in f["fields"][0]["reason"]

@@ -37,14 +37,23 @@ def test_forecast_query_worked_values():
     ({"stat": "median"}, {"stat"}),
     ({"metric": "a b"}, {"metric"}),
     ({"step": "7s"}, {"step"}),  # 7 s does not divide a day
-    ({"step": "1min", "horizon": "90s"}, {"horizon"}),  # 1.5 steps
-    ({"step": "1s", "horizon": "3h"}, {"horizon"}),  # 10,800 steps > 10,080
+    ({"step": "60s"}, {"step"}),  # a step is spelled as /openapi.json lists it: 1min
     ({"step": "soon", "stat": "x"}, {"step", "stat"}),
     ({"history": "0s"}, {"history"}),
-    ({"step": "1s", "history": "1d"}, {"history"}),  # 86,400 steps shown > 10,080
+    ({"horizon": "1.5h"}, {"horizon"}),  # whole numbers only
+    ({"horizon": "100ms"}, {"horizon"}),
+    ({"horizon": "2H"}, {"horizon"}),
 ])
 def test_forecast_query_names_every_bad_field(query, bad):
     assert set(fields(forecast_query(query, 60.0))) == bad
+
+
+def test_a_horizon_is_whole_steps_and_what_is_too_long_is_cut():
+    # 90 s at 1 min steps: 2 steps (rounded up); 3 h at 1 s: 10,800 steps, cut to 10,080
+    assert forecast_query({"step": "1min", "horizon": "90s"}, 60.0)["horizon_steps"] == 2
+    assert forecast_query({"step": "1s", "horizon": "3h"}, 60.0)["horizon_steps"] == 10_080
+    assert forecast_query({"step": "1s", "history": "1d"}, 60.0)["history_steps_shown"] == 10_080
+    assert forecast_query({"horizon": "1s"}, 60.0)["horizon_steps"] == 1
 
 
 def test_smoothing_query_defaults_and_errors():
@@ -53,21 +62,29 @@ def test_smoothing_query_defaults_and_errors():
     assert q == {"interval": 60.0, "period": 86400.0, "window": 5, "margin": 1.2, "dod": 0.9,
                  "ramp_limit": None, "trailing": False}
     assert smoothing_query({"window": "4", "trailing": "1", "ramp_limit": "2.5"})["window"] == 4
+    assert smoothing_query({"window": "90s"})["window"] == 2  # 1.5 intervals, rounded
+    assert smoothing_query({"window": "10s"})["window"] == 1  # at least one
     bad = fields(smoothing_query({"margin": "0", "dod": "1.5", "ramp_limit": "inf", "trailing": "yes",
-                                  "window": "90s"}))
+                                  "window": "0"}))
     assert set(bad) == {"margin", "dod", "ramp_limit", "trailing", "window"}
+    assert set(fields(smoothing_query({"margin": "1_0", "ramp_limit": "nan", "trailing": "True"}))) == {
+        "margin", "ramp_limit", "trailing"}  # not JSON numbers; booleans as written
 
 
 @pytest.mark.parametrize("query,field", [
     ({"interval": "1e-6s"}, "interval"),  # took 167 s and 10.9 GB before the bound (issue 15)
     ({"interval": "0.5s"}, "interval"),
-    ({"interval": "1s", "period": "30d"}, "interval"),  # 2,592,000 samples
-    ({"period": "60d"}, "period"),
+    ({"interval": "500ms"}, "interval"),
 ])
-def test_smoothing_work_is_bounded(query, field):
+def test_a_sizing_interval_under_a_second_is_refused(query, field):
     assert field in fields(smoothing_query(query))
 
 
-def test_smoothing_at_the_bounds_is_accepted():
-    assert smoothing_query({"interval": "1s", "period": "11d"})["period"] == 11 * 86400  # 950,400 samples
-    assert smoothing_query({"interval": "1min", "period": "31d"})["interval"] == 60.0
+@pytest.mark.parametrize("query,period", [
+    ({"interval": "1s", "period": "30d"}, 1_000_000),  # 2,592,000 intervals: the newest 1,000,000
+    ({"period": "60d"}, 31 * 86400),
+    ({"interval": "1s", "period": "11d"}, 11 * 86400),  # 950,400 intervals: all
+    ({"interval": "1min", "period": "31d"}, 31 * 86400),
+])
+def test_sizing_work_is_bounded_by_cutting_the_period(query, period):
+    assert smoothing_query(query)["period"] == period
