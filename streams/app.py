@@ -65,7 +65,7 @@ def faust_app(settings: Settings, app_id: str, **overrides) -> faust.App:
         autodiscover=False,
         topic_partitions=settings.partitions,
         topic_replication_factor=settings.replication_factor,
-        topic_allow_declare=True,
+        topic_allow_declare=settings.kafka_create_topics,
         broker_session_timeout=settings.session_timeout_seconds,
         broker_heartbeat_interval=settings.heartbeat_interval_seconds,
         consumer_auto_offset_reset="earliest",

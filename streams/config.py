@@ -39,6 +39,10 @@ class Settings(BaseSettings):
     topic_prefix: str = Field(
         default="", pattern=r"^[A-Za-z0-9._-]*$", description="prepended to every topic name"
     )
+    kafka_create_topics: bool = Field(default=True, description=(
+        "false: every topic is made by the operator beforehand, Faust's changelogs and its assignor topic "
+        "included, and no client of ours asks the broker to create one (a missing topic stops the worker, "
+        "naming it)"))
     partitions: int = Field(default=4, ge=1, le=1024)
     replication_factor: int = Field(default=1, ge=1, le=16)
     window_seconds: int = Field(default=10, ge=1, le=86_400)

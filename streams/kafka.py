@@ -55,6 +55,9 @@ async def ensure_topics(
         existing = {t["topic"]: len(t["partitions"]) for t in await admin.describe_topics()
                     if t.get("error_code", 0) == 0}
         missing = [n for n in wanted if n not in existing]
+        if missing and not settings.kafka_create_topics:
+            raise RuntimeError(f"topic(s) {', '.join(missing)} missing, and CNSCHED_KAFKA_CREATE_TOPICS is false: "
+                               "create them first")
         if missing:
             resp = await admin.create_topics(
                 [NewTopic(n, intended[n], settings.replication_factor) for n in missing]

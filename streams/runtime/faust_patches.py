@@ -71,8 +71,9 @@ AFTER_BROKER_LOSS_ENV = "_CNSCHED_AFTER_BROKER_LOSS"
 
 
 async def true_ends(client_kwargs: dict, ends: dict, unreadable_is_empty: bool = False) -> dict:
-    """``ends`` (partition -> end offset as ListOffsets says) corrected by fetching from end - 1: the
-    fetch returns the whole batch holding that offset, and its last offset + 1 is the end.
+    """``ends`` (partition -> end offset as ListOffsets says) corrected by fetching from end - 1 on to
+    the last record the broker returns: its offset + 1 is the end (Tansu reports a partition's end as
+    the start of its last batch, and after a producer was killed mid-stream, by more than a batch).
 
     With ``unreadable_is_empty`` (a worker restarted after the broker lost our topics), a partition
     with an end but no record to read, from end - 1 or from its start, has nothing to recover: its end
@@ -91,13 +92,20 @@ async def true_ends(client_kwargs: dict, ends: dict, unreadable_is_empty: bool =
         c.assign(list(parts))
         for ktp, tp in parts.items():
             c.seek(ktp, check[tp] - 1)
+        # read on from end - 1 until a fetch brings nothing more: the end may lag by more than one
+        # batch (what is read past it is what the broker holds and acknowledged)
         pending, deadline = set(parts), time.monotonic() + CHECK_TIMEOUT_S
+        seen: set = set()
         while pending and time.monotonic() < deadline:
-            batch = await c.getmany(*pending, timeout_ms=500)
-            for ktp, msgs in batch.items():
-                tp = parts[ktp]
-                out[tp] = max(out[tp], msgs[-1].offset + 1 if msgs else 0, c.highwater(ktp) or 0)
-                pending.discard(ktp)
+            batch = await c.getmany(*pending, timeout_ms=300)
+            for ktp in list(pending):
+                msgs = batch.get(ktp, [])
+                if msgs:
+                    out[parts[ktp]] = max(out[parts[ktp]], msgs[-1].offset + 1, c.highwater(ktp) or 0)
+                    seen.add(ktp)
+                elif ktp in seen:  # read to the end
+                    pending.discard(ktp)
+        pending -= seen  # those still reading at the deadline keep what was read
         if pending and unreadable_is_empty:  # nothing at end - 1: is anything readable at all?
             for ktp in pending:
                 c.seek_to_beginning(ktp)

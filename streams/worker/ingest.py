@@ -30,6 +30,7 @@ import time
 from collections import defaultdict
 
 import faust
+from faust.types import TP
 
 from schemas.probe import (
     MAX_LISTED,
@@ -76,6 +77,20 @@ def new_windows(settings: Settings) -> PartitionWindows:
         settings.window_seconds, settings.window_step_seconds, settings.allowed_lateness_seconds,
         settings.hampel_k,
     )
+
+
+def idle_event_time(now: float, arrived: float, max_ts: float, idle_s: float, open_panes: bool, applied_offset: int,
+                    end_offset: int | None) -> float | None:
+    """The event time an idle partition moves on to, or None when it is not idle: a message came within
+    ``idle_s`` (of the monotonic clock), nothing is open, or messages wait in the broker beyond the
+    last one applied (``end_offset``: the partition's end as last fetched). A partition behind is
+    not idle: a backlog read slowly must not have its windows closed under it by the wall clock
+    (`cnsched fuzz` lost valid samples as late so while the worker chewed hostile messages)."""
+    if now - arrived < idle_s or not open_panes or not math.isfinite(max_ts):
+        return None
+    if end_offset is not None and applied_offset + 1 < end_offset:
+        return None
+    return max_ts + (now - arrived)
 
 
 class Ingest:
@@ -129,8 +144,6 @@ class Ingest:
         if self.started_at is None:
             self.started_at = time.time()
             self.counters.set("ingest_first_event_unixtime", self.started_at)
-        if self._settling():
-            return  # fetched before a rebalance: read again from the committed offsets once it is over
         by_partition: dict[int, tuple[list, list, list]] = {}
         owned = self._owned()
         for event in events:
@@ -146,6 +159,12 @@ class Ingest:
         c = self.counters
         for partition, (batches, offsets, evs) in by_partition.items():
             state = self.partition_state(partition)
+            if offsets[0] > state.mark.applied_offset + 1 and state.mark.applied_offset >= 0:
+                # messages between what the state holds and what is read now were never applied here
+                c.inc("ingest_offset_gaps_total")
+                log.warning("partition %d: offsets %d..%d skipped (state holds up to %d, read resumes at %d)",
+                            partition, state.mark.applied_offset + 1, offsets[0] - 1, state.mark.applied_offset,
+                            offsets[0])
             try:
                 late = state.add_many(batches, offsets)
             except Exception:  # never expected after validation; find the message, keep the rest
@@ -169,10 +188,20 @@ class Ingest:
         return late
 
     def _settling(self) -> bool:
-        """While partitions are rebalanced or tables recover, the events still flowing were fetched
-        before: applying them would restore window state from a table the recovery is rewriting (an
-        older value of a pane could be read), so they are left unacked and read again afterwards."""
+        """Partitions are being rebalanced or tables recovered: applying events now would restore window
+        state from a table the recovery is still rewriting (an older value of a pane could be read)."""
         return bool(getattr(self.app, "rebalancing", False) or getattr(self.app, "in_recovery", False))
+
+    async def settled(self, poll_s: float = 0.05) -> None:
+        """Until no rebalance or recovery runs. Events that arrive meanwhile wait for it (outside the
+        lock, which the revoke handler takes) and are then applied, or left for their new owner when
+        their partition moved (``process`` checks ownership). Dropping them instead lost them: Faust
+        seeks to the committed offsets when recovery ends but may still be rebalancing, so events it
+        delivered after that seek and before the rebalance's end were never delivered again — their
+        samples missing from the windows and the partition's commits stalled before them (issue 32,
+        shown on both the embedded broker and librdkafka's mock cluster)."""
+        while self._settling():
+            await asyncio.sleep(poll_s)
 
     def _owned(self) -> set[int] | None:
         """The probe partitions this worker is assigned now (None: unknown, e.g. outside a worker)."""
@@ -199,13 +228,22 @@ class Ingest:
         for partition, state in self.windows.items():
             arrived, max_ts = self.last_arrival.get(partition, (now, state.mark.max_ts))
             self.last_arrival.setdefault(partition, (arrived, max_ts))
-            if now - arrived < idle or not state.panes or not math.isfinite(max_ts):
+            to = idle_event_time(now, arrived, max_ts, idle, bool(state.panes), state.mark.applied_offset,
+                                 self._end_offset(partition))
+            if to is None:
                 continue
-            state.advance(max_ts + (now - arrived))
+            state.advance(to)
             results = state.close_ready()
             if results:
                 self.counters.inc("idle_closes_total")
                 await self._emit(results)
+
+    def _end_offset(self, partition: int) -> int | None:
+        """The partition's end offset as the consumer last saw it (None: not known yet)."""
+        try:
+            return self.app.consumer.highwater(TP(self.topics.samples.get_topic_name(), partition))
+        except Exception:  # no consumer or no fetch yet
+            return None
 
     async def _checked(self, event) -> ProbeBatch:
         """The message's valid rows; what is invalid goes to the dead-letter topic. Nothing a message
@@ -310,6 +348,7 @@ def register(app: faust.App, topics, settings: Settings, counters: Counters, sam
     counters.describe("samples_late_total", "samples later than the allowed lateness, dropped, by reason")
     counters.describe("windows_emitted_total", "window results sent to netstate.windows")
     counters.describe("idle_closes_total", "times an idle partition's event time followed the wall clock")
+    counters.describe("ingest_offset_gaps_total", "ingest steps that resumed past offsets the window state never applied (their samples are missing)")
     counters.describe("ingest_first_event_unixtime", "when this worker began its first ingest step")
     counters.describe("ingest_last_event_unixtime", "when this worker ended its latest ingest step")
     table = app.Table(
@@ -326,10 +365,15 @@ def register(app: faust.App, topics, settings: Settings, counters: Counters, sam
         # events come in groups (up to take_max or take_within_s): one kernel call per group and
         # partition; acks are ours (noack), after the flush that persisted the events' effects
         async for events in stream.noack_take(settings.take_max_messages, settings.take_within_seconds):
-            async with ingest.lock:
-                await ingest.process(events)
-                if time.monotonic() - ingest.last_flush >= interval:
-                    await ingest.flush()
+            while True:
+                await ingest.settled()
+                async with ingest.lock:
+                    if ingest._settling():  # another rebalance began while the lock was awaited
+                        continue
+                    await ingest.process(events)
+                    if time.monotonic() - ingest.last_flush >= interval:
+                        await ingest.flush()
+                    break
 
     @app.timer(interval=interval)
     async def ingest_flush():
