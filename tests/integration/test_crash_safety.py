@@ -18,7 +18,7 @@ from streams.kafka import consumer, ensure_topics, producer
 from streams.runtime.processes import start_worker, stop_process
 from streams.worker.windowing import PartitionWindows
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.crash]
 
 SOURCES = [f"n{i:02d}" for i in range(12)]
 PEERS = 4

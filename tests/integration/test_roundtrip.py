@@ -35,8 +35,9 @@ async def collect(settings, topics, want, timeout_s, worker):
     return got
 
 
-async def test_samples_flow_through_kafka_and_faust_to_window_results(make_settings, tmp_path):
-    settings = make_settings(window_seconds=10, window_step_seconds=10, allowed_lateness_seconds=1)
+async def test_samples_flow_through_kafka_and_faust_to_window_results(make_settings_both, tmp_path):
+    """On the embedded broker and on librdkafka's mock cluster (a second Kafka implementation)."""
+    settings = make_settings_both(window_seconds=10, window_step_seconds=10, allowed_lateness_seconds=1)
     await ensure_topics(settings)
     worker = start_worker(settings, tmp_path / "worker.log")
     try:
