@@ -32,11 +32,13 @@ def _sample(now: float, **over) -> dict:
 def _arrow_corrupted(rng: np.random.Generator, now: float) -> bytes:
     """An Arrow message with bytes overwritten. Its timestamps lie inside what the worker accepts and
     all its rows but the last are valid, so what still decodes reaches the windowing code (under the
-    hostile series); the last row (a negative RTT) makes sure each message has a row to dead-letter."""
+    hostile series); the last row (a negative RTT) makes sure each message has a row to dead-letter.
+    They are an hour old, before the valid series' samples (streams/dev/fuzz.py: the last 260 s), so
+    they never move a partition's event time past a valid sample still to come."""
     n = int(rng.integers(2, 60))
     values = rng.random(n)
     values[-1] = -1.0
-    msg = bytearray(encode_arrow(now - 120 + 0.5 * np.arange(n), [HOSTILE_SRC] * n, ["fz-x"] * n,
+    msg = bytearray(encode_arrow(now - 3600 + 0.5 * np.arange(n), [HOSTILE_SRC] * n, ["fz-x"] * n,
                                  ["rtt_ms"] * n, values))
     for _ in range(int(rng.integers(1, 9))):
         msg[int(rng.integers(0, len(msg)))] = int(rng.integers(0, 256))
