@@ -44,6 +44,7 @@ class WebContext:
     events_topic: object = None  # sched.events: operators' commands (cancel, hold, release, priority)
     maintenance_topic: object = None  # sched.maintenance: cordon, drain, uncordon
     _known_metadata: set = field(default_factory=set)
+    memo: dict = field(default_factory=dict)  # answers built once per state version (streams/web/compute.py)
     _heavy: asyncio.Semaphore | None = None
     _heavy_waiting: int = 0
 

@@ -60,6 +60,11 @@ class SchedulerView:
                                 reason=why.reason, position=why.position)
         return TaskEstimate(basis=why.detail, reason=why.reason, position=why.position)
 
+    @property
+    def version(self) -> int:
+        """The scheduler's state version (grows with every change of its books or its inputs)."""
+        return self._sched.version
+
     def node_books(self, now: float) -> list[NodeBooks]:
         """Every node of the inventory: booked beside reported (the two can disagree: work cnsched
         did not place, or a report older than a booking)."""
