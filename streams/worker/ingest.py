@@ -48,6 +48,7 @@ from streams.config import Settings
 from streams.kafka import INGEST_TABLE, table_name
 from streams.metrics import Counters
 from streams.worker.deadletter import dead_letter, raw_value
+from streams.worker.gapfill import jumps, read_range
 from streams.worker.panes import decode_mark, encode_mark
 from streams.worker.windowing import PaneKey, PartitionWindows
 
@@ -77,17 +78,6 @@ def new_windows(settings: Settings) -> PartitionWindows:
         settings.window_seconds, settings.window_step_seconds, settings.allowed_lateness_seconds,
         settings.hampel_k,
     )
-
-
-def contiguous(offsets: list[int], applied: int) -> int:
-    """How many of a partition's ``offsets`` (in read order) follow on from ``applied`` (the last
-    offset its state applied; -1: none yet) without a hole: a repeat is fine (replayed), a jump is not."""
-    expect = applied + 1
-    for k, o in enumerate(offsets):
-        if applied >= 0 and o > expect:
-            return k
-        expect, applied = max(expect, o + 1), max(applied, o)
-    return len(offsets)
 
 
 def idle_event_time(now: float, arrived: float, max_ts: float, idle_s: float, open_panes: bool, applied_offset: int,
@@ -166,38 +156,50 @@ class Ingest:
             batches.append(batch)
             offsets.append(msg.offset)
             evs.append(event)
-        c = self.counters
         for partition, (batches, offsets, evs) in by_partition.items():
             state = self.partition_state(partition)
-            cut = contiguous(offsets, state.mark.applied_offset)
-            if cut < len(offsets):
-                self._note_gap(partition, state, offsets[cut])
             self.pending[partition].extend(evs)
-            try:
-                late = state.add_many(batches, offsets)
-            except Exception:  # never expected after validation; find the message, keep the rest
-                log.exception("partition %d: a step of %d messages failed; applying them one by one",
-                              partition, len(batches))
-                late = await self._add_one_by_one(state, batches, offsets, evs)
+            late, start = 0, 0
+            for index, expected in jumps(offsets, state.mark.applied_offset):
+                late += await self._apply(state, batches[start:index], offsets[start:index], evs[start:index])
+                late += await self._read_back(partition, state, expected, offsets[index])
+                start = index
+            late += await self._apply(state, batches[start:], offsets[start:], evs[start:])
             if late:
-                c.inc("samples_late_total", late, reason=LATE_WINDOW_CLOSED)
+                self.counters.inc("samples_late_total", late, reason=LATE_WINDOW_CLOSED)
             self.last_arrival[partition] = (time.monotonic(), state.mark.max_ts)
             await self._emit(state.close_ready())
-        c.set("ingest_last_event_unixtime", time.time())
+        self.counters.set("ingest_last_event_unixtime", time.time())
 
-    def _note_gap(self, partition: int, state: PartitionWindows, first: int) -> None:
-        """Say when this step's messages of ``partition`` start past the one after the last its window
-        state applied: those in between were never applied here (``ingest_offset_gaps_total``).
+    async def _apply(self, state: PartitionWindows, batches: list, offsets: list, evs: list) -> int:
+        """Consecutive messages of one partition, with one kernel call; the samples dropped as late."""
+        if not batches:
+            return 0
+        try:
+            return state.add_many(batches, offsets)
+        except Exception:  # never expected after validation; find the message, keep the rest
+            log.exception("a step of %d messages failed; applying them one by one", len(batches))
+            return await self._add_one_by_one(state, batches, offsets, evs)
 
-        Seen after a SIGKILL and restart (issue 32): after its seek to the committed offsets Faust
-        may deliver from where its fetcher already was, counting the offsets it jumped as a gap it
-        may commit past. Sending the consumer back from inside the agent can deadlock with Faust's
-        flow control (its fetcher waits for the agent's buffer), so this is reported, not repaired."""
-        expect = state.mark.applied_offset + 1
-        if state.mark.applied_offset >= 0 and first > expect:
-            self.counters.inc("ingest_offset_gaps_total")
-            log.warning("partition %d: offsets %d..%d skipped (state holds up to %d, read resumes at %d)",
-                        partition, expect, first - 1, state.mark.applied_offset, first)
+    async def _read_back(self, partition: int, state: PartitionWindows, start: int, stop: int) -> int:
+        """Offsets ``start``..``stop - 1`` of ``partition``, which the consumer jumped past, read with a
+        consumer of our own and applied before the message at ``stop`` (streams/worker/gapfill.py)."""
+        c = self.counters
+        c.inc("ingest_offset_gaps_total")
+        log.warning("partition %d: the consumer jumped from offset %d to %d; reading %d..%d back",
+                    partition, start, stop, start, stop - 1)
+        late = read = 0
+        topic = self.topics.samples.get_topic_name()
+        async for chunk in read_range(self.settings.kafka_client_kwargs(), topic, partition, start, stop):
+            batches = [await self._checked(ev) for ev in chunk]
+            late += await self._apply(state, batches, [ev.message.offset for ev in chunk], chunk)
+            read += len(chunk)
+        c.inc("ingest_gap_messages_read_total", read)
+        if state.mark.applied_offset < stop - 1:
+            c.inc("ingest_gap_offsets_unread_total", stop - 1 - max(state.mark.applied_offset, start - 1))
+            log.error("partition %d: offsets %d..%d could not be read back (gone from the broker?); "
+                      "their samples are missing", partition, state.mark.applied_offset + 1, stop - 1)
+        return late
 
     async def _add_one_by_one(self, state: PartitionWindows, batches: list, offsets: list, evs: list) -> int:
         """Each message alone (panes that hold one already skip it); one that fails is dead-lettered."""
@@ -370,8 +372,11 @@ def register(app: faust.App, topics, settings: Settings, counters: Counters, sam
     counters.describe("samples_late_total", "samples later than the allowed lateness, dropped, by reason")
     counters.describe("windows_emitted_total", "window results sent to netstate.windows")
     counters.describe("idle_closes_total", "times an idle partition's event time followed the wall clock")
-    counters.describe("ingest_offset_gaps_total", "ingest steps whose messages jumped past offsets the window state "
-                      "never applied (their samples are missing; a warning names them)")
+    counters.describe("ingest_offset_gaps_total", "times the consumer jumped past offsets the window state never "
+                      "applied (they are read back: streams/worker/gapfill.py)")
+    counters.describe("ingest_gap_messages_read_total", "messages read back after the consumer jumped past them")
+    counters.describe("ingest_gap_offsets_unread_total", "offsets jumped past that could not be read back (their "
+                      "samples are missing; an error names them)")
     counters.describe("ingest_first_event_unixtime", "when this worker began its first ingest step")
     counters.describe("ingest_last_event_unixtime", "when this worker ended its latest ingest step")
     table = app.Table(
