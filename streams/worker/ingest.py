@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import time
 from collections import defaultdict
 
@@ -48,29 +47,19 @@ from streams.config import Settings
 from streams.kafka import INGEST_TABLE, table_name
 from streams.metrics import Counters
 from streams.worker.deadletter import dead_letter, raw_value
-from streams.worker.gapfill import jumps, read_range
-from streams.worker.panes import decode_mark, encode_mark
-from streams.worker.windowing import PaneKey, PartitionWindows
+from streams.worker.panes import (
+    decode_mark,
+    encode_mark,
+    mark_table_key,
+    pane_table_key,
+    parse_pane_table_key,
+)
+from streams.worker.progress import describe_metrics, idle_event_time, jumps, read_range
+from streams.worker.windowing import PartitionWindows
 
 log = logging.getLogger(__name__)
 
-_SEP = "\x1f"
 LATE_WINDOW_CLOSED = "window_closed"
-
-
-def pane_table_key(partition: int, k: PaneKey) -> bytes:
-    src, dst, metric, pane = k
-    return f"P|{partition}|{src}{_SEP}{dst}{_SEP}{metric}{_SEP}{pane}".encode()
-
-
-def parse_pane_table_key(key: bytes) -> tuple[int, PaneKey]:
-    _, partition, rest = key.decode().split("|", 2)
-    src, dst, metric, pane = rest.split(_SEP)
-    return int(partition), (src, dst, metric, int(pane))
-
-
-def mark_table_key(partition: int) -> bytes:
-    return f"M|{partition}".encode()
 
 
 def new_windows(settings: Settings) -> PartitionWindows:
@@ -78,20 +67,6 @@ def new_windows(settings: Settings) -> PartitionWindows:
         settings.window_seconds, settings.window_step_seconds, settings.allowed_lateness_seconds,
         settings.hampel_k,
     )
-
-
-def idle_event_time(now: float, arrived: float, max_ts: float, idle_s: float, open_panes: bool, applied_offset: int,
-                    end_offset: int | None) -> float | None:
-    """The event time an idle partition moves on to, or None when it is not idle: a message came within
-    ``idle_s`` (of the monotonic clock), nothing is open, or messages wait in the broker beyond the
-    last one applied (``end_offset``: the partition's end as last fetched). A partition behind is
-    not idle: a backlog read slowly must not have its windows closed under it by the wall clock
-    (`cnsched fuzz` lost valid samples as late so while the worker chewed hostile messages)."""
-    if now - arrived < idle_s or not open_panes or not math.isfinite(max_ts):
-        return None
-    if end_offset is not None and applied_offset + 1 < end_offset:
-        return None
-    return max_ts + (now - arrived)
 
 
 class Ingest:
@@ -183,7 +158,7 @@ class Ingest:
 
     async def _read_back(self, partition: int, state: PartitionWindows, start: int, stop: int) -> int:
         """Offsets ``start``..``stop - 1`` of ``partition``, which the consumer jumped past, read with a
-        consumer of our own and applied before the message at ``stop`` (streams/worker/gapfill.py)."""
+        consumer of our own and applied before the message at ``stop`` (streams/worker/progress.py)."""
         c = self.counters
         c.inc("ingest_offset_gaps_total")
         log.warning("partition %d: the consumer jumped from offset %d to %d; reading %d..%d back",
@@ -372,11 +347,7 @@ def register(app: faust.App, topics, settings: Settings, counters: Counters, sam
     counters.describe("samples_late_total", "samples later than the allowed lateness, dropped, by reason")
     counters.describe("windows_emitted_total", "window results sent to netstate.windows")
     counters.describe("idle_closes_total", "times an idle partition's event time followed the wall clock")
-    counters.describe("ingest_offset_gaps_total", "times the consumer jumped past offsets the window state never "
-                      "applied (they are read back: streams/worker/gapfill.py)")
-    counters.describe("ingest_gap_messages_read_total", "messages read back after the consumer jumped past them")
-    counters.describe("ingest_gap_offsets_unread_total", "offsets jumped past that could not be read back (their "
-                      "samples are missing; an error names them)")
+    describe_metrics(counters)
     counters.describe("ingest_first_event_unixtime", "when this worker began its first ingest step")
     counters.describe("ingest_last_event_unixtime", "when this worker ended its latest ingest step")
     table = app.Table(

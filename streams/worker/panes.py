@@ -72,3 +72,22 @@ def decode_mark(data: bytes) -> PartitionMark:
     if version != _VERSION:
         raise ValueError(f"unknown mark format version {version}")
     return PartitionMark(off, max_ts, closed)
+
+
+# the ingest table's keys: P|<partition>|<src>\x1f<dst>\x1f<metric>\x1f<pane> and M|<partition>
+_SEP = "\x1f"
+
+
+def pane_table_key(partition: int, k: tuple[str, str, str, int]) -> bytes:
+    src, dst, metric, pane = k
+    return f"P|{partition}|{src}{_SEP}{dst}{_SEP}{metric}{_SEP}{pane}".encode()
+
+
+def parse_pane_table_key(key: bytes) -> tuple[int, tuple[str, str, str, int]]:
+    _, partition, rest = key.decode().split("|", 2)
+    src, dst, metric, pane = rest.split(_SEP)
+    return int(partition), (src, dst, metric, int(pane))
+
+
+def mark_table_key(partition: int) -> bytes:
+    return f"M|{partition}".encode()

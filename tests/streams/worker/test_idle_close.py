@@ -2,7 +2,7 @@
 
 import math
 
-from streams.worker.ingest import idle_event_time
+from streams.worker.progress import idle_event_time
 
 
 def test_a_quiet_partition_moves_on_by_the_time_it_has_been_quiet():

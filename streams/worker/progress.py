@@ -1,4 +1,5 @@
-"""Messages the consumer jumped past, read back by the ingest step itself (issue 32).
+"""Where the reading of a probe partition stands: messages the consumer jumped past, read back by
+the ingest step itself, and when a quiet partition counts as idle (issue 32).
 
 After a SIGKILL and restart, Faust may deliver a partition's messages from where its fetcher already
 was instead of from its seek to the committed offsets: the offsets in between are counted as a "gap"
@@ -14,6 +15,7 @@ acked: Faust's commit past the gap then covers offsets whose effects are in the 
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -71,3 +73,25 @@ async def read_range(client_kwargs: dict, topic: str, partition: int, start: int
                 yield chunk
     finally:
         await c.stop()
+
+
+def idle_event_time(now: float, arrived: float, max_ts: float, idle_s: float, open_panes: bool, applied_offset: int,
+                    end_offset: int | None) -> float | None:
+    """The event time an idle partition moves on to, or None when it is not idle: a message came within
+    ``idle_s`` (of the monotonic clock), nothing is open, or messages wait in the broker beyond the
+    last one applied (``end_offset``: the partition's end as last fetched). A partition behind is
+    not idle: a backlog read slowly must not have its windows closed under it by the wall clock
+    (`cnsched fuzz` lost valid samples as late so while the worker chewed hostile messages)."""
+    if now - arrived < idle_s or not open_panes or not math.isfinite(max_ts):
+        return None
+    if end_offset is not None and applied_offset + 1 < end_offset:
+        return None
+    return max_ts + (now - arrived)
+
+
+def describe_metrics(counters) -> None:
+    counters.describe("ingest_offset_gaps_total", "times the consumer jumped past offsets the window state never "
+                      "applied (they are read back: streams/worker/progress.py)")
+    counters.describe("ingest_gap_messages_read_total", "messages read back after the consumer jumped past them")
+    counters.describe("ingest_gap_offsets_unread_total", "offsets jumped past that could not be read back (their "
+                      "samples are missing; an error names them)")

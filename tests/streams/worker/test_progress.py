@@ -1,5 +1,5 @@
 """Messages the consumer jumped past are read back and applied before those that jumped (issue 32;
-streams/worker/gapfill.py). Reads go to a real broker: the embedded one and librdkafka's mock cluster."""
+streams/worker/progress.py). Reads go to a real broker: the embedded one and librdkafka's mock cluster."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from schemas.probe import encode_arrow
 from schemas.topics import PROBE_SAMPLES
 from streams.kafka import ensure_topics
 from streams.metrics import Counters
-from streams.worker.gapfill import jumps, read_range
 from streams.worker.ingest import Ingest
+from streams.worker.progress import jumps, read_range
 
 
 def test_jumps_name_where_the_read_stops_following_on():
