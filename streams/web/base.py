@@ -18,6 +18,7 @@ from streams.web.params import paging
 
 ROUTE_KEY = "state"  # any key: the state tables have one partition
 HEAVY_QUEUE_FACTOR = 4  # requests waiting for a heavy slot, per slot, before more are refused
+PAGES_PER_VERSION = 64  # rendered pages of one list kept per version of what it was built from
 
 
 class Busy(Exception):
@@ -123,16 +124,27 @@ class Resource(View):
     def answer(self, model: ApiModel, status: int = 200) -> Response:
         return self.json(model.body(), status=status)
 
-    def paged(self, request: Request, items: list, render, render_page=None) -> Response:
+    def paged(self, request: Request, items: list, render, render_page=None, version=None) -> Response:
         """One page of ``items`` (``render``: item -> ApiModel or dict; ``render_page``: the page's items
-        -> theirs, once per page), or 400 for bad paging."""
+        -> theirs, once per page), or 400 for bad paging. With ``version`` (what ``items`` were built
+        from), a page's JSON is rendered once per version and sent again as it was: in a burst of
+        1,000 GET /compute/nodes at 200 nodes, rendering each answer took as long as building it."""
         page = paging(request.query, self.ctx.settings.page_limit_max)
         if isinstance(page, ErrorBody):
             return self.answer(page, 400)
         offset, limit = page
+        memo = self.ctx.memo.setdefault(("pages", type(self).__name__), {})
+        if version is not None and memo.get("version") != version:
+            memo.clear()
+            memo["version"] = version
+        if version is not None and (offset, limit) in memo:
+            return self.text(memo[(offset, limit)], content_type="application/json")  # as self.json sends it
         shown = items[offset:offset + limit]
         shown = render_page(shown) if render_page is not None else shown
-        return self.answer(Page(items=[_plain(render(i)) for i in shown], total=len(items), offset=offset, limit=limit))
+        resp = self.answer(Page(items=[_plain(render(i)) for i in shown], total=len(items), offset=offset, limit=limit))
+        if version is not None and len(memo) <= PAGES_PER_VERSION:
+            memo[(offset, limit)] = resp.text
+        return resp
 
 
 def _plain(item):

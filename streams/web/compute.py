@@ -26,19 +26,23 @@ from streams.web.params import check_ids
 
 
 def compute_view(ctx) -> list[ComputeAnswer]:
+    return versioned_compute_view(ctx)[1]
+
+
+def versioned_compute_view(ctx) -> tuple[tuple, list[ComputeAnswer]]:
     """Every node's report and scores, with the scheduler's books beside its report (booked, free,
     state, tasks) when this worker runs the scheduler. Built once per second while neither the
     inventory nor the scheduler changed: a burst of 1,000 GET /compute/nodes built it 1,000 times
     (p50 50-56 s at 200 nodes, 26 s with this, 7-11 s at 6fdafa7: issue 32, finding 5; the rest is
-    rendering each answer)."""
+    rendering each answer: Resource.paged renders a page once per version). With the version:
+    (inventory, scheduler, second)."""
     now = time.time()
     key = (ctx.inv.version, ctx.scheduler.version if ctx.scheduler is not None else None, math.floor(now))
     cached = ctx.memo.get("compute_view")
     if cached is not None and cached[0] == key:
-        return cached[1]
-    answers = _compute_view(ctx, now)
-    ctx.memo["compute_view"] = (key, answers)
-    return answers
+        return cached
+    ctx.memo["compute_view"] = (key, _compute_view(ctx, now))
+    return ctx.memo["compute_view"]
 
 
 def _compute_view(ctx, now: float) -> list[ComputeAnswer]:
@@ -70,7 +74,8 @@ class ComputeNodes(Resource):
     routed = "inv"
 
     async def get(self, request: Request) -> Response:
-        return self.paged(request, compute_view(self.ctx), lambda item: item)
+        version, answers = versioned_compute_view(self.ctx)
+        return self.paged(request, answers, lambda item: item, version=version)
 
 
 ACTIONS = ("cordon", "drain", "uncordon")
