@@ -80,14 +80,18 @@ def drain_due(run, nodes: NodeView, now: float) -> bool:
     return not run.started or run.checkpoint_at >= since or now >= due
 
 
-def migrate_singles(sched, runs: list, now: float) -> list[RescheduleEvent]:
+def migrate_singles(sched, runs: list, now: float, nodes: NodeView | None = None) -> list[RescheduleEvent]:
     """Single-node tasks, one group per network profile; each group sees what the moves of the
-    groups before it took (the ledger, read again)."""
+    groups before it took (the ledger, read again after a move). ``nodes``: the node view as the
+    ledger stands now, if the caller has it."""
     events = []
     for profile in sorted({r.profile for r in runs}):
-        nodes = sched.nodes(now)
+        nodes = sched.nodes(now) if nodes is None else nodes
         group = [r for r in runs if r.profile == profile and r.nodes[0] in nodes.index]
-        events += _migrate_group(sched, nodes, group, profile, now) if group else []
+        moves = _migrate_group(sched, nodes, group, profile, now) if group else []
+        if moves:
+            events += moves
+            nodes = None
     return events
 
 

@@ -372,10 +372,13 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
         singles = [r for r in self.running.values() if len(r.nodes) == 1 and r.nodes[0] in nodes.index]
         gangs = [r for r in self.running.values() if len(r.nodes) > 1 and all(n in nodes.index for n in r.nodes)]
         events = []
-        for r in gangs:  # each gang sees the moves before it (the ledger, read again)
-            if (ev := migrate_gang(self, r, self.nodes(now), now)) is not None:
+        view = nodes
+        for r in gangs:  # each gang sees the moves before it (the ledger, read again after a move)
+            view = self.nodes(now) if view is None else view
+            if (ev := migrate_gang(self, r, view, now)) is not None:
                 events.append(ev)
-        events += migrate_singles(self, singles, now)
+                view = None
+        events += migrate_singles(self, singles, now, view)
         if events:
             self.books_changed()
         return events
