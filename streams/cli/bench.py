@@ -57,6 +57,13 @@ def add_parsers(sub) -> None:
     bd.add_argument("--tasks", type=int, default=500, help="tasks per burst")
     bd.add_argument("--json", action="store_true")
 
+    ba = bsub.add_parser("api", help="a burst of concurrent GETs: ours beside an older revision's worker")
+    ba.add_argument("--nodes", type=int, default=200, help="compute reports the workers hold")
+    ba.add_argument("--requests", type=int, default=1000, help="concurrent GETs per path")
+    ba.add_argument("--rounds", type=int, default=2, help="workers of each revision, in turn (medians)")
+    ba.add_argument("--baseline-rev", default="6fdafa7", help="the git revision beside ours")
+    ba.add_argument("--json", action="store_true")
+
     fz = sub.add_parser("fuzz", help="hostile messages on every input topic through a real worker and sink")
     fz.add_argument("--messages", type=int, default=100_000, help="hostile messages (plus one valid in ten)")
     fz.add_argument("--seed", type=int, default=0)
@@ -120,6 +127,24 @@ def _bench_decide(args) -> int:
     return 0
 
 
+def _bench_api(args, settings: Settings) -> int:
+    from streams.dev.bench.api import bench_api
+
+    for name in ("nodes", "requests", "rounds"):
+        if getattr(args, name) < 1:
+            raise UsageError(f"--{name} must be at least 1")
+
+    def run(s: Settings) -> dict:
+        return asyncio.run(bench_api(s, args.nodes, args.requests, args.rounds, args.baseline_rev))
+
+    if settings.kafka_bootstrap:
+        print_result(run(settings), args.json)
+    else:
+        with EmbeddedBroker() as bootstrap:
+            print_result(run(settings.with_bootstrap(bootstrap)), args.json)
+    return 0
+
+
 def cmd_bench(args, settings: Settings) -> int:
     import tempfile
     from pathlib import Path
@@ -148,6 +173,8 @@ def cmd_bench(args, settings: Settings) -> int:
         return 0
     if args.bench == "decide":
         return _bench_decide(args)
+    if args.bench == "api":
+        return _bench_api(args, settings)
     if args.bench == "detect":
         return _bench_detect(args)
     if args.bench == "reschedule":

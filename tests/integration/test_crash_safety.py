@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 import time
 
@@ -107,6 +108,7 @@ async def test_sigkill_mid_stream_then_restart_gives_the_uninterrupted_results(m
     assert 0 < killed_at < len(expected), "the kill did not happen mid-stream"
     assert set(got) == set(expected), log.read_text()[-3000:]
     wrong = [k for k, e in expected.items() if not _same(got[k], e)]
+    _report(expected, wrong, log)
     assert wrong == [], ([(k, _diff(got[k], expected[k])) for k in wrong[:5]], await changelog_ends(settings),
                          _jump_lines(log))
 
@@ -240,6 +242,7 @@ async def test_sigkills_at_a_high_one_sample_message_rate_give_exact_windows(mak
     got = _results(received)
     assert set(got) == set(expected), log.read_text()[-3000:]
     wrong = [k for k, e in expected.items() if not _same(got[k], e)]
+    _report(expected, wrong, log)
     assert wrong == [], ([(k, _diff(got[k], expected[k])) for k in wrong[:5]], await changelog_ends(settings),
                          _jump_lines(log))
 
@@ -247,3 +250,15 @@ async def test_sigkills_at_a_high_one_sample_message_rate_give_exact_windows(mak
 def _jump_lines(log) -> list[str]:
     """What the worker said about offsets Faust jumped past (read back, or not readable)."""
     return [x for x in log.read_text().splitlines() if "jumped from offset" in x or "could not be read back" in x]
+
+
+def _report(expected: dict, wrong: list, log) -> None:
+    """One line per run to $CNSCHED_TEST_CRASH_REPORT when set (`make crash`): what was checked, what
+    differed, how often the restarted worker read back offsets Faust jumped past."""
+    path = os.environ.get("CNSCHED_TEST_CRASH_REPORT")
+    if path:
+        with open(path, "a") as f:
+            f.write(f"{os.environ.get('PYTEST_CURRENT_TEST', '?').split(' ')[0]}  windows {len(expected)}  "
+                    f"samples {sum(int(e['count']) for e in expected.values())}  wrong {len(wrong)}  "
+                    f"jumps read back {sum('jumped from offset' in x for x in _jump_lines(log))}  "
+                    f"unreadable {sum('could not be read back' in x for x in _jump_lines(log))}\n")
