@@ -27,7 +27,7 @@ from streams.runtime.broker import free_port
 from streams.runtime.processes import die_with_parent, settings_env
 
 REPO = Path(__file__).resolve().parents[3]
-DEFAULT_PATHS = ("/compute/nodes?limit=1000", "/healthz")
+DEFAULT_PATHS = ("/compute/nodes?limit=1000", "/health")
 
 
 async def _burst(port: int, path: str, n: int) -> dict:

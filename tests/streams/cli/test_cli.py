@@ -42,6 +42,11 @@ def test_bad_usage_is_one_clear_line_and_exit_2():
     assert r.returncode == 2 and "invalid choice: 'launch'" in r.stderr
 
 
+def test_bench_api_refuses_an_empty_burst_in_one_line():
+    r = run("bench", "api", "--requests", "0")
+    assert r.returncode == 2 and r.stderr.strip() == "cnsched: error: --requests must be at least 1"
+
+
 def test_submit_and_query_say_what_is_wrong(tmp_path):
     bad = tmp_path / "t.json"
     bad.write_text("{not json")
