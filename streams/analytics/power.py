@@ -11,6 +11,7 @@ from core.battery import BatteryInputError, Sizing, size_battery
 from schemas.units import parse_duration
 from sinks.duckdb_store import DuckStore
 from sinks.queries import latest_window_start, load_series
+from streams.analytics import stop_if_abandoned
 
 JSON_KEYS = ("power_capacity_mw", "discharge_energy_kwh", "charge_energy_kwh", "soc_swing_kwh", "window_discharge_kwh",
              "recommended_energy_kwh", "original_max_ramp_mw_per_min", "smoothed_max_ramp_mw_per_min",
@@ -57,10 +58,6 @@ def _num(v: float) -> float:
     return round(float(v), 9) if math.isfinite(v) else None
 
 
-class Abandoned(Exception):
-    """The caller went (its request timed out or its client left): the sizing stopped."""
-
-
 class TooFewSamples(BatteryInputError):
     """The stored series is shorter than one window."""
 
@@ -79,8 +76,7 @@ def size_site(db_path, site: str, q: dict, cancel=None) -> dict | None:
             return None
         since = latest - q["period"] + q["interval"]
         values, start, gaps = site_series(store.con, site, q["interval"], since)
-    if cancel is not None and cancel.is_set():
-        raise Abandoned("the request went before the sizing began")
+    stop_if_abandoned(cancel, "the sizing began")
     if values.size < q["window"]:
         raise TooFewSamples(int(values.size), q["window"])
     s = size_battery(values, q["interval"], q["window"], q["margin"], q["ramp_limit"], q["dod"], q["trailing"])

@@ -25,10 +25,6 @@ class Busy(Exception):
     """Every slot for heavy work is taken and the line for them is full: 429 (streams/web/guard.py)."""
 
 
-class Cancelled(Exception):
-    """Heavy work stopped at a check because the request that wanted it is gone."""
-
-
 @dataclass
 class WebContext:
     app: faust.App

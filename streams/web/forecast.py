@@ -7,8 +7,9 @@ from faust.web import Request, Response
 
 from schemas.api import ErrorBody, ForecastAnswer
 from sinks.duckdb_store import StoreError
+from streams.analytics import stop_if_abandoned
 from streams.analytics.forecasts import NotEnoughHistory, forecast_path
-from streams.web.base import Cancelled, Resource
+from streams.web.base import Resource
 from streams.web.params import check_ids, forecast_query
 
 
@@ -17,8 +18,7 @@ def after_warm(warmer, fn, *args, cancel=None, **kw):
     loop's), unless the request went meanwhile (``cancel`` set)."""
     if warmer is not None:
         warmer.done.wait()
-    if cancel is not None and cancel.is_set():
-        raise Cancelled("the request went while the kernels compiled")
+    stop_if_abandoned(cancel, "the kernels were compiled")
     return fn(*args, **kw)
 
 

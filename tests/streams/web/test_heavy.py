@@ -59,7 +59,8 @@ async def test_a_request_that_goes_sets_its_work_cancelled_and_frees_its_slot():
 
 def test_battery_sizing_stops_before_computing_once_its_request_went(tmp_path):
     from sinks.duckdb_store import DuckStore
-    from streams.analytics.power import Abandoned, size_site
+    from streams.analytics import Abandoned
+    from streams.analytics.power import size_site
     from streams.web.params import smoothing_query
 
     store = DuckStore(tmp_path / "p.duckdb")
@@ -74,3 +75,18 @@ def test_battery_sizing_stops_before_computing_once_its_request_went(tmp_path):
     cancel.set()
     with pytest.raises(Abandoned):
         size_site(tmp_path / "p.duckdb", "dc1", q, cancel)
+
+
+def test_a_forecast_waiting_for_its_kernels_stops_when_its_request_went():
+    from types import SimpleNamespace
+
+    from streams.analytics import Abandoned
+    from streams.web.forecast import after_warm
+
+    warmed = SimpleNamespace(done=threading.Event())
+    warmed.done.set()
+    cancel = threading.Event()
+    assert after_warm(warmed, lambda a, b=0: a + b, 2, b=3, cancel=cancel) == 5
+    cancel.set()
+    with pytest.raises(Abandoned, match="before the kernels were compiled"):
+        after_warm(warmed, lambda a: a, 2, cancel=cancel)
