@@ -38,6 +38,7 @@ from schemas.quota import QuotaSet
 from schemas.sched import Task
 from sinks.queries import STATS
 from streams.web.dashboard import ASSETS, TYPES
+from streams.web.guard import OPEN_PATHS
 from streams.web.params import DURATION_PATTERN, MAX_HORIZON_STEPS, METRIC_PATTERN, STEPS, TRUTH
 
 TEXT = "text/plain"
@@ -184,8 +185,6 @@ ERRORS = (400, 401, 403, 404, 405, 409, 413, 415, 422, 429, 503)
 @functools.lru_cache(maxsize=4)
 def document(version: str = "0.1.0", page_limit_max: int = 1000) -> dict:
     """The OpenAPI 3.1 document (``page_limit_max``: the worker's CNSCHED_PAGE_LIMIT_MAX)."""
-    from streams.web.guard import OPEN_PATHS
-
     models = {m for op in OPERATIONS for m in [*op.answers.values(), op.body]
               if isinstance(m, type) and issubclass(m, BaseModel)}
     ordered = sorted(models, key=lambda m: m.__name__)
