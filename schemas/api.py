@@ -42,6 +42,9 @@ def read_body(model: type[M], raw: bytes, required: bool = True) -> M:
         raise ValidationError.from_exception_data(model.__name__, [{
             "type": "json_invalid", "loc": (), "input": raw[:200].decode(errors="replace"),
             "ctx": {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}}]) from None
+    # validated as JSON again, not as the Python objects: pydantic's strict mode for JSON input takes
+    # enums, dates and UUIDs from strings, which its Python mode refuses (the second parse is cheap
+    # next to the first, and bodies are at most 1 MiB: streams/web/guard.py)
     return model.model_validate_json(json.dumps(doc), strict=True)
 
 
