@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import threading
+import time
 from dataclasses import dataclass, field
 
 import faust
@@ -18,6 +19,7 @@ from streams.web.params import paging
 
 ROUTE_KEY = "state"  # any key: the state tables have one partition
 HEAVY_QUEUE_FACTOR = 4  # requests waiting for a heavy slot, per slot, before more are refused
+POLL_S = 0.05  # how often a write's answer is looked for in the state it changes (until_applied)
 PAGES_PER_VERSION = 64  # rendered pages of one list kept per version of what it was built from
 
 
@@ -145,3 +147,21 @@ class Resource(View):
 
 def _plain(item):
     return item.body() if isinstance(item, ApiModel) else item
+
+
+def auth_of(request: Request) -> dict:
+    """The request's Authorization header, to pass on when asking the owner of a state table."""
+    return {"Authorization": request.headers["Authorization"]} if "Authorization" in request.headers else {}
+
+
+async def until_applied(ctx: WebContext, read, done):
+    """A write's outcome: ``await read()`` (the state as its owner answers) every POLL_S until
+    ``done(answer)``, for at most CNSCHED_DECISION_TIMEOUT_SECONDS. The answer that was done, or None
+    (the caller answers 202: sent, not applied yet)."""
+    deadline = time.monotonic() + ctx.settings.decision_timeout_seconds
+    while time.monotonic() < deadline:
+        answer = await read()
+        if answer is not None and done(answer):
+            return answer
+        await asyncio.sleep(POLL_S)
+    return None

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import math
 import time
 
@@ -21,7 +20,7 @@ from schemas.api import (
 )
 from schemas.sched import NodeCommand
 from streams.adapters.inventory import scored
-from streams.web.base import Resource
+from streams.web.base import Resource, auth_of, until_applied
 from streams.web.params import check_ids
 
 
@@ -80,7 +79,6 @@ class ComputeNodes(Resource):
 
 ACTIONS = ("cordon", "drain", "uncordon")
 STATE_AFTER = {"cordon": "cordoned", "drain": "draining", "uncordon": "up"}
-POLL_S = 0.05
 
 
 def node_command_view(action: str) -> type[Resource]:
@@ -103,20 +101,18 @@ async def node_command(view: Resource, request: Request, node: str, action: str)
     except ValidationError as exc:
         return view.answer(ErrorBody(error="invalid request", fields=field_errors(exc)), 422)
     ctx = view.ctx
-    auth = {"Authorization": request.headers["Authorization"]} if "Authorization" in request.headers else {}
+    auth = auth_of(request)
     before = await node_answer(ctx, node, auth)
     if before is None:
         return view.answer(ErrorBody(error="unknown node", node=node), 404)
     cmd = NodeCommand(node=node, action=action, at=time.time(), deadline_s=getattr(body, "deadline_s", None),
                       by=body.by or "api", reason=body.reason)
     await ctx.maintenance_topic.send(key=node.encode(), value=cmd.model_dump_json(exclude_none=True).encode())
-    deadline = time.monotonic() + ctx.settings.decision_timeout_seconds
     want = STATE_AFTER[action]
-    while time.monotonic() < deadline:
-        now = await node_answer(ctx, node, auth)
-        if now is not None and (now.state == want or (want == "up" and now.state == "down")):
-            return view.answer(now)
-        await asyncio.sleep(POLL_S)
+    now = await until_applied(ctx, lambda: node_answer(ctx, node, auth),
+                              lambda a: a.state == want or (want == "up" and a.state == "down"))
+    if now is not None:
+        return view.answer(now)
     return view.answer(TaskAnswer(task_id=node, status="accepted",
                                   detail=f"{action} sent; see GET /compute/nodes/{node}"), 202)
 

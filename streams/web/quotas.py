@@ -4,7 +4,6 @@ guarantees exceed the cluster; 200 once applied; 202 when the owner has not answ
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 from faust.web import Request, Response
@@ -12,9 +11,7 @@ from pydantic import ValidationError
 
 from schemas.api import ErrorBody, FieldError, QuotaAnswer, field_errors, read_body
 from schemas.quota import QuotaSet
-from streams.web.base import Resource, WebContext
-
-POLL_S = 0.05
+from streams.web.base import Resource, WebContext, auth_of, until_applied
 
 
 def quota_answer(ctx: WebContext) -> QuotaAnswer:
@@ -41,17 +38,17 @@ class Quotas(Resource):
             return self.answer(ErrorBody(error="invalid quotas", fields=field_errors(exc)), 422)
         qs = qs.model_copy(update={"changed_at": time.time()})
         await self.ctx.quotas_topic.send(key=b"quotas", value=qs.model_dump_json().encode())
-        auth = {"Authorization": request.headers["Authorization"]} if "Authorization" in request.headers else {}
-        deadline = time.monotonic() + self.ctx.settings.decision_timeout_seconds
-        while time.monotonic() < deadline:
-            now = await owner_answer(self.ctx, auth)
-            if now is not None and now.get("changed_at") == qs.changed_at:
-                return self.json(now)
-            rejected = (now or {}).get("rejected") or {}
-            if rejected.get("changed_at") == qs.changed_at:
-                # valid quotas the cluster as it is cannot honour: a conflict with its state
-                return self.answer(ErrorBody(error="quotas exceed the cluster", fields=rejected["fields"]), 409)
-            await asyncio.sleep(POLL_S)
+        auth = auth_of(request)
+
+        def rejected(a: dict) -> dict:
+            return a.get("rejected") or {}
+
+        now = await until_applied(self.ctx, lambda: owner_answer(self.ctx, auth),
+                                  lambda a: qs.changed_at in (a.get("changed_at"), rejected(a).get("changed_at")))
+        if now is not None and now.get("changed_at") == qs.changed_at:
+            return self.json(now)
+        if now is not None:  # valid quotas the cluster as it is cannot honour: a conflict with its state
+            return self.answer(ErrorBody(error="quotas exceed the cluster", fields=rejected(now)["fields"]), 409)
         return self.answer(ErrorBody(error="accepted", detail="not applied yet; see GET /quotas"), 202)
 
 

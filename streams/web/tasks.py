@@ -3,7 +3,6 @@ by the worker that owns the `tasks` table)."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import get_args
 
@@ -23,11 +22,10 @@ from schemas.api import (
     read_body,
 )
 from schemas.sched import Task, TaskEvent
-from streams.web.base import Resource, WebContext
+from streams.web.base import Resource, WebContext, auth_of, until_applied
 from streams.web.params import check_ids
 from streams.worker.taskbook import ENDED, queue_refused, same_task
 
-POLL_S = 0.05
 STATUSES = get_args(TaskRecord.model_fields["status"].annotation)
 
 
@@ -76,7 +74,7 @@ async def command(view: Resource, request: Request, task_id: str, action: str) -
     except ValidationError as exc:
         return view.answer(ErrorBody(error="invalid request", fields=field_errors(exc)), 422)
     ctx = view.ctx
-    auth = {"Authorization": request.headers["Authorization"]} if "Authorization" in request.headers else {}
+    auth = auth_of(request)
     rec = await task_record(ctx, task_id, auth)
     if rec is None:
         return view.answer(ErrorBody(error="unknown task", task_id=task_id), 404)
@@ -87,12 +85,10 @@ async def command(view: Resource, request: Request, task_id: str, action: str) -
     ev = TaskEvent(task_id=task_id, event=action, at=time.time(), priority=getattr(body, "priority", None),
                    by=body.by or "api", reason=body.reason)
     await ctx.events_topic.send(key=task_id.encode(), value=ev.model_dump_json(exclude_none=True).encode())
-    deadline = time.monotonic() + ctx.settings.decision_timeout_seconds
-    while time.monotonic() < deadline:
-        now = await task_record(ctx, task_id, auth)
-        if now is not None and (now.status != rec.status or now.history[-1:] != rec.history[-1:]):
-            return view.answer(now)
-        await asyncio.sleep(POLL_S)
+    now = await until_applied(ctx, lambda: task_record(ctx, task_id, auth),
+                              lambda a: a.status != rec.status or a.history[-1:] != rec.history[-1:])
+    if now is not None:
+        return view.answer(now)
     return view.answer(TaskAnswer(task_id=task_id, status="accepted",
                                   detail=f"{action} sent; see GET /tasks/{task_id}"), 202)
 
@@ -135,7 +131,7 @@ class Tasks(Resource):
                 return self.answer(ErrorBody(error="invalid task",
                                              fields=[FieldError(field="body", reason="not JSON")]), 422)
             return self.answer(ErrorBody(error="invalid task", fields=field_errors(exc)), 422)
-        auth = {"Authorization": request.headers["Authorization"]} if "Authorization" in request.headers else {}
+        auth = auth_of(request)
         before = await task_record(self.ctx, task.id, auth)
         if before is not None and not queue_refused(before):
             # a retried submission answers as the first did; another task is refused
@@ -149,22 +145,20 @@ class Tasks(Resource):
         if task.submitted_at is None:
             task = task.model_copy(update={"submitted_at": time.time()})
         await self.ctx.tasks_topic.send(key=task.id.encode(), value=task.model_dump_json().encode())
-        deadline = time.monotonic() + self.ctx.settings.decision_timeout_seconds
-        while time.monotonic() < deadline:
-            rec = await task_record(self.ctx, task.id, auth)
-            if rec is not None and len(rec.history) > known:
-                if rec.status == "rejected":  # e.g. a team no quota names
-                    why = rec.history[-1].get("rejected", {})
-                    if why.get("reason") == "queue_full":  # not the task's fault: later it may go
-                        return self.json({"error": "queue full", "detail": why.get("detail", "")}, status=503,
-                                         headers={"Retry-After": "60"})
-                    # a valid task the cluster as it is turns away (a team no quota names, more cards
-                    # than any node has): a conflict with its state, not a malformed request
-                    return self.answer(ErrorBody(error="task rejected", fields=[FieldError(
-                        field=why.get("field", "body"), reason=why.get("detail", "rejected"))]), 409)
-                return self.answer(TaskAnswer(task_id=task.id, status=rec.status, nodes=rec.nodes,
-                                              decision=rec.history[-1].get("decision")))
-            await asyncio.sleep(POLL_S)
+        rec = await until_applied(self.ctx, lambda: task_record(self.ctx, task.id, auth),
+                                  lambda a: len(a.history) > known)
+        if rec is not None:
+            if rec.status == "rejected":  # e.g. a team no quota names
+                why = rec.history[-1].get("rejected", {})
+                if why.get("reason") == "queue_full":  # not the task's fault: later it may go
+                    return self.json({"error": "queue full", "detail": why.get("detail", "")}, status=503,
+                                     headers={"Retry-After": "60"})
+                # a valid task the cluster as it is turns away (a team no quota names, more cards
+                # than any node has): a conflict with its state, not a malformed request
+                return self.answer(ErrorBody(error="task rejected", fields=[FieldError(
+                    field=why.get("field", "body"), reason=why.get("detail", "rejected"))]), 409)
+            return self.answer(TaskAnswer(task_id=task.id, status=rec.status, nodes=rec.nodes,
+                                          decision=rec.history[-1].get("decision")))
         return self.answer(TaskAnswer(task_id=task.id, status="accepted",
                                       detail="no decision yet; see GET /tasks/" + task.id), 202)
 
