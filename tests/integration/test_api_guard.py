@@ -17,8 +17,8 @@ pytestmark = pytest.mark.integration
 WRITE, READ = "w" * 20, "r" * 20
 
 
-def request(port, method, path, body=None, token=None, ctype="application/json", host="127.0.0.1"):
-    headers = {"Content-Type": ctype} if ctype else {}
+def request(port, method, path, body=None, token=None, ctype="application/json", host="127.0.0.1", headers=None):
+    headers = {**({"Content-Type": ctype} if ctype else {}), **(headers or {})}
     if token:
         headers["Authorization"] = f"Bearer {token}"
     req = urllib.request.Request(f"http://{host}:{port}{path}", data=body, method=method, headers=headers)
@@ -168,14 +168,9 @@ async def test_a_rebound_name_cannot_change_state_through_a_browser_and_a_full_q
         wait_up(port)
 
         def post(task_id, **headers):
-            req = urllib.request.Request(f"http://127.0.0.1:{port}/tasks", method="POST",
-                                         data=json.dumps({**TASK, "id": task_id}).encode(),
-                                         headers={"Content-Type": "application/json", **headers})
-            try:
-                with urllib.request.urlopen(req, timeout=15) as r:
-                    return r.status, r.headers, json.loads(r.read())
-            except urllib.error.HTTPError as e:
-                return e.code, e.headers, json.loads(e.read())
+            status, got, raw = request(port, "POST", "/tasks", json.dumps({**TASK, "id": task_id}).encode(),
+                                       headers=headers)
+            return status, got, json.loads(raw)
 
         for headers in ({"Host": f"rebound.example:{port}"}, {"Origin": f"http://rebound.example:{port}"},
                         {"Origin": "null"}):
