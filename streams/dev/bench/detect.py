@@ -96,10 +96,15 @@ def score(alarm: np.ndarray, events: list[int], changes: np.ndarray, memory: int
     return t
 
 
-def detect(rtt: np.ndarray, policy: DetectorPolicy, stats: tuple | None = None) -> np.ndarray:
-    """bool[T]: the latency or the loss leg of ``policy`` at every window of one series."""
-    lost = (~np.isfinite(rtt)).astype(np.float64)[None]
-    return alarms(rtt[None], policy, stats)[0] | loss_alarms(lost, np.ones_like(lost), policy)[0]
+def detect(rtt: np.ndarray, policy: DetectorPolicy, stats: tuple | None = None,
+           loss: np.ndarray | None = None) -> np.ndarray:
+    """bool[T]: the latency or the loss leg of ``policy`` at every window of one series. ``stats``
+    (core.detect.window_stats) and ``loss`` (the loss leg's alarms) when the caller has them already
+    (a grid of policies that share them: streams/dev/bench/detect_cv.py)."""
+    if loss is None:
+        lost = (~np.isfinite(rtt)).astype(np.float64)[None]
+        loss = loss_alarms(lost, np.ones_like(lost), policy)[0]
+    return alarms(rtt[None], policy, stats)[0] | loss
 
 
 def run_rule(series, policy: DetectorPolicy, min_ratio: float) -> tuple[Tally, list[tuple[str, Tally]], float]:

@@ -18,8 +18,8 @@ from collections import Counter
 
 import numpy as np
 
-from core.detect import DEFAULT_POLICY, DetectorPolicy, alarms, loss_alarms, window_stats
-from streams.dev.bench.detect import Tally, rises, score
+from core.detect import DEFAULT_POLICY, DetectorPolicy, loss_alarms, window_stats
+from streams.dev.bench.detect import Tally, detect, rises, score
 
 GRID = {
     "baseline": (60, 120, 240),
@@ -56,8 +56,8 @@ def tallies(series, grid: list[DetectorPolicy], min_ratio: float) -> np.ndarray:
                 stats[key] = window_stats(x, p)
             if (p.baseline, p.loss_windows) not in loss:
                 loss[p.baseline, p.loss_windows] = loss_alarms(lost, np.ones_like(lost), p)[0]
-            a = alarms(x, p, stats[key])[0] | loss[p.baseline, p.loss_windows]
-            out[i, f] = score(a, events, s.change, p.memory, s.step_s)
+            out[i, f] = score(detect(s.rtt, p, stats[key], loss[p.baseline, p.loss_windows]), events, s.change,
+                              p.memory, s.step_s)
     return out
 
 
