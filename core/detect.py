@@ -196,14 +196,6 @@ def ratio_now(p95: np.ndarray, policy: DetectorPolicy = DEFAULT_POLICY) -> np.nd
     return np.where(ok, _ratios(_stats(w, policy), policy)[0], 0.0)
 
 
-def alarm_now(p95: np.ndarray, policy: DetectorPolicy = DEFAULT_POLICY) -> np.ndarray:
-    """bool[S]: a rise that would start an incident at the newest window of each series (its last
-    column): the ratio at least ``sustain`` and the peak at least ``factor``."""
-    w, ok = _newest(p95, policy)
-    ratio, peak = _ratios(_stats(w, policy), policy)
-    return ok & (ratio >= policy.sustain) & (peak >= policy.factor)
-
-
 def loss_alarm(lost: np.ndarray, count: np.ndarray, base_lost: np.ndarray, base_count: np.ndarray,
                policy: DetectorPolicy = DEFAULT_POLICY) -> np.ndarray:
     """bool[S]: the loss leg (module docstring): ``lost``/``count`` probes in the recent windows,
