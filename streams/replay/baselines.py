@@ -18,11 +18,11 @@ from streams.worker.scheduling.state import Scheduler
 class TopologyScheduler(Scheduler):
     def _codes(self, nodes: NodeView) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(site names, each node's site code, its rack code), once per node list."""
-        memo = getattr(self, "_topology", None)
+        memo = self._cache.get("topology")
         if memo is None or memo[0] is not nodes.regions or memo[1] is not nodes.racks:
             site_names, site = np.unique(np.array(list(nodes.regions), dtype=str), return_inverse=True)
             _, rack = np.unique(np.array(nodes.racks, dtype=str), return_inverse=True)
-            memo = self._topology = (nodes.regions, nodes.racks, (site_names, site, rack))
+            memo = self._cache["topology"] = (nodes.regions, nodes.racks, (site_names, site, rack))
         return memo[2]
 
     def could_hold(self, task: Task, room: np.ndarray, nodes: NodeView) -> bool:

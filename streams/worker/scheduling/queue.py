@@ -80,9 +80,9 @@ class QueueMixin:
 
     def _reserved_mask(self, nodes: NodeView) -> np.ndarray:
         """bool[N] the reservation's nodes, once per reservation and node list."""
-        res, memo = self.reservation, getattr(self, "_reserved", None)
+        res, memo = self.reservation, self._cache.get("reserved")
         if memo is None or memo[0] is not res or memo[1] is not nodes.ids:
-            memo = self._reserved = (res, nodes.ids, np.isin(nodes.ids, res.nodes))
+            memo = self._cache["reserved"] = (res, nodes.ids, np.isin(nodes.ids, res.nodes))
             memo[2].flags.writeable = False  # handed out as is: nobody may change it
         return memo[2]
 

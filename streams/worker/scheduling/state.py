@@ -88,7 +88,7 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
     ramps: RampBook = field(default_factory=RampBook)  # power-aware starts per site (CNSCHED_SITE_RAMP_LIMITS)
     services: dict = field(default_factory=dict)  # service id -> scheduling.services.Service (elastic)
     freshness: Freshness | None = field(default_factory=Freshness)  # how paths age (None: never)
-    _cache: dict = field(default_factory=dict)
+    _cache: dict = field(default_factory=dict)  # derived state by kind: (key, value) (_cached; the reservation's mask)
     made_room: dict = field(default_factory=dict)  # task id -> the tasks preempted to place it (incidents say so)
     stopping: dict = field(default_factory=dict)  # cancelled task id -> when: its cards held until it stopped
     maintenance: MaintenanceBook = field(default_factory=MaintenanceBook)  # cordoned and draining nodes
