@@ -52,13 +52,13 @@ slurm:
 	  > /dev/null || { echo "could not install Slurm"; exit 1; }; }
 
 unit: install-dev browser promtool slurm
-	$(BIN)/python -m pytest -m "not crash" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-# the SIGKILL tests (tests/integration/test_crash_safety.py) on both Kafka implementations, CRASH_RUNS
-# times in a row (default 10, the bar issue 32 sets); stops at the first failing run
+# the SIGKILL tests (tests/integration/test_crash_safety.py, also in `make test`) on both Kafka
+# implementations, CRASH_RUNS times in a row (default 10, the bar issue 32 set); stops at the first failing run
 crash: install-dev
 	@rm -f crash-report.log; for i in $$(seq 1 $(or $(CRASH_RUNS),10)); do \
-	  CNSCHED_TEST_CRASH_REPORT=$(CURDIR)/crash-report.log $(BIN)/python -m pytest -q -m crash \
+	  CRASH_REPORT=$(CURDIR)/crash-report.log $(BIN)/python -m pytest -q -m crash \
 	    tests/integration/test_crash_safety.py || { echo "run $$i failed"; cat crash-report.log; exit 1; }; \
 	  echo "run $$i passed"; done; cat crash-report.log
 

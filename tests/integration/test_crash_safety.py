@@ -253,9 +253,10 @@ def _jump_lines(log) -> list[str]:
 
 
 def _report(expected: dict, wrong: list, log) -> None:
-    """One line per run to $CNSCHED_TEST_CRASH_REPORT when set (`make crash`): what was checked, what
-    differed, how often the restarted worker read back offsets Faust jumped past."""
-    path = os.environ.get("CNSCHED_TEST_CRASH_REPORT")
+    """One line per run to $CRASH_REPORT when set (`make crash`; not a CNSCHED_ name: the settings
+    fixtures clear those): what was checked, what differed, how often the restarted worker read back
+    offsets Faust jumped past."""
+    path = os.environ.get("CRASH_REPORT")
     if path:
         with open(path, "a") as f:
             f.write(f"{os.environ.get('PYTEST_CURRENT_TEST', '?').split(' ')[0]}  windows {len(expected)}  "
