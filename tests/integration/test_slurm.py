@@ -121,7 +121,13 @@ async def test_tasks_run_as_slurm_jobs_where_cnsched_placed_them(make_settings, 
         assert len(fin) == 1 and 4 <= fin[0]["duration_s"] <= 6  # Slurm's run time of sleep 4
         rec = await until_status(port, "waits", ("finished",))  # placed when fill0's node freed, then ran
         assert rec["status"] == "finished" and rec["nodes"] == placed["fill0"], rec
-        # a command that fails (the first time only): failed, re-queued, run again, finished
+        # a command that fails (the first time only): failed, re-queued, run again, finished. First a
+        # node must report the cards "waits" freed: Slurm's inventory comes every second, and until then
+        # the node's own report (0 free) holds (a CI run submitted in between and found no room)
+        deadline = time.monotonic() + 30
+        while not any(n.get("cards_free", 0) >= 2 for n in (await nodes(port, 3)).values()):
+            assert time.monotonic() < deadline, "no node reported free cards after the fill tasks ended"
+            await asyncio.sleep(0.3)
         marker = tmp_path / "flaky.marker"
         status, body = await asyncio.to_thread(call, port, "POST", "/tasks", {
             "id": "flaky", "type": "fine-tune", "resources": {"cards": 2},
