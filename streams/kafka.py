@@ -96,3 +96,10 @@ def consumer(settings: Settings, *topics: str, **kw) -> AIOKafkaConsumer:
         **kw,
     }
     return AIOKafkaConsumer(*[settings.topic(t) for t in topics], **settings.kafka_client_kwargs(), **opts)
+
+
+def side_consumer(client_kwargs: dict, **kw) -> AIOKafkaConsumer:
+    """A consumer beside the worker's own: no group, nothing committed, short fetch waits — it reads
+    what it is assigned and seeks to (a gap read back, a partition's true end, the topics' ends)."""
+    opts = {"group_id": None, "enable_auto_commit": False, "fetch_max_wait_ms": 100, **kw}
+    return AIOKafkaConsumer(**client_kwargs, **opts)

@@ -18,7 +18,9 @@ from __future__ import annotations
 import logging
 import time
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import TopicPartition
+
+from streams.kafka import side_consumer
 
 log = logging.getLogger(__name__)
 CHECK_TIMEOUT_S = 5.0
@@ -84,8 +86,7 @@ async def true_ends(client_kwargs: dict, ends: dict, unreadable_is_empty: bool =
     if not check:
         return dict(ends)
     out = dict(ends)
-    c = AIOKafkaConsumer(**client_kwargs, group_id=None, enable_auto_commit=False, auto_offset_reset="latest",
-                         fetch_max_wait_ms=100)
+    c = side_consumer(client_kwargs, auto_offset_reset="latest")
     await c.start()
     try:
         parts = {TopicPartition(tp.topic, tp.partition): tp for tp in check}

@@ -20,6 +20,7 @@ from collections.abc import Callable
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from streams.kafka import side_consumer
 from streams.runtime.faust_patches import AFTER_BROKER_LOSS_ENV
 
 log = logging.getLogger(__name__)
@@ -74,7 +75,7 @@ class BrokerWatch:
 
     async def _read(self) -> tuple[dict[str, int], dict[TopicPartition, int]]:
         if self._consumer is None:
-            self._consumer = AIOKafkaConsumer(**self.client_kwargs, enable_auto_commit=False)
+            self._consumer = side_consumer(self.client_kwargs)
             await self._consumer.start()
         cluster = await self._consumer._client.fetch_all_metadata()
         parts = {t: sorted(cluster.partitions_for_topic(t) or ()) for t in self.topics}

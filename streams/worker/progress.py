@@ -20,7 +20,9 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import TopicPartition
+
+from streams.kafka import side_consumer
 
 # a read that brings nothing new for this long stops (retention removed the range, or the broker
 # holds offsets with nothing behind them): the rest of the range is reported as lost, not waited for
@@ -55,8 +57,7 @@ async def read_range(client_kwargs: dict, topic: str, partition: int, start: int
     """The records of ``topic``/``partition`` with ``start <= offset < stop``, chunk by chunk, in
     offset order. Stops early when nothing new comes for ``stall_s``."""
     tp = TopicPartition(topic, partition)
-    c = AIOKafkaConsumer(**client_kwargs, group_id=None, enable_auto_commit=False,
-                         auto_offset_reset="earliest", fetch_max_wait_ms=100)
+    c = side_consumer(client_kwargs, auto_offset_reset="earliest")
     await c.start()
     try:
         c.assign([tp])
