@@ -35,7 +35,6 @@ from streams.adapters.inventory import NodeView
 from streams.adapters.network import PathColumns
 
 _EMPTY = np.zeros(0, np.int64)
-SHIFT_ALL_AT_ONCE = 10_000  # paths: core.detect.ratio_now of them all takes a few milliseconds
 
 
 @dataclass
@@ -62,14 +61,10 @@ class PathTable:
     def shift_at(self, rows: np.ndarray) -> np.ndarray:
         """float64[P] core.detect.ratio_now of every path (0: none), computed for ``rows`` where not
         yet (elsewhere unset): deciding does not need it, rescoring only its endpoints' paths, and at
-        5,000 nodes the rack-level paths are 400,000. A table of at most SHIFT_ALL_AT_ONCE paths has
-        every path's computed at the first ask (one call instead of one per task or gang: the replay
-        asked 91,000 times for 1,000 jobs)."""
+        5,000 nodes the rack-level paths are 400,000."""
         if self._shift is None:
             self._shift, self._shift_known = np.zeros(self.q.size), np.zeros(self.q.size, bool)
         rows = np.asarray(rows, np.int64)
-        if self.q.size <= SHIFT_ALL_AT_ONCE and not self._shift_known.all():
-            rows = np.arange(self.q.size)  # a small table: every path in one call, not one call per task
         todo = np.unique(rows[~self._shift_known[rows]])
         if todo.size and self.history is not None:
             cols, path_rows = self.history
