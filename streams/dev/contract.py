@@ -13,11 +13,11 @@ import re
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 from schemas.topics import COMPUTE_NODES
 from streams.config import Settings
+from streams.dev.ready import until_listed
 from streams.kafka import ensure_topics, producer
 from streams.runtime.processes import start_worker, stop_process
 
@@ -42,7 +42,7 @@ async def run_contract(settings: Settings, workdir: Path, max_examples: int, see
     worker = start_worker(settings, workdir / "worker.log")
     try:
         await _report_nodes(settings)
-        await asyncio.to_thread(_wait_ready, settings.web_port, len(NODES))
+        await until_listed(settings.web_port, len(NODES), worker)
         phases = "examples,coverage,fuzzing" + (",stateful" if stateful else "")
         cmd = [str(Path(sys.executable).with_name("st")), "--config-file", str(CONFIG), "run",
                f"http://127.0.0.1:{settings.web_port}/openapi.json", "--checks", "all", "--phases", phases,
@@ -76,14 +76,3 @@ async def _report_nodes(settings: Settings) -> None:
         await p.stop()
 
 
-def _wait_ready(port: int, nodes: int, deadline_s: float = 120.0) -> None:
-    end = time.monotonic() + deadline_s
-    while time.monotonic() < end:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/compute/nodes", timeout=5) as r:
-                if r.status == 200 and json.loads(r.read())["total"] >= nodes:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.3)
-    raise RuntimeError("the worker never answered with its nodes")

@@ -34,6 +34,7 @@ from schemas.topics import (
 )
 from streams.config import Settings
 from streams.dev.hostile import hostile
+from streams.dev.ready import until_listed
 from streams.kafka import consumer, ensure_topics, producer
 from streams.runtime.processes import start_command, start_worker, stop_process
 
@@ -191,24 +192,6 @@ def log_problems(*logs: Path) -> dict:
     return out
 
 
-async def wait_ready(port: int, worker, limit_s: float = 120.0) -> None:
-    end = time.monotonic() + limit_s
-    while time.monotonic() < end and worker.poll() is None:
-        try:
-            if (await asyncio.to_thread(call_status, port, "/network/nodes")) == 200:
-                return
-        except OSError:
-            pass
-        await asyncio.sleep(0.3)
-    raise RuntimeError("the worker did not become ready")
-
-
-def call_status(port: int, path: str) -> int:
-    from streams.client import call
-
-    return call(f"http://127.0.0.1:{port}", "GET", path, timeout=5)[0]
-
-
 async def sample_rss(pid: int, out: list[float]) -> None:
     while True:
         out.append(rss_mb(pid))
@@ -255,7 +238,7 @@ async def run_fuzz(settings: Settings, messages: int, seed: int, workdir: Path, 
     rss: list[float] = []
     sink_rss: list[float] = []
     try:
-        await wait_ready(settings.web_port, worker)
+        await until_listed(settings.web_port, worker=worker)
         rss_before = rss_mb(worker.pid)
         sampler = asyncio.create_task(sample_rss(worker.pid, rss))
         sink_sampler = asyncio.create_task(sample_rss(sink.pid, sink_rss))

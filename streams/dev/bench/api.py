@@ -14,7 +14,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 import uuid
 from pathlib import Path
 
@@ -22,6 +21,7 @@ import numpy as np
 
 from schemas.topics import COMPUTE_NODES
 from streams.config import Settings
+from streams.dev.ready import until_listed
 from streams.kafka import ensure_topics, producer
 from streams.runtime.broker import free_port
 from streams.runtime.processes import die_with_parent, settings_env
@@ -50,14 +50,6 @@ async def _burst(port: int, path: str, n: int) -> dict:
     return {"ok": ok, "p50_s": float(np.percentile(lat, 50)), "p99_s": float(np.percentile(lat, 99))}
 
 
-def _listed(port: int) -> int:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/compute/nodes?limit=1", timeout=2) as r:
-            return int(json.loads(r.read())["total"])
-    except Exception:  # not up yet
-        return -1
-
-
 async def _one_worker(base: Settings, code: Path, workdir: Path, nodes: int, requests: int, paths) -> dict:
     run = uuid.uuid4().hex[:8]
     s = base.model_copy(update=dict(topic_prefix=f"b{run}.", app_id=f"bench-api-{run}", data_dir=workdir / run,
@@ -75,11 +67,7 @@ async def _one_worker(base: Settings, code: Path, workdir: Path, nodes: int, req
                    "accel_class": "a100", "cards": 8, "free": {"cards": 8}, "mem_gb": 512}
             await p.send(s.topic(COMPUTE_NODES), json.dumps(rep).encode(), key=rep["node"].encode())
         await p.stop()
-        deadline = time.monotonic() + 180
-        while await asyncio.to_thread(_listed, s.web_port) < nodes:
-            if time.monotonic() > deadline or w.poll() is not None:
-                raise RuntimeError(f"the worker from {code} did not list {nodes} nodes (log: {log.name})")
-            await asyncio.sleep(0.5)
+        await until_listed(s.web_port, nodes, w, 180.0, f"the worker from {code} (log: {log.name})")
         return {path: await _burst(s.web_port, path, requests) for path in paths}
     finally:
         w.terminate()
