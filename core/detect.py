@@ -15,16 +15,20 @@ Latency leg, per window t of a series of window statistics (p95 RTT; NaN = no wi
   ``release`` x the floor, and ``hold`` windows more (alerting's keep_firing_for: a congestion
   episode whose windows dip now and then is one incident, not many). A window without a value
   leaves the incident as it was.
-Defaults (60 windows of baseline, the 5 % floor, k = 2, 1.25x / 1.1x, 6 sigmas, release 1.05x, hold
-15, the loss leg over 2 windows) are the policy chosen most often by leave-files-out cross-validation
-on the real labelled RTT traces of ../shared/data/rtt/real_labelled at 0.08 strict false alarms per
-path-day (`cnsched bench detect --cv --target 0.08`; README "Degradation detection" has the figures
-and why not 0.05), and checked on the artificial ones.
+Defaults (60 windows of baseline, the 5 % floor, k = 2, 1.22x / 1.01x, 30 sigmas, release 1.05x, hold
+30, the loss leg: 3 probes lost over 3 windows) are the policy chosen most often by leave-files-out
+cross-validation on the real labelled RTT traces of ../shared/data/rtt/real_labelled at 0.05 strict
+false alarms per path-day (`cnsched bench detect --cv`; README "Degradation detection" has the
+figures), and checked on the artificial ones. Read together: a rise is both windows clearly out of
+the path's own noise (30 spreads; on a quiet 69 ms path with a 0.2 ms spread that is 6 ms) and one of
+them 22 % up — the sigmas, not the ratio, keep a noisy path's jitter out.
 The seeds' rule "latency doubles" is ``factor=sustain=release=2, k=1, floor_q=0.5, min_sigmas=0, hold=0``.
 
 Loss leg: ``lost`` of ``count`` probes in the last ``loss_windows`` windows against the path's own loss rate over
-the baseline windows (at least ``loss_floor``): an alarm when the share lost is above ``loss_limit``
-and the binomial tail P(X >= lost | count, p0) is below ``alpha``, bounded by the Chernoff bound
+the baseline windows (at least ``loss_floor``): an alarm when at least ``loss_min`` probes were lost (on
+one ping a window: a run of ``loss_min`` failed pings, an outage; two failed pings in a row were 13 of
+the 32 strict false alarms on the real traces and caught no labelled rise), the share lost is above
+``loss_limit`` and the binomial tail P(X >= lost | count, p0) is below ``alpha``, bounded by the Chernoff bound
 exp(-count x KL(lost/count || p0)) (no table, vectorised). Too few probes cannot pass it: 1 lost of
 50 at p0 = 0.1 % has a tail of ~5 %.
 
@@ -45,15 +49,16 @@ from core.vocabulary import MAD_TO_SIGMA
 
 @dataclass(frozen=True)
 class DetectorPolicy:
-    factor: float = 1.25
-    sustain: float = 1.1
+    factor: float = 1.22
+    sustain: float = 1.01
     k: int = 2
     baseline: int = 60
     floor_q: float = 0.05
-    min_sigmas: float = 6.0
+    min_sigmas: float = 30.0
     release: float = 1.05
-    hold: int = 15
-    loss_windows: int = 2
+    hold: int = 30
+    loss_windows: int = 3
+    loss_min: int = 3
     loss_limit: float = 0.01
     loss_floor: float = 0.001
     alpha: float = 1e-3
@@ -61,8 +66,8 @@ class DetectorPolicy:
     def __post_init__(self) -> None:
         if not 1 < self.sustain <= self.factor or self.k < 1 or self.baseline < 1 or self.min_sigmas < 0:
             raise ValueError("factor >= sustain > 1, k >= 1, baseline >= 1 and min_sigmas >= 0")
-        if not 0 < self.floor_q < 1 or self.release <= 0 or self.hold < 0 or self.loss_windows < 1:
-            raise ValueError("0 < floor_q < 1, release > 0, hold >= 0 and loss_windows >= 1")
+        if not 0 < self.floor_q < 1 or self.release <= 0 or self.hold < 0 or self.loss_windows < 1 or self.loss_min < 1:
+            raise ValueError("0 < floor_q < 1, release > 0, hold >= 0, loss_windows >= 1 and loss_min >= 1")
         if not 0 <= self.loss_limit < 1 or not 0 < self.loss_floor < 1 or not 0 < self.alpha <= 1:
             raise ValueError("0 <= loss_limit < 1, 0 < loss_floor < 1 and 0 < alpha <= 1")
 
@@ -75,7 +80,7 @@ class DetectorPolicy:
 DEFAULT_POLICY = DetectorPolicy()
 # "latency doubles or loss > 1 %": alpha = 1 drops the binomial test (any loss above 1 % and the path's own)
 SEED_RULE = DetectorPolicy(factor=2.0, sustain=2.0, k=1, baseline=15, floor_q=0.5, min_sigmas=0.0, release=2.0,
-                           hold=0, loss_windows=1, alpha=1.0)
+                           hold=0, loss_windows=1, loss_min=1, alpha=1.0)
 
 
 def _known_windows(x: np.ndarray, width: int) -> np.ndarray:
@@ -205,7 +210,7 @@ def loss_alarm(lost: np.ndarray, count: np.ndarray, base_lost: np.ndarray, base_
     with np.errstate(invalid="ignore", divide="ignore"):
         p0 = np.maximum(np.where(bc > 0, bl / bc, 0.0), policy.loss_floor)
         q = np.where(count > 0, lost / count, 0.0)
-    return (count > 0) & (q > policy.loss_limit) & (q > p0) & (loss_tail(q, count, p0) < policy.alpha)
+    return (lost >= policy.loss_min) & (q > policy.loss_limit) & (q > p0) & (loss_tail(q, count, p0) < policy.alpha)
 
 
 def loss_alarms(lost: np.ndarray, count: np.ndarray, policy: DetectorPolicy = DEFAULT_POLICY) -> np.ndarray:

@@ -12,64 +12,69 @@ from streams.runtime.broker import EmbeddedBroker
 def add_parsers(sub) -> None:
     bench = sub.add_parser("bench", help="benchmarks: ours beside the baseline, with ratios")
     bsub = bench.add_subparsers(dest="bench", metavar="BENCH", parser_class=Parser, required=True)
-    bi = bsub.add_parser("ingest", help="end-to-end ingest vs a one-sample-per-message agent vs the kernel")
-    bi.add_argument("--samples", type=int, default=5_000_000)
-    bi.add_argument("--batch", type=int, default=1000, help="samples per Arrow message")
-    bi.add_argument("--sources", type=int, default=100, help="source nodes (message keys)")
-    bi.add_argument("--peers", type=int, default=10, help="destinations per source")
-    bi.add_argument("--baseline-samples", type=int, default=20_000)
-    bi.add_argument("--json", action="store_true")
-    bs = bsub.add_parser("scoring", help="full rescoring: numba vs numpy vs plain Python")
-    bs.add_argument("--jobs", type=int, default=10_000)
-    bs.add_argument("--nodes", type=int, default=10_000)
-    bs.add_argument("--endpoints", type=int, default=1000, help="distinct endpoints (data sources, repos, peers)")
-    bs.add_argument("--json", action="store_true")
-    bf = bsub.add_parser("forecast", help="forecast accuracy and speed beside last value, seasonal naive, AutoETS")
-    bf.add_argument("--series", type=int, default=10_000, help="diurnal 1-minute series")
-    bf.add_argument("--days", type=int, default=7)
-    bf.add_argument("--ets-series", type=int, default=20, help="diurnal series AutoETS also forecasts (slow)")
-    bf.add_argument("--rtt-dir", default=None, help="labelled RTT traces (default ../shared/data/rtt/artificial_labelled)")
-    bf.add_argument("--no-real", action="store_true", help="the synthetic diurnal class only")
-    bf.add_argument("--json", action="store_true")
-    bb = bsub.add_parser("battery", help="battery sizing of a year of 1-minute power vs a per-sample reference")
-    bb.add_argument("--samples", type=int, default=525_600)
-    bb.add_argument("--window", type=int, default=15)
-    bb.add_argument("--json", action="store_true")
-    bk = bsub.add_parser("sink", help="window results through Kafka into DuckDB by the real sink")
-    bk.add_argument("--results", type=int, default=500_000)
-    bk.add_argument("--json", action="store_true")
-    br = bsub.add_parser("reschedule", help="window result in -> reschedule event out, with running tasks")
-    br.add_argument("--nodes", type=int, default=1000)
-    br.add_argument("--peers", type=int, default=10, help="paths per node (x 4 metrics each)")
-    br.add_argument("--tasks", type=int, default=1000)
-    br.add_argument("--json", action="store_true")
-    bt = bsub.add_parser("detect", help="degradation detector vs the 'latency doubles' rule on labelled RTT traces")
-    bt.add_argument("--rtt-dir", default=None, help="labelled RTT traces (default ../shared/data/rtt/artificial_labelled)")
-    bt.add_argument("--min-ratio", type=float, default=1.2, help="rises that count as events (default 1.2x)")
-    bt.add_argument("--per-file", action="store_true", help="also the figures of every file")
-    bt.add_argument("--cv", action="store_true", help="instead: leave-files-out cross-validation of the "
-                    "threshold choice (streams/dev/bench/detect_cv.py; a few minutes)")
-    bt.add_argument("--folds", type=int, default=5)
-    bt.add_argument("--target", type=float, default=0.05, help="--cv: strict false alarms per path-day allowed")
-    bt.add_argument("--json", action="store_true")
-    bd = bsub.add_parser("decide", help="decisions per second: a burst one call each vs one batch")
-    bd.add_argument("--nodes", type=int, nargs="+", default=[1000, 5000])
-    bd.add_argument("--tasks", type=int, default=500, help="tasks per burst")
-    bd.add_argument("--json", action="store_true")
-
-    ba = bsub.add_parser("api", help="a burst of concurrent GETs: ours beside an older revision's worker")
-    ba.add_argument("--nodes", type=int, default=200, help="compute reports the workers hold")
-    ba.add_argument("--requests", type=int, default=1000, help="concurrent GETs per path")
-    ba.add_argument("--rounds", type=int, default=2, help="workers of each revision, in turn (medians)")
-    ba.add_argument("--baseline-rev", default="6fdafa7", help="the git revision beside ours")
-    ba.add_argument("--json", action="store_true")
-
+    for p in _path_benches(bsub) + _analysis_benches(bsub):
+        p.add_argument("--json", action="store_true")
     fz = sub.add_parser("fuzz", help="hostile messages on every input topic through a real worker and sink")
     fz.add_argument("--messages", type=int, default=100_000, help="hostile messages (plus one valid in ten)")
     fz.add_argument("--seed", type=int, default=0)
     fz.add_argument("--contract-examples", type=int, default=100,
                     help="schemathesis examples per operation, stateful phase included (0: no contract run)")
     fz.add_argument("--json", action="store_true")
+
+
+def _path_benches(bsub) -> list:
+    """The benchmarks of the live path: ingest, scoring, sink, rescheduling, deciding, the API."""
+    bi = bsub.add_parser("ingest", help="end-to-end ingest vs a one-sample-per-message agent vs the kernel")
+    bi.add_argument("--samples", type=int, default=5_000_000)
+    bi.add_argument("--batch", type=int, default=1000, help="samples per Arrow message")
+    bi.add_argument("--sources", type=int, default=100, help="source nodes (message keys)")
+    bi.add_argument("--peers", type=int, default=10, help="destinations per source")
+    bi.add_argument("--baseline-samples", type=int, default=20_000)
+    bs = bsub.add_parser("scoring", help="full rescoring: numba vs numpy vs plain Python")
+    bs.add_argument("--jobs", type=int, default=10_000)
+    bs.add_argument("--nodes", type=int, default=10_000)
+    bs.add_argument("--endpoints", type=int, default=1000, help="distinct endpoints (data sources, repos, peers)")
+    bk = bsub.add_parser("sink", help="window results through Kafka into DuckDB by the real sink")
+    bk.add_argument("--results", type=int, default=500_000)
+    br = bsub.add_parser("reschedule", help="window result in -> reschedule event out, with running tasks")
+    br.add_argument("--nodes", type=int, default=1000)
+    br.add_argument("--peers", type=int, default=10, help="paths per node (x 4 metrics each)")
+    br.add_argument("--tasks", type=int, default=1000)
+    bd = bsub.add_parser("decide", help="decisions per second: a burst one call each vs one batch")
+    bd.add_argument("--nodes", type=int, nargs="+", default=[1000, 5000])
+    bd.add_argument("--tasks", type=int, default=500, help="tasks per burst")
+    ba = bsub.add_parser("api", help="a burst of concurrent GETs: ours beside an older revision's worker")
+    ba.add_argument("--nodes", type=int, default=200, help="compute reports the workers hold")
+    ba.add_argument("--requests", type=int, default=1000, help="concurrent GETs per path")
+    ba.add_argument("--rounds", type=int, default=2, help="workers of each revision, in turn (medians)")
+    ba.add_argument("--baseline-rev", default="6fdafa7", help="the git revision beside ours")
+    return [bi, bs, bk, br, bd, ba]
+
+
+def _analysis_benches(bsub) -> list:
+    """The benchmarks of the analyses: forecasts, battery sizing, degradation detection."""
+    bf = bsub.add_parser("forecast", help="forecast accuracy and speed beside last value, seasonal naive, AutoETS")
+    bf.add_argument("--series", type=int, default=10_000, help="diurnal 1-minute series")
+    bf.add_argument("--days", type=int, default=7)
+    bf.add_argument("--ets-series", type=int, default=20, help="diurnal series AutoETS also forecasts (slow)")
+    bf.add_argument("--rtt-dir", default=None, help="labelled RTT traces (default ../shared/data/rtt/artificial_labelled)")
+    bf.add_argument("--no-real", action="store_true", help="the synthetic diurnal class only")
+    bb = bsub.add_parser("battery", help="battery sizing of a year of 1-minute power vs a per-sample reference")
+    bb.add_argument("--samples", type=int, default=525_600)
+    bb.add_argument("--window", type=int, default=15)
+    bt = bsub.add_parser("detect", help="degradation detector vs the 'latency doubles' rule on labelled RTT traces")
+    bt.add_argument("--rtt-dir", default=None, help="labelled RTT traces (default ../shared/data/rtt/artificial_labelled)")
+    bt.add_argument("--min-ratio", type=float, default=1.2, help="rises that count as events (default 1.2x)")
+    bt.add_argument("--per-file", action="store_true", help="also the figures of every file")
+    bt.add_argument("--cv", action="store_true", help="instead: leave-files-out cross-validation of the "
+                    "threshold choice (streams/dev/bench/detect_cv.py; a minute or two)")
+    bt.add_argument("--method", choices=("floor", "cusum"), default="floor",
+                    help="--cv: the floor rule of core/detect.py, or a CUSUM on log RTT (detect_cusum.py)")
+    bt.add_argument("--also", default=None, help="--cv: a second labelled set every chosen policy must hold "
+                    "(>= 85 %% within 2 windows at <= 0.05); default the artificial traces, 'none' for no second set")
+    bt.add_argument("--folds", type=int, default=5)
+    bt.add_argument("--target", type=float, default=0.05, help="--cv: strict false alarms per path-day allowed")
+    return [bf, bb, bt]
 
 
 def _bench_forecast(args) -> int:
@@ -110,12 +115,32 @@ def _bench_detect(args) -> int:
             series = load_dir(rtt_dir)
             if len(series) < args.folds:
                 raise UsageError(f"--cv needs at least --folds {args.folds} files; {rtt_dir} has {len(series)}")
-            print_result(cross_validate(series, args.min_ratio, args.folds, args.target), args.json)
+            second = _second_set(rtt_dir, args.also)
+            print_result(cross_validate(series, args.min_ratio, args.folds, args.target, method=args.method,
+                                        second=second), args.json)
         else:
             print_result(bench_detect(rtt_dir, args.min_ratio, args.per_file), args.json)
     except SeriesError as exc:
         raise UsageError(str(exc)) from None
     return 0
+
+
+def _second_set(rtt_dir: str, also: str | None) -> list:
+    """The set a chosen policy must also hold: ``--also``, else the artificial traces when the
+    chosen ones are another directory ("none": no second set)."""
+    from pathlib import Path
+
+    from streams.analytics.rtt_series import load_dir
+    from streams.dev.bench.detect import DEFAULT_RTT_DIR
+
+    path = DEFAULT_RTT_DIR if also is None else also
+    if path == "none" or Path(path).resolve() == Path(rtt_dir).resolve():
+        return []
+    if not Path(path).is_dir():
+        if also is None:
+            return []
+        raise UsageError(f"--also {also}: not a directory")
+    return load_dir(path)
 
 
 def _bench_decide(args) -> int:

@@ -1,6 +1,7 @@
 """The degradation detector (core/detect.py): worked examples, silence on noise and spikes, the loss
 leg's binomial bound, and the vectorised incidents against a plain window-by-window reference."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -17,7 +18,9 @@ from core.detect import (
 )
 
 
-def flat(n, level=50.0, sd=0.2, seed=0):
+def flat(n, level=50.0, sd=0.05, seed=0):
+    # sd 0.05: a spread (1.4826 x the median distance from the 5 % floor) of about 0.12, so the
+    # default's 30 spreads are about 3.6 ms (7 %) — below the rises planted here
     return level + np.random.default_rng(seed).normal(0, sd, n)
 
 
@@ -56,7 +59,8 @@ def test_an_episode_that_dips_is_one_incident_until_it_ends():
     y[160] = y[170] = 50.0  # two windows back at the floor inside the episode
     a = alarms(y[None])[0]
     assert starts(a).tolist() == [151]
-    assert a[151:190].all() and a[190 + 14] and not a[190 + 15:].any()  # held 15 windows after it ends
+    h = DEFAULT_POLICY.hold  # 30
+    assert a[151:190].all() and a[190 + h - 1] and not a[190 + h:].any()  # held 30 windows after it ends
     no_hold = alarms(y[None], DetectorPolicy(hold=0))[0]
     # without the hold each dip ends it, and two high windows after it start another
     assert starts(no_hold).tolist() == [151, 162, 172]
@@ -78,9 +82,9 @@ def test_the_floor_follows_a_new_regime():
     y[200:] *= 1.5
     a = alarms(y[None])[0]
     # once the new level fills all but 5 % of the baseline (58 of its 60 windows) it is the floor, and
-    # the incident ends 15 windows later
-    end = int(np.flatnonzero(a)[-1])
-    assert a[201:end + 1].all() and 200 + 56 + 15 <= end <= 200 + 62 + 16 and len(starts(a)) == 1
+    # the incident ends 30 windows (the hold) later
+    end, h = int(np.flatnonzero(a)[-1]), DEFAULT_POLICY.hold
+    assert a[201:end + 1].all() and 200 + 56 + h <= end <= 200 + 62 + h + 1 and len(starts(a)) == 1
 
 
 def test_loss_leg_needs_enough_probes_and_a_loss_clearly_above_the_paths_own():
@@ -97,10 +101,14 @@ def test_loss_leg_needs_enough_probes_and_a_loss_clearly_above_the_paths_own():
 
 
 def test_loss_alarms_over_a_history_match_the_one_window_call():
-    p = DetectorPolicy(k=2, baseline=4, loss_windows=2)
+    p = DetectorPolicy(k=2, baseline=4, loss_windows=2, loss_min=2)
     lost = np.array([[0, 0, 0, 0, 1, 1, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0, 0, 0, 1, 0]], float)
     count = np.ones_like(lost)
     got = loss_alarms(lost, count, p)
+    # the default wants a run of three failed pings (3 lost in its 3 windows): two are not an outage
+    three = np.array([[0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 1, 1, 1, 0]], float)
+    d = dataclasses.replace(DEFAULT_POLICY, baseline=4)
+    assert np.flatnonzero(loss_alarms(three, np.ones_like(three), d)[0]).tolist() == [13]
     # row 0: an outage of two windows after four clean ones -> 2 of 2 lost at p0 0.1 %: tail 1e-6
     assert got[0].tolist() == [False] * 5 + [True] + [False] * 4
     assert not got[1].any()  # one failed ping of two: tail 2e-3, not sure enough
@@ -110,7 +118,8 @@ def test_loss_alarms_over_a_history_match_the_one_window_call():
                              lost[r, t - 5:t - 1].sum(), count[r, t - 5:t - 1].sum(), p)
             assert bool(one) == got[r, t]
     # the seeds' rule takes any loss above 1 % (no binomial test): one failed ping of one is an alarm
-    seed = DetectorPolicy(factor=2.0, sustain=2.0, k=1, baseline=4, min_sigmas=0.0, loss_windows=1, alpha=SEED_RULE.alpha)
+    seed = DetectorPolicy(factor=2.0, sustain=2.0, k=1, baseline=4, min_sigmas=0.0, loss_windows=1, loss_min=1,
+                          alpha=SEED_RULE.alpha)
     assert loss_alarms(lost, count, seed)[1].tolist() == [False] * 8 + [True, False]
     assert loss_alarms(np.zeros((0, 3)), np.zeros((0, 3))).shape == (0, 3)
     with pytest.raises(ValueError, match="one shape"):
@@ -191,7 +200,7 @@ def test_vectorised_alarms_match_the_reference(policy):
 def test_ratio_now_is_the_last_column_of_the_full_pass():
     from core.detect import ratio_now, shift_ratios
 
-    p = DetectorPolicy(baseline=20)
+    p = DetectorPolicy(baseline=20, min_sigmas=6.0)
     rng = np.random.default_rng(11)
     x = 30 + rng.gamma(2.0, 0.3, (40, 60))
     x[::3, 56:] *= 1.6  # shifted four windows ago

@@ -8,7 +8,10 @@ Events: the labelled change points where the level (median of the samples up to 
 point, at least two windows later: sustained) rises to at least ``min_ratio`` x the level before
 (median since the previous one). Caught: an alarm at the change point's window or the next (within
 two windows), or within an hour. Delay: windows from the change point to the first alarm (caught
-within the hour). False alarms, counted per path-day, two ways:
+within the hour). Two guards against a detector that catches by being on: the share of windows in an
+incident, and the events whose window before was in an incident already (caught with delay 0 — fair
+for a rise within an episode already paged, a cheat when the detector is on much of the time: a CUSUM
+with a small allowance was on 24 % of the time and "caught" 20 of 28 rises that way). False alarms, counted per path-day, two ways:
 - bench: an alarm that starts (its window alarms, the one before did not) with no labelled change
   point (of any size or direction: a smaller real change is no false alarm) in the detector's memory
   before it (its baseline and recent windows);
@@ -29,7 +32,7 @@ from streams.dev.bench.forecast import DEFAULT_RTT_DIR
 
 # the rule before issue 31: the median of 15 windows, both recent ones 1.15 x it and 8 sigmas above
 MEDIAN_RULE = DetectorPolicy(factor=1.15, sustain=1.15, k=2, baseline=15, floor_q=0.5, min_sigmas=8.0,
-                             release=math.inf, hold=0, loss_windows=2)
+                             release=math.inf, hold=0, loss_windows=2, loss_min=1)
 STRICT_S = 7200.0  # a strict false alarm starts this far from every labelled change
 
 
@@ -58,9 +61,14 @@ class Tally:
     false_strict: int = 0
     days: float = 0.0
     delays: list = field(default_factory=list)  # windows, of the events caught within the hour
+    already_on: int = 0  # events whose window before was in an incident already (caught at delay 0)
+    caught_fresh: int = 0  # events caught within two windows whose window before was in no incident
+    alarm_windows: int = 0  # windows in an incident
+    windows: int = 0
 
     def add(self, other: Tally) -> None:
-        for f in ("events", "caught", "caught_hour", "false_bench", "false_strict", "days"):
+        for f in ("events", "caught", "caught_hour", "false_bench", "false_strict", "days", "already_on", "caught_fresh",
+                  "alarm_windows", "windows"):
             setattr(self, f, getattr(self, f) + getattr(other, f))
         self.delays += other.delays
 
@@ -71,7 +79,10 @@ class Tally:
                 "false_alarms_per_path_day": self.false_bench / self.days if self.days else None,
                 "strict_false_alarms_per_path_day": self.false_strict / self.days if self.days else None,
                 "delay_median_min": float(np.median(d)) if d.size else None,
-                "delay_p90_min": float(np.percentile(d, 90)) if d.size else None}
+                "delay_p90_min": float(np.percentile(d, 90)) if d.size else None,
+                "events_already_in_an_incident": self.already_on,
+                "recall_2_windows_from_quiet": _share(self.caught_fresh, self.events - self.already_on),
+                "alarm_time_share": self.alarm_windows / self.windows if self.windows else None}
 
 
 def _share(a: int, b: int) -> float | None:
@@ -84,10 +95,14 @@ def score(alarm: np.ndarray, events: list[int], changes: np.ndarray, memory: int
     starts = np.flatnonzero(alarm & ~np.r_[False, alarm[:-1]])
     cps = np.flatnonzero(changes)
     near = STRICT_S / step_s
-    t = Tally(events=len(events), days=alarm.size * step_s / 86400)
+    t = Tally(events=len(events), days=alarm.size * step_s / 86400, alarm_windows=int(alarm.sum()),
+              windows=alarm.size)
     for e in events:
+        on = bool(e > 0 and alarm[e - 1])
+        t.already_on += on
         hit = np.flatnonzero(alarm[e:e + hour])
         t.caught += bool(hit.size and hit[0] < 2)
+        t.caught_fresh += bool(hit.size and hit[0] < 2 and not on)
         t.caught_hour += bool(hit.size)
         if hit.size:
             t.delays.append(int(hit[0]))

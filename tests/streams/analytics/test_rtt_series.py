@@ -65,17 +65,20 @@ def test_detector_on_real_and_artificial_traces():
     real = bench_detect(str(REAL))
     ours, median = real["ours"], real["median"]
     assert ours["events"] == median["events"] == 28
-    # (2026-12-02: 0.786 within two windows, 0.964 within the hour, 0.060 strict false alarms per path-day)
+    # (2026-12-02, issue 31's second pass: 0.786 within two windows, 0.929 within the hour, 0.039 strict
+    # false alarms per path-day, 0.571 of the rises that start from a quiet path, 1.5 % of the time on)
     assert ours["recall_2_windows"] >= 0.75 and ours["recall_1_hour"] >= 0.9
-    assert ours["strict_false_alarms_per_path_day"] <= 0.07
-    # the median rule it replaced: 0.464 and 0.086 — ours catches more and pages less, both ways of counting
+    assert ours["strict_false_alarms_per_path_day"] <= 0.05 and ours["alarm_time_share"] <= 0.02
+    # the median rule it replaced: 0.464 and 0.086 — ours catches more and pages less, both ways of counting,
+    # and not only by being on already (0.571 against 0.464 of the rises from a quiet path)
     assert ours["recall_2_windows"] >= median["recall_2_windows"] + 0.25
+    assert ours["recall_2_windows_from_quiet"] >= median["recall_2_windows_from_quiet"] + 0.07
     assert ours["strict_false_alarms_per_path_day"] < median["strict_false_alarms_per_path_day"]
     assert ours["false_alarms_per_path_day"] < median["false_alarms_per_path_day"]
     assert real["doubles"]["recall_2_windows"] < 0.1  # "latency doubles" misses nearly every real rise
     art = bench_detect(str(RTT))["ours"]
     assert art["events"] > 250
-    # the artificial set holds (0.889, 0.028): >= 85 % at <= 0.05
+    # the artificial set holds (0.875, 0.022): >= 85 % at <= 0.05
     assert art["recall_2_windows"] >= 0.85 and art["strict_false_alarms_per_path_day"] <= 0.05
 
 
@@ -97,6 +100,12 @@ def test_scoring_worked_example():
     assert (t2.caught, t2.caught_hour, t2.delays) == (1, 1, [1])
     assert t.false_bench == 2 and t.false_strict == 2  # windows 10 and 160
     assert t.delays == [1, 5] and t.days == pytest.approx(200 * 240 / 86400)
+    assert (t.alarm_windows, t.windows, t.already_on) == (8, 200, 0)  # 3 + 2 + 2 + 1 windows alarmed
+    early = alarm.copy()
+    early[49] = True  # on at the window before the change point at 50: caught, but already in an incident
+    t3 = score(early, [50, 120], changes, memory=20, step_s=step)
+    assert (t3.already_on, t3.caught, t3.caught_fresh) == (1, 1, 0)
+    assert t.caught_fresh == 1
     assert score(alarm, [], changes, memory=50, step_s=step).false_bench == 1  # 160 is 40 after a change
 
 
@@ -117,3 +126,18 @@ def test_cross_validation_adds_up_the_held_out_folds():
     whole = run_rule(series, dataclasses.replace(DEFAULT_POLICY, factor=1.25), 1.2)[0].summary(240.0)
     assert out["held_out"] == whole
     assert sum(f["held_out"]["events"] for f in out["fold"].values()) == 28
+
+
+@needs_data
+def test_the_threshold_choice_holds_on_files_it_never_saw():
+    from streams.dev.bench.detect_cv import cross_validate
+
+    real = load_dir(str(REAL))
+    out = cross_validate(real, target=0.05, second=load_dir(str(RTT)))
+    held = out["held_out"]
+    # (2026-12-02: 0.750 within two windows, 0.929 within the hour, 0.041 strict false alarms per path-day)
+    assert held["recall_2_windows"] >= 0.7 and held["recall_1_hour"] >= 0.85
+    assert held["strict_false_alarms_per_path_day"] <= 0.05 and held["alarm_time_share"] <= 0.02
+    # the in-sample best of the same grid is the ceiling of the choice: 0.821 at 0.049 (issue 31's 90 % is not in it)
+    assert held["recall_2_windows"] <= out["in_sample_best"]["recall_2_windows"] < 0.9
+    assert 0 < out["holding_the_second_set"] < out["policies"]
