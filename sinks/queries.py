@@ -58,21 +58,27 @@ def load_series(con, metric: str, stat: str, step_s: float, days: float | None =
     return paths, values, float(first * step_s)
 
 
-def recent_windows(con, metric: str, stat: str, last: int, days: float = 1.0
+def recent_windows(con, metric: str, stat: str, last: int, days: float = 1.0, step_s: float = 0.0
                    ) -> tuple[list[tuple[str, str]], np.ndarray, np.ndarray]:
     """Every path's ``last`` newest windows of ``metric`` within ``days`` of the metric's newest window:
     (paths, window ends float[P, last], values float[P, last]), oldest first, NaN in front where a
-    path has fewer. What the degradation detector remembers, read back after a restart."""
+    path has fewer; with ``step_s`` > 0, the last window of each step of that many seconds (the
+    degradation detector's steps) instead of every window. What the detector remembers, read back
+    after a restart."""
     if stat not in STATS:
         raise ValueError(f"stat must be one of {', '.join(STATS)}")
+    one_per_step = "QUALIFY row_number() OVER (PARTITION BY src, dst, floor(e / $step) ORDER BY e DESC) = 1" \
+        if step_s > 0 else ""
     cols = con.execute(
-        f"""SELECT dense_rank() OVER (ORDER BY src, dst) - 1 AS path, src, dst, window_end AS e, {stat} AS v,
-                   row_number() OVER (PARTITION BY src, dst ORDER BY window_end DESC) AS back
-            FROM windows
-            WHERE metric = $metric AND dst <> '' AND {stat} IS NOT NULL
-              AND window_end >= (SELECT max(window_end) FROM windows WHERE metric = $metric) - $days * 86400
-            QUALIFY back <= $last ORDER BY path, e""",
-        {"metric": metric, "days": days, "last": last},
+        f"""WITH w AS (
+                SELECT src, dst, window_end AS e, {stat} AS v FROM windows
+                WHERE metric = $metric AND dst <> '' AND {stat} IS NOT NULL
+                  AND window_end >= (SELECT max(window_end) FROM windows WHERE metric = $metric) - $days * 86400
+                {one_per_step})
+            SELECT dense_rank() OVER (ORDER BY src, dst) - 1 AS path, src, dst, e, v,
+                   row_number() OVER (PARTITION BY src, dst ORDER BY e DESC) AS back
+            FROM w QUALIFY back <= $last ORDER BY path, e""",
+        {"metric": metric, "days": days, "last": last} | ({"step": step_s} if step_s > 0 else {}),
     ).fetchnumpy()
     n = len(cols["path"])
     path = np.asarray(cols["path"], dtype=np.int64)

@@ -47,6 +47,10 @@ class Settings(BaseSettings):
     replication_factor: int = Field(default=1, ge=1, le=16)
     window_seconds: int = Field(default=10, ge=1, le=86_400)
     window_step_seconds: int = Field(default=10, ge=1, le=86_400)
+    detector_step_seconds: float = Field(
+        default=240.0, ge=0, le=86_400, description="the degradation detector remembers one rtt p95 per step of this "
+        "many seconds (the last window's), as the labelled traces it was tuned on have one RTT per 4 minutes; "
+        "0: one per window")
     allowed_lateness_seconds: float = Field(default=2.0, ge=0, le=3_600)
     max_clock_skew_seconds: float = Field(
         default=10.0, gt=0, le=86_400, description="samples further ahead of the worker's clock are dead-lettered: "

@@ -78,9 +78,14 @@ class PathColumns:
     One row per record (paths and node-local records, ``dst`` empty); names are interned to codes.
     Columns: rtt p95/p50, probes lost and counted, and the means of loss_rate, bw_util and
     retrans_rate (NaN where the record has no such metric). ``hist`` keeps each path's last
-    ``HISTORY`` rtt p95s, one per window (a window is pushed when its end is newer than the last
-    pushed): the degradation detector's memory (core/detect.py). :meth:`seed` fills it from stored
-    windows older than any pushed (after a restart, the detector need not wait ``HISTORY`` windows)."""
+    ``HISTORY`` rtt p95s, one per detector step of ``step_s`` seconds (the last window's of each step:
+    a window ending in a newer step than the last pushed is pushed, a newer one in the same step takes
+    the newest place; ``step_s`` 0: every newer window is a step): the degradation detector's memory
+    (core/detect.py). The detector was tuned on one RTT a 4-minute step (the labelled RIPE Atlas traces),
+    so the worker's step is 240 s (CNSCHED_DETECTOR_STEP_SECONDS) whatever its windows: 62 steps of
+    10-second windows would be 10 minutes of memory, and two windows in a row 20 s, paging 24 times as
+    often as measured. :meth:`seed` fills it from stored windows of steps older than any pushed (after a
+    restart, the detector need not wait ``HISTORY`` steps)."""
 
     HISTORY = DETECTOR.memory  # 62 windows: 400,000 paths x 62 x 4 bytes = 99 MB at 5,000 nodes
 
@@ -88,7 +93,8 @@ class PathColumns:
               ("count", "rtt_ms", "count"), ("loss_rate", "loss_rate", "mean"), ("bw_util", "bw_util", "mean"),
               ("retrans", "retrans_rate", "mean"), ("end", "rtt_ms", "window_end"))
 
-    def __init__(self, records: list[dict] | None = None) -> None:
+    def __init__(self, records: list[dict] | None = None, step_s: float = 0.0) -> None:
+        self.step_s = float(step_s)
         self.codes: dict[str, int] = {}
         self.names: list[str] = []
         self.rows: dict[tuple[int, int], int] = {}
@@ -154,10 +160,20 @@ class PathColumns:
         self._remember(rows)
         return rows
 
+    def _step(self, end: np.ndarray) -> np.ndarray:
+        """The detector step a window ending at ``end`` falls in (its end itself where ``step_s`` is 0)."""
+        return np.floor(end / self.step_s) if self.step_s > 0 else end
+
     def _remember(self, rows: np.ndarray) -> None:
-        """Push the p95 of rows whose rtt window is newer than the last pushed (rows distinct)."""
+        """Push the p95 of rows whose rtt window is newer than the last pushed and in a newer step; a
+        newer window of the same step takes the newest place (rows distinct)."""
         end = self.cols["end"][rows]
-        new = end > self.hist_end[rows]  # NaN (no rtt window) is never newer
+        newer = end > self.hist_end[rows]  # NaN (no rtt window) is never newer
+        same = newer & (self._step(end) == self._step(self.hist_end[rows]))
+        r = rows[same]
+        self.hist[r, -1] = self.cols["p95"][r]
+        self.hist_end[r] = end[same]
+        new = newer & ~same
         r = rows[new]
         if r.size:
             self.hist[r, :-1] = self.hist[r, 1:]
@@ -167,13 +183,15 @@ class PathColumns:
             self.hist_count[r] = np.minimum(self.hist_count[r] + 1, self.HISTORY)
 
     def seed(self, paths: list[tuple[str, str]], ends: np.ndarray, p95: np.ndarray) -> int:
-        """Put stored windows (``ends``/``p95`` float[P, K], oldest first, NaN: none) in front of the
-        windows each path already holds: only those that ended before its first held one, as many as
-        there is room for. Returns the windows added."""
+        """Put stored windows (``ends``/``p95`` float[P, K], oldest first, NaN: none; one per step, as
+        sinks.queries.recent_windows gives them with the same step) in front of the windows each path
+        already holds: only those of steps before its first held one, as many as there is room for.
+        Returns the windows added."""
         added = 0
         for (src, dst), e, v in zip(paths, ends, p95, strict=True):
             row = self._row(src, dst)
-            ok = np.isfinite(e) & (e < self.hist_first[row])
+            with np.errstate(invalid="ignore"):
+                ok = np.isfinite(e) & (self._step(e) < self._step(self.hist_first[row]))
             take = min(int(ok.sum()), self.HISTORY - int(self.hist_count[row]))
             if take <= 0:
                 continue

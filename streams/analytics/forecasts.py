@@ -99,8 +99,9 @@ def worst_forecasts(path, metric: str, stat: str, step_s: float, horizon_steps: 
     return {p: float(w) for p, w in zip(chosen, worst, strict=True) if math.isfinite(w)}
 
 
-def stored_p95s(path, last: int, timeout_s: float = 5.0) -> tuple[list[tuple[str, str]], np.ndarray, np.ndarray]:
-    """Every path's ``last`` newest window p95 rtt (of the last day): (paths, ends, p95s), oldest
-    first — the degradation detector's memory, read back at start."""
+def stored_p95s(path, last: int, timeout_s: float = 5.0, step_s: float = 0.0
+                ) -> tuple[list[tuple[str, str]], np.ndarray, np.ndarray]:
+    """Every path's ``last`` newest window p95 rtt (of the last day; one per ``step_s`` step when
+    given): (paths, ends, p95s), oldest first — the degradation detector's memory, read back at start."""
     with DuckStore.open(path, read_only=True, timeout_s=timeout_s) as store:
-        return recent_windows(store.con, "rtt_ms", "p95", last)
+        return recent_windows(store.con, "rtt_ms", "p95", last, step_s=step_s)

@@ -65,8 +65,9 @@ class _ParsedView:
 
 
 class NetState(_ParsedView):
-    def __init__(self, table) -> None:
+    def __init__(self, table, step_s: float = 0.0) -> None:
         super().__init__(table)
+        self.step_s = step_s  # the degradation detector's step (PathColumns)
         self._columns: PathColumns | None = None
         self._seed: tuple | None = None  # stored window p95s for the detector (kept across rebuilds)
 
@@ -76,7 +77,7 @@ class NetState(_ParsedView):
     def columns(self) -> PathColumns:
         """The records as columns (built once, then updated by every put)."""
         if self._columns is None:
-            self._columns = PathColumns(self.records())
+            self._columns = PathColumns(self.records(), self.step_s)
             if self._seed is not None:
                 self._columns.seed(*self._seed)
         return self._columns
@@ -112,7 +113,7 @@ def register(app: faust.App, topics, settings: Settings, counters: Counters) -> 
     counters.describe("compute_reports_rejected_total", "compute.nodes reports sent to compute.deadletter, by reason")
     net_table = app.Table(table_name(settings, NETSTATE_TABLE), key_type=bytes, value_type=bytes, partitions=1)
     inv_table = app.Table(table_name(settings, COMPUTE_TABLE), key_type=bytes, value_type=bytes, partitions=1)
-    net, inv = NetState(net_table), Inventory(inv_table)
+    net, inv = NetState(net_table, settings.detector_step_seconds), Inventory(inv_table)
 
     @app.agent(topics.windows, name="netstate")
     async def netstate_agent(stream):

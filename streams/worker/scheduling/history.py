@@ -34,7 +34,8 @@ def configured_types(settings: Settings, learned: dict[str, float] | None = None
 async def seed_detector(sched: Scheduler, settings: Settings, counters: Counters | None = None) -> int:
     """Fill each path's detector memory (its last window p95s) from the stored windows, so a restarted
     worker detects shifts at once instead of after a baseline's worth of new windows."""
-    paths, ends, p95 = await asyncio.to_thread(stored_p95s, settings.duckdb_path, PathColumns.HISTORY)
+    paths, ends, p95 = await asyncio.to_thread(stored_p95s, settings.duckdb_path, PathColumns.HISTORY,
+                                               step_s=settings.detector_step_seconds)
     added = sched.net.seed_history(paths, ends, p95)
     if added:
         sched.touch()

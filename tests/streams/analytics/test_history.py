@@ -150,6 +150,16 @@ def test_detector_memory_read_back_from_the_store(db):
     t = ends[0] - 60  # window starts
     np.testing.assert_allclose(p95[0], 1.5 * (1 + 0.5 * np.sin(2 * np.pi * ((t % DAY) / DAY - 0.5))), rtol=1e-6)
     assert stored_p95s(db, 24)[0] == paths
+    # one per 4-minute step: the last window of each (the 60-second windows ending at k x 240 start a step)
+    with DuckStore(db, read_only=True) as s:
+        spaths, sends, sp95 = recent_windows(s.con, "rtt_ms", "p95", 24, days=1.0, step_s=240.0)
+    assert spaths == paths
+    np.testing.assert_array_equal(np.diff(np.floor(sends[0] / 240)), np.ones(23))  # 24 steps in a row
+    # the last window of each step: the next window (60 s on) is in the next step; the newest is the last one
+    full = sends[0][:-1]
+    assert sends[0][-1] == last_end and (np.floor((full + 60) / 240) > np.floor(full / 240)).all()
+    i = np.searchsorted(ends[0], sends[0][-6:])
+    np.testing.assert_array_equal(sp95[0][-6:], p95[0][i])  # the same values as the windows they are
 
     class Memory24(PathColumns):  # a memory of 24 windows, so that the stored ones overfill it
         HISTORY = 24

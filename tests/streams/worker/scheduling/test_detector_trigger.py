@@ -29,6 +29,27 @@ def test_each_path_remembers_one_p95_per_window():
     assert np.isnan(cols.history(np.array([cols.n - 1]))[0, :-1]).all()
 
 
+def test_the_memory_keeps_one_p95_per_detector_step_the_last_windows():
+    cols = PathColumns(step_s=240.0)
+    rows = None
+    # 10-second windows over three 4-minute steps: 0-240 (ends 10..240 -> step 0 ends at 230; 240 is
+    # step 1), then a spike at 250 overwritten by 260, then a window at 490 (step 2)
+    for end, p95 in [(10.0, 5.0), (120.0, 6.0), (230.0, 7.0), (240.0, 50.0), (250.0, 8.0), (490.0, 9.0),
+                     (250.0, 99.0)]:  # the last: not newer, ignored
+        rows = cols.set_many(["a"], ["b"], {"p95": np.array([p95]), "end": np.array([end])}, rows)
+    h = cols.history(rows)[0]
+    assert h[-3:].tolist() == [7.0, 8.0, 9.0] and np.isnan(h[:-3]).all()
+    assert cols.hist_count[rows[0]] == 3 and cols.hist_end[rows[0]] == 490.0 and cols.hist_first[rows[0]] == 10.0
+    # seeding puts in only steps before the first held one: ends 0-239 are step 0, held already
+    added = cols.seed([("a", "b")], np.array([[-480.0, -250.0, 100.0]]), np.array([[1.0, 2.0, 3.0]]))
+    assert added == 2 and cols.history(rows)[0][-5:].tolist() == [1.0, 2.0, 7.0, 8.0, 9.0]
+    # step 0: every newer window is a step (the replay: one window per epoch)
+    every = PathColumns()
+    r = every.set_many(["a"], ["b"], {"p95": np.array([1.0]), "end": np.array([10.0])})
+    every.set_many(["a"], ["b"], {"p95": np.array([2.0]), "end": np.array([20.0])}, r)
+    assert every.history(r)[0][-2:].tolist() == [1.0, 2.0]
+
+
 def test_a_shifted_path_carries_its_ratio_to_the_task_and_names_the_trigger():
     now = time.time()
     s = make_scheduler([gpu_node(n, now) for n in ("n0", "n1")],
