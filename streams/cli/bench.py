@@ -107,6 +107,8 @@ def _bench_detect(args) -> int:
         raise UsageError("--min-ratio must be above 1")
     if args.folds < 2 or args.target < 0:
         raise UsageError("--folds must be at least 2 and --target at least 0")
+    if args.also not in (None, "none") and not Path(args.also).is_dir():
+        raise UsageError(f"--also {args.also}: not a directory")
     from streams.analytics.rtt_series import SeriesError, load_dir
     from streams.dev.bench.detect_cv import cross_validate
 
@@ -134,12 +136,8 @@ def _second_set(rtt_dir: str, also: str | None) -> list:
     from streams.dev.bench.detect import DEFAULT_RTT_DIR
 
     path = DEFAULT_RTT_DIR if also is None else also
-    if path == "none" or Path(path).resolve() == Path(rtt_dir).resolve():
-        return []
-    if not Path(path).is_dir():
-        if also is None:
-            return []
-        raise UsageError(f"--also {also}: not a directory")
+    if path == "none" or not Path(path).is_dir() or Path(path).resolve() == Path(rtt_dir).resolve():
+        return []  # (--also was checked to be a directory)
     return load_dir(path)
 
 

@@ -3,10 +3,10 @@ holds on files it never saw — leave-files-out cross-validation over the labell
 
 The files are dealt into ``folds`` folds (in name order, round robin). For each fold, every policy of
 the grid runs on the other folds' files; the one with the highest recall within two windows among
-those at or under ``target`` strict false alarms per path-day, and in an incident at most
-MAX_ALARM_SHARE of the time, and holding the second set if one is given (the artificial traces: at
-least 85 % within two windows at 0.05 strict false alarms per path-day over all of them), is chosen (ties: fewer false alarms,
-then the higher recall within the hour; none under the target: the fewest false alarms), and it is
+those at or under ``target`` strict false alarms per path-day, in an incident at most MAX_ALARM_SHARE
+of the time, and holding the second set if one is given (the artificial traces: at least 85 % within
+two windows at 0.05 strict false alarms per path-day over all of them) is chosen (ties: fewer false
+alarms, then the higher recall within the hour; none eligible: the fewest false alarms), and it is
 scored on the held-out fold. The held-out tallies add up to the cross-validated figures. The grid
 shares the costly part (the floor and spread of every window, per baseline and floor quantile) across
 the thresholds that differ only in how they read it.
@@ -127,8 +127,9 @@ def cross_validate(series, min_ratio: float = 1.2, folds: int = 5, target: float
     counts = Counter(tuple(sorted(c["policy"].items())) for c in chosen)
     everything = np.arange(len(series))
     best = choose(table, everything, target, eligible=eligible)
-    return {"method": method, "policies": len(pols),
-            "holding_the_second_set": None if eligible is None else int(eligible.sum()), "folds": folds, "target": target, "held_out": held.summary(step),
+    return {"method": method, "policies": len(pols), "folds": folds, "target": target,
+            "holding_the_second_set": None if eligible is None else int(eligible.sum()),
+            "held_out": held.summary(step),
             # the same choice made on every file and scored on them: a ceiling, not a result (in-sample)
             "in_sample_best": {"policy": _fields(pols[best], grid), **_sum(table[best, everything]).summary(step)},
             "fold": dict(enumerate(chosen)), "most_chosen": dict(counts.most_common(1)[0][0]) if counts else None}

@@ -47,6 +47,13 @@ def test_bench_api_refuses_an_empty_burst_in_one_line():
     assert r.returncode == 2 and r.stderr.strip() == "cnsched: error: --requests must be at least 1"
 
 
+def test_bench_detect_refuses_a_second_set_that_is_not_there_in_one_line(tmp_path):
+    r = run("bench", "detect", "--rtt-dir", str(tmp_path), "--cv", "--also", str(tmp_path / "nope"))
+    assert r.returncode == 2 and r.stderr.strip() == f"cnsched: error: --also {tmp_path / 'nope'}: not a directory"
+    r = run("bench", "detect", "--cv", "--method", "bocpd")
+    assert r.returncode == 2 and "invalid choice: 'bocpd'" in r.stderr and r.stderr.strip().count("\n") == 0
+
+
 def test_submit_and_query_say_what_is_wrong(tmp_path):
     bad = tmp_path / "t.json"
     bad.write_text("{not json")
