@@ -1,15 +1,14 @@
 """The labelled RTT traces: the loader against the real files and bad input; the forecaster and the
 degradation detector judged on them (accuracy, not time)."""
 
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from streams.analytics.rtt_series import SeriesError, load_dir, load_labelled
+from tests.helpers.data import DATA, needs_data
 
-RTT = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "rtt" / "artificial_labelled"
-needs_data = pytest.mark.skipif(not RTT.is_dir(), reason="../shared/data is not beside this checkout")
+RTT = DATA / "rtt" / "artificial_labelled"
 
 
 def test_both_date_formats_decimal_commas_failed_pings_and_repeated_headers(tmp_path):

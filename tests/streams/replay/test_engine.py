@@ -17,6 +17,7 @@ from streams.replay.jobs import sim_jobs
 from streams.replay.results import changes, replay, summary
 from streams.replay.traces import JobTrace, SitePaths
 from streams.replay.world import SimConfig, network_events
+from tests.helpers.data import needs_data
 
 QUIET = dict(reroutes_per_day=0.0, bursts_per_day=0.0, failures_per_node_day=0.0)
 
@@ -117,6 +118,7 @@ def test_topology_pick_prefers_one_rack_then_one_site():
     assert len(six) == 6 and {4, 5, 6} <= set(six)
 
 
+@needs_data
 def test_simulate_bad_input_exits_2_with_one_line(tmp_path, capsys):
     jobs = tmp_path / "jobs.csv"
     jobs.write_text("submit_s,duration_s,gpus,nodes,user,status,type\n0,10,8,1,a,Pass,fine-tune\n5,-3,8,1,a,Pass,fine-tune\n")
@@ -144,6 +146,7 @@ def test_simulate_bad_input_exits_2_with_one_line(tmp_path, capsys):
     assert "needs 400 nodes" in capsys.readouterr().err
 
 
+@needs_data
 def test_simulate_stores_queryable_tables(tmp_path, monkeypatch, capsys):
     import duckdb
 

@@ -6,9 +6,11 @@ import json
 
 import numpy as np
 
+from tests.helpers.data import needs_data
 from tests.streams.replay.golden.case import PINNED, differences, run_case
 
 
+@needs_data
 def test_the_faster_engine_gives_the_pinned_results_bit_for_bit():
     pinned = json.loads(PINNED.read_text())
     now = run_case()

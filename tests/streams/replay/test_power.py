@@ -8,6 +8,7 @@ from streams.replay.cluster import build_cluster
 from streams.replay.power import SitePower
 from streams.replay.results import power_summary, replay
 from streams.replay.world import SimConfig
+from tests.helpers.data import needs_data
 from tests.streams.replay.test_engine import QUIET, SPEC, trace, two_sites
 
 
@@ -56,6 +57,7 @@ def test_a_ramp_limit_spaces_the_starts_of_every_policy():
         assert 60.0 <= late.mean() <= 120.0 and late.min() >= -1e-6 and late.max() <= 180.0 + 1e-6
 
 
+@needs_data
 def test_simulate_writes_the_curves_battery_sizes(tmp_path, capsys):
     import json
 

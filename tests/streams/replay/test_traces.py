@@ -1,14 +1,10 @@
 """Loaders against the real files in ../shared/data (their upstream formats), and bad input."""
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from streams.replay.traces import TraceError, load_itp, load_philly, load_skyplane
-
-DATA = Path(__file__).resolve().parents[3].parent / "shared" / "data"
-needs_data = pytest.mark.skipif(not DATA.is_dir(), reason="../shared/data is not beside this checkout")
+from tests.helpers.data import DATA, needs_data
 
 
 @needs_data
@@ -102,6 +98,7 @@ def test_a_helios_style_file_with_cpu_only_jobs_is_read_with_them_skipped_and_co
         load_philly(bad)
 
 
+@needs_data
 def test_the_replay_of_a_helios_style_file_says_what_it_skipped(tmp_path):
     import json
     import subprocess
