@@ -244,6 +244,21 @@ def load_scores(x: ScoringInputs, j: int) -> np.ndarray | None:
     return np.where(bw > 0, np.clip(u, 0, 1) * 100.0, 0.0)
 
 
+def best_load_s(x: ScoringInputs) -> np.ndarray:
+    """float64[J]: each job's load time (``data_gb x 8 / bandwidth``, s) over the best path from its
+    data endpoint to an available node; 0 for a job that loads nothing, inf when no available node
+    has bandwidth to it."""
+    out = np.zeros(x.n_jobs, np.float64)
+    loads = np.flatnonzero((x.data_ep >= 0) & (x.data_gb > 0))
+    if loads.size == 0:
+        return out
+    bw = np.where(np.asarray(x.available, bool)[None, :], x.bandwidth_gbps[x.data_ep[loads]].astype(np.float64), 0.0)
+    best = np.nan_to_num(bw, nan=0.0).max(axis=1, initial=0.0)
+    with np.errstate(divide="ignore"):
+        out[loads] = np.where(best > 0, x.data_gb[loads] * 8.0 / best, np.inf)
+    return out
+
+
 def score_reference(x: ScoringInputs) -> np.ndarray:
     """Plain numpy version of :func:`score_all`, one job at a time (the network part of
     :func:`score_parts` is :func:`network_scores_reference`)."""

@@ -33,6 +33,7 @@ class TypeDefaults:
     kind: str  # one of TASK_KINDS
     prefers_plain_nodes: bool = False  # when it needs no accelerator
     frugal: bool = False  # scored by economy (core.metering.economy_scores): CNSCHED_FRUGAL_TYPES, off by default
+    learned: bool = False  # alpha learned from finished tasks (core/alpha.py): evidence, not a rule, so it stands
 
 
 DEFAULT_TYPES: dict[str, TypeDefaults] = {

@@ -123,6 +123,9 @@ class Settings(BaseSettings):
     packing_band: float = Field(default=20.0, ge=0, le=100, description=(
         "while other tasks wait, a one-node task goes to the fullest node that fits among those within this many "
         "score points of the best (best fit in a tier, as Slurm's node weights); 0: the best score alone"))
+    gang_packing_band: float = Field(default=2.0, ge=0, le=100, description=(
+        "a gang's workers go to the fullest nodes among those within this many points of the best next worker "
+        "(its quality to the workers chosen so far): equal paths, measured, differ by noise; 0: the best alone"))
     gang_closeness: float = Field(default=0.8, ge=0, le=1, description=(
         "a gang waits rather than take members whose mean pair quality is below this share of what its lead's "
         "closest nodes would give; 0: it takes any"))

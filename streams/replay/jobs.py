@@ -71,7 +71,9 @@ def sim_jobs(trace: JobTrace, cluster: Cluster, cfg: SimConfig) -> SimJobs:
         if bad is not None:
             raise TraceError(f"{trace.source}: job {bad + 1}: type: {trace.job_type[bad]!r} is not one of "
                              f"{', '.join(TASK_TYPES)}")
-    types = trace.job_type or ["training-data-parallel" if n > 1 else ("data-intensive" if h >= 0 else "fine-tune")
+    # Philly's jobs train: a gang and a one-node job reading a data set are data-parallel trainers, the
+    # rest fine-tunes (not data-intensive: that type streams its data all along; these load it once)
+    types = trace.job_type or ["training-data-parallel" if n > 1 or h >= 0 else "fine-tune"
                                for n, h in zip(nodes, home, strict=True)]
     ideal = np.maximum(trace.duration_s.astype(np.float64), 1.0)
     return SimJobs(trace.submit_s.astype(np.float64), ideal, nodes.astype(np.int64), cards.astype(np.int64),

@@ -99,12 +99,14 @@ async def _seed_and_wait(settings, now: float) -> None:
 
 
 async def _decisions(port: int) -> None:
-    dp = {"id": "t1", "type": "training-data-parallel", "resources": {"cards": 4},
+    # a task that reads from the store all along says how much the network weighs for it (alpha 0.2; left
+    # to the rule, a one-node training task that loads nothing is scored by compute alone)
+    dp = {"id": "t1", "type": "training-data-parallel", "resources": {"cards": 4}, "alpha": 0.2,
           "data_source": {"node": "store", "size_gb": 0}, "checkpoint_gb": 1, "expected_duration_s": 7200}
     status, body = await asyncio.to_thread(call, port, "POST", "/tasks", dp)
     assert status == 200, body
     d = body["decision"]
-    # data-parallel (alpha 0.2) prefers B's 1 ms path to the data over A's compute
+    # it prefers B's 1 ms path to the data over A's compute
     assert body["nodes"] == ["B"] and d["alpha"] == 0.2 and d["network_profile"] == "bandwidth"
     assert [c["node"] for c in d["candidates"]] == ["B", "A"]
     assert d["compute_only_nodes"] == ["A"]  # what alpha = 1 would have chosen
@@ -212,7 +214,8 @@ async def _lifecycle_releases_cards(settings, now: float) -> None:
                                                                                 {"id": "bad", "type": "x"}]))
     assert sub.returncode == 1, sub.stderr  # one task rejected
     lines = sub.stdout.splitlines()
-    assert lines[0].startswith("t5 placed on B (alpha 0.50") and lines[1].startswith("bad rejected: type:")
+    assert lines[0].startswith("t5 placed on B (alpha 1.00")  # one node, loads nothing: compute alone
+    assert lines[1].startswith("bad rejected: type:")
     status, body = await asyncio.to_thread(call, port, "POST", "/tasks", {"id": "t6", **six})
     assert status == 200 and body["status"] == "queued"  # A has 3 cards left, B 2
     p = producer(settings)

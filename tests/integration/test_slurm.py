@@ -320,6 +320,7 @@ async def test_a_degraded_path_moves_the_job_to_the_new_node(make_settings, tmp_
             await asyncio.sleep(0.3)
         status, body = await asyncio.to_thread(call, port, "POST", "/tasks", {
             "id": "dp", "type": "training-data-parallel", "resources": {"cards": 4}, "checkpoint_gb": 1,
+            "alpha": 0.2,  # it reads from the store all along (left to the rule, one node loading nothing: alpha 1)
             "data_source": {"node": "store", "size_gb": 0}, "expected_duration_s": 7200, "command": "sleep 120"})
         home = body["nodes"][0]
         assert home in ("n1", "n2"), body  # near the data

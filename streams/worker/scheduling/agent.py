@@ -91,7 +91,8 @@ def _nan(v: float | None) -> float:
 def make_scheduler(settings: Settings, net, inv) -> Scheduler:
     sched = Scheduler(
         net, inv, margin=settings.resource_margin, max_wait_s=settings.max_wait_seconds,
-        packing_band=settings.packing_band, gang_closeness=settings.gang_closeness,
+        packing_band=settings.packing_band, gang_packing_band=settings.gang_packing_band,
+        gang_closeness=settings.gang_closeness,
         gang_patience=settings.gang_patience,
         node_timeout_s=settings.node_timeout_seconds,
         policy=ReschedulePolicy(cooldown_s=settings.migration_cooldown_seconds),

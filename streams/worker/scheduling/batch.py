@@ -8,8 +8,8 @@ import dataclasses
 import numpy as np
 
 from core.energy import blend
-from core.scoring import score_all, score_parts
-from core.sensitivity import task_alpha
+from core.scoring import best_load_s, score_all, score_parts
+from core.sensitivity import WORKER_TRAFFIC_KINDS, one_node_alphas, task_alpha
 from schemas.sched import Task
 from streams.adapters.inventory import NodeView
 from streams.adapters.tasks import endpoints, scoring_inputs
@@ -22,10 +22,16 @@ class BatchScores:
 
     def __init__(self, sched, tasks: list[Task], nodes: NodeView, profile: str) -> None:
         self.profile = profile
-        self.alphas = alphas = [task_alpha(t.type, t.alpha, t.strategy, sched.types) for t in tasks]
+        alphas = [task_alpha(t.type, t.alpha, t.strategy, sched.types) for t in tasks]
         eps = endpoints(tasks)
         self.net = sched.network(eps, nodes, profile)
-        self.x = scoring_inputs(tasks, alphas, nodes, eps, self.net, sched.types, scope=sched.compute_scope)
+        self.x = x = scoring_inputs(tasks, alphas, nodes, eps, self.net, sched.types, scope=sched.compute_scope)
+        one = np.array([one_node_training(t, sched.types) for t in tasks], bool)
+        if one.any():  # the network weighs what a one-node training task spends on it: its loads
+            alphas = one_node_alphas(np.array(alphas), one, best_load_s(x),
+                                     np.array([t.expected_duration_s for t in tasks], np.float64)).tolist()
+            x.alpha = np.array(alphas, np.float32)
+        self.alphas = alphas
         if not nodes.ids:
             empty = np.zeros((len(tasks), 0), np.float32)
             self.composite = self.network = self.compute_only = empty
@@ -34,3 +40,10 @@ class BatchScores:
         w = np.array([t.cost_sensitivity for t in tasks])
         self.composite = blend(raw, w, nodes.energy) if (w > 0).any() else raw
         self.compute_only = score_all(dataclasses.replace(self.x, alpha=np.ones(len(tasks), np.float32)))
+
+
+def one_node_training(task: Task, types) -> bool:
+    """A training task on one node whose alpha is the type's rule (not given, not learned): its low
+    alpha would speak of traffic between workers it does not have (core.sensitivity.one_node_alphas)."""
+    d = types[task.type]
+    return task.peers <= 1 and task.alpha is None and not d.learned and d.kind in WORKER_TRAFFIC_KINDS

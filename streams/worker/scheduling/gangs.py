@@ -9,7 +9,7 @@ import functools
 import numpy as np
 
 from core.feasibility import fitting
-from core.placement import closest_quality, pair_means, peer_scores
+from core.placement import closest_quality, packed, pair_means, peer_scores
 from streams.adapters.tasks import need
 
 
@@ -56,6 +56,27 @@ class GangScorer:
         (core.placement.closest_quality)."""
         got = float(self.pair_quality(members).mean())
         return got, closest_quality(self._filled(members[0]), could_host, members[0], len(members) - 1)
+
+    def packed(self, left: np.ndarray, band: float) -> tuple:
+        """(scores, peer scores, gang value) for core.placement.place, ranking best fit among equals:
+        the lead and each next worker among the nodes within ``band`` points of the best go to the one
+        with the fewest cards ``left`` (core.placement.packed), and a whole gang's worth loses up to
+        ``band`` points for the cards it leaves free on its nodes (none when it fills them), so of two
+        gangs within the band the fuller wins. Within a rack every path is the same but for the probes'
+        noise: without this a gang's workers went to whichever node measured a hair better — empty
+        nodes as often as half-full ones — and broke nodes a whole-node task needed."""
+        left = np.asarray(left, np.float64)
+        most = max(float(np.max(left, initial=0.0)), 1.0)
+
+        def peers(chosen: tuple[int, ...]) -> np.ndarray:
+            p = self.peers(chosen)
+            p[list(chosen)] = -np.inf  # taken already (and each one's quality to itself is 100: not a band's top)
+            return packed(p, left, band)
+
+        def value(members: list[int]) -> float:
+            return self.value(members) - band * float(np.clip(left[members], 0, None).mean()) / most
+
+        return packed(self.scores, left, band), peers, value
 
     def network(self, first_network: float, members: list[int]) -> float:
         """The network part of the gang's value, composed as :meth:`value` composes it."""

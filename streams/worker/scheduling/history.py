@@ -27,7 +27,8 @@ def configured_types(settings: Settings, learned: dict[str, float] | None = None
     """The task types' defaults as configured: learned alphas where given, frugal types
     (CNSCHED_FRUGAL_TYPES) scored by economy."""
     learned = learned or {}
-    return {t: dataclasses.replace(d, alpha=learned.get(t, d.alpha), frugal=t in settings.frugal_types)
+    return {t: dataclasses.replace(d, alpha=learned.get(t, d.alpha), learned=t in learned,
+                                   frugal=t in settings.frugal_types)
             for t, d in DEFAULT_TYPES.items()}
 
 

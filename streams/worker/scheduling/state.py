@@ -60,6 +60,7 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
     margin: float = 0.15
     max_wait_s: float = 600.0
     packing_band: float = 20.0  # while tasks wait, a one-node task: among nodes this close to the best, the fullest
+    gang_packing_band: float = 2.0  # a gang's next worker: among nodes this close to the best, the fullest
     # a gang waits for nodes this close to each other (share of its lead's best; 0: takes any) ...
     gang_closeness: float = 0.8
     gang_patience: float = 4.0  # ... for at most this many times its expected duration
@@ -264,8 +265,8 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
                   reserve, now: float) -> Placement:
         """Where ``task`` goes among the nodes its scores allow (``s.composite``: -inf where filtered):
         one worker by best fit among the nodes within ``packing_band`` of the best score while other
-        tasks wait (core.placement.packed), a gang by its members' quality to each other (and it may wait for a
-        closer one: gangs.too_far). The replay's topology baseline
+        tasks wait (core.placement.packed), a gang by its members' quality to each other, best fit among
+        equals (``gang_packing_band``; GangScorer.packed), and it may wait for a closer one (gangs.too_far). The replay's topology baseline
         overrides this one step (streams/replay/baselines.py) and shares everything else."""
         if task.peers == 1:
             # packing pays only for work that waits: with an empty queue the best score decides alone
@@ -273,8 +274,8 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
             band = self.packing_band if others > 0 else 0.0
             return place(packed(s.composite, usable[:, 0] - need(task)[0], band), need(task), usable, reserve=reserve)
         g = GangScorer(s.alpha, s.composite, s.compute, net, unknown_quality, nodes.energy, task.cost_sensitivity)
-        p = place(s.composite, need(task), usable, gang=task.peers, reserve=reserve, peer_scores=g.peers,
-                  value_of=g.value)
+        scores, peers, value = g.packed(usable[:, 0] - need(task)[0], self.gang_packing_band)
+        p = place(scores, need(task), usable, gang=task.peers, reserve=reserve, peer_scores=peers, value_of=value)
         why = too_far(self, task, g, p.nodes, nodes, now) if p.placed else None
         if why is None:
             return p

@@ -13,6 +13,7 @@ from tests.helpers.scheduling import gpu_node, make_scheduler, win
 
 
 def task(tid, cards, **kw):
+    kw.setdefault("alpha", 0.2)  # its data path matters all along (alpha given: the one-node rule would raise it)
     return Task(id=tid, type="training-data-parallel", resources={"cards": cards}, checkpoint_gb=1,
                 expected_duration_s=7200, data_source={"node": "store", "size_gb": 1}, **kw)
 

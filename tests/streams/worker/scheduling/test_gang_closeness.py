@@ -28,9 +28,9 @@ def cluster():
     return s
 
 
-def task(tid, peers=1, cards=8, duration=3600.0):
+def task(tid, peers=1, cards=8, duration=3600.0, alpha=None):
     return Task(id=tid, type="training-data-parallel", peers=peers, resources={"cards": cards},
-                submitted_at=NOW, expected_duration_s=duration)
+                submitted_at=NOW, expected_duration_s=duration, alpha=alpha)
 
 
 def test_closest_quality_worked_example():
@@ -93,7 +93,7 @@ def test_a_gang_no_close_group_could_hold_does_not_wait():
 
 
 def test_packing_applies_only_while_other_tasks_wait():
-    # n0 has twice n1's peak (composite 60 against 53.6: within the 20-point band)
+    # n0 has twice n1's peak (composite 60 against 53.6 at alpha 0.2: within the 20-point band)
     def half_full(queued: bool):
         s = make_scheduler([gpu_node("n0", NOW, fp16=2000.0), gpu_node("n1", NOW)], {})
         s.node_timeout_s, s.freshness = float("inf"), None
@@ -105,11 +105,40 @@ def test_packing_applies_only_while_other_tasks_wait():
         return s
 
     # nothing waits: the best score decides
-    assert half_full(False).decide(task("c", cards=2), NOW + 1).nodes == ["n0"]
+    assert half_full(False).decide(task("c", cards=2, alpha=0.2), NOW + 1).nodes == ["n0"]
     # a task waits for a whole node: the fuller node within the band takes it, and n0 stays whole
     s = half_full(True)
-    assert s.decide(task("c", cards=2), NOW + 1).nodes == ["n1"]
+    assert s.decide(task("c", cards=2, alpha=0.2), NOW + 1).nodes == ["n1"]
     assert s.retry_pending(NOW + 2)[0].nodes == ["n0"]
     s = half_full(True)
     s.packing_band = 0.0  # off: the best score, and the waiting task has no whole node left
-    assert s.decide(task("c", cards=2), NOW + 1).nodes == ["n0"] and s.retry_pending(NOW + 2) == []
+    assert s.decide(task("c", cards=2, alpha=0.2), NOW + 1).nodes == ["n0"] and s.retry_pending(NOW + 2) == []
+    # at its type's rule a one-node task that loads nothing is scored by compute alone (100 against 50):
+    # outside the band, the faster node takes it though a task waits
+    s = half_full(True)
+    d = s.decide(task("c", cards=2), NOW + 1)
+    assert d.nodes == ["n0"] and d.alpha == 1.0
+
+
+def test_a_gangs_workers_fill_half_full_nodes_among_equals():
+    # one rack of four nodes; n2 and n3 half full; every path 1.02 ms, but n0 <-> n1 measure a hair
+    # better (1.0 ms: the probes' noise) — a gang of two 4-card workers goes to n2 and n3, the fullest
+    # among equals, and n0 and n1 stay whole for whole-node work
+    nodes = ["n0", "n1", "n2", "n3"]
+    paths = {(a, b): {"rtt_ms": win(NOW, 1.0 if {a, b} == {"n0", "n1"} else 1.02)}
+             for a in nodes for b in nodes if a != b}
+
+    def rack(band):
+        s = make_scheduler([gpu_node(n, NOW) for n in nodes], paths)
+        s.node_timeout_s, s.freshness, s.gang_packing_band = float("inf"), None, band
+        s.packing_band = 0.0  # the one-node fillers go by score: n0 first, so pin them
+        for tid, node in (("x", "n2"), ("y", "n3")):
+            d = s.decide(task(tid, cards=4, alpha=0.2), NOW, exclude=[n for n in nodes if n != node])
+            assert d.nodes == [node]
+        return s
+
+    d = rack(2.0).decide(task("g", peers=2, cards=4), NOW + 1)
+    assert sorted(d.nodes) == ["n2", "n3"]
+    # band 0 (the rule before): the better-measured pair, two whole nodes broken
+    d = rack(0.0).decide(task("g", peers=2, cards=4), NOW + 1)
+    assert sorted(d.nodes) == ["n0", "n1"]

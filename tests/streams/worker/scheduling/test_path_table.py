@@ -178,7 +178,8 @@ def test_model_parallel_reads_both_directions():
     paths = {("A", "peer"): {"rtt_ms": win(now, 1.0)}, ("peer", "A"): {"rtt_ms": win(now, 1.0, lost=4)},
              ("B", "peer"): {"rtt_ms": win(now, 1.2)}, ("peer", "B"): {"rtt_ms": win(now, 1.2)}}
     s = make_scheduler([gpu_node("A", now), gpu_node("B", now)], paths)
-    mp = Task(id="mp", type="training-model-parallel", resources={"cards": 8}, data_source={"node": "peer"})
+    mp = Task(id="mp", type="training-model-parallel", resources={"cards": 8}, data_source={"node": "peer"},
+              alpha=0.3)  # its data path matters all along (alpha given: the one-node rule would raise it)
     d = s.decide(mp, now)
     assert d.network_profile == "duplex" and d.nodes == ["B"]
     by = {c.node: c.network_score for c in d.candidates}

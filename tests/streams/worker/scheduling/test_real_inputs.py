@@ -15,6 +15,7 @@ def full(node: str, now: float, age_s: float, **extra) -> dict:
 
 
 def dp(tid: str, cards: int = 8, **kw) -> Task:
+    kw.setdefault("alpha", 0.2)  # its data path matters all along (alpha given: the one-node rule would raise it)
     return Task(id=tid, type="training-data-parallel", resources={"cards": cards}, **kw)
 
 

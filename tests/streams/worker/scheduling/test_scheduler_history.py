@@ -4,6 +4,9 @@ rescheduling) that move a task before its path degrades."""
 import dataclasses
 import time
 
+import numpy as np
+import pytest
+
 from core.vocabulary import DEFAULT_TYPES
 from schemas.sched import Task
 from tests.helpers.scheduling import gpu_node, make_scheduler, win
@@ -23,11 +26,17 @@ def task(**kw):
 def test_learned_alpha_is_the_type_default_and_an_explicit_alpha_still_wins():
     now = time.time()
     s = scheduler(now)
-    assert s.decide(task(), now).alpha == DEFAULT_TYPES["training-data-parallel"].alpha
+    # the built-in rule: a one-node training task's network weighs its load's share of its time; its
+    # 1 GB over the best path to the store (8 Gbit / bandwidth) before a 7,200 s run
+    bw = float(np.nanmax(s.network(["store"], s.nodes(now), "bandwidth").bandwidth))
+    load = 8.0 / bw
+    d = s.decide(task(), now)
+    assert d.alpha == pytest.approx(1 - load / (load + 7200)) and d.alpha > DEFAULT_TYPES["training-data-parallel"].alpha
     for t in list(s.running):
         s.end(t)
+    # a learned default is evidence: it stands, one node or not (history.configured_types marks it)
     s.types = {**s.types, "training-data-parallel": dataclasses.replace(DEFAULT_TYPES["training-data-parallel"],
-                                                                         alpha=0.45)}
+                                                                         alpha=0.45, learned=True)}
     d = s.decide(task(), now)
     assert d.alpha == 0.45 and d.task_type == "training-data-parallel"
     for t in list(s.running):
@@ -38,7 +47,7 @@ def test_learned_alpha_is_the_type_default_and_an_explicit_alpha_still_wins():
 def test_a_forecast_degradation_moves_the_task_before_the_path_degrades():
     now = time.time()
     s = scheduler(now)
-    d = s.decide(task(network_profile="latency"), now)  # latency weighs rtt most
+    d = s.decide(task(network_profile="latency", alpha=0.2), now)  # latency weighs rtt most; its path matters all along
     home = d.nodes[0]
     other = "n1" if home == "n0" else "n0"
     # the record of the counterfactual: alpha = 1 picks the faster node
@@ -54,3 +63,21 @@ def test_a_forecast_degradation_moves_the_task_before_the_path_degrades():
     events = s.reschedule(now + 3)
     assert [(e.task_id, e.to_nodes, e.trigger) for e in events] == [("t", [other], "forecast")]
     assert events[0].before.composite < events[0].after.composite
+
+
+def test_a_one_node_training_task_takes_the_faster_card_over_a_nearer_store():
+    # the replay's finding (issue 30): a data job on one node, loading 500 GB once and running for a day,
+    # went to the slower card because its path to the store measured better — alpha 0.2 gave that path
+    # 0.8 of the score though the path costs the job its load alone (priced by the load term)
+    now = time.time()
+    s = make_scheduler([gpu_node("fast", now, 1500), gpu_node("slow", now, 1000)],
+                       {("fast", "store"): {"rtt_ms": win(now, 20.0)}, ("slow", "store"): {"rtt_ms": win(now, 0.3)}})
+
+    def job(tid, **kw):
+        return Task(id=tid, type="training-data-parallel", resources={"cards": 8}, expected_duration_s=86400,
+                    data_source={"node": "store", "size_gb": 500}, **kw)
+
+    d = s.decide(job("day"), now)
+    assert d.nodes == ["fast"] and d.alpha > 0.99
+    # the same task told the type's alpha: the nearer store wins, the card 1.5x faster loses
+    assert s.decide(job("told", alpha=0.2), now).nodes == ["slow"]
