@@ -46,7 +46,9 @@ def bench_reschedule(nodes: int = 1000, peers: int = 10, tasks: int = 1000, stor
     sched = Scheduler(NetState(net_t), Inventory(inv_t))
     t = time.perf_counter()
     for k in range(tasks):
-        sched.decide(Task(id=f"t{k}", type="training-data-parallel", resources={"cards": 1},
+        # tasks that read from their store all along (alpha given: left to the one-node rule, a task
+        # loading nothing would be scored by compute alone and never move for its path)
+        sched.decide(Task(id=f"t{k}", type="training-data-parallel", resources={"cards": 1}, alpha=0.2,
                           data_source={"node": f"store{k % stores}", "size_gb": 0}, checkpoint_gb=1,
                           expected_duration_s=7200), now)
     decide_s = (time.perf_counter() - t) / tasks
