@@ -22,8 +22,10 @@ WORKLOAD_TYPES = ("fine-tune", "batch-analytics", "data-intensive", "preprocessi
 
 
 DEMO_TASKS = [
+    # it reads its data set from the store all along (every epoch), so it says how much the network
+    # weighs: left to the one-node rule, a one-off 50 GB load before 4 h of work would weigh almost nothing
     {"id": "train-dp-1", "type": "training-data-parallel", "resources": {"cards": 2, "host_mem_gb": 64},
-     "checkpoint_gb": 20, "expected_duration_s": 4 * 3600, "priority": 70},
+     "checkpoint_gb": 20, "expected_duration_s": 4 * 3600, "priority": 70, "alpha": 0.2},
     {"id": "infer-1", "type": "inference", "resources": {"cards": 1}, "expected_duration_s": 86400},
     {"id": "prep-1", "type": "preprocessing", "resources": {"host_mem_gb": 32}},
     {"id": "huge-1", "type": "training-model-parallel", "resources": {"cards": 64}},
