@@ -9,6 +9,7 @@ import glob
 import os
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from functools import lru_cache
 
 import numpy as np
 
@@ -30,6 +31,31 @@ class LabelledSeries:
 
 
 def _epoch(text: str) -> float:
+    """Seconds since 1970 (UTC). The day is parsed once per date (files hold thousands of samples a
+    day) and the clock by hand; anything that is not plainly ``HH:MM[:SS]`` goes the slow way, so the
+    errors are strptime's own."""
+    date, _, clock = text.partition(" ")
+    day = _day(date)
+    parts = clock.split(":")
+    if day is not None and len(parts) == day[1] and all(len(p) == 2 and p.isdigit() for p in parts):
+        h, m, sec = int(parts[0]), int(parts[1]), int(parts[2]) if len(parts) == 3 else 0
+        if h < 24 and m < 60 and sec < 60:
+            return day[0] + h * 3600.0 + m * 60.0 + sec
+    return _slow_epoch(text)
+
+
+@lru_cache(maxsize=4096)
+def _day(date: str) -> tuple[float, int] | None:
+    """(midnight of ``date`` in epoch seconds, the clock fields its format carries), None if neither."""
+    for fmt, fields in (("%Y-%m-%d", 3), ("%d/%m/%Y", 2)):
+        try:
+            return datetime.strptime(date, fmt).replace(tzinfo=timezone.utc).timestamp(), fields
+        except ValueError:
+            pass
+    return None
+
+
+def _slow_epoch(text: str) -> float:
     for fmt in _FORMATS:
         try:
             return datetime.strptime(text, fmt).replace(tzinfo=timezone.utc).timestamp()

@@ -21,6 +21,35 @@ def test_both_date_formats_decimal_commas_failed_pings_and_repeated_headers(tmp_
     assert s.change.tolist() == [False, False, False, True]
 
 
+def test_the_fast_epoch_parse_agrees_with_strptime():
+    """The day parsed once per date, the clock by hand: the same seconds as strptime, the same refusals."""
+    from datetime import datetime, timezone
+
+    from streams.analytics.rtt_series import _epoch
+
+    def reference(text):
+        for fmt in ("%Y-%m-%d %H:%M:%S", "%d/%m/%Y %H:%M"):
+            try:
+                return datetime.strptime(text, fmt).replace(tzinfo=timezone.utc).timestamp()
+            except ValueError:
+                pass
+        return "refused"
+
+    rng = np.random.default_rng(3)
+    texts = ["2016-10-13 24:00:00", "2016-02-30 01:00:00", "2016-10-13 01:48", "14/10/2016 21:17:00",
+             "1/2/2016 3:04", "2016-10-13 01:48:60", "2016-10-13 1:48:56", "2016-10-13 01:4x:56", "", "2016-10-13"]
+    for _ in range(400):
+        y, mo, d, h, mi, sec = 2014 + rng.integers(0, 6), *rng.integers(1, [13, 32, 25, 61, 62])
+        texts += [f"{y}-{mo:02d}-{d:02d} {h:02d}:{mi:02d}:{sec:02d}", f"{d:02d}/{mo:02d}/{y} {h:02d}:{mi:02d}"]
+    for text in texts:
+        try:
+            got = _epoch(text)
+        except ValueError:
+            got = "refused"
+        assert got == reference(text), text
+    assert _epoch("14/10/2016 21:17") == 1476479820.0  # worked: 2016-10-14 is day 17088, + 21 h 17 min
+
+
 def test_bad_files_name_the_file_and_line(tmp_path):
     p = tmp_path / "b.csv"
     p.write_text("epoch;rtt;cp\n2016-13-45 00:00:00;1;0\n")
