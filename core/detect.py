@@ -112,12 +112,57 @@ def _windows(x: np.ndarray, policy: DetectorPolicy) -> np.ndarray:
 
 def _stats(w: np.ndarray, policy: DetectorPolicy) -> tuple[np.ndarray, ...]:
     """(floor, spread, low, high) of windows ``w[..., memory]`` (oldest first; NaN-padded: the floor
-    is NaN until the baseline is full): what depends on the baseline, ``floor_q`` and ``k`` only."""
-    base, recent = w[..., : policy.baseline], w[..., policy.baseline:]
-    with quiet_nan_warnings():
-        floor = np.quantile(base, policy.floor_q, axis=-1)
-        spread = MAD_TO_SIGMA * np.median(np.abs(base - floor[..., None]), axis=-1)
-        return floor, spread, np.min(recent, axis=-1), np.max(recent, axis=-1)
+    is NaN until the baseline is full): what depends on the baseline, ``floor_q`` and ``k`` only.
+    One compiled pass per row (:func:`_stats_rows`), the same values bit for bit as numpy's
+    ``quantile``, ``median``, ``min`` and ``max`` of the rows (see the tests)."""
+    rows = np.ascontiguousarray(w, np.float64).reshape(-1, w.shape[-1])
+    out = _stats_rows(rows, policy.baseline, policy.floor_q)
+    floor, mad, low, high = (a.reshape(w.shape[:-1]) for a in out)
+    return floor, MAD_TO_SIGMA * mad, low, high
+
+
+@nb.njit(cache=True)
+def _stats_rows(w, baseline, floor_q):  # pragma: no cover - compiled (tested against numpy)
+    """Per row of ``w``: numpy's linear ``quantile(base, floor_q)``, ``median(|base - floor|)``
+    (NaN where the base holds a NaN), ``min`` and ``max`` of the recent windows (NaN if one is)."""
+    rows, width = w.shape
+    n = baseline
+    floor, mad = np.full(rows, np.nan), np.full(rows, np.nan)
+    low, high = np.full(rows, np.nan), np.full(rows, np.nan)
+    base, dev = np.empty(n), np.empty(n)
+    virtual = (n - 1) * floor_q
+    prev = np.floor(virtual)
+    gamma = virtual - prev
+    i = int(prev)
+    j = min(i + 1, n - 1)
+    if virtual >= n - 1:
+        i = j = n - 1
+    for r in range(rows):
+        lo, hi, nan = np.inf, -np.inf, False
+        for c in range(n, width):
+            v = w[r, c]
+            if np.isnan(v):
+                nan = True
+            lo, hi = min(lo, v), max(hi, v)
+        if not nan:
+            low[r], high[r] = lo, hi
+        nan = False
+        for c in range(n):
+            base[c] = w[r, c]
+            nan |= np.isnan(base[c])
+        if nan:
+            continue
+        base.sort()
+        a, b = base[i], base[j]
+        d = b - a
+        f = b - d * (1.0 - gamma) if gamma >= 0.5 else a + d * gamma  # numpy's _lerp
+        floor[r] = f
+        for c in range(n):
+            dev[c] = abs(base[c] - f)
+        dev.sort()
+        if not np.isnan(dev[n - 1]):  # NaN from infinite windows: numpy's median is NaN too
+            mad[r] = dev[n // 2] if n % 2 else (dev[n // 2 - 1] + dev[n // 2]) / 2.0
+    return floor, mad, low, high
 
 
 def _ratios(stats: tuple[np.ndarray, ...], policy: DetectorPolicy) -> tuple[np.ndarray, np.ndarray]:

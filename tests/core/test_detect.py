@@ -219,3 +219,38 @@ def test_loss_tail_worked_example():
     # 10 of 100 at p0 0.3 %: KL = 0.1 ln(0.1 / 0.003) + 0.9 ln(0.9 / 0.997) = 0.35066 - 0.09212 = 0.25854
     assert loss_tail([0.1], [100], [0.003])[0] == pytest.approx(math.exp(-25.854), rel=1e-3)
     assert loss_tail([0.002, 0.1], [100, np.nan], [0.003, 0.003]).tolist() == [1.0, 1.0]  # not above p0; no probes
+
+
+@pytest.mark.parametrize("policy", POLICIES + [DetectorPolicy(baseline=1, k=1, floor_q=0.3),
+                                               DetectorPolicy(baseline=11, floor_q=0.95)])
+def test_the_compiled_window_stats_are_numpys_bit_for_bit(policy):
+    """core.detect._stats (one compiled pass per row) against numpy's quantile, median, min and max of
+    the same windows: NaN-padded rows, ties, constant rows, an infinite window, no rows, 3-D input."""
+    import warnings
+
+    from core.detect import _stats
+
+    def numpy_stats(w):
+        base, recent = w[..., :policy.baseline], w[..., policy.baseline:]
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            floor = np.quantile(base, policy.floor_q, axis=-1)
+            return (floor, 1.4826 * np.median(np.abs(base - floor[..., None]), axis=-1),
+                    np.min(recent, axis=-1), np.max(recent, axis=-1))
+
+    rng = np.random.default_rng(5)
+    cases = [np.zeros((0, policy.memory)), rng.lognormal(3, 0.5, (3, 7, policy.memory))]
+    for trial in range(120):
+        w = rng.lognormal(3, 0.5, (rng.integers(1, 6), policy.memory))
+        if trial % 3 == 0:
+            w[rng.random(w.shape) < 0.05] = np.nan
+        if trial % 5 == 0:
+            w[0] = 42.0
+        if trial % 7 == 0:
+            w = np.round(w)  # ties
+        if trial % 11 == 0:
+            w[-1, 0] = np.inf
+        cases.append(w)
+    for w in cases:
+        for got, want in zip(_stats(w, policy), numpy_stats(w), strict=True):
+            assert got.shape == want.shape and np.array_equal(got, want, equal_nan=True)

@@ -108,3 +108,26 @@ def test_the_one_pass_kernel_equals_the_numpy_composition_bit_for_bit(width):
     for f in ("mean", "p50", "p95", "p99", "kept"):
         np.testing.assert_array_equal(got[f], want[f], err_msg=f)  # equal, not close
     assert np.isnan(got["p95"][0]) and got["p99"][1] == 7.25
+
+
+def test_the_compiled_draw_is_numpys_lognormal_spikes_and_losses_bit_for_bit():
+    """draw_probes against the plain numpy composition it replaced, same seed: per-path and model
+    jitter, spikes, losses from none to all, one path and none."""
+    def numpy_draw(rtt, loss, model, rng, jitter=None):
+        rtt = np.asarray(rtt, np.float64)[:, None]
+        shape = (rtt.shape[0], model.probes)
+        sigma = model.jitter if jitter is None else np.asarray(jitter, np.float64)[:, None]
+        x = rtt * rng.lognormal(0.0, sigma, shape)
+        x = np.where(rng.random(shape) < model.spike_share, x * model.spike_factor, x)
+        return np.where(rng.random(shape) < np.asarray(loss, np.float64)[:, None], np.nan, x)
+
+    gen = np.random.default_rng(2)
+    for n, model in ((40, ProbeModel()), (1, ProbeModel(probes=7, spike_share=0.5)), (0, ProbeModel()),
+                     (25, ProbeModel(probes=33, jitter=0.3, spike_factor=3.0))):
+        rtt, loss, jitter = gen.uniform(0.05, 300, n), gen.choice([0.0, 0.1, 1.0], n), gen.uniform(0.0, 0.4, n)
+        for j in (None, jitter):
+            for seed in (0, 1):
+                got = draw_probes(rtt, loss, model, np.random.default_rng(seed), j)
+                want = numpy_draw(rtt, loss, model, np.random.default_rng(seed), j)
+                assert got.shape == (n, model.probes) and np.array_equal(got, want, equal_nan=True)
+    assert np.isnan(draw_probes([5.0], [1.0], ProbeModel(), gen)).all()  # a path losing everything
