@@ -232,12 +232,23 @@ def _incidents(start, known, now, release, hold):  # pragma: no cover - compiled
 def _newest(p95: np.ndarray, policy: DetectorPolicy) -> tuple[np.ndarray, np.ndarray]:
     """(float[S, memory] each series' last known windows, oldest first and NaN-padded; bool[S] its
     newest window has a value)."""
-    x = np.asarray(p95, np.float64)
-    width = policy.memory
-    ok = np.isfinite(x)
-    packed = np.take_along_axis(x, np.argsort(ok, axis=1, kind="stable"), axis=1)  # known ones last, in order
-    w = packed[:, -width:] if x.shape[1] >= width else np.c_[np.full((x.shape[0], width - x.shape[1]), np.nan), packed]
-    return w, ok[:, -1] if x.shape[1] else np.zeros(x.shape[0], bool)
+    x = np.ascontiguousarray(p95, np.float64)
+    return _last_known(x, policy.memory), np.isfinite(x[:, -1]) if x.shape[1] else np.zeros(x.shape[0], bool)
+
+
+@nb.njit(cache=True)
+def _last_known(x, width):  # pragma: no cover - compiled (tested against the numpy composition)
+    """float[S, width]: each row's last ``width`` finite values, oldest first, NaN-padded in front."""
+    out = np.full((x.shape[0], width), np.nan)
+    for r in range(x.shape[0]):
+        j = width - 1
+        for c in range(x.shape[1] - 1, -1, -1):
+            if j < 0:
+                break
+            if np.isfinite(x[r, c]):
+                out[r, j] = x[r, c]
+                j -= 1
+    return out
 
 
 def ratio_now(p95: np.ndarray, policy: DetectorPolicy = DEFAULT_POLICY) -> np.ndarray:

@@ -254,3 +254,27 @@ def test_the_compiled_window_stats_are_numpys_bit_for_bit(policy):
     for w in cases:
         for got, want in zip(_stats(w, policy), numpy_stats(w), strict=True):
             assert got.shape == want.shape and np.array_equal(got, want, equal_nan=True)
+
+
+def test_the_newest_known_windows_are_the_last_finite_values_in_order():
+    """core.detect._newest (compiled) against the plain numpy composition it replaced: gaps, infinite
+    windows, histories shorter than the memory, no rows, no columns."""
+    from core.detect import _newest
+
+    def numpy_newest(x, width):
+        ok = np.isfinite(x)
+        packed = np.take_along_axis(x, np.argsort(ok, axis=1, kind="stable"), axis=1)
+        w = packed[:, -width:] if x.shape[1] >= width else np.c_[np.full((x.shape[0], width - x.shape[1]), np.nan),
+                                                                 packed]
+        return np.where(np.isfinite(w), w, np.nan), ok[:, -1] if x.shape[1] else np.zeros(x.shape[0], bool)
+
+    rng = np.random.default_rng(9)
+    policy = DetectorPolicy(baseline=5, k=2)
+    for shape in ((6, 30), (4, 5), (3, 1), (0, 9), (2, 0)):
+        x = rng.lognormal(3, 0.4, shape)
+        x[rng.random(shape) < 0.3] = np.nan
+        if x.size:
+            x.flat[0] = np.inf
+        got, want = _newest(x, policy), numpy_newest(x, policy.memory)
+        assert np.array_equal(got[0], want[0], equal_nan=True) and np.array_equal(got[1], want[1])
+    assert _newest(np.array([[1.0, np.nan, 2.0, 3.0]]), DetectorPolicy(baseline=1, k=1))[0].tolist() == [[2.0, 3.0]]
