@@ -203,6 +203,12 @@ def migrate_gang(sched, r, nodes: NodeView, now: float) -> RescheduleEvent | Non
     g = GangScorer(alpha, scores, compute, net, x.unknown_quality, nodes.energy, w)
     current = g.value(members)
     current = current if np.isfinite(current) else 0.0  # a member's node failed
+    rows = endpoint_rows(x, 0)
+    fresh = _seen(sched, r, net, rows, members)
+    if not drained and nodes.available[members].all() and not _could_gain(g, scores, usable, need(task), len(members),
+                                                                          current, sched.policy.min_gain_points):
+        r.streak = 0  # no alternative can be better by the minimum gain: what the search would conclude
+        return None
     alt = place(scores.copy(), need(task), usable.copy(), gang=len(members), peer_scores=g.peers, value_of=g.value)
     if not alt.placed or set(alt.nodes) == set(members):
         r.streak = 0
@@ -210,16 +216,10 @@ def migrate_gang(sched, r, nodes: NodeView, now: float) -> RescheduleEvent | Non
     best = g.value(alt.nodes)
     leaving = [m for m in members if m not in alt.nodes]
     arriving = [m for m in alt.nodes if m not in members]
-    rows = endpoint_rows(x, 0)
     p95_now, loss_now = gang_path_state(net.p95, net.loss, rows, members, net.from_node("loss", members[0]))
     deg = degraded(np.array([p95_now]), np.array([r.baseline_p95]), np.array([loss_now]), sched.policy,
                    np.array([alpha]), loss_baseline=np.array([r.baseline_loss]),
                    shift=np.array([_gang_worst(net, "shift", rows, members)]) if sched.policy.detector else None)
-    newest = _gang_worst(net, "end", rows, members)
-    fresh = not newest <= r.seen_window_end or sched.forecast_version > r.seen_forecast_version
-    r.seen_forecast_version = sched.forecast_version
-    if not np.isnan(newest):
-        r.seen_window_end = max(r.seen_window_end, newest)
     reload_gbps = x.bandwidth_gbps[x.data_ep[0], arriving] if x.data_ep[0] >= 0 else np.full(len(arriving), np.inf)
     cost = migration_cost_s(np.full(len(leaving), r.state_gb), net.between_nodes(leaving, arriving),
                             nodes.queue_s[arriving], sched.policy, save_s=np.full(len(leaving), r.save_s),
@@ -245,6 +245,36 @@ def migrate_gang(sched, r, nodes: NodeView, now: float) -> RescheduleEvent | Non
     start_at = moved(sched, r, [nodes.ids[m] for m in alt.nodes], now, net, rows, alt.nodes,
                      not nodes.available[members].all(), nodes)
     return event if start_at is None else event.model_copy(update={"start_at": start_at})
+
+
+def _seen(sched, r, net, rows: np.ndarray, members: list[int]) -> bool:
+    """Whether the gang's paths brought news since it was last evaluated (a newer window, a new
+    forecast); it has now seen them."""
+    newest = _gang_worst(net, "end", rows, members)
+    fresh = not newest <= r.seen_window_end or sched.forecast_version > r.seen_forecast_version
+    r.seen_forecast_version = sched.forecast_version
+    if not np.isnan(newest):
+        r.seen_window_end = max(r.seen_window_end, newest)
+    return fresh
+
+
+def _could_gain(g: GangScorer, scores: np.ndarray, usable: np.ndarray, needs: np.ndarray, k: int, current: float,
+                min_gain: float) -> bool:
+    """Whether some gang placement could be worth ``min_gain`` points more than ``current``: an upper
+    bound on any gang's value (GangScorer.value: the lead's score and each other member's
+    ``alpha x compute + (1 - alpha) x quality``, averaged) over the nodes that fit a worker, every
+    quality at its best. False: the search would find nothing better by the policy's minimum (its
+    result: no move, the streak reset), so it is not run — the gangs on the best nodes there are,
+    every probe window. With an energy preference the bound is not derived: True."""
+    if g.w > 0 and g.energy is not None:
+        return True
+    fits = np.flatnonzero(np.isfinite(scores) & covers(usable, needs))
+    if fits.size < k:  # no gang fits: the search would place none
+        return False
+    q_best = max(100.0, g.unknown)
+    worth = g.alpha * g.compute[fits] + (1.0 - g.alpha) * q_best
+    bound = (float(np.max(scores[fits])) + (k - 1) * float(np.max(worth))) / k
+    return bound - current >= min_gain - 1e-6  # the slack: a bound summed in another order
 
 
 def _own_room(r, nodes: NodeView, members: list[int], now: float) -> tuple[np.ndarray, bool]:
