@@ -116,6 +116,11 @@ def _migrate_group(sched, nodes: NodeView, group: list, profile: str, now: float
             s[t] = masked(sched.running, r.task, nodes, nodes.usable, s[t])
     best_node = np.argmax(s, axis=1)
     best = s[t_idx, best_node].astype(np.float64)
+    if _quiet(sched, nodes, group, cur, best, current, now):  # no task could move: evaluate's verdict, directly
+        _see_group(sched, group, x, net, cur)
+        for r in group:
+            r.streak = 0
+        return []
     ev = _evaluate_group(sched, nodes, group, x, net, eps, profile, cur, best_node, current, best, now)
     events = []
     free = nodes.usable.copy()  # moves in this pass take capacity from each other
@@ -158,16 +163,7 @@ def _evaluate_group(sched, nodes: NodeView, group: list, x, net, eps: list[str],
         p95_eff = sched.path_table(nodes, profile).gather("p95_eff", eps, len(nodes.ids))
         p95_fc = worst_per_task(p95_eff, x.ep_ptr, x.ep_idx, cur)
         forecast_only = degraded(p95_fc, base, loss_now, sched.policy, alpha, probes, loss_base) & ~deg
-    # patience counts fresh windows of the task's own paths, not rescorings
-    newest = worst_per_task(net.end, x.ep_ptr, x.ep_idx, cur)
-    seen = np.array([r.seen_window_end for r in group])
-    fresh = ~(newest <= seen)  # NaN (no window of its paths yet) counts as fresh
-    # a new forecast is fresh news too (preventive rescheduling)
-    fresh |= np.array([sched.forecast_version > r.seen_forecast_version for r in group], bool)
-    for t, r in enumerate(group):
-        r.seen_forecast_version = sched.forecast_version
-        if not np.isnan(newest[t]):
-            r.seen_window_end = max(r.seen_window_end, float(newest[t]))
+    fresh = _see_group(sched, group, x, net, cur)
     # the checkpoint moves from the task's node to the target (the target's NIC headroom counts); its
     # data is loaded again there over the target's own path from the data endpoint
     t_idx = np.arange(len(group))
@@ -184,6 +180,31 @@ def _evaluate_group(sched, nodes: NodeView, group: list, x, net, eps: list[str],
                     fresh=fresh, node_failed=~nodes.available[cur],
                     drained=np.array([drain_due(r, nodes, now) for r in group], bool) if nodes.draining.any()
                     else np.zeros(len(group), bool))
+
+
+def _quiet(sched, nodes: NodeView, group: list, cur: np.ndarray, best: np.ndarray, current: np.ndarray,
+           now: float) -> bool:
+    """Whether no task of the group can move now, whatever its paths say: none has a node better by
+    the policy's minimum gain, none's node failed, none is due off a draining node (core.reschedule.
+    evaluate would move none and reset every streak)."""
+    better = np.isfinite(best) & (best - current >= sched.policy.min_gain_points)
+    if better.any() or not nodes.available[cur].all():
+        return False
+    return not (nodes.draining.any() and any(drain_due(r, nodes, now) for r in group))
+
+
+def _see_group(sched, group: list, x, net, cur: np.ndarray) -> np.ndarray:
+    """bool[T]: whether each task's own paths brought news since its last evaluation (a newer window,
+    a new forecast: patience counts these, not rescorings); the tasks have now seen them."""
+    newest = worst_per_task(net.end, x.ep_ptr, x.ep_idx, cur)
+    seen = np.array([r.seen_window_end for r in group])
+    fresh = ~(newest <= seen)  # NaN (no window of its paths yet) counts as fresh
+    fresh |= np.array([sched.forecast_version > r.seen_forecast_version for r in group], bool)
+    for t, r in enumerate(group):
+        r.seen_forecast_version = sched.forecast_version
+        if not np.isnan(newest[t]):
+            r.seen_window_end = max(r.seen_window_end, float(newest[t]))
+    return fresh
 
 
 def migrate_gang(sched, r, nodes: NodeView, now: float) -> RescheduleEvent | None:

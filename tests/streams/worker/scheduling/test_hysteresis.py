@@ -92,3 +92,29 @@ def test_a_few_lost_probes_are_not_a_degradation():
         window(s, "n0", now + 10 * k, 0.9, lost=3)
         events += s.reschedule(now + 10 * k + 1)
     assert [(e.to_nodes, e.trigger) for e in events] == [(["n1"], "improvement")]
+
+
+def test_a_group_with_nowhere_better_to_go_is_judged_without_the_full_evaluation_and_as_it_would_be():
+    """migration._quiet: when no task of a group has a node better by the minimum gain (and none's
+    node failed or drains), the verdict is evaluate's — no move, every streak reset — and the
+    tasks have still seen their newest windows (patience counts news, not rescorings)."""
+    from streams.worker.scheduling import migration
+
+    now = time.time()
+    s = world(now, home_p95=0.5, other_p95=0.5)  # two equal nodes: nowhere better
+    assert s.decide(task(expected_duration_s=7200, alpha=0.2), now).nodes == ["n0"]
+    run = s.running["t"]
+    run.streak = 3  # as if an earlier better node had been counted
+    window(s, "n0", now + 2, 0.5)
+    calls = []
+    real = migration._evaluate_group
+    migration._evaluate_group = lambda *a, **k: calls.append(1) or real(*a, **k)
+    try:
+        assert s.reschedule(now + 3) == []
+        assert calls == [] and run.streak == 0 and run.seen_window_end == now + 2
+        window(s, "n0", now + 4, 40.0)  # its own path degrades: n1 is now much better
+        moved = s.reschedule(now + 5)  # n1 is better by more than the minimum now: evaluated in full
+        assert calls == [1]
+        assert [e.to_nodes for e in moved] == [["n1"]] or (run.streak == 1 and run.seen_window_end == now + 4)
+    finally:
+        migration._evaluate_group = real
