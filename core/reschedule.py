@@ -161,6 +161,12 @@ def expected_gain_s(current: np.ndarray, target: np.ndarray, remaining_s: np.nda
     return np.where((tgt > cur) & (tgt > 0), g, 0.0)
 
 
+def better(current: np.ndarray, best: np.ndarray, policy: ReschedulePolicy = DEFAULT_POLICY) -> np.ndarray:
+    """bool[T]: the best other placement beats the current one by at least ``min_gain_points``."""
+    current, best = np.asarray(current, np.float64), np.asarray(best, np.float64)
+    return np.isfinite(best) & (best - current >= policy.min_gain_points)
+
+
 @dataclass
 class Evaluation:
     move: np.ndarray  # bool[T]
@@ -188,15 +194,15 @@ def evaluate(
 ) -> Evaluation:
     current = np.asarray(current, dtype=np.float64)
     best = np.asarray(best, dtype=np.float64)
-    better = np.isfinite(best) & (best - current >= policy.min_gain_points)
+    better_now = better(current, best, policy)
     step = 1 if fresh is None else np.asarray(fresh, bool).astype(np.int64)
-    new_streak = np.where(better, np.asarray(streak) + step, 0)
+    new_streak = np.where(better_now, np.asarray(streak) + step, 0)
     gain = expected_gain_s(current, best, remaining_s)
     cost = np.asarray(cost_s, dtype=np.float64)
     failed = np.isfinite(best) & (np.zeros(current.shape, bool) if node_failed is None else np.asarray(node_failed, bool))
     drain = np.isfinite(best) & ~failed & (np.zeros(current.shape, bool) if drained is None
                                            else np.asarray(drained, bool))
-    move = failed | drain | (better & (new_streak >= policy.patience(alpha)) & ~np.asarray(resting, bool)
+    move = failed | drain | (better_now & (new_streak >= policy.patience(alpha)) & ~np.asarray(resting, bool)
                      & (gain > cost * (1.0 + policy.margin)))
     fc = np.zeros(current.shape, bool) if forecast is None else np.asarray(forecast, bool)
     trigger = np.where(~move, "", np.where(failed, NODE_FAILED, np.where(drain, DRAIN, np.where(

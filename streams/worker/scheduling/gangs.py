@@ -49,6 +49,18 @@ class GangScorer:
         worth = peer_scores(self.alpha, self.compute[members], q, self.unknown, energy, self.w)
         return float((self.scores[members[0]] + worth[1:].sum()) / len(members))
 
+    def upper_bound(self, fits: np.ndarray, k: int) -> float:
+        """The most any gang of ``k`` over the nodes ``fits`` (bool[N]) could be worth by :meth:`value`:
+        the best lead score and every other worker at its compute and the best quality (-inf when fewer
+        than ``k`` fit; inf with an energy preference, whose blend is not bounded here)."""
+        rows = np.flatnonzero(fits)
+        if rows.size < k:
+            return float("-inf")
+        if self.w > 0 and self.energy is not None:
+            return float("inf")
+        worth = self.alpha * self.compute[rows] + (1.0 - self.alpha) * max(100.0, self.unknown)
+        return (float(np.max(self.scores[rows])) + (k - 1) * float(np.max(worth))) / k
+
     def closeness(self, members: list[int], could_host: np.ndarray) -> tuple[float, float]:
         """(the gang's mean member-pair quality, the same for the lead's closest co-workers): the
         lead's ``len(members) - 1`` best paths to nodes that ``could_host`` a worker (bool[N], by

@@ -15,6 +15,7 @@ from core.feasibility import covers
 from core.placement import place
 from core.reschedule import (
     Evaluation,
+    better,
     degraded,
     endpoint_worst,
     evaluate,
@@ -187,8 +188,7 @@ def _quiet(sched, nodes: NodeView, group: list, cur: np.ndarray, best: np.ndarra
     """Whether no task of the group can move now, whatever its paths say: none has a node better by
     the policy's minimum gain, none's node failed, none is due off a draining node (core.reschedule.
     evaluate would move none and reset every streak)."""
-    better = np.isfinite(best) & (best - current >= sched.policy.min_gain_points)
-    if better.any() or not nodes.available[cur].all():
+    if better(current, best, sched.policy).any() or not nodes.available[cur].all():
         return False
     return not (nodes.draining.any() and any(drain_due(r, nodes, now) for r in group))
 
@@ -281,20 +281,10 @@ def _seen(sched, r, net, rows: np.ndarray, members: list[int]) -> bool:
 
 def _could_gain(g: GangScorer, scores: np.ndarray, usable: np.ndarray, needs: np.ndarray, k: int, current: float,
                 min_gain: float) -> bool:
-    """Whether some gang placement could be worth ``min_gain`` points more than ``current``: an upper
-    bound on any gang's value (GangScorer.value: the lead's score and each other member's
-    ``alpha x compute + (1 - alpha) x quality``, averaged) over the nodes that fit a worker, every
-    quality at its best. False: the search would find nothing better by the policy's minimum (its
-    result: no move, the streak reset), so it is not run — the gangs on the best nodes there are,
-    every probe window. With an energy preference the bound is not derived: True."""
-    if g.w > 0 and g.energy is not None:
-        return True
-    fits = np.flatnonzero(np.isfinite(scores) & covers(usable, needs))
-    if fits.size < k:  # no gang fits: the search would place none
-        return False
-    q_best = max(100.0, g.unknown)
-    worth = g.alpha * g.compute[fits] + (1.0 - g.alpha) * q_best
-    bound = (float(np.max(scores[fits])) + (k - 1) * float(np.max(worth))) / k
+    """Whether some gang placement over the nodes that fit a worker could be worth ``min_gain`` points
+    more than ``current`` (GangScorer.upper_bound). False: the search would find nothing better by the
+    policy's minimum (no move, the streak reset), so it is not run."""
+    bound = g.upper_bound(np.isfinite(scores) & covers(usable, needs), k)
     return bound - current >= min_gain - 1e-6  # the slack: a bound summed in another order
 
 
