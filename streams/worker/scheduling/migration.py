@@ -194,16 +194,19 @@ def _quiet(sched, nodes: NodeView, group: list, cur: np.ndarray, best: np.ndarra
 
 
 def _see_group(sched, group: list, x, net, cur: np.ndarray) -> np.ndarray:
-    """bool[T]: whether each task's own paths brought news since its last evaluation (a newer window,
-    a new forecast: patience counts these, not rescorings); the tasks have now seen them."""
+    """bool[T]: :func:`_saw` for every task of a group, each by the newest window of its own paths."""
     newest = worst_per_task(net.end, x.ep_ptr, x.ep_idx, cur)
-    seen = np.array([r.seen_window_end for r in group])
-    fresh = ~(newest <= seen)  # NaN (no window of its paths yet) counts as fresh
-    fresh |= np.array([sched.forecast_version > r.seen_forecast_version for r in group], bool)
-    for t, r in enumerate(group):
-        r.seen_forecast_version = sched.forecast_version
-        if not np.isnan(newest[t]):
-            r.seen_window_end = max(r.seen_window_end, float(newest[t]))
+    return np.array([_saw(sched, r, float(newest[t])) for t, r in enumerate(group)], bool)
+
+
+def _saw(sched, r, newest: float) -> bool:
+    """Whether a task's paths brought news since its last evaluation (a window newer than it saw,
+    NaN — none yet — counting as news, or a new forecast: patience counts these, not rescorings);
+    it has now seen them."""
+    fresh = not newest <= r.seen_window_end or sched.forecast_version > r.seen_forecast_version
+    r.seen_forecast_version = sched.forecast_version
+    if not np.isnan(newest):
+        r.seen_window_end = max(r.seen_window_end, newest)
     return fresh
 
 
@@ -225,7 +228,7 @@ def migrate_gang(sched, r, nodes: NodeView, now: float) -> RescheduleEvent | Non
     current = g.value(members)
     current = current if np.isfinite(current) else 0.0  # a member's node failed
     rows = endpoint_rows(x, 0)
-    fresh = _seen(sched, r, net, rows, members)
+    fresh = _saw(sched, r, _gang_worst(net, "end", rows, members))
     if not drained and nodes.available[members].all() and not _could_gain(g, scores, usable, need(task), len(members),
                                                                           current, sched.policy.min_gain_points):
         r.streak = 0  # no alternative can be better by the minimum gain: what the search would conclude
@@ -266,17 +269,6 @@ def migrate_gang(sched, r, nodes: NodeView, now: float) -> RescheduleEvent | Non
     start_at = moved(sched, r, [nodes.ids[m] for m in alt.nodes], now, net, rows, alt.nodes,
                      not nodes.available[members].all(), nodes)
     return event if start_at is None else event.model_copy(update={"start_at": start_at})
-
-
-def _seen(sched, r, net, rows: np.ndarray, members: list[int]) -> bool:
-    """Whether the gang's paths brought news since it was last evaluated (a newer window, a new
-    forecast); it has now seen them."""
-    newest = _gang_worst(net, "end", rows, members)
-    fresh = not newest <= r.seen_window_end or sched.forecast_version > r.seen_forecast_version
-    r.seen_forecast_version = sched.forecast_version
-    if not np.isnan(newest):
-        r.seen_window_end = max(r.seen_window_end, newest)
-    return fresh
 
 
 def _could_gain(g: GangScorer, scores: np.ndarray, usable: np.ndarray, needs: np.ndarray, k: int, current: float,
