@@ -61,6 +61,11 @@ def blend(scores: np.ndarray, sensitivity: np.ndarray, energy: np.ndarray) -> np
     """scores[T, N] with each task's cost sensitivity[T] mixing in energy[N]; rows with 0 unchanged."""
     s = np.asarray(scores)
     w = np.asarray(sensitivity, dtype=np.float64).reshape(-1, 1)
-    with np.errstate(invalid="ignore"):
-        mixed = (1.0 - w) * s + w * np.asarray(energy, dtype=np.float64)[None, :]
-    return np.where((w > 0) & np.isfinite(s), mixed, s).astype(s.dtype)
+    out = s.copy()
+    rows = np.flatnonzero(w[:, 0] > 0)  # only these change (most tasks do not ask: no work for them)
+    if rows.size:
+        part, wr = s[rows], w[rows]
+        with np.errstate(invalid="ignore"):
+            mixed = (1.0 - wr) * part + wr * np.asarray(energy, dtype=np.float64)[None, :]
+        out[rows] = np.where(np.isfinite(part), mixed, part).astype(s.dtype)
+    return out

@@ -49,32 +49,49 @@ def compute_column(task: Task, kind: str, scope: str = "auto", frugal: bool = Fa
     return SCORE_COLUMN[cluster_key(kind) if across else kind]
 
 
+_ROWS: dict[int, tuple] = {}  # id(task) -> (task, its type's defaults, scope, class names, its row): _row
+_ROWS_MAX = 1 << 16  # tasks remembered (running and queued ones are asked about at every rescoring)
+
+
+def _row(t: Task, d: TypeDefaults, scope: str, class_names: list[str]) -> tuple:
+    """The task's own part of its scoring row: (endpoint names, the biggest one's or None, the GB it
+    loads, its class mask, its need, its compute column, its penalty), once per task object, type
+    defaults, scope and class list (the entry holds the task, so its id is not reused meanwhile)."""
+    hit = _ROWS.get(id(t))
+    if hit is not None and hit[0] is t and hit[1] is d and hit[2] == scope and hit[3] == class_names:
+        return hit[4]
+    eps = _endpoints_of(t)
+    big = max(eps, key=lambda e: e.size_gb, default=None)
+    allowed = [class_names.index(c) for c in t.resources.accel_classes if c in class_names]
+    row = ([e.node for e in eps], big.node if big is not None else None, sum(e.size_gb for e in eps),
+           class_mask(allowed, bool(t.resources.accel_classes)), need(t), compute_column(t, d.kind, scope, d.frugal),
+           accel_penalty(d, t.resources.cards))
+    if len(_ROWS) >= _ROWS_MAX:
+        _ROWS.clear()
+    _ROWS[id(t)] = (t, d, scope, list(class_names), row)
+    return row
+
+
 def scoring_inputs(tasks: list[Task], alphas: list[float], nodes: NodeView, endpoint_ids: list[str], net,
                    types: dict[str, TypeDefaults], scope: str = "auto") -> ScoringInputs:
     """``net``: the NetworkInputs of ``endpoint_ids``; ``scope``: see compute_column. (A running
     task scored on its own node, whose resources it already holds: the same inputs with needs of
     zero, migration.py.)"""
     eindex = {x: i for i, x in enumerate(endpoint_ids)}
-    ep_lists, data_ep, data_gb, masks = [], [], [], []
-    for t in tasks:
-        eps = _endpoints_of(t)
-        ep_lists.append([eindex[e.node] for e in eps])
-        big = max(eps, key=lambda e: e.size_gb, default=None)
-        data_ep.append(eindex[big.node] if big is not None else -1)
-        data_gb.append(sum(e.size_gb for e in eps))
-        allowed = [nodes.class_names.index(c) for c in t.resources.accel_classes if c in nodes.class_names]
-        masks.append(class_mask(allowed, bool(t.resources.accel_classes)))
+    rows = [_row(t, types[t.type], scope, nodes.class_names) for t in tasks]
+    ep_lists = [[eindex[e] for e in r[0]] for r in rows]
     ptr = np.concatenate([[0], np.cumsum([len(x) for x in ep_lists])]).astype(np.int64)
-    needs = np.array([need(t) for t in tasks], np.float32).reshape(-1, 3)
     return ScoringInputs(
         compute=nodes.compute, usable=nodes.usable, available=nodes.available, node_class=nodes.node_class,
         has_accel=nodes.has_accel, node_quality=net.node_quality, quality=net.quality,
         bandwidth_gbps=net.bandwidth,
-        kind=np.array([compute_column(t, types[t.type].kind, scope, types[t.type].frugal) for t in tasks], np.int64),
-        alpha=np.array(alphas, np.float32), need=needs, class_mask=np.array(masks, np.int64),
+        kind=np.array([r[5] for r in rows], np.int64),
+        alpha=np.array(alphas, np.float32), need=np.array([r[4] for r in rows], np.float32).reshape(-1, 3),
+        class_mask=np.array([r[3] for r in rows], np.int64),
         ep_ptr=ptr, ep_idx=np.array([i for x in ep_lists for i in x], np.int64),
-        data_ep=np.array(data_ep, np.int64), data_gb=np.array(data_gb, np.float32),
-        accel_penalty=np.array([accel_penalty(types[t.type], t.resources.cards) for t in tasks], np.float32),
+        data_ep=np.array([eindex[r[1]] if r[1] is not None else -1 for r in rows], np.int64),
+        data_gb=np.array([r[2] for r in rows], np.float32),
+        accel_penalty=np.array([r[6] for r in rows], np.float32),
     )
 
 

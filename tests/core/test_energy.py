@@ -39,3 +39,24 @@ def test_cost_is_per_unit_of_compute_where_compute_is_known():
     assert e.tolist() == [100.0, 0.0, 100.0, 0.0]
     # carbon likewise: 300 g/kWh x 10 kW / 1000 = 3 g per TFLOPS-h against 100 x 5 / 200 = 2.5
     assert energy_scores([nan, nan], [300, 100], [10, 5], work_tflops=[1000, 200]).tolist() == [0.0, 100.0]
+
+
+def test_blend_is_the_elementwise_formula_on_every_row_shape():
+    # the plain formula, row by row, against blend's (it works on the weighted rows only)
+    rng = np.random.default_rng(3)
+    for t, n in ((0, 4), (5, 0), (6, 7), (1, 1)):
+        s = (rng.uniform(0, 100, (t, n))).astype(np.float32)
+        if s.size:
+            s[rng.uniform(size=s.shape) < 0.2] = -np.inf
+            s[rng.uniform(size=s.shape) < 0.1] = np.nan
+        w = np.where(rng.uniform(size=t) < 0.5, 0.0, rng.uniform(0, 1, t))
+        e = rng.uniform(0, 100, n)
+        want = np.empty_like(s)
+        for i in range(t):
+            for k in range(n):
+                v = s[i, k]
+                want[i, k] = v if w[i] <= 0 or not np.isfinite(v) else np.float32((1.0 - w[i]) * float(v) + w[i] * e[k])
+        got = blend(s, w, e)
+        assert got.dtype == np.float32 and got.shape == s.shape
+        assert np.array_equal(got, want, equal_nan=True)
+        assert got is not s

@@ -42,6 +42,31 @@ class BatchScores:
         self.compute_only = score_all(dataclasses.replace(self.x, alpha=np.ones(len(tasks), np.float32)))
 
 
+class ChunkedScores:
+    """The tasks of one profile in a burst, scored as the burst reaches them: from the first one asked
+    for, ``first`` tasks in one kernel call, then twice as many from the next one not yet scored, and so
+    on. A task's row depends on the task and the node view only (the kernel, the network gather, the
+    energy blend and the one-node alpha are row by row), so it is the same in any chunk; retrying a long
+    queue then scores the few tasks it reaches instead of all of them. ``first`` = the number of tasks:
+    one call, as BatchScores."""
+
+    def __init__(self, sched, tasks: list[Task], nodes: NodeView, profile: str, first: int) -> None:
+        self.sched, self.tasks, self.nodes, self.profile = sched, tasks, nodes, profile
+        self.size = max(first, 1)
+        self.rows: dict[int, tuple[BatchScores, int]] = {}
+
+    def __getitem__(self, k: int) -> tuple[BatchScores, int]:
+        """(the BatchScores holding task ``k``, its row there)."""
+        hit = self.rows.get(k)
+        if hit is None:
+            part = range(k, min(k + self.size, len(self.tasks)))
+            self.size *= 2
+            b = BatchScores(self.sched, [self.tasks[i] for i in part], self.nodes, self.profile)
+            self.rows.update({i: (b, r) for r, i in enumerate(part)})
+            hit = self.rows[k]
+        return hit
+
+
 def one_node_training(task: Task, types) -> bool:
     """A training task on one node whose alpha is the type's rule (not given, not learned): its low
     alpha would speak of traffic between workers it does not have (core.sensitivity.one_node_alphas)."""

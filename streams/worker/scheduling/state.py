@@ -30,7 +30,7 @@ from core.vocabulary import DEFAULT_TYPES
 from schemas.sched import Decision, RescheduleEvent, Task
 from streams.adapters.inventory import NodeView, node_view
 from streams.adapters.tasks import endpoint_rows, need
-from streams.worker.scheduling.batch import BatchScores
+from streams.worker.scheduling.batch import BatchScores, ChunkedScores
 from streams.worker.scheduling.constraints import allowed, constrained
 from streams.worker.scheduling.control import ControlMixin
 from streams.worker.scheduling.decision import Scored, decision
@@ -51,6 +51,8 @@ from streams.worker.scheduling.preemption import Preemption, may_preempt, plan, 
 from streams.worker.scheduling.queue import QueueMixin, Reservation
 from streams.worker.scheduling.quotas import QuotaBook
 from streams.worker.scheduling.ramp import RampBook, draw_of
+
+QUEUE_CHUNK = 8  # a queue retry scores its tasks 8, 16, 32, ... at a time as it reaches them (ChunkedScores)
 
 
 @dataclass
@@ -203,19 +205,27 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
             nodes = dataclasses.replace(nodes, available=nodes.available & ~np.isin(nodes.ids, list(exclude)))
         usable = nodes.usable.copy()  # what each placement of the batch leaves to the next
         profiles = [self._profile(t) for t in tasks]
-        scored, row = {}, {}  # profile -> its tasks scored; task position -> its row there
+        scored, row = {}, {}  # profile -> its tasks' scores; task position -> its place there
         for profile in sorted(set(profiles)):
             group = [j for j, p in enumerate(profiles) if p == profile]
-            scored[profile] = BatchScores(self, [tasks[j] for j in group], nodes, profile)
+            # a queue's retry places few of the tasks it is given: they are scored as it reaches them
+            first = QUEUE_CHUNK if placeable_only else len(group)
+            scored[profile] = ChunkedScores(self, [tasks[j] for j in group], nodes, profile, first)
             row.update({j: k for k, j in enumerate(group)})
-        out = []
+        out, may = [], {}  # may: (shape, held back) -> could be placed on ``usable`` as it is now
         for j, task in enumerate(tasks):
             held = self._held(task, nodes, now, ahead)
             # a queued task that cannot be placed on what is left (off the head's reservation) stays as
             # it is, undecided: the decision could only say so again
-            if placeable_only and not self._may_place(task, usable, nodes, held) and not may_preempt(self, task):
-                continue
-            out.append(self._place_one(task, scored[profiles[j]], row[j], nodes, usable, reserve, now, held))
+            if placeable_only:
+                key = (need(task).tobytes(), task.peers, bool(held.any()))
+                if key not in may:
+                    may[key] = self._may_place(task, usable, nodes, held)
+                if not may[key] and not may_preempt(self, task):
+                    continue
+            b, t = scored[profiles[j]][row[j]]
+            out.append(self._place_one(task, b, t, nodes, usable, reserve, now, held))
+            may.clear()  # what it took (or gave back) changes what the next ones may
         return out
 
     def _held(self, task: Task, nodes: NodeView, now: float, ahead: set) -> np.ndarray:

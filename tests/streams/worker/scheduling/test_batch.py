@@ -24,3 +24,36 @@ def test_batch_decides_what_one_call_each_decides(nodes, tasks, seed):
     ids = one.nodes(now).index
     np.testing.assert_array_equal(one.ledger.allocated(ids, len(ids)), many.ledger.allocated(ids, len(ids)))
     assert sorted(one.pending) == sorted(many.pending)
+
+
+def test_a_queue_retry_scored_in_chunks_decides_what_scoring_every_task_decides(monkeypatch):
+    """A retry of a long queue scores its tasks as it reaches them (ChunkedScores: 8, 16, ... at a
+    time); a task's row is the same in any chunk, so the decisions are those of one call over all."""
+    import streams.worker.scheduling.batch as batch
+    import streams.worker.scheduling.state as state
+
+    scored = []
+    real = batch.BatchScores.__init__
+
+    def counting(self, sched, tasks, nodes, profile):
+        scored.append(len(tasks))
+        real(self, sched, tasks, nodes, profile)
+
+    monkeypatch.setattr(batch.BatchScores, "__init__", counting)
+    results = {}
+    for chunk in (1, 10**6):
+        monkeypatch.setattr(state, "QUEUE_CHUNK", chunk)
+        sched, now, _ = _world(64, 5)
+        first = sched.decide_many(_tasks(300, 5, "q"), now)  # more than the cluster holds: most wait
+        placed = [d.task_id for d in first if d.status == "placed"]
+        assert len(sched.pending) > 200
+        for task_id in placed[:6]:  # a few finish: room for a few of the queue
+            sched.end(task_id)
+        scored.clear()
+        got = sched.retry_pending(now + 60)
+        results[chunk] = ([(d.task_id, d.nodes, [(c.node, c.composite, c.network_score, c.alpha) for c in d.candidates]) for d in got],
+                          sorted(sched.pending), sum(scored))
+    lazy, full = results[1], results[10**6]
+    assert lazy[0] and lazy[0] == full[0]  # the same tasks placed, on the same nodes, with the same scores
+    assert lazy[1] == full[1]
+    assert lazy[2] < full[2] / 4  # and far fewer tasks scored to get there

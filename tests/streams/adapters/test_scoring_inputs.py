@@ -1,0 +1,60 @@
+"""scoring_inputs remembers each task's own part of its row (_row: endpoints, class mask, need, compute
+column, penalty) per task object, type defaults, scope and class list; what it builds must be what
+the plain per-task composition builds, before and after the memo is warm, and again when any of
+those change."""
+
+import dataclasses
+
+import numpy as np
+
+from core.scoring import class_mask
+from core.sensitivity import accel_penalty
+from core.vocabulary import DEFAULT_TYPES
+from streams.adapters.tasks import _endpoints_of, compute_column, endpoints, need, scoring_inputs
+from streams.dev.bench.decide import _tasks, _world
+
+
+def _reference(tasks, nodes, eps, types, scope):
+    """The composition task by task, as scoring_inputs did it before the memo."""
+    eindex = {x: i for i, x in enumerate(eps)}
+    ep_idx, data_ep, data_gb, masks = [], [], [], []
+    for t in tasks:
+        es = _endpoints_of(t)
+        ep_idx += [eindex[e.node] for e in es]
+        big = max(es, key=lambda e: e.size_gb, default=None)
+        data_ep.append(eindex[big.node] if big is not None else -1)
+        data_gb.append(sum(e.size_gb for e in es))
+        allowed = [nodes.class_names.index(c) for c in t.resources.accel_classes if c in nodes.class_names]
+        masks.append(class_mask(allowed, bool(t.resources.accel_classes)))
+    return {"ep_idx": np.array(ep_idx, np.int64), "data_ep": np.array(data_ep, np.int64),
+            "data_gb": np.array(data_gb, np.float32), "class_mask": np.array(masks, np.int64),
+            "need": np.array([need(t) for t in tasks], np.float32).reshape(-1, 3),
+            "kind": np.array([compute_column(t, types[t.type].kind, scope, types[t.type].frugal) for t in tasks]),
+            "accel_penalty": np.array([accel_penalty(types[t.type], t.resources.cards) for t in tasks], np.float32)}
+
+
+def test_the_remembered_rows_are_the_plain_composition_and_follow_what_they_depend_on():
+    sched, now, _ = _world(16, 4)
+    nodes = sched.nodes(now)
+    tasks = _tasks(40, 4, "s")
+    tasks = [t.model_copy(update={"resources": t.resources.model_copy(update={"accel_classes": ["gpu"]})})
+             if i % 2 else t for i, t in enumerate(tasks)]  # half name the class they accept
+    assert any(_endpoints_of(t) for t in tasks) and any(not _endpoints_of(t) for t in tasks)
+    eps = endpoints(tasks)
+    net = sched.network(eps, nodes, "balanced")
+    frugal = {k: dataclasses.replace(d, frugal=True, prefers_plain_nodes=True) for k, d in DEFAULT_TYPES.items()}
+    cases = [(DEFAULT_TYPES, "auto"), (DEFAULT_TYPES, "auto"), (DEFAULT_TYPES, "cluster"), (frugal, "cluster")]
+    kinds = []
+    for types, scope in cases:  # the second is served from the memo; the last two change scope, then types
+        x = scoring_inputs(tasks, [0.5] * len(tasks), nodes, eps, net, types, scope=scope)
+        want = _reference(tasks, nodes, eps, types, scope)
+        for field, v in want.items():
+            np.testing.assert_array_equal(getattr(x, field), v, err_msg=f"{field} ({scope})")
+        kinds.append(x.kind.tolist())
+    assert kinds[0] == kinds[1] and kinds[2] != kinds[3]  # frugal types are scored by another column
+    # a new class list (a node of a new class joined) gives new masks for tasks that name classes
+    renamed = dataclasses.replace(nodes, class_names=["other", *nodes.class_names])
+    before = scoring_inputs(tasks, [0.5] * len(tasks), nodes, eps, net, DEFAULT_TYPES).class_mask
+    x = scoring_inputs(tasks, [0.5] * len(tasks), renamed, eps, net, DEFAULT_TYPES)
+    assert (x.class_mask != before).any()
+    np.testing.assert_array_equal(x.class_mask, _reference(tasks, renamed, eps, DEFAULT_TYPES, "auto")["class_mask"])
