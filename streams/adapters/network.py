@@ -108,6 +108,8 @@ class PathColumns:
         self.hist_first = np.zeros(0)  # end of the first window pushed into each row (+inf: none)
         self.hist_count = np.zeros(0, np.int64)  # windows held (at most HISTORY)
         self.shapes: dict = {}  # what the path table derives from the rows alone (path_table._shape)
+        self.writes = 0  # changes to the rows or their values (what quality_inputs is remembered by)
+        self._inputs: tuple | None = None
         self.empty = self.code("")
         for r in records or []:
             self.set(r)
@@ -139,6 +141,7 @@ class PathColumns:
                 self._grow()
             row = self.rows[(s, d)] = self.n
             self.n += 1
+            self.writes += 1
             self.src[row], self.dst[row] = s, d
         return row
 
@@ -146,6 +149,7 @@ class PathColumns:
         row = self._row(rec["src"], rec["dst"])
         for field, metric, which in self.FIELDS:
             self.cols[field][row] = stat(rec, metric, which)
+        self.writes += 1
         self._remember(np.array([row]))
 
     def set_many(self, src: list[str], dst: list[str], values: dict[str, np.ndarray],
@@ -157,6 +161,7 @@ class PathColumns:
             rows = self.rows_of(src, dst)
         for f, _, _ in self.FIELDS:
             self.cols[f][rows] = values.get(f, np.nan)
+        self.writes += 1
         self._remember(rows)
         return rows
 
@@ -236,6 +241,19 @@ class PathColumns:
             at_ends = [np.where(e >= 0, c[field][np.maximum(e, 0)], np.nan) for e in ends]
             out[col] = np.where(np.isnan(v), np.fmax(*at_ends), v)
         return rows, out
+
+    def quality_inputs(self) -> tuple[np.ndarray, dict, np.ndarray]:
+        """(rows, :meth:`path_inputs`, their dimension utilities float[rows, 5] under the default
+        quality model), once per write: every profile's path table of one network version shares
+        them (read-only)."""
+        key = (self.writes, self.n, len(self.names))
+        if self._inputs is None or self._inputs[0] != key:
+            rows, x = self.path_inputs()
+            u = dimension_utilities(x["p95_rtt_ms"], x["loss"], x["bw_util"], x["retrans"], x["jitter_ms"])
+            for v in (rows, u, *x.values()):
+                v.flags.writeable = False
+            self._inputs = (key, (rows, x, u))
+        return self._inputs[1]
 
     def column(self, field: str, rows: np.ndarray) -> np.ndarray:
         """One raw column (``FIELDS``) at ``rows``."""

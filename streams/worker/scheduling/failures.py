@@ -12,12 +12,13 @@ import numpy as np
 from core.failures import UNKNOWN, node_failures, paths_lost
 from schemas.sched import Incident
 from streams.adapters.inventory import NodeView
-from streams.worker.scheduling.path_table import PathTable
 
 
-def health(nodes: NodeView, pt: PathTable, now: float, timeout_s: float) -> tuple[np.ndarray, np.ndarray]:
-    """(failed bool[N], cause object[N]) of every node."""
-    known, lost = paths_lost(pt.path_nodes, pt.loss, len(nodes.ids))
+def health(nodes: NodeView, path_nodes: np.ndarray, loss: np.ndarray, now: float,
+           timeout_s: float) -> tuple[np.ndarray, np.ndarray]:
+    """(failed bool[N], cause object[N]) of every node; ``path_nodes``, ``loss``: the paths' nodes
+    and losses as a path table holds them (path_table.path_losses)."""
+    known, lost = paths_lost(path_nodes, loss, len(nodes.ids))
     return node_failures(now - nodes.report_at, nodes.reported_down, timeout_s, known, lost)
 
 

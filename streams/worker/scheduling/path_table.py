@@ -15,6 +15,7 @@ else their racks' path (``rack:R`` to itself: inside the rack).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -23,9 +24,11 @@ from core.detect import ratio_now
 from core.quality import (
     BOTH_WAYS,
     DEFAULT_LINK_GBPS,
+    DEFAULT_MODEL,
     HEADROOM_FLOOR,
     Freshness,
     aged_quality,
+    combine,
     mean_by_group,
     path_bandwidth_gbps,
     path_quality,
@@ -119,7 +122,7 @@ def build_path_table(cols: PathColumns, node_ids: list[str], profile: str,
     a path's quality is drawn towards unknown as its latest rtt window grows old
     (core.quality.aged_quality), and a stale path is unknown (quality, p95, loss and probes NaN:
     neither scored nor judged degraded or lost by what it last said)."""
-    rows, x = cols.path_inputs()
+    rows, x, u = cols.quality_inputs()  # shared by every profile's table of this network version
     src, dst = cols.src[rows], cols.dst[rows]
     p95 = x["p95_rtt_ms"]
     p95_eff = p95
@@ -127,14 +130,17 @@ def build_path_table(cols: PathColumns, node_ids: list[str], profile: str,
         # preventive mode: a path forecast to be slower is scored as if it already were
         fc = np.array([forecast_p95.get((cols.names[a], cols.names[b]), np.nan) for a, b in zip(src, dst, strict=True)])
         p95_eff = np.fmax(p95, fc)
-    q = path_quality(p95_eff, x["loss"], x["bw_util"], x["retrans"], x["jitter_ms"], profile).astype(np.float32)
+        q = path_quality(p95_eff, x["loss"], x["bw_util"], x["retrans"], x["jitter_ms"], profile)
+    else:
+        q = combine(u, DEFAULT_MODEL.weights(profile))  # path_quality's last step, on the shared utilities
+    q = q.astype(np.float32)
     if profile in BOTH_WAYS:  # traffic both ways: a path is as good as its worse direction
         q = worse_direction(q, src, dst)
     loss, probes, end = x["loss"], cols.column("count", rows), cols.column("end", rows)
-    if now is not None and freshness is not None and rows.size:
-        age = np.where(np.isnan(end), 0.0, now - end)  # a path without rtt windows has no age to judge
+    aging = _ages(end, now, freshness)
+    if aging is not None:
+        age, stale = aging
         q = aged_quality(q, age, freshness).astype(np.float32)
-        stale = freshness.confidence(age) <= 0
         if stale.any():
             p95, p95_eff, loss, probes = (np.where(stale, np.nan, v) for v in (p95, p95_eff, loss, probes))
     shape = _shape(cols, src, dst, node_ids, node_racks or [""] * len(node_ids), rack_aliases)
@@ -148,6 +154,36 @@ def build_path_table(cols: PathColumns, node_ids: list[str], profile: str,
         node_q=node_q, headroom=np.where(np.isnan(util), 1.0, 1.0 - util), history=(cols, rows),
         node_rack=shape.node_rack, to_racks=shape.to_racks, rack_of=shape.rack_of,
     )
+
+
+def path_losses(cols: PathColumns, node_ids: list[str], node_racks: list[str] | None = None,
+                rack_aliases: list[str] | None = None, now: float | None = None,
+                freshness: Freshness | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(path_nodes, loss) as :func:`build_path_table` gives them (a stale path's loss NaN), without
+    any profile's quality: what failures.health reads."""
+    rows, x, _ = cols.quality_inputs()
+    loss = x["loss"]
+    aging = _ages(cols.column("end", rows), now, freshness)
+    if aging is not None and aging[1].any():
+        loss = np.where(aging[1], np.nan, loss)
+    shape = _shape(cols, cols.src[rows], cols.dst[rows], node_ids, node_racks or [""] * len(node_ids), rack_aliases)
+    return shape.path_nodes, loss
+
+
+def aged_to(now: float | None, freshness: Freshness | None) -> float | None:
+    """The time a path table is aged to for a view at ``now``: in steps of 1/20 of the aging span
+    (a table is built again at most 20 times as its paths age); None without aging."""
+    fr = freshness
+    step = max((fr.stale_s - fr.fresh_s) / 20.0, 1.0) if fr is not None and math.isfinite(fr.stale_s) else 0.0
+    return None if fr is None or now is None else (math.floor(now / step) * step if step else now)
+
+
+def _ages(end: np.ndarray, now: float | None, freshness: Freshness | None) -> tuple[np.ndarray, np.ndarray] | None:
+    """(each path's age, whether it is stale) from its latest rtt window's ``end``; None without aging."""
+    if now is None or freshness is None or not end.size:
+        return None
+    age = np.where(np.isnan(end), 0.0, now - end)  # a path without rtt windows has no age to judge
+    return age, freshness.confidence(age) <= 0
 
 
 @dataclass(frozen=True)

@@ -43,16 +43,21 @@ def reservation_for(sched, task: Task, nodes: NodeView, now: float, starving: bo
     feasible = fitting(nodes.capacity, n, nodes.available & ~nodes.closed) & \
         (classes[nodes.node_class] if len(classes) else True)
     feasible &= sched.quotas.room(list(sched.running.values()), task, sched.quotas.team_of(task), nodes)
-    runs = [(r, rows) for r in sched.running.values() if (rows := r.rows_in(nodes.index))]
-    per = [len(rows) for _, rows in runs]
+    at, per, ran_s, placed_at, expected, needs = [], [], [], [], [], []  # the running tasks here, one pass
+    for r in sched.running.values():
+        rows = r.rows_in(nodes.index)
+        if rows:
+            at += rows
+            per.append(len(rows))
+            ran_s.append(r.ran_s)
+            placed_at.append(r.placed_at)
+            expected.append(r.task.expected_duration_s)
+            needs.append(r.need())
     # expected_end of every running task at once (the same arithmetic, elementwise)
-    ran = np.array([r.ran_s for r, _ in runs], np.float64) + \
-        np.maximum(now - np.array([r.placed_at for r, _ in runs], np.float64), 0.0)
-    ends = now + np.maximum(np.array([r.task.expected_duration_s for r, _ in runs], np.float64) - ran, 0.0)
-    free = node_free_times(n, nodes.usable, feasible,
-                           np.array([i for _, rows in runs for i in rows], np.int64), np.repeat(ends, per),
-                           np.repeat(np.array([r.need() for r, _ in runs], np.float64).reshape(-1, n.size), per,
-                                     axis=0), now)
+    ran = np.array(ran_s, np.float64) + np.maximum(now - np.array(placed_at, np.float64), 0.0)
+    ends = now + np.maximum(np.array(expected, np.float64) - ran, 0.0)
+    free = node_free_times(n, nodes.usable, feasible, np.array(at, np.int64), np.repeat(ends, per),
+                           np.repeat(np.array(needs, np.float64).reshape(-1, n.size), per, axis=0), now)
     got = reserve(free, task.peers)
     if got is None:
         return None

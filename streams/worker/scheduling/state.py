@@ -44,8 +44,10 @@ from streams.worker.scheduling.migration import migrate_gang, migrate_singles
 from streams.worker.scheduling.path_table import (
     NetworkInputs,
     PathTable,
+    aged_to,
     build_path_table,
     network_inputs,
+    path_losses,
 )
 from streams.worker.scheduling.preemption import Preemption, may_preempt, plan, preempt
 from streams.worker.scheduling.queue import QueueMixin, Reservation
@@ -142,10 +144,13 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
                                    draining=draining, drain_since=since, drain_due=due)
 
     def health(self, nodes: NodeView, now: float) -> tuple[np.ndarray, np.ndarray]:
-        """(failed, cause) of every node (failures.health over the balanced path table), once per
-        version of the views and second (decisions and the watch share it)."""
+        """(failed, cause) of every node (failures.health over the paths' losses as a path table
+        holds them, no profile's quality needed), once per version of the views and second
+        (decisions and the watch share it)."""
         def build():
-            return health(nodes, self.path_table(nodes, "balanced"), now, self.node_timeout_s)
+            paths, loss = path_losses(self.net.columns(), nodes.ids, nodes.racks, nodes.rack_aliases,
+                                      aged_to(nodes.at, self.freshness), self.freshness)
+            return health(nodes, paths, loss, now, self.node_timeout_s)
 
         versions = (getattr(self.net, "version", None), getattr(self.inv, "version", None))
         if None in versions:
@@ -162,13 +167,11 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
         again as paths age (``freshness``: at most 20 times over its aging span), aged to the time of
         the node view (``nodes.at``: the decision's, rescoring's or watch's ``now``)."""
         version = getattr(self.net, "version", None)
-        now, fr = nodes.at, self.freshness
-        step = max((fr.stale_s - fr.fresh_s) / 20.0, 1.0) if fr is not None and math.isfinite(fr.stale_s) else 0.0
-        at = None if fr is None or now is None else (math.floor(now / step) * step if step else now)
+        at = aged_to(nodes.at, self.freshness)
 
         def build() -> PathTable:
             return build_path_table(self.net.columns(), nodes.ids, profile, self.forecast_p95, nodes.racks,
-                                    nodes.rack_aliases, at, fr)
+                                    nodes.rack_aliases, at, self.freshness)
 
         if version is None:
             return build()

@@ -22,3 +22,46 @@ def test_set_many_writes_what_set_writes_per_record():
     assert one.rows == many.rows and one.names == many.names
     for f, _, _ in PathColumns.FIELDS:
         np.testing.assert_array_equal(one.cols[f][:one.n], many.cols[f][:many.n], err_msg=f)
+
+
+def test_the_shared_quality_inputs_are_fresh_after_every_write_and_give_each_profile_its_quality():
+    """quality_inputs is remembered per write (every profile's table of a network version shares it):
+    after a write of new values or a new path it must be what path_inputs and dimension_utilities
+    give now, and each profile's path table quality what path_quality gives."""
+    import numpy as np
+
+    from core.quality import BOTH_WAYS, dimension_utilities, path_quality
+    from core.vocabulary import NETWORK_PROFILES
+    from streams.adapters.network import PathColumns
+    from streams.worker.scheduling.path_table import build_path_table
+
+    cols = PathColumns()
+    src, dst = ["a", "b", "a"], ["b", "a", "c"]
+
+    def write(p95, src=src, dst=dst):
+        p95 = np.asarray(p95, float)
+        cols.set_many(src, dst, {"p95": p95, "p50": p95 / 2, "lost": np.zeros(len(p95)),
+                                 "count": np.full(len(p95), 100.0), "bw_util": np.full(len(p95), 0.3),
+                                 "end": np.full(len(p95), 10.0)})
+
+    seen = []
+    for step in (lambda: write([1.0, 2.0, 300.0]), lambda: None, lambda: write([50.0, 2.0, 3.0]),
+                 lambda: write([7.0], ["c"], ["a"])):  # new values, nothing, new values, a new path
+        step()
+        rows, x, u = cols.quality_inputs()
+        want_rows, want = cols.path_inputs()
+        np.testing.assert_array_equal(rows, want_rows)
+        for k, v in want.items():
+            np.testing.assert_array_equal(x[k], v, err_msg=k)
+        np.testing.assert_array_equal(u, dimension_utilities(want["p95_rtt_ms"], want["loss"], want["bw_util"],
+                                                             want["retrans"], want["jitter_ms"]))
+        assert not u.flags.writeable  # shared: nobody may change it
+        for profile in NETWORK_PROFILES:
+            pt = build_path_table(cols, ["a", "b", "c"], profile)
+            q = path_quality(want["p95_rtt_ms"], want["loss"], want["bw_util"], want["retrans"], want["jitter_ms"],
+                             profile).astype(np.float32)
+            if profile in BOTH_WAYS:
+                continue  # both ways: the worse direction, checked by the path table's own tests
+            np.testing.assert_array_equal(pt.q, q, err_msg=profile)
+        seen.append(x["p95_rtt_ms"].tolist())
+    assert seen[0] == seen[1] != seen[2] and len(seen[3]) == 4

@@ -187,3 +187,26 @@ def test_model_parallel_reads_both_directions():
     s.end("mp")
     one_way = s.decide(mp.model_copy(update={"network_profile": "latency", "id": "lat"}), now)
     assert one_way.nodes == ["A"]  # A -> peer alone is the faster path
+
+
+def test_the_losses_health_reads_are_the_path_tables_fresh_aging_and_stale():
+    """path_losses (what failures.health reads, without a profile's quality) gives the path table's
+    path_nodes and loss: a stale path's loss unknown, a fresh one's as measured."""
+    from core.quality import Freshness
+    from streams.adapters.network import PathColumns
+    from streams.worker.scheduling.path_table import path_losses
+
+    cols = PathColumns()
+    ends = np.array([100.0, 40.0, -500.0, np.nan])  # fresh, aging, stale, no rtt window at all
+    cols.set_many(["a", "b", "a", "c"], ["b", "a", "c", "a"],
+                  {"p95": np.array([1.0, 2.0, 3.0, np.nan]), "p50": np.ones(4), "lost": np.array([0.0, 10, 50, 0]),
+                   "count": np.array([100.0, 100, 100, np.nan]), "loss_rate": np.array([np.nan, np.nan, np.nan, 0.2]),
+                   "end": ends})
+    fr = Freshness(60.0, 300.0)
+    for now, freshness in ((100.0, fr), (None, None), (10_000.0, fr)):
+        pt = build_path_table(cols, ["a", "b", "c"], "balanced", now=now, freshness=freshness)
+        paths, loss = path_losses(cols, ["a", "b", "c"], now=now, freshness=freshness)
+        np.testing.assert_array_equal(paths, pt.path_nodes)
+        np.testing.assert_array_equal(loss, pt.loss)
+    _, loss = path_losses(cols, ["a", "b", "c"], now=100.0, freshness=fr)
+    assert loss[:2].tolist() == [0.0, 0.1] and math.isnan(loss[2]) and loss[3] == 0.2
