@@ -4,6 +4,8 @@ sensitivity and the loss leg needs enough probes. Each scenario failed on 6fdafa
 
 import time
 
+import numpy as np
+
 from schemas.sched import Task
 from tests.helpers.scheduling import gpu_node, make_scheduler, win
 
@@ -94,7 +96,7 @@ def test_a_few_lost_probes_are_not_a_degradation():
     assert [(e.to_nodes, e.trigger) for e in events] == [(["n1"], "improvement")]
 
 
-def test_a_group_with_nowhere_better_to_go_is_judged_without_the_full_evaluation_and_as_it_would_be():
+def test_a_group_with_nowhere_better_to_go_is_judged_without_the_full_evaluation_and_as_it_would_be(monkeypatch):
     """migration._quiet: when no task of a group has a node better by the minimum gain (and none's
     node failed or drains), the verdict is evaluate's — no move, every streak reset — and the
     tasks have still seen their newest windows (patience counts news, not rescorings)."""
@@ -108,13 +110,12 @@ def test_a_group_with_nowhere_better_to_go_is_judged_without_the_full_evaluation
     window(s, "n0", now + 2, 0.5)
     calls = []
     real = migration._evaluate_group
-    migration._evaluate_group = lambda *a, **k: calls.append(1) or real(*a, **k)
-    try:
-        assert s.reschedule(now + 3) == []
-        assert calls == [] and run.streak == 0 and run.seen_window_end == now + 2
-        window(s, "n0", now + 4, 40.0)  # its own path degrades: n1 is now much better
-        moved = s.reschedule(now + 5)  # n1 is better by more than the minimum now: evaluated in full
-        assert calls == [1]
-        assert [e.to_nodes for e in moved] == [["n1"]] or (run.streak == 1 and run.seen_window_end == now + 4)
-    finally:
-        migration._evaluate_group = real
+    monkeypatch.setattr(migration, "_evaluate_group", lambda *a, **k: calls.append(1) or real(*a, **k))
+    assert s.reschedule(now + 3) == []
+    assert calls == [] and run.streak == 0 and run.seen_window_end == now + 2
+    window(s, "n0", now + 4, 40.0)  # its own path degrades: n1 is now much better
+    moved = s.reschedule(now + 5)  # n1 is better by more than the minimum now: evaluated in full
+    assert calls == [1]
+    # alpha 0.2: patience 1, so the one fresh bad window moves it (the gain over two hours beats the cost)
+    assert s.policy.patience(np.array([0.2]))[0] == 1
+    assert [(e.task_id, e.to_nodes, e.trigger) for e in moved] == [("t", ["n1"], "degradation")]
