@@ -232,14 +232,21 @@ def network_scores_reference(x: ScoringInputs, j: int) -> np.ndarray:
     return net
 
 
+def load_seconds(data_gb, gbps):
+    """Seconds to load ``data_gb`` GB at ``gbps`` Gbit/s (inf at 0): the load time the scores, the
+    one-node alpha and the kernel's load factor all mean."""
+    with np.errstate(divide="ignore"):
+        return data_gb * 8.0 / gbps
+
+
 def load_scores(x: ScoringInputs, j: int) -> np.ndarray | None:
     """[N] 0..100 of job j's data load time on each node (the kernel's load factor), or None when it
     loads nothing."""
     if not (x.data_ep[j] >= 0 and x.data_gb[j] > 0):
         return None
     bw = x.bandwidth_gbps[x.data_ep[j]].astype(np.float64)
+    load_s = load_seconds(x.data_gb[j], bw)
     with np.errstate(divide="ignore"):
-        load_s = x.data_gb[j] * 8.0 / bw
         u = (np.log(x.load_bad_s) - np.log(load_s)) / (np.log(x.load_bad_s) - np.log(x.load_good_s))
     return np.where(bw > 0, np.clip(u, 0, 1) * 100.0, 0.0)
 
@@ -254,8 +261,7 @@ def best_load_s(x: ScoringInputs) -> np.ndarray:
         return out
     bw = np.where(np.asarray(x.available, bool)[None, :], x.bandwidth_gbps[x.data_ep[loads]].astype(np.float64), 0.0)
     best = np.nan_to_num(bw, nan=0.0).max(axis=1, initial=0.0)
-    with np.errstate(divide="ignore"):
-        out[loads] = np.where(best > 0, x.data_gb[loads] * 8.0 / best, np.inf)
+    out[loads] = np.where(best > 0, load_seconds(x.data_gb[loads], best), np.inf)
     return out
 
 

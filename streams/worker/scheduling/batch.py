@@ -14,6 +14,8 @@ from schemas.sched import Task
 from streams.adapters.inventory import NodeView
 from streams.adapters.tasks import endpoints, scoring_inputs
 
+QUEUE_CHUNK = 8  # a queue retry scores its tasks 8, 16, 32, ... at a time as it reaches them (ChunkedScores)
+
 
 class BatchScores:
     """Tasks of one network profile scored on every node in one kernel call: the composite (energy

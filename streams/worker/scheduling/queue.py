@@ -3,6 +3,7 @@ head's reservation with backfill (core/reservation.py), and expiry. A mixin of t
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
@@ -101,8 +102,10 @@ class QueueMixin:
             if p.waited(now) > timeout_s and not p.held:  # a held task waits as long as its operator says
                 del self.pending[task_id]
                 t = p.task
+                # the alpha its decisions carried (a one-node task's may exceed its type's); else its own or its type's
+                alpha = p.alpha if not math.isnan(p.alpha) else t.alpha if t.alpha is not None else self.types[t.type].alpha
                 out.append((t, Decision(
-                    task_id=t.id, status="unschedulable", alpha=t.alpha if t.alpha is not None else self.types[t.type].alpha,
+                    task_id=t.id, status="unschedulable", alpha=alpha,
                     network_profile=self._profile(t), state_version=self.version, decided_at=now,
                     fallbacks=[Fallback(node="", reason=f"expired: queued {p.waited(now):.0f} s without a placement "
                                                           f"(CNSCHED_QUEUE_TIMEOUT_SECONDS={timeout_s:g})")],

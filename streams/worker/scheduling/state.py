@@ -30,7 +30,7 @@ from core.vocabulary import DEFAULT_TYPES
 from schemas.sched import Decision, RescheduleEvent, Task
 from streams.adapters.inventory import NodeView, node_view
 from streams.adapters.tasks import endpoint_rows, need
-from streams.worker.scheduling.batch import BatchScores, ChunkedScores
+from streams.worker.scheduling.batch import QUEUE_CHUNK, BatchScores, ChunkedScores
 from streams.worker.scheduling.constraints import allowed, constrained
 from streams.worker.scheduling.control import ControlMixin
 from streams.worker.scheduling.decision import Scored, decision
@@ -53,8 +53,6 @@ from streams.worker.scheduling.preemption import Preemption, may_preempt, plan, 
 from streams.worker.scheduling.queue import QueueMixin, Reservation
 from streams.worker.scheduling.quotas import QuotaBook
 from streams.worker.scheduling.ramp import RampBook, draw_of
-
-QUEUE_CHUNK = 8  # a queue retry scores its tasks 8, 16, 32, ... at a time as it reaches them (ChunkedScores)
 
 
 @dataclass
@@ -330,8 +328,9 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
             timing = self._power_timing(run, nodes, p.nodes, now)
             self.add_running(run)
         else:
-            self.pending.setdefault(task.id, Pending(task, task.submitted_at or now, queued_at=now)).far = next(
-                (why for n, why in p.fallbacks if n < 0 and why.startswith(FAR)), "")
+            waiting = self.pending.setdefault(task.id, Pending(task, task.submitted_at or now, queued_at=now))
+            waiting.far = next((why for n, why in p.fallbacks if n < 0 and why.startswith(FAR)), "")
+            waiting.alpha = alpha  # what its decisions say while it waits (and its expiry, queue.py)
             timing = {}
         d = decision(task, b.profile, s, nodes, p, reasons, compute_only, self.version, now)
         if timing:

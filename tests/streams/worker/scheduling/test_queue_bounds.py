@@ -46,3 +46,15 @@ def test_the_queue_is_retried_only_when_capacity_may_have_changed():
     key = s.capacity_key()
     assert s.decide(task("small", 1), now).status == "placed"
     assert s.capacity_key() != key  # an allocation: retry
+
+
+def test_an_expired_task_says_the_alpha_its_decisions_carried():
+    """A one-node training task (type alpha 0.2) that loads nothing is scored at alpha 1 (the one-node
+    rule: no traffic between workers, no load); its expiry says so too, not the type's 0.2."""
+    now = time.time()
+    s = make_scheduler([gpu_node("n0", now)], {("n0", "n0"): {"rtt_ms": win(now, 1.0)}})
+    big = Task(id="big", type="training-data-parallel", resources={"cards": 64}, expected_duration_s=600)
+    d = s.decide(big, now)
+    assert d.status == "unschedulable" and d.alpha == 1.0 and s.types[big.type].alpha == 0.2
+    ((_, e),) = s.expire_queued(now + 101, timeout_s=100)
+    assert e.alpha == d.alpha == 1.0
