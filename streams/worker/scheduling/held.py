@@ -88,7 +88,7 @@ class Pending(_Needs):
     queued_at: float = math.nan  # when it (last) joined the queue; nan: at submission
     held: bool = False  # an operator holds it: not placed until released
     far: str = ""  # why a gang that fits waits (gangs.too_far), as its last decision said; "" otherwise
-    alpha: float = math.nan  # the alpha its last decision carried (NaN: not decided since it was queued)
+    alpha: float = math.nan  # the alpha its last decision (or its run, when re-queued) carried; NaN: none yet
 
     def waited(self, now: float) -> float:
         return now - (self.queued_at if math.isfinite(self.queued_at) else self.submitted_at)

@@ -59,7 +59,7 @@ class LifecycleMixin:
         tried = run.refused + [n for n in run.nodes if n not in run.refused]
         self.end(task_id)
         self.pending[task_id] = Pending(run.task, run.task.submitted_at or now, run.restarts, known(run.checkpoint_at),
-                                        queued_at=now)
+                                        queued_at=now, alpha=run.alpha)
         fallbacks = [Fallback(node=n, reason=reason) for n in run.nodes]
         if len(tried) > max_fallbacks:  # enough tried: it waits in the queue, retried as the state changes
             d = self.decide(run.task, now, exclude=list(self.nodes(now).ids))
@@ -108,7 +108,7 @@ class LifecycleMixin:
             return None
         self.end(task_id)
         self.pending[task_id] = Pending(run.task, run.task.submitted_at or at, run.restarts + 1,
-                                        known(run.checkpoint_at), queued_at=at)
+                                        known(run.checkpoint_at), queued_at=at, alpha=run.alpha)
         self.touch()
         return max(at - run.progress_since, 0.0)
 
@@ -157,7 +157,8 @@ class LifecycleMixin:
             lost = max(now - r.progress_since, 0.0)
             self.end(r.task.id)
             resume = known(r.checkpoint_at)
-            self.pending[r.task.id] = Pending(r.task, r.task.submitted_at or now, r.restarts, resume, queued_at=now)
+            self.pending[r.task.id] = Pending(r.task, r.task.submitted_at or now, r.restarts, resume, queued_at=now,
+                                              alpha=r.alpha)
             notes[r.task.id] = Fallback(node=",".join(n for n in r.nodes if dead(n)), reason=(
                 f"node_failed: released and re-queued from {'its checkpoint' if resume is not None else 'the start'}"
                 f" ({lost:.0f} s of work lost)"))

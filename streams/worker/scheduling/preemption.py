@@ -93,7 +93,8 @@ def preempt(sched, victim: str, by: str, reason: str, now: float) -> Preemption 
     lost = max(now - run.progress_since, 0.0)
     sched.end(victim)
     checkpoint = run.checkpoint_at if np.isfinite(run.checkpoint_at) else None
-    sched.pending[victim] = Pending(run.task, run.task.submitted_at or now, run.restarts, checkpoint, queued_at=now)
+    sched.pending[victim] = Pending(run.task, run.task.submitted_at or now, run.restarts, checkpoint, queued_at=now,
+                                    alpha=run.alpha)
     rec = Preemption(victim, by, run.task.team, list(run.nodes), reason, lost,
                      lost * run.task.resources.cards * len(run.nodes), now, run.alpha, run.profile, checkpoint)
     sched.preemptions.append(rec)

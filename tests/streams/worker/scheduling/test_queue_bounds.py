@@ -58,3 +58,16 @@ def test_an_expired_task_says_the_alpha_its_decisions_carried():
     assert d.status == "unschedulable" and d.alpha == 1.0 and s.types[big.type].alpha == 0.2
     ((_, e),) = s.expire_queued(now + 101, timeout_s=100)
     assert e.alpha == d.alpha == 1.0
+
+
+def test_a_requeued_task_that_expires_says_the_alpha_it_ran_with():
+    """Re-queued after a failure and never decided again (nothing fits it), its expiry carries the
+    alpha its run had (1.0 for a one-node training task that loads nothing), not its type's 0.2."""
+    now = time.time()
+    s = make_scheduler([gpu_node("n0", now)], {("n0", "n0"): {"rtt_ms": win(now, 1.0)}})
+    t = Task(id="t", type="training-data-parallel", resources={"cards": 4}, expected_duration_s=600)
+    assert s.decide(t, now).status == "placed" and s.running["t"].alpha == 1.0
+    s.fail("t", now + 5, max_restarts=3)
+    assert "t" in s.pending
+    ((_, e),) = s.expire_queued(now + 500, timeout_s=100)
+    assert e.alpha == 1.0
