@@ -139,11 +139,53 @@ def _pairwise_sum(a, n):
 
 
 @nb.njit(cache=True)
+def _hampel_range(v, width, dev, limit):
+    """Hampel's kept run of one sorted row ``v`` (NaN last; |x - median| > ``limit`` x MAD removed,
+    MAD 0 removes nothing): (n, lo, hi, med, thr, mad), n the values that are not NaN and v[lo:hi] what
+    is kept. The NaNs and the median's place by bisection; the deviations from the median come sorted
+    by merging both sides of it, up to the MAD's rank (half the row)."""
+    lo, hi = 0, width  # n: the first NaN (NaN sort last)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if np.isnan(v[mid]):
+            hi = mid
+        else:
+            lo = mid + 1
+    n = lo
+    if n == 0:
+        return 0, 0, 0, np.nan, np.nan, np.nan
+    med = _quantile_sorted(v, n, 0.5)
+    lo, hi = 0, n  # split: v[:split] below the median, v[split:n] at or above it
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if v[mid] - med < 0:
+            lo = mid + 1
+        else:
+            hi = mid
+    split = lo
+    i, j = split - 1, split
+    for k in range(min(n, n // 2 + 2)):  # merge |v - med| of both sides (each in order) up to the MAD's rank
+        if j >= n or (i >= 0 and abs(v[i] - med) <= abs(v[j] - med)):
+            dev[k] = abs(v[i] - med)
+            i -= 1
+        else:
+            dev[k] = abs(v[j] - med)
+            j += 1
+    mad = _quantile_sorted(dev, n, 0.5)
+    thr = limit * mad
+    lo, hi = 0, n
+    if mad != 0:
+        while lo < n and not abs(v[lo] - med) <= thr:
+            lo += 1
+        while hi > lo and not abs(v[hi - 1] - med) <= thr:
+            hi -= 1
+    return n, lo, hi, med, thr, mad
+
+
+@nb.njit(cache=True)
 def _hampel_rows(x, s, limit):
-    """Per row of ``x`` (``s``: each row sorted, NaN last): Hampel filter (|x - median| > ``limit`` x
-    MAD removed; MAD 0 removes nothing), then the mean and p50/p95/p99 of what is kept, and how many
-    were kept. Linear per row: the deviations from the median come sorted by merging both sides of
-    it, and what is kept is a run of the sorted row."""
+    """Per row of ``x`` (``s``: each row sorted, NaN last): Hampel filter (_hampel_range), then the
+    mean and p50/p95/p99 of what is kept, and how many were kept."""
     rows, width = x.shape
     mean = np.full(rows, np.nan)
     q = np.full((3, rows), np.nan)
@@ -152,31 +194,9 @@ def _hampel_rows(x, s, limit):
     zeroed = np.empty(width)
     for r in range(rows):
         v = s[r]
-        n = 0
-        while n < width and not np.isnan(v[n]):
-            n += 1
+        n, lo, hi, med, thr, mad = _hampel_range(v, width, dev, limit)
         if n == 0:
             continue
-        med = _quantile_sorted(v, n, 0.5)
-        split = 0  # v[:split] below the median, v[split:n] at or above it
-        while split < n and v[split] - med < 0:
-            split += 1
-        i, j = split - 1, split
-        for k in range(n):  # merge |v - med| of both sides, each side already in order
-            if j >= n or (i >= 0 and abs(v[i] - med) <= abs(v[j] - med)):
-                dev[k] = abs(v[i] - med)
-                i -= 1
-            else:
-                dev[k] = abs(v[j] - med)
-                j += 1
-        mad = _quantile_sorted(dev, n, 0.5)
-        thr = limit * mad
-        lo, hi = 0, n
-        if mad != 0:
-            while lo < n and not abs(v[lo] - med) <= thr:
-                lo += 1
-            while hi > lo and not abs(v[hi - 1] - med) <= thr:
-                hi -= 1
         m = hi - lo
         kept[r] = m
         q[0, r] = _quantile_sorted(v[lo:], m, 0.5)
@@ -190,8 +210,33 @@ def _hampel_rows(x, s, limit):
     return mean, q, kept
 
 
+@nb.njit(cache=True)
+def _hampel_medians(s, limit):  # pragma: no cover - compiled
+    """Per sorted row of ``s`` (NaN last): its NaNs (lost probes) and the p50 and p95 of what Hampel
+    keeps (_hampel_rows' values for those, bit for bit), without the mean."""
+    rows, width = s.shape
+    q = np.full((2, rows), np.nan)
+    n_lost = np.zeros(rows, np.int64)
+    dev = np.empty(width)
+    for r in range(rows):
+        v = s[r]
+        n, lo, hi, _, _, _ = _hampel_range(v, width, dev, limit)
+        n_lost[r] = width - n
+        if n:
+            q[0, r] = _quantile_sorted(v[lo:], hi - lo, 0.5)
+            q[1, r] = _quantile_sorted(v[lo:], hi - lo, 0.95)
+    return n_lost, q
+
+
 def observe(rtt_ms: np.ndarray, loss: np.ndarray, model: ProbeModel, seed: int,
-            jitter: np.ndarray | None = None) -> dict[str, np.ndarray]:
+            jitter: np.ndarray | None = None, medians_only: bool = False) -> dict[str, np.ndarray]:
     """One window of results per path, drawn around the truth (``rtt_ms``, ``loss``) with ``seed``
-    (``jitter``: per-path spreads, see :func:`draw_probes`)."""
-    return window_results(draw_probes(rtt_ms, loss, model, np.random.default_rng(seed), jitter), model.hampel_k)
+    (``jitter``: per-path spreads, see :func:`draw_probes`). ``medians_only``: count, lost, loss,
+    p50 and p95 alone (what the replay's scheduler reads; the same values, bit for bit), in one
+    compiled pass over the sorted draws."""
+    samples = draw_probes(rtt_ms, loss, model, np.random.default_rng(seed), jitter)
+    if not medians_only:
+        return window_results(samples, model.hampel_k)
+    n_lost, q = _hampel_medians(np.sort(samples, axis=1), model.hampel_k * MAD_TO_SIGMA)
+    count = np.full(samples.shape[0], model.probes, np.int64)
+    return {"count": count, "lost": n_lost, "p50": q[0], "p95": q[1], "loss": n_lost / model.probes}

@@ -47,6 +47,19 @@ def class_mask(allowed_codes: list[int], restricted: bool) -> int:
     return sum(1 << c for c in allowed_codes) if allowed_codes else NOTHING_FITS
 
 
+def evolved(x, **changes):
+    """A dataclass instance with ``changes``: ``dataclasses.replace`` for classes without
+    ``__post_init__`` or init-only fields (ScoringInputs, NodeView), as a shallow copy of its fields
+    (replace runs ``__init__`` over every field: tens of microseconds, many times per rescoring)."""
+    unknown = set(changes) - x.__dataclass_fields__.keys()
+    if unknown:
+        raise TypeError(f"{type(x).__name__} has no field {sorted(unknown)[0]!r}")
+    new = object.__new__(type(x))
+    new.__dict__.update(x.__dict__)
+    new.__dict__.update(changes)
+    return new
+
+
 @dataclass
 class ScoringInputs:
     # nodes

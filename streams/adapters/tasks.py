@@ -72,27 +72,46 @@ def _row(t: Task, d: TypeDefaults, scope: str, class_names: list[str]) -> tuple:
     return row
 
 
+_GROUPS: dict[tuple, tuple] = {}  # a task list's job side (scoring_inputs), while the same tasks are asked about
+_GROUPS_MAX = 256
+
+
 def scoring_inputs(tasks: list[Task], alphas: list[float], nodes: NodeView, endpoint_ids: list[str], net,
                    types: dict[str, TypeDefaults], scope: str = "auto") -> ScoringInputs:
     """``net``: the NetworkInputs of ``endpoint_ids``; ``scope``: see compute_column. (A running
     task scored on its own node, whose resources it already holds: the same inputs with needs of
-    zero, migration.py.)"""
+    zero, migration.py.) The job side of a list of tasks is remembered per task objects, type
+    defaults, scope, class list and endpoints: rescoring asks about the same running tasks at every
+    window (its arrays are shared: read them, never write them)."""
+    key = (tuple(map(id, tasks)), tuple((k, id(d)) for k, d in types.items()), scope, tuple(nodes.class_names),
+           tuple(endpoint_ids))
+    hit = _GROUPS.get(key)
+    if hit is None:
+        if len(_GROUPS) >= _GROUPS_MAX:
+            _GROUPS.clear()
+        hit = _GROUPS[key] = (list(tasks), _job_side(tasks, nodes, endpoint_ids, types, scope))  # holds the tasks: ids stay theirs
+    job = hit[1]
+    return ScoringInputs(
+        compute=nodes.compute, usable=nodes.usable, available=nodes.available, node_class=nodes.node_class,
+        has_accel=nodes.has_accel, node_quality=net.node_quality, quality=net.quality,
+        bandwidth_gbps=net.bandwidth, alpha=np.array(alphas, np.float32), **job)
+
+
+def _job_side(tasks: list[Task], nodes: NodeView, endpoint_ids: list[str], types: dict[str, TypeDefaults],
+              scope: str) -> dict[str, np.ndarray]:
     eindex = {x: i for i, x in enumerate(endpoint_ids)}
     rows = [_row(t, types[t.type], scope, nodes.class_names) for t in tasks]
     ep_lists = [[eindex[e] for e in r[0]] for r in rows]
     ptr = np.concatenate([[0], np.cumsum([len(x) for x in ep_lists])]).astype(np.int64)
-    return ScoringInputs(
-        compute=nodes.compute, usable=nodes.usable, available=nodes.available, node_class=nodes.node_class,
-        has_accel=nodes.has_accel, node_quality=net.node_quality, quality=net.quality,
-        bandwidth_gbps=net.bandwidth,
-        kind=np.array([r[5] for r in rows], np.int64),
-        alpha=np.array(alphas, np.float32), need=np.array([r[4] for r in rows], np.float32).reshape(-1, 3),
-        class_mask=np.array([r[3] for r in rows], np.int64),
-        ep_ptr=ptr, ep_idx=np.array([i for x in ep_lists for i in x], np.int64),
-        data_ep=np.array([eindex[r[1]] if r[1] is not None else -1 for r in rows], np.int64),
-        data_gb=np.array([r[2] for r in rows], np.float32),
-        accel_penalty=np.array([r[6] for r in rows], np.float32),
-    )
+    return {
+        "kind": np.array([r[5] for r in rows], np.int64),
+        "need": np.array([r[4] for r in rows], np.float32).reshape(-1, 3),
+        "class_mask": np.array([r[3] for r in rows], np.int64),
+        "ep_ptr": ptr, "ep_idx": np.array([i for x in ep_lists for i in x], np.int64),
+        "data_ep": np.array([eindex[r[1]] if r[1] is not None else -1 for r in rows], np.int64),
+        "data_gb": np.array([r[2] for r in rows], np.float32),
+        "accel_penalty": np.array([r[6] for r in rows], np.float32),
+    }
 
 
 def constraint_reasons(task: Task, nodes: NodeView) -> np.ndarray | None:

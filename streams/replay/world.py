@@ -137,7 +137,7 @@ class Truth:
     loss: np.ndarray  # float64[S, S] loss bursts in force
     rack_names: list[str]
     rack_site: np.ndarray  # int64[G]
-    _names: tuple[list[str], list[str]] | None = None  # (src, dst) of the probed paths
+    _probed: _Probed | None = None  # the probed paths (_layout), built once
     _jitter: np.ndarray | None = None  # their probes' spreads (probe_jitter), built once
     # the measured values now (the snapshot, or the series' step in force: cluster.series)
     rtt_now: np.ndarray | None = None
@@ -187,46 +187,61 @@ class Truth:
         if spread is None or not np.isfinite(spread).any():
             return None
         if self._jitter is None:
-            site, k = self.rack_site, len(self.cluster.sites)
-            a, b = np.meshgrid(np.arange(site.size), np.arange(site.size), indexing="ij")
-            sa, sb = site[a.ravel()], site[b.ravel()]
-            s_idx, r_idx = np.meshgrid(np.arange(k), np.arange(site.size), indexing="ij")
-            sa = np.concatenate([sa, s_idx.ravel()])
-            sb = np.concatenate([sb, site[r_idx.ravel()]])
-            v = spread[sa, sb]
-            self._jitter = np.where((sa != sb) & np.isfinite(v), v, default)
+            lay = self._layout()
+            v = spread[lay.sa, lay.sb]
+            self._jitter = np.where(~lay.same_site & np.isfinite(v), v, default)
         return self._jitter
 
     def probe_paths(self, uplink_jobs: np.ndarray) -> tuple[list[str], list[str], np.ndarray, np.ndarray, np.ndarray]:
         """(src, dst, rtt_ms, loss, bw_util) of every probed path: rack pairs and store -> rack."""
-        f, site = self.fabric, self.rack_site
-        g = np.arange(site.size)
-        a, b = np.meshgrid(g, g, indexing="ij")
-        a, b = a.ravel(), b.ravel()
-        srtt, sl = self.site_rtt(), self.site_loss()
-        rtt = np.where(a == b, f.rack_rtt_ms, np.where(site[a] == site[b], f.site_rtt_ms, srtt[site[a], site[b]]))
-        loss = np.where(site[a] == site[b], 0.0, sl[site[a], site[b]])
+        f, lay = self.fabric, self._layout()
+        between = self.site_rtt()[lay.sa, lay.sb]
+        rtt = np.where(lay.same_rack, f.rack_rtt_ms, np.where(lay.same_site, f.site_rtt_ms, between))
+        loss = np.where(lay.same_site, 0.0, self.site_loss()[lay.sa, lay.sb])
         crossing = uplink_jobs.ravel()
-        util = 1.0 - 1.0 / (1.0 + np.maximum(crossing[a], crossing[b]))
-        k = len(self.cluster.sites)
-        s_idx, r_idx = np.meshgrid(np.arange(k), g, indexing="ij")
-        s_idx, r_idx = s_idx.ravel(), r_idx.ravel()
-        if self._names is None:  # the probed paths never change: their names are built once
+        util = 1.0 - 1.0 / (1.0 + np.maximum(crossing[lay.ra], crossing[lay.rb]))
+        return lay.src, lay.dst, rtt, loss, util
+
+    def _layout(self) -> _Probed:
+        """The probed paths, which never change: rack pairs (every ordered pair, a rack to itself
+        included), then each site's store to every rack; built once."""
+        if self._probed is None:
+            site, k = self.rack_site, len(self.cluster.sites)
+            g = np.arange(site.size)
+            a, b = (x.ravel() for x in np.meshgrid(g, g, indexing="ij"))
+            s_idx, r_idx = (x.ravel() for x in np.meshgrid(np.arange(k), g, indexing="ij"))
             names = [f"rack:{x}" for x in self.rack_names]
-            self._names = ([names[i] for i in a] + [f"store.{self.cluster.sites[s]}" for s in s_idx],
-                           [names[i] for i in b] + [names[r] for r in r_idx])
-        src, dst = self._names
-        rtt = np.concatenate([rtt, np.where(site[r_idx] == s_idx, f.site_rtt_ms, srtt[s_idx, site[r_idx]])])
-        loss = np.concatenate([loss, np.where(site[r_idx] == s_idx, 0.0, sl[s_idx, site[r_idx]])])
-        util = np.concatenate([util, 1.0 - 1.0 / (1.0 + crossing[r_idx])])
-        return src, dst, rtt, loss, util
+            sa, sb = np.concatenate([site[a], s_idx]), np.concatenate([site[b], site[r_idx]])
+            self._probed = _Probed(
+                [names[i] for i in a] + [f"store.{self.cluster.sites[s]}" for s in s_idx],
+                [names[i] for i in b] + [names[r] for r in r_idx], sa, sb, sa == sb,
+                np.concatenate([a == b, np.zeros(r_idx.size, bool)]), np.concatenate([a, r_idx]),
+                np.concatenate([b, r_idx]))
+        return self._probed
+
+
+@dataclass(frozen=True)
+class _Probed:
+    """Truth's probed paths (Truth._layout): names, the sites at both ends (a store's at its site),
+    whether inside one site or one rack, and the racks whose uplinks a path shares (a store path:
+    its rack's twice)."""
+
+    src: list[str]
+    dst: list[str]
+    sa: np.ndarray
+    sb: np.ndarray
+    same_site: np.ndarray
+    same_rack: np.ndarray
+    ra: np.ndarray
+    rb: np.ndarray
 
 
 def observe_epoch(net: SimNet, truth: Truth, uplink_jobs: np.ndarray, probes: ProbeModel, end: float,
                   seed: int) -> None:
     """One window per probed path, drawn around the truth, into the Scheduler's network view."""
     src, dst, rtt, loss, util = truth.probe_paths(uplink_jobs)
-    net.put(src, dst, observe(rtt, loss, probes, seed, truth.probe_jitter(probes.jitter)), util, end)
+    res = observe(rtt, loss, probes, seed, truth.probe_jitter(probes.jitter), medians_only=True)
+    net.put(src, dst, res, util, end)
 
 
 def network_events(cfg: SimConfig, sites: int, nodes: int, horizon_s: float) -> list[tuple]:

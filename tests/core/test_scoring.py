@@ -7,6 +7,7 @@ from core.scoring import (
     NO_CARDS,
     UNAVAILABLE,
     ScoringInputs,
+    evolved,
     filter_reasons,
     network_scores_reference,
     score_all,
@@ -154,3 +155,26 @@ def test_parallel_and_serial_kernels_agree_with_the_reference(monkeypatch, thres
     monkeypatch.setattr(scoring, "PARALLEL_MIN_CELLS", threshold)  # 0: always parallel; huge: always serial
     x = synthetic_inputs(40, 300, 20, seed=9)
     assert_same(scoring.score_all(x), scoring.score_reference(x))
+
+
+def test_evolved_is_dataclasses_replace_without_init():
+    """evolved: the same fields as dataclasses.replace (changed ones new, the rest the same objects),
+    the original untouched, an unknown field refused as replace refuses it."""
+    import dataclasses
+
+    @dataclasses.dataclass
+    class View:
+        a: np.ndarray
+        b: list
+        c: float | None = None
+        d: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(2))
+
+    v = View(np.arange(3.0), ["x"], 1.5)
+    got, want = evolved(v, a=np.ones(3), c=None), dataclasses.replace(v, a=np.ones(3), c=None)
+    assert type(got) is View and got is not v
+    for f in ("a", "b", "c", "d"):
+        assert np.array_equal(getattr(got, f), getattr(want, f)) if f != "c" else got.c is None
+    assert got.b is v.b and got.d is v.d  # unchanged fields: the same objects, as replace passes them
+    assert np.array_equal(v.a, np.arange(3.0)) and v.c == 1.5  # the original untouched
+    with pytest.raises(TypeError, match="no field 'e'"):
+        evolved(v, e=1)

@@ -4,8 +4,6 @@ and what a whole gang is worth. Rows of path quality are gathered once per membe
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 
 from core.feasibility import fitting
@@ -21,13 +19,31 @@ class GangScorer:
                  energy: np.ndarray | None, cost_sensitivity: float) -> None:
         self.alpha, self.scores, self.compute = alpha, scores, np.asarray(compute, np.float64)
         self.unknown, self.energy, self.w = unknown_quality, energy, cost_sensitivity
-        self.row = functools.cache(lambda m: net.from_node("q", m).astype(np.float64))  # quality from m to all
-        self._filled = functools.cache(lambda m: np.where(np.isnan(r := self.row(m)), unknown_quality, r))
-        self._sum = functools.cache(self._sum_of)  # by prefix: a gang grown one worker at a time adds one row
+        self._net = net
+        self._rows: dict[int, np.ndarray] = {}  # member -> its quality row, as is and NaN filled
+        self._filled_rows: dict[int, np.ndarray] = {}
+        self._sums: dict[tuple[int, ...], np.ndarray] = {}
 
-    def _sum_of(self, chosen: tuple[int, ...]) -> np.ndarray:
-        last = self._filled(chosen[-1])
-        return last if len(chosen) == 1 else self._sum(chosen[:-1]) + last
+    def row(self, m: int) -> np.ndarray:
+        """float64[N] the quality from node m to every node (gathered once per member)."""
+        r = self._rows.get(m)
+        if r is None:
+            r = self._rows[m] = self._net.from_node("q", m).astype(np.float64)
+        return r
+
+    def _filled(self, m: int) -> np.ndarray:
+        r = self._filled_rows.get(m)
+        if r is None:
+            r = self._filled_rows[m] = np.where(np.isnan(self.row(m)), self.unknown, self.row(m))
+        return r
+
+    def _sum(self, chosen: tuple[int, ...]) -> np.ndarray:
+        """The filled rows of ``chosen`` summed, by prefix: a gang grown one worker at a time adds one row."""
+        s = self._sums.get(chosen)
+        if s is None:
+            last = self._filled(chosen[-1])
+            s = self._sums[chosen] = last if len(chosen) == 1 else self._sum(chosen[:-1]) + last
+        return s
 
     def peers(self, chosen: tuple[int, ...]) -> np.ndarray:
         """float64[N]: each node's worth as the next worker: its mean quality to the chosen ones."""

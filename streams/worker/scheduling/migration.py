@@ -6,8 +6,6 @@ that change move."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 
 from core.energy import blend
@@ -26,7 +24,7 @@ from core.reschedule import (
     worst_loss_per_task,
     worst_per_task,
 )
-from core.scoring import score_all, score_parts
+from core.scoring import evolved, score_all, score_parts
 from schemas.sched import RescheduleEvent
 from streams.adapters.inventory import NodeView
 from streams.adapters.tasks import endpoint_rows, endpoints, load_gb, need, scoring_inputs
@@ -102,7 +100,7 @@ def _migrate_group(sched, nodes: NodeView, group: list, profile: str, now: float
     net = sched.network(eps, nodes, profile)
     alphas = [r.alpha for r in group]
     x = scoring_inputs(tasks, alphas, nodes, eps, net, sched.types, scope=sched.compute_scope)
-    x_now = dataclasses.replace(x, need=np.zeros_like(x.need))  # it holds its own node: as if it needed nothing
+    x_now = evolved(x, need=np.zeros_like(x.need))  # it holds its own node: as if it needed nothing
     w = np.array([r.task.cost_sensitivity for r in group])
     raw, network = score_parts(x)
     s = blend(raw, w, nodes.energy)
@@ -219,7 +217,7 @@ def migrate_gang(sched, r, nodes: NodeView, now: float) -> RescheduleEvent | Non
     net = sched.network(eps, nodes, r.profile)
     members = [nodes.index[n] for n in r.nodes]
     usable, drained = _own_room(r, nodes, members, now)
-    x = dataclasses.replace(scoring_inputs([task], [alpha], nodes, eps, net, sched.types, scope=sched.compute_scope),
+    x = evolved(scoring_inputs([task], [alpha], nodes, eps, net, sched.types, scope=sched.compute_scope),
                             usable=usable)
     raw, network = score_parts(x)
     scores = masked(sched.running, task, nodes, usable, blend(raw[0][None, :], [w], nodes.energy)[0])

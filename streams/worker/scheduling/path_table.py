@@ -86,18 +86,19 @@ class PathTable:
     def gather(self, name: str, endpoints: list[str], n_nodes: int, dtype=np.float64) -> np.ndarray:
         """[E, N] of one per-path column (NaN where no path is known): node-level paths, and where
         none is known, the path from the endpoint (or its rack) to the node's rack."""
-        out = np.full((len(endpoints), n_nodes), np.nan, dtype)
+        out = np.empty((len(endpoints), n_nodes), dtype)
         for a, ep in enumerate(endpoints):
             source = ep if ep in self.to_racks else self.rack_of.get(ep)
             cols, rows = self.by_ep.get(ep, (_EMPTY, _EMPTY))
-            col = self._column(name, source if source in self.to_racks else None, rows)
-            rack_row = self._rack_row(name, col, source) if source in self.to_racks else None
-            if rack_row is not None:
-                out[a] = rack_row
-            out[a, cols] = col[rows]  # node-level paths win
-            if rack_row is not None and cols.size:
-                gap = np.isnan(out[a])  # a node-level path without a value: its rack's path stands in
-                out[a, gap] = rack_row[gap]
+            racked = source in self.to_racks
+            col = self._column(name, source if racked else None, rows)
+            rack_row = self._rack_row(name, col, source) if racked else None
+            out[a] = np.nan if rack_row is None else rack_row
+            if cols.size:
+                out[a, cols] = col[rows]  # node-level paths win
+                if rack_row is not None:
+                    gap = np.isnan(out[a])  # a node-level path without a value: its rack's path stands in
+                    out[a, gap] = rack_row[gap]
         return out
 
     def _rack_row(self, name: str, col: np.ndarray, source: str) -> np.ndarray:

@@ -23,6 +23,7 @@ from core.scoring import (
     RESERVED,
     TEAM_QUOTA,
     UNAVAILABLE,
+    evolved,
     filter_reasons,
     load_scores,
 )
@@ -128,7 +129,7 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
         # an infinite node timeout (the replay's nodes never go silent) makes the view timeless
         key = ("nodes", getattr(self.inv, "version", None), int(now) if math.isfinite(self.node_timeout_s) else 0)
         base = self._nodes(now) if key[1] is None else self._cached(key, lambda: self._nodes(now))
-        base = dataclasses.replace(base, at=now)  # the time its paths are aged to
+        base = evolved(base, at=now)  # the time its paths are aged to
         n = len(base.ids)
         allocated = self.ledger.allocated(base.index, n)
         reports = ~np.isnan(base.reported_free).all()  # only a node's own report needs the holds since it
@@ -138,7 +139,7 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
         failed, _ = self.health(base, now)  # a node whose every path is lost takes nothing either
         closed, draining, since, due = self.maintenance.arrays(base.ids, base.leaving, now)
         free[closed] = 0.0  # cordoned, draining or leaving: no new work
-        return dataclasses.replace(base, usable=free, available=base.available & ~failed, closed=closed,
+        return evolved(base, usable=free, available=base.available & ~failed, closed=closed,
                                    draining=draining, drain_since=since, drain_due=due)
 
     def health(self, nodes: NodeView, now: float) -> tuple[np.ndarray, np.ndarray]:

@@ -58,3 +58,26 @@ def test_the_remembered_rows_are_the_plain_composition_and_follow_what_they_depe
     x = scoring_inputs(tasks, [0.5] * len(tasks), renamed, eps, net, DEFAULT_TYPES)
     assert (x.class_mask != before).any()
     np.testing.assert_array_equal(x.class_mask, _reference(tasks, renamed, eps, DEFAULT_TYPES, "auto")["class_mask"])
+
+
+def test_a_remembered_task_list_follows_types_changed_in_place_order_and_alphas():
+    """The job side is remembered per task list: a type's defaults replaced in the same dict (not a
+    new dict), the same tasks in another order, and new alphas each give what the plain composition
+    gives, never the remembered arrays."""
+    sched, now, _ = _world(16, 4)
+    nodes = sched.nodes(now)
+    tasks = _tasks(12, 4, "g")
+    eps = endpoints(tasks)
+    net = sched.network(eps, nodes, "balanced")
+    types = dict(DEFAULT_TYPES)
+    first = scoring_inputs(tasks, [0.5] * len(tasks), nodes, eps, net, types, scope="cluster")
+    for k, d in list(types.items()):  # in place: the same dict, every type now frugal
+        types[k] = dataclasses.replace(d, frugal=True)
+    x = scoring_inputs(tasks, [0.5] * len(tasks), nodes, eps, net, types, scope="cluster")
+    assert x.kind.tolist() != first.kind.tolist()
+    np.testing.assert_array_equal(x.kind, _reference(tasks, nodes, eps, types, "cluster")["kind"])
+    back = tasks[::-1]
+    y = scoring_inputs(back, [0.25] * len(back), nodes, eps, net, types, scope="cluster")
+    for field, v in _reference(back, nodes, eps, types, "cluster").items():
+        np.testing.assert_array_equal(getattr(y, field), v, err_msg=field)
+    assert (y.alpha == 0.25).all() and (x.alpha == 0.5).all()
