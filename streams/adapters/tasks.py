@@ -103,7 +103,7 @@ def _job_side(tasks: list[Task], nodes: NodeView, endpoint_ids: list[str], types
     rows = [_row(t, types[t.type], scope, nodes.class_names) for t in tasks]
     ep_lists = [[eindex[e] for e in r[0]] for r in rows]
     ptr = np.concatenate([[0], np.cumsum([len(x) for x in ep_lists])]).astype(np.int64)
-    return {
+    side = {
         "kind": np.array([r[5] for r in rows], np.int64),
         "need": np.array([r[4] for r in rows], np.float32).reshape(-1, 3),
         "class_mask": np.array([r[3] for r in rows], np.int64),
@@ -112,6 +112,9 @@ def _job_side(tasks: list[Task], nodes: NodeView, endpoint_ids: list[str], types
         "data_gb": np.array([r[2] for r in rows], np.float32),
         "accel_penalty": np.array([r[6] for r in rows], np.float32),
     }
+    for v in side.values():  # remembered and shared by every call for these tasks: a write would be a bug
+        v.setflags(write=False)
+    return side
 
 
 def constraint_reasons(task: Task, nodes: NodeView) -> np.ndarray | None:
