@@ -17,14 +17,28 @@ class _Needs:
     task object (queue retries and reservations ask for every held task at every change)."""
 
     def need(self) -> np.ndarray:
-        memo = self.__dict__.get("_need")
-        if memo is None or memo[0] is not self.task:
-            memo = self.__dict__["_need"] = (self.task, need(self.task))
-        return memo[1]
+        return self._memo()[1]
 
     def shape(self) -> tuple:
         """(need per node, workers): tasks of one shape fit where each other fits."""
-        return (tuple(self.need().tolist()), self.task.peers)
+        return self._memo()[2]
+
+    def facts(self) -> tuple[float, float, float]:
+        """(priority, expected duration, deadline — NaN without one) of its task: what the queue's
+        order and the head's reservation read of every queued task at each retry."""
+        return self._memo()[3]
+
+    def _memo(self) -> tuple:
+        """(task, need, shape, facts), once per task object."""
+        memo = self.__dict__.get("_need")
+        if memo is None or memo[0] is not self.task:
+            t = self.task
+            n = need(t)
+            n.setflags(write=False)  # shared by every caller: read it, never write it
+            deadline = math.nan if t.deferrable_until is None else float(t.deferrable_until)
+            memo = self.__dict__["_need"] = (t, n, (tuple(n.tolist()), t.peers),
+                                             (float(t.priority), float(t.expected_duration_s), deadline))
+        return memo
 
 
 @dataclass

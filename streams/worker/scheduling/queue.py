@@ -15,7 +15,6 @@ from core.reservation import held_back, node_free_times, reserve
 from schemas.sched import Decision, Fallback, Task
 from streams.adapters.inventory import NodeView
 from streams.adapters.tasks import need
-from streams.worker.scheduling.held import slack_s
 from streams.worker.scheduling.preemption import may_preempt
 
 
@@ -65,6 +64,16 @@ def reservation_for(sched, task: Task, nodes: NodeView, now: float, starving: bo
     start, picked = got
     return Reservation(task.id, [nodes.ids[i] for i in picked], start, start + task.expected_duration_s,
                        task.priority, starving)
+
+
+@dataclass(frozen=True)
+class QueuePass:
+    """What a queue retry hands Scheduler.decide_many about each task: its shape's code (need per node
+    and workers: tasks of one shape fit where each other fits) and whether the head's reservation
+    holds it back. A task that cannot be placed on what the pass has left is not decided."""
+
+    shape: np.ndarray  # int64[T]
+    behind: np.ndarray  # bool[T]
 
 
 class QueueMixin:
@@ -119,63 +128,77 @@ class QueueMixin:
         cannot place anything."""
         return (getattr(self.inv, "version", self.version), self.allocation_version, len(self.pending))
 
-    def _ordered(self, nodes: NodeView, now: float) -> tuple[list, np.ndarray, np.ndarray]:
-        """(the queued tasks not held, their service order, how long each counts as having waited)."""
+    def _ordered(self, nodes: NodeView, now: float) -> tuple[list, np.ndarray, np.ndarray, np.ndarray]:
+        """(the queued tasks not held, their service order, how long each counts as having waited,
+        their facts: float64[T, 3] priority, expected duration, deadline — Pending.facts)."""
         items = [p for p in self.pending.values() if not p.held]
         if not items:
-            return [], np.zeros(0, np.int64), np.zeros(0)
-        waited = deadline_wait(np.array([now - p.submitted_at for p in items]),
-                               np.array([slack_s(p.task, 0.0, now) for p in items]), self.max_wait_s)
-        order = queue_order(np.array([p.task.priority for p in items]),
-                            self.quotas.shares([p.task for p in items], list(self.running.values()), nodes),
-                            waited, self.max_wait_s)
-        return items, order, waited
+            return [], np.zeros(0, np.int64), np.zeros(0), np.zeros((0, 3))
+        facts = np.array([p.facts() for p in items], np.float64)
+        # slack_s(task, 0, now) of every task at once (the same arithmetic, elementwise)
+        slack = facts[:, 2] - now - np.maximum(facts[:, 1] - 0.0, 0.0)
+        waited = deadline_wait(now - np.array([p.submitted_at for p in items], np.float64), slack, self.max_wait_s)
+        order = queue_order(facts[:, 0], self.quotas.shares([p.task for p in items], list(self.running.values()), nodes)
+                            if self.quotas.active else np.zeros(len(items)), waited, self.max_wait_s)
+        return items, order, waited, facts
 
     def queue_order(self, now: float) -> list[Task]:
         """The queued tasks that are not held, in the order they are served."""
-        items, order, _ = self._ordered(self.nodes(now), now)
+        items, order, _, _ = self._ordered(self.nodes(now), now)
         return [items[i].task for i in order]
 
     def retry_pending(self, now: float | None = None) -> list[Decision]:
         """Queued tasks in service order; the ones placed now. The first that cannot be placed (nor
-        make room by preemption) gets a reservation; the ones after it are backfilled around it."""
+        make room by preemption) gets a reservation; the ones after it are backfilled around it.
+        Per queued task only arrays are built (a queue of thousands is retried at every change)."""
         now = time.time() if now is None else now
         self.reservation = None
         nodes = self.nodes(now)
-        items, order, waited = self._ordered(nodes, now)
+        items, order, waited, facts = self._ordered(nodes, now)
         if not items:
             return []
+        queued, facts = [items[i] for i in order], facts[order]
         # a task that fits on too few nodes stays queued without being decided again; tasks of one
         # shape (need per node, workers) are asked about once
         shapes: dict[tuple, int] = {}
-        code = np.array([shapes.setdefault(items[i].shape(), len(shapes)) for i in order], np.int64)
+        code = np.array([shapes.setdefault(p.shape(), len(shapes)) for p in queued], np.int64)
         fits = covers(nodes.usable[None, :, :], np.array([k[0] for k in shapes], np.float32)[:, None, :]) \
             & np.asarray(nodes.available, bool)
-        fits_on = fits.sum(axis=1)[code]
-        run = list(self.running.values())
-        room_left = self.quotas.headroom(run, nodes) if self.quotas.active else None
-        lowest = min((r.task.priority for r in run), default=None)
-        keep = [fits_on[k] >= items[i].task.peers or may_preempt(self, items[i].task, room_left, lowest)
-                for k, i in enumerate(order)]
-        head = next((k for k, ok in enumerate(keep) if not ok), None)
-        if head is not None:
-            i = order[head]
-            self.reservation = reservation_for(self, items[i].task, nodes, now, bool(waited[i] >= self.max_wait_s))
-        ahead = {items[i].task.id for k, i in enumerate(order) if head is None or k < head}
-        placeable: dict[tuple, bool] = {}  # (shape, held back by the reservation) -> could be placed
-        tasks = []
-        for k, i in enumerate(order):
-            t = items[i].task
-            if not keep[k]:
-                continue
-            key = (int(code[k]), t.id not in ahead and self._behind(t, now))
-            if key not in placeable:
-                room = fits[key[0]] & ~self._reserved_mask(nodes) if key[1] else fits[key[0]]
-                placeable[key] = self.could_hold(t, room, nodes)
-            # what cannot be placed on the room there is now cannot later in this pass: not decided
-            if placeable[key] or (self.preemption and self.opted_in(t)):
-                tasks.append(t)
-        if not tasks:
+        keep = fits.sum(axis=1)[code] >= np.array([k[1] for k in shapes], np.int64)[code]
+        if self.preemption and not keep.all():  # without preemption may_preempt says no to all
+            run = list(self.running.values())
+            room_left = self.quotas.headroom(run, nodes) if self.quotas.active else None
+            lowest = min((r.task.priority for r in run), default=None)
+            for k in np.flatnonzero(~keep):
+                keep[k] = may_preempt(self, queued[k].task, room_left, lowest)
+        missing = np.flatnonzero(~keep)
+        head = int(missing[0]) if missing.size else len(queued)
+        if missing.size:
+            self.reservation = reservation_for(self, queued[head].task, nodes, now,
+                                               bool(waited[order[head]] >= self.max_wait_s))
+        # held back by the head's reservation: behind it (after it in the order) and _behind's rule
+        behind = (np.arange(len(queued)) > head) & self._behind_all(facts, now)
+        kept = np.flatnonzero(keep)
+        combo = code[kept] * 2 + behind[kept]
+        placeable = np.zeros(2 * len(shapes), bool)  # (shape, held back) -> could be placed on the room now
+        for c in np.unique(combo):
+            room = fits[c // 2] & ~self._reserved_mask(nodes) if c % 2 else fits[c // 2]
+            placeable[c] = self.could_hold(queued[kept[np.argmax(combo == c)]].task, room, nodes)
+        # what cannot be placed on the room there is now cannot later in this pass: not decided
+        take = placeable[combo]
+        if self.preemption:
+            take |= np.array([self.opted_in(queued[k].task) for k in kept], bool)
+        take = kept[take]
+        if not take.size:
             return []
-        return [d for d in self.decide_many(tasks, now, placeable_only=True, ahead=ahead)
+        tasks = [queued[k].task for k in take]
+        return [d for d in self.decide_many(tasks, now, queue=QueuePass(code[take], behind[take]))
                 if d.status == "placed" and d.task_id in self.running]
+
+    def _behind_all(self, facts: np.ndarray, now: float) -> np.ndarray:
+        """bool[T]: :meth:`_behind` of tasks with these facts (Pending.facts), other than the head."""
+        res = self.reservation
+        if res is None or res.task_id not in self.pending:
+            return np.zeros(len(facts), bool)
+        outranks = (facts[:, 0] > res.priority) & (not res.starving)
+        return ~outranks & (now + facts[:, 1] > res.start)  # core.reservation.held_back, elementwise

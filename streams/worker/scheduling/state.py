@@ -51,7 +51,7 @@ from streams.worker.scheduling.path_table import (
     path_losses,
 )
 from streams.worker.scheduling.preemption import Preemption, may_preempt, plan, preempt
-from streams.worker.scheduling.queue import QueueMixin, Reservation
+from streams.worker.scheduling.queue import QueueMixin, QueuePass, Reservation
 from streams.worker.scheduling.quotas import QuotaBook
 from streams.worker.scheduling.ramp import RampBook, draw_of
 
@@ -194,13 +194,13 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
         return self.decide_many([task], now, reserve, exclude)[0]
 
     def decide_many(self, tasks: list[Task], now: float | None = None, reserve=None,
-                    exclude: list[str] = (), placeable_only: bool = False, ahead: set = frozenset()) -> list[Decision]:
+                    exclude: list[str] = (), queue: QueuePass | None = None) -> list[Decision]:
         """Decide ``tasks`` in this order, each seeing what the ones before it took: one node view,
         one kernel call per network profile for all of them (scores do not depend on what is free;
-        feasibility is checked again at each reservation), then a placement each. ``placeable_only``:
-        a task that fits on fewer nodes than it needs, after what the batch took so far, is left as
-        it is (queued) without a decision — what retrying a long queue needs. ``ahead``: tasks before
-        the head of the queue, which its reservation does not hold back."""
+        feasibility is checked again at each reservation), then a placement each. ``queue``: a queue
+        retry's pass (queue.QueuePass): a task that fits on fewer nodes than it needs, after what the
+        batch took so far, is left as it is (queued) without a decision, and a task the head's
+        reservation holds back keeps off its nodes."""
         now = time.time() if now is None else now
         nodes = self.nodes(now)
         if exclude:
@@ -211,28 +211,29 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
         for profile in sorted(set(profiles)):
             group = [j for j, p in enumerate(profiles) if p == profile]
             # a queue's retry places few of the tasks it is given: they are scored as it reaches them
-            first = QUEUE_CHUNK if placeable_only else len(group)
+            first = QUEUE_CHUNK if queue is not None else len(group)
             scored[profile] = ChunkedScores(self, [tasks[j] for j in group], nodes, profile, first)
             row.update({j: k for k, j in enumerate(group)})
+        reserved = self._reserved_mask(nodes) if queue is not None and queue.behind.any() else None
         out, may = [], {}  # may: (shape, held back) -> could be placed on ``usable`` as it is now
         for j, task in enumerate(tasks):
-            held = self._held(task, nodes, now, ahead)
-            # a queued task that cannot be placed on what is left (off the head's reservation) stays as
-            # it is, undecided: the decision could only say so again
-            if placeable_only:
-                key = (need(task).tobytes(), task.peers, bool(held.any()))
-                if key not in may:
-                    may[key] = self._may_place(task, usable, nodes, held)
-                if not may[key] and not may_preempt(self, task):
+            if queue is None:
+                held = self.blocked(task, nodes, now)
+            else:
+                held_back = bool(queue.behind[j]) and bool(reserved.any())
+                held = reserved if held_back else np.zeros(len(nodes.ids), bool)
+                # a queued task that cannot be placed on what is left (off the head's reservation)
+                # stays as it is, undecided: the decision could only say so again
+                key = (int(queue.shape[j]), held_back)
+                ok = may.get(key)
+                if ok is None:
+                    ok = may[key] = self._may_place(task, usable, nodes, held)
+                if not ok and not (self.preemption and may_preempt(self, task)):
                     continue
             b, t = scored[profiles[j]][row[j]]
             out.append(self._place_one(task, b, t, nodes, usable, reserve, now, held))
             may.clear()  # what it took (or gave back) changes what the next ones may
         return out
-
-    def _held(self, task: Task, nodes: NodeView, now: float, ahead: set) -> np.ndarray:
-        """bool[N] the head's reserved nodes ``task`` may not take (none for tasks ahead of the head)."""
-        return np.zeros(len(nodes.ids), bool) if task.id in ahead else self.blocked(task, nodes, now)
 
     def _may_place(self, task: Task, usable: np.ndarray, nodes: NodeView, held: np.ndarray) -> bool:
         return self.could_hold(task, fitting(usable, need(task), nodes.available) & ~held, nodes)

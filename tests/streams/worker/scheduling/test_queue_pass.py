@@ -1,0 +1,98 @@
+"""The queue retry in arrays (queue.py: Pending.facts, _ordered, _behind_all) against the per-task
+rules it replaced: each queued task's wait (deadlines kept), the service order, and whether the head's
+reservation holds it back — over priorities, durations, deadlines and starving heads. Then a whole retry
+of a long mixed queue places what a plain first-fit walk of the same order says it can."""
+
+import numpy as np
+import pytest
+
+from core.quota import deadline_wait, queue_order
+from core.reservation import held_back
+from schemas.sched import Task
+from streams.worker.scheduling.held import Pending, slack_s
+from streams.worker.scheduling.queue import Reservation
+from tests.helpers.scheduling import gpu_node, make_scheduler
+
+NOW = 1_000_000.0
+
+
+def queue(seed: int, n: int = 60) -> dict[str, Pending]:
+    rng = np.random.default_rng(seed)
+    out = {}
+    for i in range(n):
+        deadline = None if rng.random() < 0.6 else float(NOW + rng.uniform(-100, 20_000))
+        t = Task(id=f"t{i}", type="inference", resources={"cards": int(rng.integers(1, 9))}, submitted_at=NOW,
+                 priority=int(rng.integers(0, 4)) * 25, expected_duration_s=float(rng.choice([60, 600, 3600, 7200])),
+                 deferrable_until=deadline)
+        out[t.id] = Pending(t, NOW - float(rng.uniform(0, 2000)))
+    return out
+
+
+def scheduler(pending):
+    s = make_scheduler([gpu_node(f"n{i}", NOW) for i in range(2)], {})
+    s.node_timeout_s = float("inf")
+    s.pending = pending
+    return s
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_wait_and_the_order_are_the_per_task_ones(seed):
+    s = scheduler(queue(seed))
+    items, order, waited, facts = s._ordered(s.nodes(NOW), NOW)
+    # the plain composition: slack_s and the wait task by task, then the order
+    ref_wait = deadline_wait(np.array([NOW - p.submitted_at for p in items]),
+                             np.array([slack_s(p.task, 0.0, NOW) for p in items]), s.max_wait_s)
+    assert np.array_equal(waited, ref_wait)
+    assert np.array_equal(order, queue_order(np.array([p.task.priority for p in items]), np.zeros(len(items)),
+                                             ref_wait, s.max_wait_s))
+    assert (ref_wait >= s.max_wait_s).any() and (ref_wait < s.max_wait_s).any()  # both kinds are in it
+    assert [f[0] for f in facts] == [p.task.priority for p in items]
+
+
+@pytest.mark.parametrize("starving", [False, True])
+@pytest.mark.parametrize("seed", range(4))
+def test_held_back_by_the_reservation_is_the_per_task_rule(seed, starving):
+    pending = queue(seed)
+    s = scheduler(pending)
+    head = pending["t0"]
+    s.reservation = Reservation("t0", ["n0"], NOW + 1800.0, NOW + 5400.0, 50, starving)
+    items, _, _, facts = s._ordered(s.nodes(NOW), NOW)
+    got = s._behind_all(facts, NOW)
+    want = np.array([s._behind(p.task, NOW) for p in items])
+    others = np.array([p is not head for p in items])
+    assert np.array_equal(got[others], want[others])
+    # the rule itself, written out: lower-or-equal priority (any while the head starves) that would
+    # not end by the reservation's start
+    ref = np.array([(starving or p.task.priority <= 50) and held_back(NOW + 1800.0, NOW, p.task.expected_duration_s)
+                    for p in items])
+    assert np.array_equal(got[others], ref[others]) and got.any() and not got.all()
+    s.reservation = Reservation("gone", ["n0"], NOW + 1800.0, NOW + 5400.0, 50, starving)  # its task left
+    assert not s._behind_all(facts, NOW).any()
+
+
+def test_a_new_task_object_refreshes_the_facts():
+    p = Pending(Task(id="a", type="inference", resources={"cards": 2}, priority=10), NOW)
+    assert p.facts()[0] == 10.0 and p.shape() == ((2.0, 0.0, 0.0), 1)
+    p.task = p.task.model_copy(update={"priority": 90, "deferrable_until": NOW + 50})
+    assert p.facts()[0] == 90.0 and p.facts()[2] == NOW + 50
+    with pytest.raises(ValueError):
+        p.need()[0] = 5  # shared: read-only
+
+
+def test_a_retry_of_a_long_queue_places_in_order_what_fits():
+    """Two free 8-card nodes, a queue of one-card to eight-card tasks of one priority in wait order:
+    first come, first placed while cards last, and a task that no longer fits once the ones before it
+    took their cards is left queued, undecided. The next retry finds nothing fits: its first task
+    holds the reservation."""
+    s = scheduler({})
+    cards = [4, 4, 8, 2, 1, 8, 1, 3]
+    for i, c in enumerate(cards):
+        t = Task(id=f"q{i}", type="inference", resources={"cards": c}, submitted_at=NOW - 100 + i,
+                 expected_duration_s=600)
+        s.pending[t.id] = Pending(t, NOW - 100 + i)
+    placed = s.retry_pending(NOW)
+    assert sorted(d.task_id for d in placed) == ["q0", "q1", "q2"]  # q0 and q1 fill one node, q2 the other
+    assert s.reservation is None  # every task fitted when the pass began
+    assert set(s.pending) == {"q3", "q4", "q5", "q6", "q7"}
+    assert s.retry_pending(NOW + 1) == []
+    assert s.reservation is not None and s.reservation.task_id == "q3"  # first in line, nothing fits
