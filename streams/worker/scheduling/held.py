@@ -13,31 +13,34 @@ from streams.adapters.tasks import need
 
 
 class _Needs:
-    """``need()``: what the held task takes on each node (streams.adapters.tasks.need), built once per
-    task object (queue retries and reservations ask for every held task at every change)."""
+    """``need()``: what the held task takes on each node (streams.adapters.tasks.need), its shape and
+    facts, built once per task object (queue retries and reservations ask for every held task at every
+    change)."""
+
+    _memo_of = None  # (task, need, shape, facts) of the task it was built for
 
     def need(self) -> np.ndarray:
-        return self._memo()[1]
+        return self.memo()[1]
 
     def shape(self) -> tuple:
         """(need per node, workers): tasks of one shape fit where each other fits."""
-        return self._memo()[2]
+        return self.memo()[2]
 
     def facts(self) -> tuple[float, float, float]:
         """(priority, expected duration, deadline — NaN without one) of its task: what the queue's
         order and the head's reservation read of every queued task at each retry."""
-        return self._memo()[3]
+        return self.memo()[3]
 
-    def _memo(self) -> tuple:
-        """(task, need, shape, facts), once per task object."""
-        memo = self.__dict__.get("_need")
+    def memo(self) -> tuple:
+        """(task, need, shape, facts), once per task object (a new one — a changed priority — is seen)."""
+        memo = self._memo_of
         if memo is None or memo[0] is not self.task:
             t = self.task
             n = need(t)
             n.setflags(write=False)  # shared by every caller: read it, never write it
             deadline = math.nan if t.deferrable_until is None else float(t.deferrable_until)
-            memo = self.__dict__["_need"] = (t, n, (tuple(n.tolist()), t.peers),
-                                             (float(t.priority), float(t.expected_duration_s), deadline))
+            memo = self._memo_of = (t, n, (tuple(n.tolist()), t.peers),
+                                    (float(t.priority), float(t.expected_duration_s), deadline))
         return memo
 
 

@@ -43,27 +43,43 @@ def reservation_for(sched, task: Task, nodes: NodeView, now: float, starving: bo
     feasible = fitting(nodes.capacity, n, nodes.available & ~nodes.closed) & \
         (classes[nodes.node_class] if len(classes) else True)
     feasible &= sched.quotas.room(list(sched.running.values()), task, sched.quotas.team_of(task), nodes)
-    at, per, ran_s, placed_at, expected, needs = [], [], [], [], [], []  # the running tasks here, one pass
-    for r in sched.running.values():
-        rows = r.rows_in(nodes.index)
-        if rows:
-            at += rows
-            per.append(len(rows))
-            ran_s.append(r.ran_s)
-            placed_at.append(r.placed_at)
-            expected.append(r.task.expected_duration_s)
-            needs.append(r.need())
+    at, per, ran_s, placed_at, expected, needs = _running_here(sched, nodes)
     # expected_end of every running task at once (the same arithmetic, elementwise)
-    ran = np.array(ran_s, np.float64) + np.maximum(now - np.array(placed_at, np.float64), 0.0)
-    ends = now + np.maximum(np.array(expected, np.float64) - ran, 0.0)
-    free = node_free_times(n, nodes.usable, feasible, np.array(at, np.int64), np.repeat(ends, per),
-                           np.repeat(np.array(needs, np.float64).reshape(-1, n.size), per, axis=0), now)
+    ran = ran_s + np.maximum(now - placed_at, 0.0)
+    ends = now + np.maximum(expected - ran, 0.0)
+    free = node_free_times(n, nodes.usable, feasible, at, np.repeat(ends, per), needs, now)
     got = reserve(free, task.peers)
     if got is None:
         return None
     start, picked = got
     return Reservation(task.id, [nodes.ids[i] for i in picked], start, start + task.expected_duration_s,
                        task.priority, starving)
+
+
+def _running_here(sched, nodes: NodeView) -> tuple:
+    """(node rows, rows per task, ran_s, placed_at, expected duration, need per row) of the running
+    tasks on ``nodes``; once per allocation version, ledger change and node index (a start, an end and
+    a move change both counters: nothing else changes where a task runs or since when)."""
+    def build() -> tuple:
+        at, per, ran_s, placed_at, expected, needs = [], [], [], [], [], []
+        for r in sched.running.values():
+            rows = r.rows_in(nodes.index)
+            if rows:
+                at += rows
+                per.append(len(rows))
+                ran_s.append(r.ran_s)
+                placed_at.append(r.placed_at)
+                expected.append(r.task.expected_duration_s)
+                needs.append(r.need())
+        out = (np.array(at, np.int64), np.array(per, np.int64), np.array(ran_s, np.float64),
+               np.array(placed_at, np.float64), np.array(expected, np.float64),
+               np.repeat(np.array(needs, np.float64).reshape(-1, 3), per, axis=0))
+        for a in out:  # shared by every reservation until the books change: read them, never write them
+            a.setflags(write=False)
+        return out
+
+    key = ("running here", sched.allocation_version, sched.ledger.changes, len(sched.running), nodes.index)
+    return sched._cached(key, build)
 
 
 @dataclass(frozen=True)
@@ -134,7 +150,7 @@ class QueueMixin:
         items = [p for p in self.pending.values() if not p.held]
         if not items:
             return [], np.zeros(0, np.int64), np.zeros(0), np.zeros((0, 3))
-        facts = np.array([p.facts() for p in items], np.float64)
+        facts = np.array([p.memo()[3] for p in items], np.float64)
         # slack_s(task, 0, now) of every task at once (the same arithmetic, elementwise)
         slack = facts[:, 2] - now - np.maximum(facts[:, 1] - 0.0, 0.0)
         waited = deadline_wait(now - np.array([p.submitted_at for p in items], np.float64), slack, self.max_wait_s)
@@ -161,7 +177,7 @@ class QueueMixin:
         # a task that fits on too few nodes stays queued without being decided again; tasks of one
         # shape (need per node, workers) are asked about once
         shapes: dict[tuple, int] = {}
-        code = np.array([shapes.setdefault(p.shape(), len(shapes)) for p in queued], np.int64)
+        code = np.array([shapes.setdefault(p.memo()[2], len(shapes)) for p in queued], np.int64)
         fits = covers(nodes.usable[None, :, :], np.array([k[0] for k in shapes], np.float32)[:, None, :]) \
             & np.asarray(nodes.available, bool)
         keep = fits.sum(axis=1)[code] >= np.array([k[1] for k in shapes], np.int64)[code]

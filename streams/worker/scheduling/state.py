@@ -215,12 +215,13 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
             scored[profile] = ChunkedScores(self, [tasks[j] for j in group], nodes, profile, first)
             row.update({j: k for k, j in enumerate(group)})
         reserved = self._reserved_mask(nodes) if queue is not None and queue.behind.any() else None
+        holds = reserved is not None and bool(reserved.any())  # a task held back keeps off some node
         out, may = [], {}  # may: (shape, held back) -> could be placed on ``usable`` as it is now
         for j, task in enumerate(tasks):
             if queue is None:
                 held = self.blocked(task, nodes, now)
             else:
-                held_back = bool(queue.behind[j]) and bool(reserved.any())
+                held_back = holds and bool(queue.behind[j])
                 held = reserved if held_back else np.zeros(len(nodes.ids), bool)
                 # a queued task that cannot be placed on what is left (off the head's reservation)
                 # stays as it is, undecided: the decision could only say so again
