@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -12,36 +13,35 @@ from schemas.sched import Task
 from streams.adapters.tasks import need
 
 
-class _Needs:
-    """``need()``: what the held task takes on each node (streams.adapters.tasks.need), its shape and
-    facts, built once per task object (queue retries and reservations ask for every held task at every
-    change)."""
+class Facts(NamedTuple):
+    """What the queue and the reservations read of a held task, built once per task object."""
 
-    _memo_of = None  # (task, need, shape, facts) of the task it was built for
+    task: Task
+    need: np.ndarray  # float32[3] read-only: streams.adapters.tasks.need
+    shape: tuple  # (need per node, workers): tasks of one shape fit where each other fits
+    order: tuple[float, float, float]  # (priority, expected duration, deadline — NaN without one)
+
+
+class _Needs:
+    """What the held task takes on each node and the rest of its :class:`Facts`, built once per task
+    object (queue retries and reservations ask about every held task at every change)."""
+
+    _facts = None  # Facts of the task they were built for
 
     def need(self) -> np.ndarray:
-        return self.memo()[1]
+        return self.facts().need
 
-    def shape(self) -> tuple:
-        """(need per node, workers): tasks of one shape fit where each other fits."""
-        return self.memo()[2]
-
-    def facts(self) -> tuple[float, float, float]:
-        """(priority, expected duration, deadline — NaN without one) of its task: what the queue's
-        order and the head's reservation read of every queued task at each retry."""
-        return self.memo()[3]
-
-    def memo(self) -> tuple:
-        """(task, need, shape, facts), once per task object (a new one — a changed priority — is seen)."""
-        memo = self._memo_of
-        if memo is None or memo[0] is not self.task:
+    def facts(self) -> Facts:
+        """Its task's Facts (a new task object — a changed priority — is seen)."""
+        f = self._facts
+        if f is None or f.task is not self.task:
             t = self.task
             n = need(t)
             n.setflags(write=False)  # shared by every caller: read it, never write it
             deadline = math.nan if t.deferrable_until is None else float(t.deferrable_until)
-            memo = self._memo_of = (t, n, (tuple(n.tolist()), t.peers),
+            f = self._facts = Facts(t, n, (tuple(n.tolist()), t.peers),
                                     (float(t.priority), float(t.expected_duration_s), deadline))
-        return memo
+        return f
 
 
 @dataclass

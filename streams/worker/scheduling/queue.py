@@ -146,11 +146,11 @@ class QueueMixin:
 
     def _ordered(self, nodes: NodeView, now: float) -> tuple[list, np.ndarray, np.ndarray, np.ndarray]:
         """(the queued tasks not held, their service order, how long each counts as having waited,
-        their facts: float64[T, 3] priority, expected duration, deadline — Pending.facts)."""
+        their facts: float64[T, 3] priority, expected duration, deadline — held.Facts.order)."""
         items = [p for p in self.pending.values() if not p.held]
         if not items:
             return [], np.zeros(0, np.int64), np.zeros(0), np.zeros((0, 3))
-        facts = np.array([p.memo()[3] for p in items], np.float64)
+        facts = np.array([p.facts().order for p in items], np.float64)
         # slack_s(task, 0, now) of every task at once (the same arithmetic, elementwise)
         slack = facts[:, 2] - now - np.maximum(facts[:, 1] - 0.0, 0.0)
         waited = deadline_wait(now - np.array([p.submitted_at for p in items], np.float64), slack, self.max_wait_s)
@@ -177,7 +177,7 @@ class QueueMixin:
         # a task that fits on too few nodes stays queued without being decided again; tasks of one
         # shape (need per node, workers) are asked about once
         shapes: dict[tuple, int] = {}
-        code = np.array([shapes.setdefault(p.memo()[2], len(shapes)) for p in queued], np.int64)
+        code = np.array([shapes.setdefault(p.facts().shape, len(shapes)) for p in queued], np.int64)
         fits = covers(nodes.usable[None, :, :], np.array([k[0] for k in shapes], np.float32)[:, None, :]) \
             & np.asarray(nodes.available, bool)
         keep = fits.sum(axis=1)[code] >= np.array([k[1] for k in shapes], np.int64)[code]
@@ -212,7 +212,7 @@ class QueueMixin:
                 if d.status == "placed" and d.task_id in self.running]
 
     def _behind_all(self, facts: np.ndarray, now: float) -> np.ndarray:
-        """bool[T]: :meth:`_behind` of tasks with these facts (Pending.facts), other than the head."""
+        """bool[T]: :meth:`_behind` of tasks with these facts (held.Facts.order), other than the head."""
         res = self.reservation
         if res is None or res.task_id not in self.pending:
             return np.zeros(len(facts), bool)

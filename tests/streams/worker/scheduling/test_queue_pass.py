@@ -72,9 +72,9 @@ def test_held_back_by_the_reservation_is_the_per_task_rule(seed, starving):
 
 def test_a_new_task_object_refreshes_the_facts():
     p = Pending(Task(id="a", type="inference", resources={"cards": 2}, priority=10), NOW)
-    assert p.facts()[0] == 10.0 and p.shape() == ((2.0, 0.0, 0.0), 1)
+    assert p.facts().order[0] == 10.0 and p.facts().shape == ((2.0, 0.0, 0.0), 1)
     p.task = p.task.model_copy(update={"priority": 90, "deferrable_until": NOW + 50})
-    assert p.facts()[0] == 90.0 and p.facts()[2] == NOW + 50
+    assert p.facts().order[0] == 90.0 and p.facts().order[2] == NOW + 50
     with pytest.raises(ValueError):
         p.need()[0] = 5  # shared: read-only
 
