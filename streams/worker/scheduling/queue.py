@@ -3,6 +3,7 @@ head's reservation with backfill (core/reservation.py), and expiry. A mixin of t
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from dataclasses import dataclass
@@ -61,19 +62,15 @@ def _running_here(sched, nodes: NodeView) -> tuple:
     tasks on ``nodes``; once per allocation version, ledger change and node index (a start, an end and
     a move change both counters: nothing else changes where a task runs or since when)."""
     def build() -> tuple:
-        at, per, ran_s, placed_at, expected, needs = [], [], [], [], [], []
-        for r in sched.running.values():
-            rows = r.rows_in(nodes.index)
-            if rows:
-                at += rows
-                per.append(len(rows))
-                ran_s.append(r.ran_s)
-                placed_at.append(r.placed_at)
-                expected.append(r.task.expected_duration_s)
-                needs.append(r.need())
-        out = (np.array(at, np.int64), np.array(per, np.int64), np.array(ran_s, np.float64),
-               np.array(placed_at, np.float64), np.array(expected, np.float64),
-               np.repeat(np.array(needs, np.float64).reshape(-1, 3), per, axis=0))
+        runs = list(sched.running.values())
+        rows = [r.rows_in(nodes.index) for r in runs]
+        per = np.array([len(x) for x in rows], np.int64)
+        here = per > 0
+        facts = [r.facts() for r in runs]
+        out = (np.fromiter(itertools.chain.from_iterable(rows), np.int64, int(per.sum())), per[here],
+               np.array([r.ran_s for r in runs], np.float64)[here], np.array([r.placed_at for r in runs], np.float64)[here],
+               np.array([f.order[1] for f in facts], np.float64)[here],
+               np.repeat(np.array([f.need for f in facts], np.float64).reshape(-1, 3)[here], per[here], axis=0))
         for a in out:  # shared by every reservation until the books change: read them, never write them
             a.setflags(write=False)
         return out
