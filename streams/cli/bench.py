@@ -74,7 +74,29 @@ def _analysis_benches(bsub) -> list:
                     "(>= 85 %% within 2 windows at <= 0.05); default the artificial traces, 'none' for no second set")
     bt.add_argument("--folds", type=int, default=5)
     bt.add_argument("--target", type=float, default=0.05, help="--cv: strict false alarms per path-day allowed")
-    return [bf, bb, bt]
+    bp = bsub.add_parser("replay", help="the replay's wall time: ours beside an older revision, results compared")
+    bp.add_argument("--baseline-rev", default="5f5b6d2", help="the git revision beside ours")
+    bp.add_argument("--limit", type=int, default=0, help="the first N jobs of the trace (0: all)")
+    bp.add_argument("--workers", type=int, default=2, help="simulate's processes")
+    bp.add_argument("--rounds", type=int, default=1, help="runs of each revision, in turn (medians)")
+    bp.add_argument("--policies", default="ours,topology,compute-only")
+    return [bf, bb, bt, bp]
+
+
+def _bench_replay(args) -> int:
+    from streams.dev.bench.replay import bench_replay
+    from streams.replay.engine import POLICIES
+
+    for name in ("workers", "rounds"):
+        if getattr(args, name) < 1:
+            raise UsageError(f"--{name} must be at least 1")
+    if args.limit < 0:
+        raise UsageError("--limit must be at least 0 (0: the whole trace)")
+    policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+    if not policies or any(p not in POLICIES for p in policies):
+        raise UsageError(f"--policies: a comma-separated list of {', '.join(POLICIES)}")
+    print_result(bench_replay(args.baseline_rev, args.limit, args.workers, args.rounds, policies), args.json)
+    return 0
 
 
 def _bench_forecast(args) -> int:
@@ -200,6 +222,8 @@ def cmd_bench(args, settings: Settings) -> int:
         return _bench_api(args, settings)
     if args.bench == "detect":
         return _bench_detect(args)
+    if args.bench == "replay":
+        return _bench_replay(args)
     if args.bench == "reschedule":
         for name in ("nodes", "peers", "tasks"):
             if getattr(args, name) < 1:

@@ -141,17 +141,18 @@ class QueueMixin:
         cannot place anything."""
         return (getattr(self.inv, "version", self.version), self.allocation_version, len(self.pending))
 
-    def _ordered(self, nodes: NodeView, now: float) -> tuple[list, np.ndarray, np.ndarray, np.ndarray]:
+    def _ordered(self, nodes: NodeView, now: float) -> tuple[list, np.ndarray, np.ndarray, list]:
         """(the queued tasks not held, their service order, how long each counts as having waited,
-        their facts: float64[T, 3] priority, expected duration, deadline — held.Facts.order)."""
+        their held.Facts)."""
         items = [p for p in self.pending.values() if not p.held]
         if not items:
-            return [], np.zeros(0, np.int64), np.zeros(0), np.zeros((0, 3))
-        facts = np.array([p.facts().order for p in items], np.float64)
+            return [], np.zeros(0, np.int64), np.zeros(0), []
+        facts = [p.facts() for p in items]
+        table = np.array([f.order for f in facts], np.float64)  # priority, expected duration, deadline
         # slack_s(task, 0, now) of every task at once (the same arithmetic, elementwise)
-        slack = facts[:, 2] - now - np.maximum(facts[:, 1] - 0.0, 0.0)
+        slack = table[:, 2] - now - np.maximum(table[:, 1] - 0.0, 0.0)
         waited = deadline_wait(now - np.array([p.submitted_at for p in items], np.float64), slack, self.max_wait_s)
-        order = queue_order(facts[:, 0], self.quotas.shares([p.task for p in items], list(self.running.values()), nodes)
+        order = queue_order(table[:, 0], self.quotas.shares([p.task for p in items], list(self.running.values()), nodes)
                             if self.quotas.active else np.zeros(len(items)), waited, self.max_wait_s)
         return items, order, waited, facts
 
@@ -170,11 +171,11 @@ class QueueMixin:
         items, order, waited, facts = self._ordered(nodes, now)
         if not items:
             return []
-        queued, facts = [items[i] for i in order], facts[order]
+        queued, facts = [items[i] for i in order], [facts[i] for i in order]
         # a task that fits on too few nodes stays queued without being decided again; tasks of one
         # shape (need per node, workers) are asked about once
         shapes: dict[tuple, int] = {}
-        code = np.array([shapes.setdefault(p.facts().shape, len(shapes)) for p in queued], np.int64)
+        code = np.array([shapes.setdefault(f.shape, len(shapes)) for f in facts], np.int64)
         fits = covers(nodes.usable[None, :, :], np.array([k[0] for k in shapes], np.float32)[:, None, :]) \
             & np.asarray(nodes.available, bool)
         keep = fits.sum(axis=1)[code] >= np.array([k[1] for k in shapes], np.int64)[code]
@@ -190,7 +191,7 @@ class QueueMixin:
             self.reservation = reservation_for(self, queued[head].task, nodes, now,
                                                bool(waited[order[head]] >= self.max_wait_s))
         # held back by the head's reservation: behind it (after it in the order) and _behind's rule
-        behind = (np.arange(len(queued)) > head) & self._behind_all(facts, now)
+        behind = (np.arange(len(queued)) > head) & self._behind_all(np.array([f.order for f in facts]), now)
         kept = np.flatnonzero(keep)
         combo = code[kept] * 2 + behind[kept]
         placeable = np.zeros(2 * len(shapes), bool)  # (shape, held back) -> could be placed on the room now
@@ -209,7 +210,7 @@ class QueueMixin:
                 if d.status == "placed" and d.task_id in self.running]
 
     def _behind_all(self, facts: np.ndarray, now: float) -> np.ndarray:
-        """bool[T]: :meth:`_behind` of tasks with these facts (held.Facts.order), other than the head."""
+        """bool[T]: :meth:`_behind` of tasks of these facts (float64[T, 3]: held.Facts.order), other than the head."""
         res = self.reservation
         if res is None or res.task_id not in self.pending:
             return np.zeros(len(facts), bool)

@@ -47,6 +47,13 @@ def test_bench_api_refuses_an_empty_burst_in_one_line():
     assert r.returncode == 2 and r.stderr.strip() == "cnsched: error: --requests must be at least 1"
 
 
+def test_bench_replay_refuses_an_unknown_policy_and_no_rounds_in_one_line():
+    r = run("bench", "replay", "--policies", "ours,greedy")
+    assert r.returncode == 2 and r.stderr.strip().startswith("cnsched: error: --policies: a comma-separated list of")
+    r = run("bench", "replay", "--rounds", "0")
+    assert r.returncode == 2 and r.stderr.strip() == "cnsched: error: --rounds must be at least 1"
+
+
 def test_bench_detect_refuses_a_second_set_that_is_not_there_in_one_line(tmp_path):
     r = run("bench", "detect", "--rtt-dir", str(tmp_path), "--cv", "--also", str(tmp_path / "nope"))
     assert r.returncode == 2 and r.stderr.strip() == f"cnsched: error: --also {tmp_path / 'nope'}: not a directory"

@@ -62,3 +62,31 @@ def test_bench_forecast_puts_ours_beside_last_value_seasonal_naive_and_autoets(t
         bad = subprocess.run([sys.executable, "-m", "streams.cli", "bench", "forecast", "--series", "2", *args],
                              capture_output=True, text=True, timeout=120)
         assert bad.returncode == 2 and says in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_bench_replay_reads_each_policys_wall_and_compares_results_without_walls_or_paths():
+    from pathlib import Path
+
+    from streams.dev.bench.replay import policy_walls, results_of
+
+    assert policy_walls("replay ...\n  topology seed 0: 122.4 s\n  ours seed 0: 350.2 s\nwarning: x seed 1: s\n") == \
+        {"topology": 122.4, "ours": 350.2}
+    ours = "replay of 40 philly jobs at a, b (12.5 s)\nconfig: series from /work/shared/data/rtt\n  ours  all  40  1,234\n"
+    old = "replay of 40 philly jobs at a, b (13.0 s)\nconfig: series from /tmp/x/shared/data/rtt\n  ours  all  40  1,234\n"
+    assert results_of(ours, Path("/work/shared")) == results_of(old, Path("/tmp/x/shared"))
+    assert results_of(ours, Path("/work/shared")) != results_of(old.replace("1,234", "1,235"), Path("/tmp/x/shared"))
+    assert "(12.5 s)" not in results_of(ours, Path("/work/shared"))
+
+
+def test_bench_replay_runs_an_older_revision_beside_ours_with_the_same_results():
+    """The revision beside ours is this one (HEAD, from a worktree): the results must be identical —
+    a worktree's other data path or the wall times must not count as a difference."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CNSCHED_")}
+    r = subprocess.run([sys.executable, "-m", "streams.cli", "bench", "replay", "--baseline-rev", "HEAD",
+                        "--limit", "30", "--policies", "topology", "--workers", "1", "--json"],
+                       capture_output=True, text=True, timeout=900, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout)
+    assert out["results_identical"] is True and out["jobs_limit"] == 30
+    assert out["ours_topology_s"] > 0 and out["HEAD_topology_s"] > 0
+    assert out["topology_ratio_baseline_over_ours"] == pytest.approx(out["HEAD_topology_s"] / out["ours_topology_s"])

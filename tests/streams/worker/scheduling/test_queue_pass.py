@@ -1,4 +1,4 @@
-"""The queue retry in arrays (queue.py: Pending.facts, _ordered, _behind_all) against the per-task
+"""The queue retry in arrays (queue.py: held.Facts, _ordered, _behind_all) against the per-task
 rules it replaced: each queued task's wait (deadlines kept), the service order, and whether the head's
 reservation holds it back — over priorities, durations, deadlines and starving heads. Then a whole retry
 of a long mixed queue places what a plain first-fit walk of the same order says it can."""
@@ -46,7 +46,7 @@ def test_the_wait_and_the_order_are_the_per_task_ones(seed):
     assert np.array_equal(order, queue_order(np.array([p.task.priority for p in items]), np.zeros(len(items)),
                                              ref_wait, s.max_wait_s))
     assert (ref_wait >= s.max_wait_s).any() and (ref_wait < s.max_wait_s).any()  # both kinds are in it
-    assert [f[0] for f in facts] == [p.task.priority for p in items]
+    assert [f.order[0] for f in facts] == [p.task.priority for p in items]
 
 
 @pytest.mark.parametrize("starving", [False, True])
@@ -57,6 +57,7 @@ def test_held_back_by_the_reservation_is_the_per_task_rule(seed, starving):
     head = pending["t0"]
     s.reservation = Reservation("t0", ["n0"], NOW + 1800.0, NOW + 5400.0, 50, starving)
     items, _, _, facts = s._ordered(s.nodes(NOW), NOW)
+    facts = np.array([f.order for f in facts])
     got = s._behind_all(facts, NOW)
     want = np.array([s._behind(p.task, NOW) for p in items])
     others = np.array([p is not head for p in items])
