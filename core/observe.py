@@ -229,14 +229,18 @@ def _hampel_medians(s, limit):  # pragma: no cover - compiled
 
 
 def observe(rtt_ms: np.ndarray, loss: np.ndarray, model: ProbeModel, seed: int,
-            jitter: np.ndarray | None = None, medians_only: bool = False) -> dict[str, np.ndarray]:
+            jitter: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """One window of results per path, drawn around the truth (``rtt_ms``, ``loss``) with ``seed``
-    (``jitter``: per-path spreads, see :func:`draw_probes`). ``medians_only``: count, lost, loss,
-    p50 and p95 alone (what the replay's scheduler reads; the same values, bit for bit), in one
-    compiled pass over the sorted draws."""
+    (``jitter``: per-path spreads, see :func:`draw_probes`): every field of :func:`window_results`."""
+    return window_results(draw_probes(rtt_ms, loss, model, np.random.default_rng(seed), jitter), model.hampel_k)
+
+
+def observe_medians(rtt_ms: np.ndarray, loss: np.ndarray, model: ProbeModel, seed: int,
+                    jitter: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """The same windows as :func:`observe` (the same draws), but only count, lost, loss, p50 and p95:
+    what the replay's scheduler reads, the same values bit for bit, in one compiled pass over the
+    sorted draws."""
     samples = draw_probes(rtt_ms, loss, model, np.random.default_rng(seed), jitter)
-    if not medians_only:
-        return window_results(samples, model.hampel_k)
     n_lost, q = _hampel_medians(np.sort(samples, axis=1), model.hampel_k * MAD_TO_SIGMA)
     count = np.full(samples.shape[0], model.probes, np.int64)
     return {"count": count, "lost": n_lost, "p50": q[0], "p95": q[1], "loss": n_lost / model.probes}

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from core.jobperf import PerfModel
-from core.observe import ProbeModel, observe
+from core.observe import ProbeModel, observe_medians
 from core.topology import Fabric
 from streams.adapters.network import PathColumns
 from streams.replay.cluster import Cluster, ClusterSpec
@@ -240,7 +240,7 @@ def observe_epoch(net: SimNet, truth: Truth, uplink_jobs: np.ndarray, probes: Pr
                   seed: int) -> None:
     """One window per probed path, drawn around the truth, into the Scheduler's network view."""
     src, dst, rtt, loss, util = truth.probe_paths(uplink_jobs)
-    res = observe(rtt, loss, probes, seed, truth.probe_jitter(probes.jitter), medians_only=True)
+    res = observe_medians(rtt, loss, probes, seed, truth.probe_jitter(probes.jitter))
     net.put(src, dst, res, util, end)
 
 

@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from core.observe import ProbeModel, draw_probes, observe, window_results
+from core.observe import ProbeModel, draw_probes, observe, observe_medians, window_results
 from core.windowstats import window_stats_reference
 
 
@@ -134,7 +134,7 @@ def test_the_compiled_draw_is_numpys_lognormal_spikes_and_losses_bit_for_bit():
 
 
 def test_the_medians_only_pass_gives_the_full_windows_fields_bit_for_bit():
-    """observe(medians_only=True) (what the replay reads) against the full window results of the
+    """observe_medians (what the replay reads) against the full window results of the
     same draws: count, lost, loss, p50 and p95 equal, over spikes, losses from none to all, constant
     rows (jitter 0: MAD 0), one path and none."""
     gen = np.random.default_rng(5)
@@ -143,9 +143,9 @@ def test_the_medians_only_pass_gives_the_full_windows_fields_bit_for_bit():
         rtt, loss = gen.uniform(0.05, 300, n), gen.choice([0.0, 0.1, 0.9, 1.0], n)
         for jitter in (None, gen.uniform(0.0, 0.4, n)):
             full = observe(rtt, loss, model, 11, jitter)
-            fast = observe(rtt, loss, model, 11, jitter, medians_only=True)
+            fast = observe_medians(rtt, loss, model, 11, jitter)
             assert sorted(fast) == ["count", "loss", "lost", "p50", "p95"]
             for f in fast:
                 np.testing.assert_array_equal(fast[f], full[f], err_msg=f)
-    const = observe(np.array([4.0]), np.array([0.0]), ProbeModel(jitter=0.0, spike_share=0.0), 1, medians_only=True)
+    const = observe_medians(np.array([4.0]), np.array([0.0]), ProbeModel(jitter=0.0, spike_share=0.0), 1)
     assert const["p50"][0] == const["p95"][0] == 4.0 and const["lost"][0] == 0
