@@ -192,9 +192,15 @@ def _quiet(sched, nodes: NodeView, group: list, cur: np.ndarray, best: np.ndarra
 
 
 def _see_group(sched, group: list, x, net, cur: np.ndarray) -> np.ndarray:
-    """bool[T]: :func:`_saw` for every task of a group, each by the newest window of its own paths."""
+    """bool[T]: :func:`_saw` for every task of a group, each by the newest window of its own paths
+    (elementwise: the same comparisons and maximum)."""
     newest = worst_per_task(net.end, x.ep_ptr, x.ep_idx, cur)
-    return np.array([_saw(sched, r, float(newest[t])) for t, r in enumerate(group)], bool)
+    seen = np.array([r.seen_window_end for r in group], np.float64)
+    version = sched.forecast_version
+    fresh = ~(newest <= seen) | (version > np.array([r.seen_forecast_version for r in group]))
+    for r, end in zip(group, np.where(np.isnan(newest), seen, np.maximum(seen, newest)).tolist(), strict=True):
+        r.seen_window_end, r.seen_forecast_version = end, version
+    return fresh
 
 
 def _saw(sched, r, newest: float) -> bool:

@@ -117,3 +117,4 @@ def test_the_running_tasks_for_the_reservation_are_the_per_task_ones_and_follow_
     s.end("r1")
     at2, per2, *_ = _running_here(s, s.nodes(NOW + 11))
     assert per2.tolist() == [2, 1, 1] and len(at2) == 4  # an end changes the books: built again
+
