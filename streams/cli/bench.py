@@ -205,8 +205,9 @@ def cmd_bench(args, settings: Settings) -> int:
             raise UsageError("--window must be at least 1 and --samples at least --window")
         print_result(bench_battery(args.samples, args.window), args.json)
         return 0
-    if args.bench == "forecast":
-        return _bench_forecast(args)
+    own = {"forecast": _bench_forecast, "decide": _bench_decide, "detect": _bench_detect, "replay": _bench_replay}
+    if args.bench in own:
+        return own[args.bench](args)
     if args.bench == "sink":
         if args.results < 1:
             raise UsageError("--results must be at least 1")
@@ -216,14 +217,8 @@ def cmd_bench(args, settings: Settings) -> int:
             with EmbeddedBroker() as bootstrap:
                 print_result(asyncio.run(bench_sink(settings.with_bootstrap(bootstrap), args.results)), args.json)
         return 0
-    if args.bench == "decide":
-        return _bench_decide(args)
     if args.bench == "api":
         return _bench_api(args, settings)
-    if args.bench == "detect":
-        return _bench_detect(args)
-    if args.bench == "replay":
-        return _bench_replay(args)
     if args.bench == "reschedule":
         for name in ("nodes", "peers", "tasks"):
             if getattr(args, name) < 1:

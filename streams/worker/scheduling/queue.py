@@ -101,10 +101,9 @@ class QueueMixin:
     def _behind(self, task: Task, now: float) -> bool:
         """Whether the head's reservation holds ``task`` back (see :meth:`blocked`)."""
         res = self.reservation
-        if res is None or res.task_id == task.id or res.task_id not in self.pending or \
-                (task.priority > res.priority and not res.starving):
+        if res is None or res.task_id == task.id:
             return False
-        return held_back(res.start, now, task.expected_duration_s)
+        return bool(self._behind_all(np.array([[task.priority, task.expected_duration_s, math.nan]]), now)[0])
 
     def _reserved_mask(self, nodes: NodeView) -> np.ndarray:
         """bool[N] the reservation's nodes, once per reservation and node list."""
@@ -215,4 +214,4 @@ class QueueMixin:
         if res is None or res.task_id not in self.pending:
             return np.zeros(len(facts), bool)
         outranks = (facts[:, 0] > res.priority) & (not res.starving)
-        return ~outranks & (now + facts[:, 1] > res.start)  # core.reservation.held_back, elementwise
+        return ~outranks & held_back(res.start, now, facts[:, 1])

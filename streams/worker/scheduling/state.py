@@ -197,10 +197,8 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
                     exclude: list[str] = (), queue: QueuePass | None = None) -> list[Decision]:
         """Decide ``tasks`` in this order, each seeing what the ones before it took: one node view,
         one kernel call per network profile for all of them (scores do not depend on what is free;
-        feasibility is checked again at each reservation), then a placement each. ``queue``: a queue
-        retry's pass (queue.QueuePass): a task that fits on fewer nodes than it needs, after what the
-        batch took so far, is left as it is (queued) without a decision, and a task the head's
-        reservation holds back keeps off its nodes."""
+        feasibility is checked again at each reservation), then a placement each. ``queue``: a retry's
+        pass (queue.QueuePass): a task that no longer fits on enough nodes stays queued, undecided."""
         now = time.time() if now is None else now
         nodes = self.nodes(now)
         if exclude:
