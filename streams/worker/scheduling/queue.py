@@ -3,7 +3,6 @@ head's reservation with backfill (core/reservation.py), and expiry. A mixin of t
 
 from __future__ import annotations
 
-import itertools
 import math
 import time
 from dataclasses import dataclass
@@ -59,18 +58,11 @@ def reservation_for(sched, task: Task, nodes: NodeView, now: float, starving: bo
 
 def _running_here(sched, nodes: NodeView) -> tuple:
     """(node rows, rows per task, ran_s, placed_at, expected duration, need per row) of the running
-    tasks on ``nodes``; once per allocation version, ledger change and node index (a start, an end and
-    a move change both counters: nothing else changes where a task runs or since when)."""
+    tasks on ``nodes`` (books.RunningBook.placements); once per allocation version, ledger change and
+    node index (a start, an end and a move change both counters: nothing else changes where a task
+    runs or since when)."""
     def build() -> tuple:
-        runs = list(sched.running.values())
-        rows = [r.rows_in(nodes.index) for r in runs]
-        per = np.array([len(x) for x in rows], np.int64)
-        here = per > 0
-        facts = [r.facts() for r in runs]
-        out = (np.fromiter(itertools.chain.from_iterable(rows), np.int64, int(per.sum())), per[here],
-               np.array([r.ran_s for r in runs], np.float64)[here], np.array([r.placed_at for r in runs], np.float64)[here],
-               np.array([f.order[1] for f in facts], np.float64)[here],
-               np.repeat(np.array([f.need for f in facts], np.float64).reshape(-1, 3)[here], per[here], axis=0))
+        out = sched.running.placements(nodes.index)
         for a in out:  # shared by every reservation until the books change: read them, never write them
             a.setflags(write=False)
         return out
@@ -140,44 +132,44 @@ class QueueMixin:
         cannot place anything."""
         return (getattr(self.inv, "version", self.version), self.allocation_version, len(self.pending))
 
-    def _ordered(self, nodes: NodeView, now: float) -> tuple[list, np.ndarray, np.ndarray, list]:
-        """(the queued tasks not held, their service order, how long each counts as having waited,
-        their held.Facts)."""
-        items = [p for p in self.pending.values() if not p.held]
-        if not items:
-            return [], np.zeros(0, np.int64), np.zeros(0), []
-        facts = [p.facts() for p in items]
-        table = np.array([f.order for f in facts], np.float64)  # priority, expected duration, deadline
+    def _ordered(self, nodes: NodeView, now: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(the rows of the queued tasks not held in the pending book, their service order, how long
+        each counts as having waited)."""
+        book = self.pending
+        rows = book.ready()
+        if not rows.size:
+            return rows, np.zeros(0, np.int64), np.zeros(0)
+        table = book.order[rows]  # priority, expected duration, deadline
         # slack_s(task, 0, now) of every task at once (the same arithmetic, elementwise)
         slack = table[:, 2] - now - np.maximum(table[:, 1] - 0.0, 0.0)
-        waited = deadline_wait(now - np.array([p.submitted_at for p in items], np.float64), slack, self.max_wait_s)
-        order = queue_order(table[:, 0], self.quotas.shares([p.task for p in items], list(self.running.values()), nodes)
-                            if self.quotas.active else np.zeros(len(items)), waited, self.max_wait_s)
-        return items, order, waited, facts
+        waited = deadline_wait(now - book.submitted[rows], slack, self.max_wait_s)
+        shares = self.quotas.shares([p.task for p in book.entries[rows]], list(self.running.values()), nodes) \
+            if self.quotas.active else np.zeros(len(rows))
+        return rows, queue_order(table[:, 0], shares, waited, self.max_wait_s), waited
 
     def queue_order(self, now: float) -> list[Task]:
         """The queued tasks that are not held, in the order they are served."""
-        items, order, _, _ = self._ordered(self.nodes(now), now)
-        return [items[i].task for i in order]
+        rows, order, _ = self._ordered(self.nodes(now), now)
+        return [p.task for p in self.pending.entries[rows[order]]]
 
     def retry_pending(self, now: float | None = None) -> list[Decision]:
         """Queued tasks in service order; the ones placed now. The first that cannot be placed (nor
         make room by preemption) gets a reservation; the ones after it are backfilled around it.
-        Per queued task only arrays are built (a queue of thousands is retried at every change)."""
+        Per queued task only arrays are read (a queue of thousands is retried at every change; the
+        pending book keeps them)."""
         now = time.time() if now is None else now
         self.reservation = None
         nodes = self.nodes(now)
-        items, order, waited, facts = self._ordered(nodes, now)
-        if not items:
+        rows, order, waited = self._ordered(nodes, now)
+        if not rows.size:
             return []
-        queued, facts = [items[i] for i in order], [facts[i] for i in order]
+        book, ranked = self.pending, rows[order]
+        queued = book.entries[ranked]
         # a task that fits on too few nodes stays queued without being decided again; tasks of one
         # shape (need per node, workers) are asked about once
-        shapes: dict[tuple, int] = {}
-        code = np.array([shapes.setdefault(f.shape, len(shapes)) for f in facts], np.int64)
-        fits = covers(nodes.usable[None, :, :], np.array([k[0] for k in shapes], np.float32)[:, None, :]) \
-            & np.asarray(nodes.available, bool)
-        keep = fits.sum(axis=1)[code] >= np.array([k[1] for k in shapes], np.int64)[code]
+        shapes, code = np.unique(book.code[ranked], return_inverse=True)
+        fits = covers(nodes.usable[None, :, :], book.shape_need[shapes][:, None, :]) & np.asarray(nodes.available, bool)
+        keep = fits.sum(axis=1)[code] >= book.shape_peers[shapes][code]
         if self.preemption and not keep.all():  # without preemption may_preempt says no to all
             run = list(self.running.values())
             room_left = self.quotas.headroom(run, nodes) if self.quotas.active else None
@@ -190,7 +182,7 @@ class QueueMixin:
             self.reservation = reservation_for(self, queued[head].task, nodes, now,
                                                bool(waited[order[head]] >= self.max_wait_s))
         # held back by the head's reservation: behind it (after it in the order) and _behind's rule
-        behind = (np.arange(len(queued)) > head) & self._behind_all(np.array([f.order for f in facts]), now)
+        behind = (np.arange(len(queued)) > head) & self._behind_all(book.order[ranked], now)
         kept = np.flatnonzero(keep)
         combo = code[kept] * 2 + behind[kept]
         placeable = np.zeros(2 * len(shapes), bool)  # (shape, held back) -> could be placed on the room now
@@ -204,7 +196,7 @@ class QueueMixin:
         take = kept[take]
         if not take.size:
             return []
-        tasks = [queued[k].task for k in take]
+        tasks = [p.task for p in queued[take]]
         return [d for d in self.decide_many(tasks, now, queue=QueuePass(code[take], behind[take]))
                 if d.status == "placed" and d.task_id in self.running]
 

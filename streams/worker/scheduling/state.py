@@ -32,6 +32,7 @@ from schemas.sched import Decision, RescheduleEvent, Task
 from streams.adapters.inventory import NodeView, node_view
 from streams.adapters.tasks import endpoint_rows, need
 from streams.worker.scheduling.batch import QUEUE_CHUNK, BatchScores, ChunkedScores
+from streams.worker.scheduling.books import PendingBook, RunningBook
 from streams.worker.scheduling.constraints import allowed, constrained
 from streams.worker.scheduling.control import ControlMixin
 from streams.worker.scheduling.decision import Scored, decision
@@ -71,8 +72,8 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
     policy: ReschedulePolicy = field(default_factory=ReschedulePolicy)
     conversion: dict = field(default_factory=lambda: DEFAULT_MODEL_CONVERSION)
     benchmark_work: dict = field(default_factory=lambda: DEFAULT_BENCHMARK_WORK)
-    running: dict[str, Running] = field(default_factory=dict)
-    pending: dict[str, Pending] = field(default_factory=dict)
+    running: RunningBook = field(default_factory=RunningBook)
+    pending: PendingBook = field(default_factory=PendingBook)
     version: int = 0
     first_seen: dict[str, float] = field(default_factory=dict)
     allocation_version: int = 0

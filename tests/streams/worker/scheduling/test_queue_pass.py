@@ -1,4 +1,4 @@
-"""The queue retry in arrays (queue.py: held.Facts, _ordered, _behind_all) against the per-task
+"""The queue retry in arrays (queue.py: held.Facts, the pending book, _ordered, _behind_all) against the per-task
 rules it replaced: each queued task's wait (deadlines kept), the service order, and whether the head's
 reservation holds it back — over priorities, durations, deadlines and starving heads. Then a whole retry
 of a long mixed queue places what a plain first-fit walk of the same order says it can."""
@@ -31,14 +31,16 @@ def queue(seed: int, n: int = 60) -> dict[str, Pending]:
 def scheduler(pending):
     s = make_scheduler([gpu_node(f"n{i}", NOW) for i in range(2)], {})
     s.node_timeout_s = float("inf")
-    s.pending = pending
+    s.pending.update(pending)
     return s
 
 
 @pytest.mark.parametrize("seed", range(5))
 def test_the_wait_and_the_order_are_the_per_task_ones(seed):
     s = scheduler(queue(seed))
-    items, order, waited, facts = s._ordered(s.nodes(NOW), NOW)
+    rows, order, waited = s._ordered(s.nodes(NOW), NOW)
+    items = list(s.pending.entries[rows])
+    assert items == list(s.pending.values())  # none held: every entry, in the dict's order
     # the plain composition: slack_s and the wait task by task, then the order
     ref_wait = deadline_wait(np.array([NOW - p.submitted_at for p in items]),
                              np.array([slack_s(p.task, 0.0, NOW) for p in items]), s.max_wait_s)
@@ -46,7 +48,7 @@ def test_the_wait_and_the_order_are_the_per_task_ones(seed):
     assert np.array_equal(order, queue_order(np.array([p.task.priority for p in items]), np.zeros(len(items)),
                                              ref_wait, s.max_wait_s))
     assert (ref_wait >= s.max_wait_s).any() and (ref_wait < s.max_wait_s).any()  # both kinds are in it
-    assert [f.order[0] for f in facts] == [p.task.priority for p in items]
+    assert s.pending.order[rows, 0].tolist() == [p.task.priority for p in items]
 
 
 @pytest.mark.parametrize("starving", [False, True])
@@ -56,8 +58,8 @@ def test_held_back_by_the_reservation_is_the_per_task_rule(seed, starving):
     s = scheduler(pending)
     head = pending["t0"]
     s.reservation = Reservation("t0", ["n0"], NOW + 1800.0, NOW + 5400.0, 50, starving)
-    items, _, _, facts = s._ordered(s.nodes(NOW), NOW)
-    facts = np.array([f.order for f in facts])
+    rows, _, _ = s._ordered(s.nodes(NOW), NOW)
+    items, facts = list(s.pending.entries[rows]), s.pending.order[rows]
     got = s._behind_all(facts, NOW)
     want = np.array([s._behind(p.task, NOW) for p in items])
     others = np.array([p is not head for p in items])
