@@ -24,7 +24,7 @@ from core.reschedule import (
     worst_loss_per_task,
     worst_per_task,
 )
-from core.scoring import evolved, score_all, score_parts
+from core.scoring import evolved, score_parts
 from schemas.sched import RescheduleEvent
 from streams.adapters.inventory import NodeView
 from streams.adapters.tasks import endpoint_rows, endpoints, load_gb, need, scoring_inputs
@@ -100,11 +100,14 @@ def _migrate_group(sched, nodes: NodeView, group: list, profile: str, now: float
     net = sched.network(eps, nodes, profile)
     alphas = [r.alpha for r in group]
     x = scoring_inputs(tasks, alphas, nodes, eps, net, sched.types, scope=sched.compute_scope)
-    x_now = evolved(x, need=np.zeros_like(x.need))  # it holds its own node: as if it needed nothing
     w = np.array([r.task.cost_sensitivity for r in group])
-    raw, network = score_parts(x)
-    s = blend(raw, w, nodes.energy)
-    s_now = blend(score_all(x_now), w, nodes.energy)
+    # one kernel call: every node's composite as if the task needed nothing (it holds its own node:
+    # what staying is worth), and elsewhere the same values where its need fits (the kernel's own
+    # comparisons, in float32) — what score_all with its need would give
+    held, network = score_parts(evolved(x, need=np.zeros_like(x.need)))
+    fits = covers(np.asarray(x.usable, np.float32)[None, :, :], np.asarray(x.need, np.float32)[:, None, :])
+    s = blend(np.where(fits, held, np.float32(-np.inf)), w, nodes.energy)
+    s_now = blend(held, w, nodes.energy)
     cur = np.array([nodes.index[r.nodes[0]] for r in group])
     t_idx = np.arange(len(group))
     current = s_now[t_idx, cur].astype(np.float64)
