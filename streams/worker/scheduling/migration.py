@@ -217,24 +217,45 @@ def _saw(sched, r, newest: float) -> bool:
     return fresh
 
 
-def migrate_gang(sched, r, nodes: NodeView, now: float) -> RescheduleEvent | None:
+class GangScores:
+    """Running gangs of one node view scored in one kernel call per network profile (the endpoints of
+    them all gathered once), before feasibility: as if every node had room without end and the gangs
+    needed nothing, since each gang may use its own room (its resources given back). A gang's row,
+    masked by its room with the kernel's own float32 comparisons, is what scoring it alone gave, value
+    for value (the kernel's composite and network part of a task do not depend on the other tasks or
+    endpoints of a call, nor on room)."""
+
+    def __init__(self, sched, runs: list, nodes: NodeView) -> None:
+        self.of: dict[str, tuple] = {}  # task id -> (NetworkInputs, ScoringInputs, row, composite, network)
+        for profile in sorted({r.profile for r in runs}):
+            group = [r for r in runs if r.profile == profile]
+            tasks = [r.task for r in group]
+            eps = endpoints(tasks)
+            net = sched.network(eps, nodes, profile)
+            x = scoring_inputs(tasks, [r.alpha for r in group], nodes, eps, net, sched.types, scope=sched.compute_scope)
+            room = np.full(np.shape(x.usable), np.inf, np.float32)
+            composite, network = score_parts(evolved(x, usable=room, need=np.zeros_like(x.need)))
+            for t, r in enumerate(group):
+                self.of[r.task.id] = (net, x, t, composite[t], network[t])
+
+
+def migrate_gang(sched, r, nodes: NodeView, now: float, scored: GangScores | None = None) -> RescheduleEvent | None:
     """A gang is worth what its placement is worth (core.placement.gang_value); the alternative is
     the gang placement made now with the gang's own resources given back. It moves (the members
-    that change) under the same rules as a single task, against the slowest member's move."""
+    that change) under the same rules as a single task, against the slowest member's move.
+    ``scored``: the view's gangs scored together (GangScores), if the caller has them."""
     task, alpha, w = r.task, r.alpha, r.task.cost_sensitivity
-    eps = endpoints([task])
-    net = sched.network(eps, nodes, r.profile)
     members = [nodes.index[n] for n in r.nodes]
     usable, drained = _own_room(r, nodes, members, now)
-    x = evolved(scoring_inputs([task], [alpha], nodes, eps, net, sched.types, scope=sched.compute_scope),
-                            usable=usable)
-    raw, network = score_parts(x)
-    scores = masked(sched.running, task, nodes, usable, blend(raw[0][None, :], [w], nodes.energy)[0])
-    compute = nodes.compute[:, x.kind[0]].astype(np.float64)
+    net, x, t, composite, network = (scored or GangScores(sched, [r], nodes)).of[task.id]
+    raw = np.where(covers(np.asarray(usable, np.float32), np.asarray(x.need[t], np.float32)), composite,
+                   np.float32(-np.inf))
+    scores = masked(sched.running, task, nodes, usable, blend(raw[None, :], [w], nodes.energy)[0])
+    compute = nodes.compute[:, x.kind[t]].astype(np.float64)
     g = GangScorer(alpha, scores, compute, net, x.unknown_quality, nodes.energy, w)
     current = g.value(members)
     current = current if np.isfinite(current) else 0.0  # a member's node failed
-    rows = endpoint_rows(x, 0)
+    rows = endpoint_rows(x, t)
     fresh = _saw(sched, r, _gang_worst(net, "end", rows, members))
     if not drained and nodes.available[members].all() and not _could_gain(g, scores, usable, need(task), len(members),
                                                                           current, sched.policy.min_gain_points):
@@ -251,10 +272,10 @@ def migrate_gang(sched, r, nodes: NodeView, now: float) -> RescheduleEvent | Non
     deg = degraded(np.array([p95_now]), np.array([r.baseline_p95]), np.array([loss_now]), sched.policy,
                    np.array([alpha]), loss_baseline=np.array([r.baseline_loss]),
                    shift=np.array([_gang_worst(net, "shift", rows, members)]) if sched.policy.detector else None)
-    reload_gbps = x.bandwidth_gbps[x.data_ep[0], arriving] if x.data_ep[0] >= 0 else np.full(len(arriving), np.inf)
+    reload_gbps = x.bandwidth_gbps[x.data_ep[t], arriving] if x.data_ep[t] >= 0 else np.full(len(arriving), np.inf)
     cost = migration_cost_s(np.full(len(leaving), r.state_gb), net.between_nodes(leaving, arriving),
                             nodes.queue_s[arriving], sched.policy, save_s=np.full(len(leaving), r.save_s),
-                            restore_s=np.full(len(leaving), r.restore_s), reload_gb=np.full(len(leaving), x.data_gb[0]),
+                            restore_s=np.full(len(leaving), r.restore_s), reload_gb=np.full(len(leaving), x.data_gb[t]),
                             reload_gbps=reload_gbps)
     remaining = remaining_s([task.expected_duration_s], [r.ran_for(now)], sched.policy)
     joined = bool((nodes.joined_at[arriving] > r.placed_at).any())
@@ -270,8 +291,8 @@ def migrate_gang(sched, r, nodes: NodeView, now: float) -> RescheduleEvent | Non
         trigger=str(ev.trigger[0]), expected_gain_s=round(float(ev.gain_s[0]), 3),
         migration_cost_s=round(float(ev.cost_s[0]), 3),
         transfer_gb=round(len(leaving) * (r.state_gb + load_gb(task)), 6),
-        before=breakdown(compute[members].mean(), g.network(network[0][members[0]], members), current, alpha),
-        after=breakdown(compute[alt.nodes].mean(), g.network(network[0][alt.nodes[0]], alt.nodes), best, alpha),
+        before=breakdown(compute[members].mean(), g.network(network[members[0]], members), current, alpha),
+        after=breakdown(compute[alt.nodes].mean(), g.network(network[alt.nodes[0]], alt.nodes), best, alpha),
         state_version=sched.version, at=now)
     start_at = moved(sched, r, [nodes.ids[m] for m in alt.nodes], now, net, rows, alt.nodes,
                      not nodes.available[members].all(), nodes)
@@ -301,5 +322,5 @@ def _own_room(r, nodes: NodeView, members: list[int], now: float) -> tuple[np.nd
 def _gang_worst(net, name: str, rows: np.ndarray, members: list[int]) -> float:
     """The largest known ``name`` (``end``, ``shift``...) of a gang's paths: its endpoints' at every
     member, and each member's path to the first."""
-    return worst_known([endpoint_worst(getattr(net, name), rows, m) for m in members]
-                       + list(net.from_node(name, members[0])[members[1:]]))
+    at_members = getattr(net, name)[np.ix_(rows, members)]  # endpoint_worst at every member, in one read
+    return worst_known(np.concatenate([at_members.ravel(), net.from_node(name, members[0])[members[1:]]]))

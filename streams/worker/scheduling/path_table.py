@@ -56,6 +56,7 @@ class PathTable:
     to_racks: dict[str, np.ndarray] = field(default_factory=dict)  # endpoint -> int64[racks] path row (-1)
     rack_of: dict[str, str] = field(default_factory=dict)  # node -> its rack endpoint
     history: tuple | None = None  # (PathColumns, path rows): the window p95s the shift is read from
+    rack_index: dict = field(default_factory=dict)  # source -> (bool[N], int64[N]) _Shape.rack_index
     _shift: np.ndarray | None = None
     _shift_known: np.ndarray | None = None  # bool[P] where _shift is computed
     _rack_rows: dict = field(default_factory=dict)  # (column, rack endpoint) -> its row over the nodes
@@ -107,9 +108,12 @@ class PathTable:
         key = (name, source)
         row = self._rack_rows.get(key)
         if row is None:
-            racks = self.to_racks[source]
-            r = np.where(self.node_rack >= 0, racks[np.maximum(self.node_rack, 0)], -1)
-            row = self._rack_rows[key] = np.where(r >= 0, col[np.maximum(r, 0)], np.nan)
+            at = self.rack_index.get(source)
+            if at is None:  # which path row serves each node's rack: the shape's, not the values'
+                racks = self.to_racks[source]
+                r = np.where(self.node_rack >= 0, racks[np.maximum(self.node_rack, 0)], -1)
+                at = self.rack_index[source] = (r >= 0, np.maximum(r, 0))
+            row = self._rack_rows[key] = np.where(at[0], col[at[1]], np.nan)
         return row
 
 
@@ -138,7 +142,7 @@ def build_path_table(cols: PathColumns, node_ids: list[str], profile: str,
     if profile in BOTH_WAYS:  # traffic both ways: a path is as good as its worse direction
         q = worse_direction(q, src, dst)
     loss, probes, end = x["loss"], cols.column("count", rows), cols.column("end", rows)
-    aging = _ages(end, now, freshness)
+    aging = _ages_of(cols, rows, now, freshness)
     if aging is not None:
         age, stale = aging
         q = aged_quality(q, age, freshness).astype(np.float32)
@@ -153,7 +157,7 @@ def build_path_table(cols: PathColumns, node_ids: list[str], profile: str,
         q=q, p95=p95, p95_eff=p95_eff, loss=loss, probes=probes,
         end=end, path_nodes=shape.path_nodes, by_ep=shape.by_ep,
         node_q=node_q, headroom=np.where(np.isnan(util), 1.0, 1.0 - util), history=(cols, rows),
-        node_rack=shape.node_rack, to_racks=shape.to_racks, rack_of=shape.rack_of,
+        node_rack=shape.node_rack, to_racks=shape.to_racks, rack_of=shape.rack_of, rack_index=shape.rack_index,
     )
 
 
@@ -164,7 +168,7 @@ def path_losses(cols: PathColumns, node_ids: list[str], node_racks: list[str] | 
     any profile's quality: what failures.health reads."""
     rows, x, _ = cols.quality_inputs()
     loss = x["loss"]
-    aging = _ages(cols.column("end", rows), now, freshness)
+    aging = _ages_of(cols, rows, now, freshness)
     if aging is not None and aging[1].any():
         loss = np.where(aging[1], np.nan, loss)
     shape = _shape(cols, cols.src[rows], cols.dst[rows], node_ids, node_racks or [""] * len(node_ids), rack_aliases)
@@ -177,6 +181,18 @@ def aged_to(now: float | None, freshness: Freshness | None) -> float | None:
     fr = freshness
     step = max((fr.stale_s - fr.fresh_s) / 20.0, 1.0) if fr is not None and math.isfinite(fr.stale_s) else 0.0
     return None if fr is None or now is None else (math.floor(now / step) * step if step else now)
+
+
+def _ages_of(cols: PathColumns, rows: np.ndarray, now: float | None, freshness: Freshness | None):
+    """:func:`_ages` of the latest rtt windows at ``rows`` (quality_inputs' rows), once per write of the
+    columns and time: the health check and every profile's table share them (read-only)."""
+    key = (cols.writes, cols.n, len(cols.names), now, freshness)
+    if cols.aging is None or cols.aging[0] != key:
+        aging = _ages(cols.column("end", rows), now, freshness)
+        for a in aging or ():
+            a.flags.writeable = False
+        cols.aging = (key, aging)
+    return cols.aging[1]
 
 
 def _ages(end: np.ndarray, now: float | None, freshness: Freshness | None) -> tuple[np.ndarray, np.ndarray] | None:
@@ -203,6 +219,7 @@ class _Shape:
     rack_rows: np.ndarray  # the rack-level paths, and the code of the rack each starts at (-1: none)
     rack_src: np.ndarray
     racks: int
+    rack_index: dict = field(default_factory=dict)  # filled by PathTable._rack_row, shared by the tables
 
 
 def _shape(cols: PathColumns, src: np.ndarray, dst: np.ndarray, node_ids: list[str], node_racks: list[str],

@@ -42,7 +42,7 @@ from streams.worker.scheduling.held import Pending, Running
 from streams.worker.scheduling.ledger import Ledger, usable
 from streams.worker.scheduling.lifecycle import LifecycleMixin, known
 from streams.worker.scheduling.maintenance import MaintenanceBook
-from streams.worker.scheduling.migration import migrate_gang, migrate_singles
+from streams.worker.scheduling.migration import GangScores, migrate_gang, migrate_singles
 from streams.worker.scheduling.path_table import (
     NetworkInputs,
     PathTable,
@@ -124,9 +124,8 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
 
     # ------------------------------------------------------------------------------ state
     def nodes(self, now: float) -> NodeView:
-        """The inventory as arrays (rebuilt when it changes, at most once a second for the
-        timeouts), with what is usable after the ledger's holds (recomputed every call; see
-        ledger.usable for the headroom on what nodes report)."""
+        """The inventory as arrays (rebuilt when it changes, at most once a second for the timeouts), with
+        what is usable after the ledger's holds (every call; ledger.usable: the headroom on reports)."""
         # an infinite node timeout (the replay's nodes never go silent) makes the view timeless
         key = ("nodes", getattr(self.inv, "version", None), int(now) if math.isfinite(self.node_timeout_s) else 0)
         base = self._nodes(now) if key[1] is None else self._cached(key, lambda: self._nodes(now))
@@ -383,16 +382,16 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
         now = time.time() if now is None else now
         if not self.running:
             return []
-        nodes = self.nodes(now)
+        nodes = self.nodes(now)  # each gang sees the moves before it (the ledger, read again after a move)
         singles = [r for r in self.running.values() if len(r.nodes) == 1 and r.nodes[0] in nodes.index]
         gangs = [r for r in self.running.values() if len(r.nodes) > 1 and all(n in nodes.index for n in r.nodes)]
-        events = []
-        view = nodes
-        for r in gangs:  # each gang sees the moves before it (the ledger, read again after a move)
+        events, view, scored = [], nodes, None
+        for k, r in enumerate(gangs):
             view = self.nodes(now) if view is None else view
-            if (ev := migrate_gang(self, r, view, now)) is not None:
+            scored = GangScores(self, gangs[k:], view) if scored is None else scored  # again after a move
+            if (ev := migrate_gang(self, r, view, now, scored)) is not None:
                 events.append(ev)
-                view = None
+                view = scored = None
         events += migrate_singles(self, singles, now, view)
         if events:
             self.books_changed()
