@@ -19,10 +19,10 @@ def covers(usable: np.ndarray, need: np.ndarray) -> np.ndarray:
     """bool: where ``usable`` (float[..., R]) covers ``need`` (float[R], or float[J, 1, R] against
     float[N, R] for many tasks at once) in every resource."""
     usable, need = np.asarray(usable), np.asarray(need)
-    if usable.ndim == 2 and need.ndim == 1 and need.shape[0]:  # one task against every node: a column at a time (R is small)
-        ok = usable[:, 0] >= need[0]
-        for r in range(1, need.shape[0]):
-            ok &= usable[:, r] >= need[r]
+    if need.shape[-1] and usable.shape[-1] == need.shape[-1]:  # a resource at a time (R is small): no [..., R] temporary
+        ok = usable[..., 0] >= need[..., 0]
+        for r in range(1, need.shape[-1]):
+            ok &= usable[..., r] >= need[..., r]
         return ok
     return np.all(usable >= need, axis=-1)
 

@@ -262,8 +262,7 @@ def worst_loss_per_task(loss: np.ndarray, probes: np.ndarray, ep_ptr: np.ndarray
     vals = loss[ep_idx, cols[task_of]]
     at_worst = vals == worst[task_of]
     p = np.where(at_worst, np.nan_to_num(probes[ep_idx, cols[task_of]]), -1.0)
-    best = np.full(T, -1.0)
-    np.maximum.at(best, task_of, p)
+    best = _max_by_task(p.astype(np.float64), ep_ptr, -1.0)
     return worst, np.where(best < 0, 0.0, best)
 
 
@@ -274,5 +273,16 @@ def _segment_max(values: np.ndarray, ep_ptr: np.ndarray, ep_idx: np.ndarray, col
     out = np.full(T, -np.inf)
     if task_of.size:
         vals = values[ep_idx, np.asarray(cols)[task_of]].astype(np.float64)
-        np.maximum.at(out, task_of, np.where(np.isnan(vals), -np.inf, vals))
+        out = _max_by_task(np.where(np.isnan(vals), -np.inf, vals), ep_ptr, -np.inf)
     return np.where(np.isneginf(out), np.nan, out), task_of
+
+
+def _max_by_task(vals: np.ndarray, ep_ptr: np.ndarray, empty: float) -> np.ndarray:
+    """float64[T]: the largest of each task's values (``vals`` laid out by ``ep_ptr``, task after
+    task), ``empty`` for a task without any: one reduceat over the tasks that have some."""
+    ptr = np.asarray(ep_ptr, np.int64)
+    out = np.full(len(ptr) - 1, empty)
+    some = ptr[1:] > ptr[:-1]
+    if some.any():
+        out[some] = np.maximum(np.maximum.reduceat(vals, ptr[:-1][some]), empty)
+    return out

@@ -128,6 +128,25 @@ def test_the_feasibility_rule_and_the_kernels_agree():
     assert not covers(np.array([7.0, 640, 1024]), np.array([8.0, 0, 0]))
 
 
+@pytest.mark.parametrize("shapes", [((40, 3), (3,)), ((1, 40, 3), (6, 1, 3)), ((40, 3), (6, 1, 3)),
+                                    ((3,), (3,)), ((0, 3), (3,)), ((1, 0, 3), (6, 1, 3)), ((40, 3), (0, 1, 3))])
+def test_covers_is_every_resource_at_once(shapes):
+    """covers (a resource at a time) against np.all(usable >= need) over broadcast shapes, NaN (never
+    covers, never covered), equal values and empty sides."""
+    from core.feasibility import covers
+
+    rng = np.random.default_rng(len(str(shapes)))
+    usable = rng.integers(0, 4, shapes[0]).astype(np.float32)
+    need = rng.integers(0, 4, shapes[1]).astype(np.float32)
+    if usable.size:
+        usable.flat[::7] = np.nan
+    if need.size:
+        need.flat[::5] = np.nan
+    got, want = covers(usable, need), np.all(usable >= need, axis=-1)
+    assert np.shape(got) == want.shape and np.array_equal(got, want)
+    assert covers(np.zeros((4, 0)), np.zeros(0)).tolist() == [True] * 4  # no resources: nothing to cover
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_top_is_rank_prefix_on_ties_nan_inf_empty_and_constant(dtype):
     """top(scores, k) == rank(scores)[:k] (best first, ties to the lower index, only finite scores)
