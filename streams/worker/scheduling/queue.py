@@ -43,7 +43,7 @@ def reservation_for(sched, task: Task, nodes: NodeView, now: float, starving: bo
     feasible = fitting(nodes.capacity, n, nodes.available & ~nodes.closed) & \
         (classes[nodes.node_class] if len(classes) else True)
     feasible &= sched.quotas.room(list(sched.running.values()), task, sched.quotas.team_of(task), nodes)
-    at, per, ran_s, placed_at, expected, needs = _running_here(sched, nodes)
+    at, per, ran_s, placed_at, expected, needs = sched.running.placements(nodes.index)
     # expected_end of every running task at once (the same arithmetic, elementwise)
     ran = ran_s + np.maximum(now - placed_at, 0.0)
     ends = now + np.maximum(expected - ran, 0.0)
@@ -54,21 +54,6 @@ def reservation_for(sched, task: Task, nodes: NodeView, now: float, starving: bo
     start, picked = got
     return Reservation(task.id, [nodes.ids[i] for i in picked], start, start + task.expected_duration_s,
                        task.priority, starving)
-
-
-def _running_here(sched, nodes: NodeView) -> tuple:
-    """(node rows, rows per task, ran_s, placed_at, expected duration, need per row) of the running
-    tasks on ``nodes`` (books.RunningBook.placements); once per allocation version, ledger change and
-    node index (a start, an end and a move change both counters: nothing else changes where a task
-    runs or since when)."""
-    def build() -> tuple:
-        out = sched.running.placements(nodes.index)
-        for a in out:  # shared by every reservation until the books change: read them, never write them
-            a.setflags(write=False)
-        return out
-
-    key = ("running here", sched.allocation_version, sched.ledger.changes, len(sched.running), nodes.index)
-    return sched._cached(key, build)
 
 
 @dataclass(frozen=True)

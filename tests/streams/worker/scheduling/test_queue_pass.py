@@ -10,7 +10,7 @@ from core.quota import deadline_wait, queue_order
 from core.reservation import held_back
 from schemas.sched import Task
 from streams.worker.scheduling.held import Pending, slack_s
-from streams.worker.scheduling.queue import Reservation, _running_here
+from streams.worker.scheduling.queue import Reservation
 from tests.helpers.scheduling import gpu_node, make_scheduler
 
 NOW = 1_000_000.0
@@ -109,14 +109,13 @@ def test_the_running_tasks_for_the_reservation_are_the_per_task_ones_and_follow_
                  submitted_at=NOW, expected_duration_s=hours * 3600)
         assert s.decide(t, NOW + i).status == "placed"
     nodes = s.nodes(NOW + 10)
-    at, per, ran_s, placed_at, expected, needs = _running_here(s, nodes)
+    at, per, ran_s, placed_at, expected, needs = s.running.placements(nodes.index)
     runs = list(s.running.values())
     assert at.tolist() == [nodes.index[n] for r in runs for n in r.nodes] and per.tolist() == [len(r.nodes) for r in runs]
     assert per.tolist() == [2, 1, 1, 1] and expected.tolist() == [3600.0, 7200.0, 1800.0, 14400.0]
     assert placed_at.tolist() == [NOW, NOW + 1, NOW + 2, NOW + 3] and ran_s.tolist() == [0.0] * 4
     assert needs[:, 0].tolist() == [8, 8, 3, 2, 1]  # per node row: the gang's two, then one each
-    assert _running_here(s, nodes)[0] is at  # unchanged books: the same arrays
     s.end("r1")
-    at2, per2, *_ = _running_here(s, s.nodes(NOW + 11))
-    assert per2.tolist() == [2, 1, 1] and len(at2) == 4  # an end changes the books: built again
+    at2, per2, *_ = s.running.placements(s.nodes(NOW + 11).index)
+    assert per2.tolist() == [2, 1, 1] and len(at2) == 4  # an end leaves the book
 
