@@ -33,12 +33,7 @@ def endpoints(tasks: list[Task]) -> list[str]:
     """Endpoint rows: the endpoints the tasks name (data source, model repository, image), sorted. A node's
     row as an endpoint (a gang's first member) is read apart (NetworkInputs.from_node): gathering
     every node as an endpoint would make each decision O(nodes^2)."""
-    out = set()
-    for t in tasks:  # _endpoints_of, unrolled: rescoring asks for every group at every window
-        for e in (t.data_source, t.model_repo, t.image):
-            if e is not None:
-                out.add(e.node)
-    return sorted(out)
+    return sorted({e.node for t in tasks for e in _endpoints_of(t)})
 
 
 def compute_column(task: Task, kind: str, scope: str = "auto", frugal: bool = False) -> int:
