@@ -74,13 +74,6 @@ class Running(_Needs):
         deadline, so it is never preempted (nor its cards reclaimed)."""
         return bool(slack_s(self.task, self.ran_for(now), now) <= max_wait_s)
 
-    def rows_in(self, index: dict[str, int]) -> list[int]:
-        """Its nodes' rows in a node view's ``index`` (those there), once per index and placement."""
-        memo = self.__dict__.get("_rows")
-        if memo is None or memo[0] is not index or memo[1] != self.nodes:
-            memo = self.__dict__["_rows"] = (index, list(self.nodes), [index[x] for x in self.nodes if x in index])
-        return memo[2]
-
     def ran_for(self, now: float) -> float:
         """How long it has run, over all its placements (what its remaining time is estimated from)."""
         return self.ran_s + max(now - self.placed_at, 0.0)
