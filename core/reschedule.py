@@ -286,3 +286,14 @@ def _max_by_task(vals: np.ndarray, ep_ptr: np.ndarray, empty: float) -> np.ndarr
     if some.any():
         out[some] = np.maximum(np.maximum.reduceat(vals, ptr[:-1][some]), empty)
     return out
+
+
+def news(newest, seen, version: int, seen_version) -> tuple[np.ndarray, np.ndarray]:
+    """(fresh, seen after) of tasks whose newest path window ended at ``newest`` (NaN: none known)
+    and who last saw windows up to ``seen`` and forecasts up to ``seen_version``: news is a window
+    newer than seen (NaN counting as news: patience counts these, not rescorings) or a newer
+    forecast ``version``; afterwards each has seen the newer of the two windows (NaN on either side:
+    the other). Elementwise over arrays or scalars."""
+    newest, seen = np.asarray(newest, np.float64), np.asarray(seen, np.float64)
+    fresh = ~(newest <= seen) | (version > np.asarray(seen_version))
+    return fresh, np.fmax(seen, newest)

@@ -19,6 +19,7 @@ from core.reschedule import (
     evaluate,
     gang_path_state,
     migration_cost_s,
+    news,
     remaining_s,
     worst_known,
     worst_loss_per_task,
@@ -195,26 +196,23 @@ def _quiet(sched, nodes: NodeView, group: list, cur: np.ndarray, best: np.ndarra
 
 
 def _see_group(sched, group: list, x, net, cur: np.ndarray) -> np.ndarray:
-    """bool[T]: :func:`_saw` for every task of a group, each by the newest window of its own paths
-    (elementwise: the same comparisons and maximum)."""
+    """bool[T]: each task of a group saw its paths' news (core.reschedule.news), by the newest window
+    of its own paths at its node; it has now seen them."""
     newest = worst_per_task(net.end, x.ep_ptr, x.ep_idx, cur)
-    seen = np.array([r.seen_window_end for r in group], np.float64)
     version = sched.forecast_version
-    fresh = ~(newest <= seen) | (version > np.array([r.seen_forecast_version for r in group]))
-    for r, end in zip(group, np.where(np.isnan(newest), seen, np.maximum(seen, newest)).tolist(), strict=True):
+    fresh, seen = news(newest, [r.seen_window_end for r in group], version,
+                       [r.seen_forecast_version for r in group])
+    for r, end in zip(group, seen.tolist(), strict=True):
         r.seen_window_end, r.seen_forecast_version = end, version
     return fresh
 
 
 def _saw(sched, r, newest: float) -> bool:
-    """Whether a task's paths brought news since its last evaluation (a window newer than it saw,
-    NaN — none yet — counting as news, or a new forecast: patience counts these, not rescorings);
-    it has now seen them."""
-    fresh = not newest <= r.seen_window_end or sched.forecast_version > r.seen_forecast_version
-    r.seen_forecast_version = sched.forecast_version
-    if not np.isnan(newest):
-        r.seen_window_end = max(r.seen_window_end, newest)
-    return fresh
+    """Whether a gang's paths brought news since its last evaluation (core.reschedule.news, its
+    newest window ``newest``); it has now seen them."""
+    fresh, seen = news(newest, r.seen_window_end, sched.forecast_version, r.seen_forecast_version)
+    r.seen_window_end, r.seen_forecast_version = float(seen), sched.forecast_version
+    return bool(fresh)
 
 
 class GangScores:
