@@ -3,6 +3,9 @@ penalties), over a NodeView and the network inputs of those endpoints."""
 
 from __future__ import annotations
 
+import functools
+import weakref
+
 import numpy as np
 
 from core.scoring import FEASIBLE, REGION_NOT_ALLOWED, TIER_NOT_ALLOWED, ScoringInputs, class_mask
@@ -49,16 +52,17 @@ def compute_column(task: Task, kind: str, scope: str = "auto", frugal: bool = Fa
     return SCORE_COLUMN[cluster_key(kind) if across else kind]
 
 
-_ROWS: dict[int, tuple] = {}  # id(task) -> (task, its type's defaults, scope, class names, its row): _row
-_ROWS_MAX = 1 << 16  # tasks remembered (running and queued ones are asked about at every rescoring)
+_ROWS: dict[int, tuple] = {}  # id(task) -> (a weak reference to it, its type's defaults, scope, class names, its row)
+_ROWS_MAX = 1 << 16  # tasks remembered at most (running and queued ones are asked about at every rescoring)
 
 
 def _row(t: Task, d: TypeDefaults, scope: str, class_names: list[str]) -> tuple:
     """The task's own part of its scoring row: (endpoint names, the biggest one's or None, the GB it
     loads, its class mask, its need, its compute column, its penalty), once per task object, type
-    defaults, scope and class list (the entry holds the task, so its id is not reused meanwhile)."""
+    defaults, scope and class list. The entry goes with the task (a weak reference whose callback
+    drops it before the task's id can be reused): a finished task is not kept alive by it."""
     hit = _ROWS.get(id(t))
-    if hit is not None and hit[0] is t and hit[1] is d and hit[2] == scope and hit[3] == class_names:
+    if hit is not None and hit[0]() is t and hit[1] is d and hit[2] == scope and hit[3] == class_names:
         return hit[4]
     eps = _endpoints_of(t)
     big = max(eps, key=lambda e: e.size_gb, default=None)
@@ -68,8 +72,15 @@ def _row(t: Task, d: TypeDefaults, scope: str, class_names: list[str]) -> tuple:
            accel_penalty(d, t.resources.cards))
     if len(_ROWS) >= _ROWS_MAX:
         _ROWS.clear()
-    _ROWS[id(t)] = (t, d, scope, list(class_names), row)
+    _ROWS[id(t)] = (weakref.ref(t, functools.partial(_forget, id(t))), d, scope, list(class_names), row)
     return row
+
+
+def _forget(key: int, ref: weakref.ref) -> None:
+    """A remembered task is gone: its row goes too (unless the entry is already another's)."""
+    hit = _ROWS.get(key)
+    if hit is not None and hit[0] is ref:
+        del _ROWS[key]
 
 
 _GROUPS: dict[tuple, tuple] = {}  # a task list's job side (scoring_inputs), while the same tasks are asked about

@@ -4,6 +4,7 @@ the plain per-task composition builds, before and after the memo is warm, and ag
 those change."""
 
 import dataclasses
+import gc
 
 import numpy as np
 
@@ -81,3 +82,18 @@ def test_a_remembered_task_list_follows_types_changed_in_place_order_and_alphas(
     for field, v in _reference(back, nodes, eps, types, "cluster").items():
         np.testing.assert_array_equal(getattr(y, field), v, err_msg=field)
     assert (y.alpha == 0.25).all() and (x.alpha == 0.5).all()
+
+
+def test_a_remembered_row_goes_with_its_task():
+    """A long-running worker sees tasks by the hundred thousand: the memo must not keep finished ones
+    alive (before, up to 65,536 of them were)."""
+    from streams.adapters.tasks import _ROWS, _row
+
+    t = _tasks(1, 4, "gone")[0]
+    d = DEFAULT_TYPES[t.type]
+    row = _row(t, d, "auto", ["gpu"])
+    key = id(t)
+    assert _ROWS[key][0]() is t and _row(t, d, "auto", ["gpu"]) is row  # remembered
+    del t
+    gc.collect()
+    assert key not in _ROWS
