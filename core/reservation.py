@@ -62,9 +62,9 @@ def reserve(free_at: np.ndarray, peers: int) -> tuple[float, list[int]] | None:
     return float(free_at[order].max()), sorted(order.tolist())
 
 
-def held_back(start: float, now: float, duration_s):
+def held_back(start: float, now: float, duration_s: float | np.ndarray) -> bool | np.ndarray:
     """Whether a backfilled task of ``duration_s`` must keep off the reserved nodes: it would not end
-    by the reservation's ``start`` (elementwise for an array of durations)."""
+    by the reservation's ``start`` (a bool for one duration, bool[T] for an array of them)."""
     return now + duration_s > start
 
 
