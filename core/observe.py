@@ -39,16 +39,26 @@ def draw_probes(rtt_ms: np.ndarray, loss: np.ndarray, model: ProbeModel, rng: np
     are numpy's (``rng.lognormal(0, sigma)``'s normals, then the spikes' and the losses' uniforms),
     combined in one compiled pass: the same samples, bit for bit (see the tests)."""
     rtt = np.ascontiguousarray(rtt_ms, np.float64)
-    shape = (rtt.shape[0], model.probes)
+    return _samples(rtt, loss, model, probe_draws(rtt.shape[0], model, rng), jitter)
+
+
+def probe_draws(paths: int, model: ProbeModel, rng: np.random.Generator) -> tuple[np.ndarray, ...]:
+    """(normals, spike uniforms, loss uniforms), each float64[paths, probes]: the random part of a
+    window of every path, in :func:`draw_probes`' order; what is drawn does not depend on the truth."""
+    shape = (paths, model.probes)
+    return rng.standard_normal(shape), rng.random(shape), rng.random(shape)
+
+
+def _samples(rtt: np.ndarray, loss, model: ProbeModel, draws: tuple[np.ndarray, ...],
+             jitter: np.ndarray | None) -> np.ndarray:
+    z, spike, lost = draws
     sigma = np.broadcast_to(np.asarray(model.jitter if jitter is None else jitter, np.float64), rtt.shape)
-    z = rng.standard_normal(shape)
-    spike, lost = rng.random(shape), rng.random(shape)
     return _probe_samples(rtt, np.ascontiguousarray(sigma), z, spike, lost,
                           np.ascontiguousarray(np.broadcast_to(np.asarray(loss, np.float64), rtt.shape)),
                           model.spike_share, model.spike_factor)
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _probe_samples(rtt, sigma, z, spike, lost, loss, share, factor):  # pragma: no cover - compiled
     """rtt x exp(0 + sigma x z) (numpy's lognormal: libm's exp), x ``factor`` where a spike, NaN where lost."""
     out = np.empty(z.shape)
@@ -210,7 +220,7 @@ def _hampel_rows(x, s, limit):
     return mean, q, kept
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def _hampel_medians(s, limit):  # pragma: no cover - compiled
     """Per sorted row of ``s`` (NaN last): its NaNs (lost probes) and the p50 and p95 of what Hampel
     keeps (_hampel_rows' values for those, bit for bit), without the mean."""
@@ -240,7 +250,16 @@ def observe_medians(rtt_ms: np.ndarray, loss: np.ndarray, model: ProbeModel, see
     """The same windows as :func:`observe` (the same draws), but only count, lost, loss, p50 and p95:
     what the replay's scheduler reads, the same values bit for bit, in one compiled pass over the
     sorted draws."""
-    samples = draw_probes(rtt_ms, loss, model, np.random.default_rng(seed), jitter)
+    rtt = np.ascontiguousarray(rtt_ms, np.float64)
+    return medians_from_draws(rtt, loss, model, probe_draws(rtt.shape[0], model, np.random.default_rng(seed)), jitter)
+
+
+def medians_from_draws(rtt: np.ndarray, loss: np.ndarray, model: ProbeModel, draws: tuple[np.ndarray, ...],
+                       jitter: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """:func:`observe_medians` from a window's draws (:func:`probe_draws`). Each path's window is its
+    own: a path's values depend on its own row of the draws, its RTT, loss and jitter only (a window
+    drawn ahead stays right for every path whose truth did not change meanwhile)."""
+    samples = _samples(np.ascontiguousarray(rtt, np.float64), loss, model, draws, jitter)
     n_lost, q = _hampel_medians(np.sort(samples, axis=1), model.hampel_k * MAD_TO_SIGMA)
     count = np.full(samples.shape[0], model.probes, np.int64)
     return {"count": count, "lost": n_lost, "p50": q[0], "p95": q[1], "loss": n_lost / model.probes}

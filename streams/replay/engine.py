@@ -39,6 +39,7 @@ from streams.replay.world import (
     REPAIR,
     STEP,
     T0,
+    DrawAhead,
     SimConfig,
     SimInventory,
     SimNet,
@@ -77,6 +78,8 @@ class Replay:
         self.others = 0  # events in the heap besides epochs (when none is left and nothing runs, it is over)
         self.resume: dict[int, float] = {}  # work a re-queued job resumes from
         self.observed = -1  # the epoch the Scheduler's network view holds
+        # ours reads every epoch's windows: the next one is drawn meanwhile on the other core
+        self.ahead = DrawAhead(cfg.probes) if policy == "ours" else None
         self.checked = None  # (ledger changes, inventory version) the invariants last held at
         self.now = 0.0
         self.left = J
@@ -113,6 +116,13 @@ class Replay:
 
     def run(self, tick=None) -> Outcome:
         """Replay every event; ``tick(n)`` is told each time n more jobs ended (a progress bar)."""
+        try:
+            return self._run(tick)
+        finally:
+            if self.ahead is not None:
+                self.ahead.close()
+
+    def _run(self, tick) -> Outcome:
         left = self.left
         while self.heap and self.left > 0:
             t, _, kind, a, b = heapq.heappop(self.heap)
@@ -337,8 +347,9 @@ class Replay:
         epoch = int(self.now // self.cfg.epoch_s)
         if self.sched is not None and epoch != self.observed:
             self.observed = epoch
+            seed = self.cfg.seed * 1_000_003 + epoch
             observe_epoch(self.net, self.truth, self.uplink, self.cfg.probes, T0 + epoch * self.cfg.epoch_s,
-                          self.cfg.seed * 1_000_003 + epoch)
+                          seed, self.ahead, seed + 1)
 
     def _epoch(self) -> None:
         if self.policy == "ours":  # the worker re-evaluates running tasks on every window

@@ -13,12 +13,13 @@ real Scheduler reads (inventory records, window results) — drawn around that t
 from __future__ import annotations
 
 import dataclasses
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from core.jobperf import PerfModel
-from core.observe import ProbeModel, observe_medians
+from core.observe import ProbeModel, medians_from_draws, probe_draws
 from core.topology import Fabric
 from streams.adapters.network import PathColumns
 from streams.replay.cluster import Cluster, ClusterSpec
@@ -237,11 +238,61 @@ class _Probed:
 
 
 def observe_epoch(net: SimNet, truth: Truth, uplink_jobs: np.ndarray, probes: ProbeModel, end: float,
-                  seed: int) -> None:
-    """One window per probed path, drawn around the truth, into the Scheduler's network view."""
+                  seed: int, ahead: DrawAhead | None = None, next_seed: int | None = None) -> None:
+    """One window per probed path, drawn around the truth, into the Scheduler's network view (core.
+    observe.observe_medians with ``seed``); with ``ahead``, the window seeded ``next_seed`` is drawn
+    meanwhile on another core."""
     src, dst, rtt, loss, util = truth.probe_paths(uplink_jobs)
-    res = observe_medians(rtt, loss, probes, seed, truth.probe_jitter(probes.jitter))
+    jitter = truth.probe_jitter(probes.jitter)
+    if ahead is None:
+        res = medians_from_draws(rtt, loss, probes, probe_draws(len(src), probes, np.random.default_rng(seed)), jitter)
+    else:
+        res = ahead.windows(rtt, loss, jitter, seed, next_seed)
     net.put(src, dst, res, util, end)
+
+
+class DrawAhead:
+    """The replay's probe windows drawn one epoch ahead in a background thread (what draws them —
+    numpy's generator, the compiled samples and medians, numpy's sort — releases the GIL, so it runs
+    on the other core while the Scheduler rescores): the next epoch's windows from the truth as it
+    stands now, and when that epoch comes, the paths whose RTT or loss changed meanwhile drawn again
+    from the same draws (each path's window is its own: core.observe.medians_from_draws). The values
+    are the ones drawing at the time gives, bit for bit. Close it when done."""
+
+    def __init__(self, probes: ProbeModel) -> None:
+        self.probes = probes
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="cnsched-probes")
+        self._next = None  # (seed, future of (rtt, loss, jitter, draws, windows))
+        self.redrawn = 0  # paths drawn again because their truth moved (for tests and curiosity)
+
+    def windows(self, rtt: np.ndarray, loss: np.ndarray, jitter: np.ndarray | None, seed: int,
+                next_seed: int | None) -> dict[str, np.ndarray]:
+        ahead = self._next
+        if ahead is not None and ahead[0] == seed:
+            old_rtt, old_loss, old_jitter, draws, res = ahead[1].result()
+            moved = ~((old_rtt == rtt) & (old_loss == loss))
+            if old_jitter is not jitter:
+                moved[:] = True
+            if moved.any():
+                rows = np.flatnonzero(moved)
+                part = medians_from_draws(rtt[rows], loss[rows], self.probes, tuple(d[rows] for d in draws),
+                                          None if jitter is None else jitter[rows])
+                for k, v in part.items():
+                    res[k][rows] = v
+                self.redrawn += rows.size
+        else:
+            res = self._draw(rtt, loss, jitter, seed)[4]
+        self._next = None if next_seed is None else \
+            (next_seed, self._pool.submit(self._draw, rtt.copy(), loss.copy(), jitter, next_seed))
+        return res
+
+    def _draw(self, rtt, loss, jitter, seed):
+        draws = probe_draws(rtt.shape[0], self.probes, np.random.default_rng(seed))
+        return rtt, loss, jitter, draws, medians_from_draws(rtt, loss, self.probes, draws, jitter)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+        self._next = None
 
 
 def network_events(cfg: SimConfig, sites: int, nodes: int, horizon_s: float) -> list[tuple]:
