@@ -106,6 +106,7 @@ def place(
     peer_scores: Callable[[tuple[int, ...]], np.ndarray] | None = None,
     lookahead: int = 8,
     value_of: Callable[[list[int]], float] | None = None,
+    leads: Callable[[np.ndarray, np.ndarray, int, int], np.ndarray] | None = None,
 ) -> Placement:
     """Place one job (``scores``: its composite per node, -inf where infeasible).
 
@@ -113,7 +114,9 @@ def place(
     what every node is worth as the next gang worker once ``chosen`` (a tuple of node rows) are
     placed — its quality to all of them, the seeds' rule (default: ``scores``); ``value_of(members)``
     what a whole gang is worth (default: :func:`gang_value` over the members' peer scores), by which
-    the look-ahead picks the first worker.
+    the look-ahead picks the first worker. ``leads(scores, fits, lookahead, gang)``: that look-ahead
+    computed by the caller for its own peer scores and value, the values :func:`_leads` gives over
+    them (core.gang: compiled).
     """
     result = Placement()
     refused: set[int] = set()
@@ -128,7 +131,10 @@ def place(
         return gang_value(scores, others_of((members[0],)), members)
 
     ahead = gang > 1 and peer_scores is not None and lookahead > 1
-    first = take(_leads(scores, usable, need, gang, others_of, lookahead, value), set()) if ahead else None
+    if ahead and leads is not None:
+        first = take(leads(scores, np.isfinite(scores) & covers(usable, need), lookahead, gang), set())
+    else:
+        first = take(_leads(scores, usable, need, gang, others_of, lookahead, value), set()) if ahead else None
     first = take(scores, set()) if first is None else first
     if first is None:
         return result

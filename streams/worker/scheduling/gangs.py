@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from core.feasibility import fitting
+from core.gang import gang_leads, gang_worth
 from core.placement import closest_quality, packed, pair_means, peer_scores
 from streams.adapters.tasks import need
 
@@ -23,6 +24,7 @@ class GangScorer:
         self._rows: dict[int, np.ndarray] = {}  # member -> its quality row, as is and NaN filled
         self._filled_rows: dict[int, np.ndarray] = {}
         self._sums: dict[tuple[int, ...], np.ndarray] = {}
+        self._args: tuple | None = None  # core.gang's arguments (_compiled)
 
     def row(self, m: int) -> np.ndarray:
         """float64[N] the quality from node m to every node (gathered once per member)."""
@@ -55,15 +57,41 @@ class GangScorer:
         q = np.stack([self.row(m)[members] for m in members])  # q[j, i]: from member j to member i
         return pair_means(q, self.unknown)
 
-    def value(self, members: list[int]) -> float:
+    def value(self, members: list[int], left: np.ndarray | None = None, band: float = 0.0) -> float:
         """The first member's composite and every other member's worth by its quality to all the
-        others, averaged (core.placement.gang_value's composition over every pair)."""
+        others, averaged (core.placement.gang_value's composition over every pair; compiled:
+        core.gang.gang_worth); with ``band`` > 0 less the packing term (:meth:`packed`)."""
         if not members:
             return float("-inf")
-        q = self.pair_quality(members)
-        energy = None if self.energy is None else self.energy[members]
-        worth = peer_scores(self.alpha, self.compute[members], q, self.unknown, energy, self.w)
-        return float((self.scores[members[0]] + worth[1:].sum()) / len(members))
+        left, most = self._left(left, band)
+        return float(gang_worth(np.asarray(members, np.int64), *self._compiled(), left, band, most))
+
+    def leads(self, ranked: np.ndarray, fits: np.ndarray, k: int, gang: int, left: np.ndarray | None = None,
+              band: float = 0.0) -> np.ndarray:
+        """core.placement.place's look-ahead over this gang's peers and value (core.gang.gang_leads,
+        what core.placement._leads gives over :meth:`peers` and :meth:`value`, or over their packed
+        forms with ``band`` > 0)."""
+        left, most = self._left(left, band)
+        return gang_leads(np.asarray(ranked, np.float64), np.asarray(fits, bool), k, gang, *self._compiled(), left,
+                          band, most)
+
+    def _compiled(self) -> tuple:
+        """(scores, filled qualities, compute, alpha, 1 - alpha, unknown, energy, its weight) as
+        core.gang reads them (``1 - alpha`` in the alpha's own type, as peer_scores computes it)."""
+        if self._args is None:
+            n = len(self.compute)
+            on = self.w > 0 and self.energy is not None
+            self._args = (np.asarray(self.scores, np.float64), self._net.filled_quality(self.unknown), self.compute,
+                          float(self.alpha), float(1 - self.alpha), float(self.unknown),
+                          np.asarray(self.energy, np.float64) if on else np.zeros(n), float(self.w) if on else 0.0)
+        return self._args
+
+    @staticmethod
+    def _left(left: np.ndarray | None, band: float) -> tuple[np.ndarray, float]:
+        if band <= 0 or left is None:
+            return np.zeros(0), 1.0
+        left = np.asarray(left, np.float64)
+        return left, max(float(np.max(left, initial=0.0)), 1.0)
 
     def upper_bound(self, fits: np.ndarray, k: int) -> float:
         """The most any gang of ``k`` over the nodes ``fits`` (bool[N]) could be worth by :meth:`value`:
@@ -86,7 +114,7 @@ class GangScorer:
         return got, closest_quality(self._filled(members[0]), could_host, members[0], len(members) - 1)
 
     def packed(self, left: np.ndarray, band: float) -> tuple:
-        """(scores, peer scores, gang value) for core.placement.place, ranking best fit among equals:
+        """(scores, peer scores, gang value, look-ahead) for core.placement.place, ranking best fit among equals:
         the lead and each next worker among the nodes within ``band`` points of the best go to the one
         with the fewest cards ``left`` (core.placement.packed), and a whole gang's worth loses up to
         ``band`` points for the cards it leaves free on its nodes (none when it fills them), so of two
@@ -94,7 +122,6 @@ class GangScorer:
         noise: without this a gang's workers went to whichever node measured a hair better — empty
         nodes as often as half-full ones — and broke nodes a whole-node task needed."""
         left = np.asarray(left, np.float64)
-        most = max(float(np.max(left, initial=0.0)), 1.0)
 
         def peers(chosen: tuple[int, ...]) -> np.ndarray:
             p = self.peers(chosen)
@@ -102,9 +129,12 @@ class GangScorer:
             return packed(p, left, band)
 
         def value(members: list[int]) -> float:
-            return self.value(members) - band * float(np.clip(left[members], 0, None).mean()) / most
+            return self.value(members, left, band)
 
-        return packed(self.scores, left, band), peers, value
+        def leads(ranked: np.ndarray, fits: np.ndarray, k: int, gang: int) -> np.ndarray:
+            return self.leads(ranked, fits, k, gang, left, band)
+
+        return packed(self.scores, left, band), peers, value, leads
 
     def network(self, first_network: float, members: list[int]) -> float:
         """The network part of the gang's value, composed as :meth:`value` composes it."""

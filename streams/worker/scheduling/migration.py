@@ -259,7 +259,8 @@ def migrate_gang(sched, r, nodes: NodeView, now: float, scored: GangScores | Non
                                                                           current, sched.policy.min_gain_points):
         r.streak = 0  # no alternative can be better by the minimum gain: what the search would conclude
         return None
-    alt = place(scores.copy(), need(task), usable.copy(), gang=len(members), peer_scores=g.peers, value_of=g.value)
+    alt = place(scores.copy(), need(task), usable.copy(), gang=len(members), peer_scores=g.peers, value_of=g.value,
+                leads=g.leads)
     if not alt.placed or set(alt.nodes) == set(members):
         r.streak = 0
         return None

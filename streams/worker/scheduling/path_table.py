@@ -23,18 +23,14 @@ import numpy as np
 from core.detect import ratio_now
 from core.quality import (
     BOTH_WAYS,
-    DEFAULT_LINK_GBPS,
     DEFAULT_MODEL,
-    HEADROOM_FLOOR,
     Freshness,
     aged_quality,
     combine,
     mean_by_group,
-    path_bandwidth_gbps,
     path_quality,
     worse_direction,
 )
-from streams.adapters.inventory import NodeView
 from streams.adapters.network import PathColumns
 
 _EMPTY = np.zeros(0, np.int64)
@@ -100,6 +96,34 @@ class PathTable:
                 if rack_row is not None:
                     gap = np.isnan(out[a])  # a node-level path without a value: its rack's path stands in
                     out[a, gap] = rack_row[gap]
+        return out
+
+    def node_matrix(self, name: str, node_ids: list[str], dtype=np.float64) -> np.ndarray:
+        """``gather(name, node_ids, len(node_ids), dtype)``: every node as an endpoint at once, each
+        its rack's row (one per rack, shared) unless it has node-level paths of its own; built once
+        per table, column and type (read it, never write it)."""
+        if name == "shift":
+            raise ValueError("shift is computed per gathered path: gather it")
+        key = ("matrix", name, np.dtype(dtype).str)
+        hit = self._rack_rows.get(key)
+        if hit is not None and hit[0] is node_ids:
+            return hit[1]
+        n = len(node_ids)
+        shape = self.rack_index.get(("node sources", n))  # which row each node takes: the shape's
+        if shape is None:
+            sources = [ep if ep in self.to_racks else self.rack_of.get(ep) for ep in node_ids]
+            distinct = list(dict.fromkeys(sources))
+            at = {x: k for k, x in enumerate(distinct)}
+            shape = self.rack_index[("node sources", n)] = (distinct, np.array([at[x] for x in sources], np.int64))
+        distinct, which = shape
+        none = np.full(n, np.nan)
+        rows = [self._rack_row(name, self._column(name, x, _EMPTY), x) if x in self.to_racks else none
+                for x in distinct]
+        out = np.stack(rows)[which].astype(dtype) if n else np.empty((0, 0), dtype)
+        for i, ep in enumerate(node_ids):
+            if ep in self.by_ep:  # node-level paths win (rare: probes usually run between racks)
+                out[i] = self.gather(name, [ep], n, dtype)[0]
+        self._rack_rows[key] = (node_ids, out)
         return out
 
     def _rack_row(self, name: str, col: np.ndarray, source: str) -> np.ndarray:
@@ -314,63 +338,3 @@ def _by_endpoint(names: list[str], ent_row, ent_col, ent_ep) -> dict[str, tuple[
     cuts = np.flatnonzero(np.r_[True, ent_ep[1:] != ent_ep[:-1]])
     ends = np.r_[cuts[1:], ent_ep.size]
     return {names[int(ent_ep[a])]: (ent_col[a:b], ent_row[a:b]) for a, b in zip(cuts, ends, strict=True)}
-
-
-@dataclass
-class NetworkInputs:
-    """What the kernel and the migration rules read of the network, for the E endpoints the tasks
-    name x N nodes; a node's own row as an endpoint (a gang's first member) through :meth:`from_node`."""
-
-    quality: np.ndarray  # float32[E, N] (NaN unknown; a node to itself 100)
-    bandwidth: np.ndarray  # float32[E, N] usable Gbit/s
-    node_quality: np.ndarray  # float32[N]
-    p95: np.ndarray  # float64[E, N] measured
-    loss: np.ndarray  # float64[E, N]
-    probes: np.ndarray  # float64[E, N]
-    end: np.ndarray  # float64[E, N]
-    table: PathTable | None = None
-    nodes: NodeView | None = None
-    endpoints: list[str] | None = None
-    _shift: np.ndarray | None = None
-    _rows: dict = field(default_factory=dict)  # (column, node) -> from_node's row
-
-    @property
-    def shift(self) -> np.ndarray:
-        """float64[E, N] the detector's shift ratio of each endpoint's path (0: none; NaN: no path),
-        gathered on first use (the migration rules read it, deciding does not)."""
-        if self._shift is None:
-            self._shift = self.table.gather("shift", self.endpoints, len(self.nodes.ids))
-        return self._shift
-
-    def from_node(self, name: str, node: int) -> np.ndarray:
-        """[N] of one column (``q``, ``p95``, ``loss``, ``end``...) from node row ``node`` to every node
-        (gathered once per inputs: read it, never write it)."""
-        row = self._rows.get((name, node))
-        if row is None:
-            row = self.table.gather(name, [self.nodes.ids[node]], len(self.nodes.ids),
-                                    np.float32 if name == "q" else np.float64)[0]
-            if name == "q":
-                row[node] = 100.0
-            self._rows[(name, node)] = row
-        return row
-
-    def between_nodes(self, a, b) -> np.ndarray:
-        """Usable Gbit/s from node rows ``a`` to node rows ``b`` (elementwise): the slower link, times
-        the receiving node's NIC headroom."""
-        link = self.nodes.link_gbps
-        return (np.minimum(link[a], link[b]) * np.maximum(self.table.headroom[b], HEADROOM_FLOOR)).astype(np.float32)
-
-
-def network_inputs(pt: PathTable, endpoints: list[str], nodes: NodeView) -> NetworkInputs:
-    n = len(nodes.ids)
-    quality = pt.gather("q", endpoints, n, np.float32)
-    for a, ep in enumerate(endpoints):
-        if ep in nodes.index:  # a node is perfectly connected to itself
-            quality[a, nodes.index[ep]] = 100.0
-    ep_link = np.array([nodes.link_gbps[nodes.index[ep]] if ep in nodes.index else DEFAULT_LINK_GBPS
-                        for ep in endpoints], np.float32)
-    p95 = pt.gather("p95", endpoints, n)
-    return NetworkInputs(quality=quality, bandwidth=path_bandwidth_gbps(nodes.link_gbps, ep_link, pt.headroom, p95),
-                         node_quality=pt.node_q, p95=p95, loss=pt.gather("loss", endpoints, n),
-                         probes=pt.gather("probes", endpoints, n), end=pt.gather("end", endpoints, n),
-                         table=pt, nodes=nodes, endpoints=list(endpoints))

@@ -43,14 +43,8 @@ from streams.worker.scheduling.ledger import Ledger, usable
 from streams.worker.scheduling.lifecycle import LifecycleMixin, known
 from streams.worker.scheduling.maintenance import MaintenanceBook
 from streams.worker.scheduling.migration import GangScores, migrate_gang, migrate_singles
-from streams.worker.scheduling.path_table import (
-    NetworkInputs,
-    PathTable,
-    aged_to,
-    build_path_table,
-    network_inputs,
-    path_losses,
-)
+from streams.worker.scheduling.net_inputs import NetworkInputs, network_inputs
+from streams.worker.scheduling.path_table import PathTable, aged_to, build_path_table, path_losses
 from streams.worker.scheduling.preemption import Preemption, may_preempt, plan, preempt
 from streams.worker.scheduling.queue import QueueMixin, QueuePass, Reservation
 from streams.worker.scheduling.quotas import QuotaBook
@@ -286,8 +280,9 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
             band = self.packing_band if others > 0 else 0.0
             return place(packed(s.composite, usable[:, 0] - need(task)[0], band), need(task), usable, reserve=reserve)
         g = GangScorer(s.alpha, s.composite, s.compute, net, unknown_quality, nodes.energy, task.cost_sensitivity)
-        scores, peers, value = g.packed(usable[:, 0] - need(task)[0], self.gang_packing_band)
-        p = place(scores, need(task), usable, gang=task.peers, reserve=reserve, peer_scores=peers, value_of=value)
+        scores, peers, value, leads = g.packed(usable[:, 0] - need(task)[0], self.gang_packing_band)
+        p = place(scores, need(task), usable, gang=task.peers, reserve=reserve, peer_scores=peers, value_of=value,
+                  leads=leads)
         why = too_far(self, task, g, p.nodes, nodes, now) if p.placed else None
         if why is None:
             return p

@@ -51,7 +51,7 @@ def test_a_gang_moves_off_a_degraded_member_path():
 
 
 class _Rows:
-    """NetworkInputs' one method GangScorer reads: quality from node m to every node."""
+    """What GangScorer reads of NetworkInputs: quality from node m to every node, one row or all."""
 
     def __init__(self, q):
         self.q = q
@@ -59,6 +59,10 @@ class _Rows:
     def from_node(self, name, m):
         assert name == "q"
         return self.q[m].astype(np.float32)
+
+    def filled_quality(self, unknown):
+        q = self.q.astype(np.float32).astype(np.float64)
+        return np.where(np.isnan(q), unknown, q)
 
 
 def test_the_search_is_skipped_only_where_no_gang_can_beat_the_current_by_the_minimum():

@@ -109,6 +109,20 @@ def compare(sched, records, node_ids, profile):
     assert got_ep == want["by_ep"]
 
 
+def every_node_as_endpoint(pt, node_ids):
+    """PathTable.node_matrix (every node's row at once, as a gang's member-pair qualities read them)
+    is the gather of every node, value for value, in each column and type, and served again."""
+    for name, dtype in (("q", np.float32), ("q", np.float64), ("p95", np.float64), ("loss", np.float64),
+                        ("end", np.float64)):
+        got = pt.node_matrix(name, node_ids, dtype)
+        want = pt.gather(name, node_ids, len(node_ids), dtype)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want, err_msg=name)
+        assert pt.node_matrix(name, node_ids, dtype) is got
+    with pytest.raises(ValueError):
+        pt.node_matrix("shift", node_ids)
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_columnar_path_table_matches_the_reference(seed):
     rng = np.random.default_rng(seed)
@@ -120,6 +134,7 @@ def test_columnar_path_table_matches_the_reference(seed):
     node_ids = names[:10] + ["ghost"]  # two named in paths are not nodes; one node has no paths
     profile = ["balanced", "latency", "bandwidth"][seed % 3]
     compare(sched, net.records(), node_ids, profile)
+    every_node_as_endpoint(build_path_table(sched.net.columns(), node_ids, profile), node_ids)
     # updates after the columns exist: changed windows and a new path
     for (s, d), r in list(recs.items())[:5]:
         r = {**r, "metrics": {**r["metrics"], "rtt_ms": window(rng)}}
@@ -159,6 +174,7 @@ def test_rack_level_paths_stand_for_the_nodes_behind_them():
         [nan, nan, nan, nan],      # no rack: nothing stands for it
         [60.0, 60.0, 0.3, nan],    # the store towards each rack's nodes
     ])
+    every_node_as_endpoint(pt, ids)  # racks' rows shared, n0's own pair, n3 without a rack
     q = pt.gather("q", ["rack:A"], 4)[0]
     # a node without node-level paths takes its rack's mean quality to the racks it probes
     assert pt.node_q[1] == pytest.approx(np.mean(q[[0, 2]]))
