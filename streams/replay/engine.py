@@ -102,7 +102,7 @@ class Replay:
             kind = TopologyScheduler if policy == "topology" else Scheduler
             self.sched = kind(self.net, SimInventory(cluster, self.fast, cfg.card_kw, cfg.fast_speed),
                               ramps=self.power.book, node_timeout_s=math.inf, preemption=policy == "ours-quotas",
-                              freshness=Freshness(cfg.epoch_s, 3 * cfg.epoch_s))
+                              freshness=Freshness(cfg.epoch_s, 3 * cfg.epoch_s), audit=False)
             self.index = {x: i for i, x in enumerate(cluster.node_ids)}
             if policy == "ours-quotas":
                 self.sched.quotas.replace(quota_set(jobs.team, jobs.ideal * jobs.cards * jobs.nodes,

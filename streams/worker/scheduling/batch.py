@@ -4,6 +4,7 @@ Scheduler.decide_many places from)."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
 
@@ -41,7 +42,11 @@ class BatchScores:
         raw, self.network = score_parts(self.x)
         w = np.array([t.cost_sensitivity for t in tasks])
         self.composite = blend(raw, w, nodes.energy) if (w > 0).any() else raw
-        self.compute_only = score_all(dataclasses.replace(self.x, alpha=np.ones(len(tasks), np.float32)))
+
+    @functools.cached_property
+    def compute_only(self) -> np.ndarray:
+        """The same tasks at alpha 1 (composite only), scored when a decision's audit first asks."""
+        return score_all(dataclasses.replace(self.x, alpha=np.ones(len(self.alphas), np.float32)))
 
 
 class ChunkedScores:

@@ -59,16 +59,18 @@ def rejections(reasons: np.ndarray, nodes: NodeView) -> tuple[dict[str, str], di
 
 
 def decision(task: Task, profile: str, s: Scored, nodes: NodeView, placement: Placement, reasons: np.ndarray,
-             compute_only: list[int], version: int, now: float) -> Decision:
+             compute_only: list[int], version: int, now: float, audit: bool = True) -> Decision:
+    """The decision message; without ``audit`` (the replay) no candidates and no rejected nodes."""
     w = task.cost_sensitivity
-    rejected, counts = rejections(reasons, nodes)
+    rejected, counts = rejections(reasons, nodes) if audit else ({}, {})
     chosen = [nodes.ids[i] for i in placement.nodes]
     co = compute_only[0] if compute_only else -1
     # built here from checked values: constructed without validation (a rejected-node map of a
     # large cluster costs more to validate than the decision takes)
     return Decision.model_construct(
         task_id=task.id, status="placed" if chosen else "unschedulable", nodes=chosen, alpha=s.alpha,
-        network_profile=profile, candidates=candidates(s, nodes, w > 0), rejected=rejected, rejected_counts=counts,
+        network_profile=profile, candidates=candidates(s, nodes, w > 0) if audit else [], rejected=rejected,
+        rejected_counts=counts,
         fallbacks=[Fallback(node=nodes.ids[n] if n >= 0 else "", reason=r) for n, r in placement.fallbacks],
         compute_only_nodes=[nodes.ids[i] for i in compute_only], state_version=version,
         compute_only_composite=finite(s.composite[co]) if co >= 0 else None,

@@ -91,6 +91,9 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
     made_room: dict = field(default_factory=dict)  # task id -> the tasks preempted to place it (incidents say so)
     stopping: dict = field(default_factory=dict)  # cancelled task id -> when: its cards held until it stopped
     maintenance: MaintenanceBook = field(default_factory=MaintenanceBook)  # cordoned and draining nodes
+    # decisions carry their ranked candidates, rejections and compute-only counterfactual (the audit
+    # trail); the replay turns it off: it reads where tasks go and when, never why
+    audit: bool = True
 
     on_touch: object = None  # called after every change (the worker's rescoring loop waits on it)
 
@@ -264,7 +267,8 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
         fits = reasons == 0
         s = Scored(alpha, np.where(fits, b.composite[t], -np.inf), nodes.compute[:, x.kind[t]], b.network[t],
                    load_scores(x, t))
-        compute_only = [int(i) for i in top(np.where(fits, b.compute_only[t], -np.inf), task.peers)]
+        compute_only = [int(i) for i in top(np.where(fits, b.compute_only[t], -np.inf), task.peers)] \
+            if self.audit else []
         return reasons, s, compute_only, self.placement(task, s, net, x.unknown_quality, nodes, usable, reserve, now)
 
     def placement(self, task: Task, s: Scored, net, unknown_quality: float, nodes: NodeView, usable: np.ndarray,
@@ -328,7 +332,7 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
             waiting.far = next((why for n, why in p.fallbacks if n < 0 and why.startswith(FAR)), "")
             waiting.alpha = alpha  # what its decisions say while it waits (and its expiry, queue.py)
             timing = {}
-        d = decision(task, b.profile, s, nodes, p, reasons, compute_only, self.version, now)
+        d = decision(task, b.profile, s, nodes, p, reasons, compute_only, self.version, now, self.audit)
         if timing:
             d = d.model_copy(update=timing)
         queued = self.pending.get(task.id)
