@@ -120,6 +120,9 @@ def usable(capacity: np.ndarray, allocated: np.ndarray, reported_free: np.ndarra
 
     Cards are whole: a fraction of a card is no card."""
     exact = capacity - allocated
+    if np.isnan(reported_free).all():  # no node says what is free (the replay's): the books alone
+        exact[:, 0] = np.floor(exact[:, 0] + 1e-9)
+        return exact.astype(np.float32)
     reported = reported_free - booked_since_report
     age_share = np.clip(np.asarray(report_age_s, np.float64) / max(full_margin_after_s, 1e-9), 0.0, 1.0)
     with np.errstate(invalid="ignore"):

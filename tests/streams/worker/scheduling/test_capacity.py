@@ -74,6 +74,19 @@ def test_usable_worked_example():
     assert u[1, 0] == 3 and u[1, 1] == 640 and u[1, 2] == pytest.approx(823.2)
 
 
+def test_without_any_report_the_books_alone_decide():
+    """No node reports what is free (the replay's nodes): capacity less our holds, cards whole — the
+    general rule's value, row for row (checked against a cluster where one node does report)."""
+    cap = np.array([[8, 640, 1024], [8, 640, 1024], [4, 80, 512]], float)
+    alloc = np.array([[3, 100.5, 0], [2.5, 0, 7], [0, 0, 0]], float)  # a fraction of a card is no card
+    none = np.full((3, 3), np.nan)
+    u = usable(cap, alloc, none, np.zeros((3, 3)), np.full(3, 30.0), 0.15, 60.0)
+    assert u.dtype == np.float32 and u.tolist() == [[5, 539.5, 1024], [5, 640, 1017], [4, 80, 512]]
+    one = none.copy()
+    one[2] = [4, 80, 512]  # the third node reports: the general path, the same for the other two
+    assert usable(cap, alloc, one, np.zeros((3, 3)), np.full(3, 30.0), 0.15, 60.0).tolist() == u.tolist()
+
+
 def test_a_full_node_reporting_its_free_cards_offers_them_all_at_any_age():
     # issue 27 finding 1: an empty 8-card node that reports 8 free offered 7 once its report was a
     # second old (the margin was taken off cards too); agreeing reports and books keep no headroom
