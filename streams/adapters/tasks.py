@@ -32,11 +32,22 @@ def load_gb(task: Task) -> float:
     return float(sum(e.size_gb for e in _endpoints_of(task)))
 
 
+_EPS: dict[tuple, tuple] = {}  # a task list's endpoints (endpoints), while the same tasks are asked about
+_EPS_MAX = 256
+
+
 def endpoints(tasks: list[Task]) -> list[str]:
     """Endpoint rows: the endpoints the tasks name (data source, model repository, image), sorted. A node's
     row as an endpoint (a gang's first member) is read apart (NetworkInputs.from_node): gathering
-    every node as an endpoint would make each decision O(nodes^2)."""
-    return sorted({e.node for t in tasks for e in _endpoints_of(t)})
+    every node as an endpoint would make each decision O(nodes^2). Remembered per list of task objects
+    (rescoring asks about the same running tasks at every window; a new list is a new question)."""
+    key = tuple(map(id, tasks))
+    hit = _EPS.get(key)
+    if hit is None:
+        if len(_EPS) >= _EPS_MAX:
+            _EPS.clear()
+        hit = _EPS[key] = (list(tasks), sorted({e.node for t in tasks for e in _endpoints_of(t)}))  # holds the tasks
+    return list(hit[1])
 
 
 def compute_column(task: Task, kind: str, scope: str = "auto", frugal: bool = False) -> int:

@@ -97,3 +97,19 @@ def test_a_remembered_row_goes_with_its_task():
     del t
     gc.collect()
     assert key not in _ROWS
+
+
+def test_a_task_lists_endpoints_are_remembered_per_task_objects():
+    tasks = _tasks(12, 3, "ep")
+
+    def plain(ts):
+        return sorted({e.node for t in ts for e in _endpoints_of(t)})
+
+    first = endpoints(tasks)
+    assert first == plain(tasks) and first  # some tasks load data
+    first.append("mutated by a caller")  # a caller's copy: the memo is not touched
+    assert endpoints(tasks) == plain(tasks)
+    moved = [t.model_copy(update={"data_source": t.data_source.model_copy(update={"node": "elsewhere"})}) if i == 1 else t
+             for i, t in enumerate(tasks)]  # a new task object for one of them: a new list
+    assert endpoints(moved) == plain(moved) and "elsewhere" in endpoints(moved)
+    assert endpoints(tasks[:3]) == plain(tasks[:3])
