@@ -182,7 +182,11 @@ class PathColumns:
         new = newer & ~same
         r = rows[new]
         if r.size:
-            self.hist[r, :-1] = self.hist[r, 1:]
+            lo, hi = int(r.min()), int(r.max()) + 1
+            if hi - lo == r.size:  # distinct rows filling a range (a probe's every path): shifted in place
+                self.hist[lo:hi, :-1] = self.hist[lo:hi, 1:]
+            else:
+                self.hist[r, :-1] = self.hist[r, 1:]
             self.hist[r, -1] = self.cols["p95"][r]
             self.hist_end[r] = end[new]
             self.hist_first[r] = np.where(self.hist_count[r] == 0, end[new], self.hist_first[r])

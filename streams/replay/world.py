@@ -13,6 +13,7 @@ real Scheduler reads (inventory records, window results) — drawn around that t
 from __future__ import annotations
 
 import dataclasses
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -259,14 +260,22 @@ class DrawAhead:
     from the same draws (each path's window is its own: core.observe.medians_from_draws). The values
     are the ones drawing at the time gives, bit for bit. Close it when done."""
 
+    SWITCH_S = 0.0005  # the interpreter's thread switch interval meanwhile (5 ms by default)
+
     def __init__(self, probes: ProbeModel) -> None:
         self.probes = probes
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="cnsched-probes")
+        self._switch: float | None = None  # the interval before the first window (restored by close)
         self._next = None  # (seed, future of (rtt, loss, jitter, draws, windows))
         self.redrawn = 0  # paths drawn again because their truth moved (for tests and curiosity)
 
     def windows(self, rtt: np.ndarray, loss: np.ndarray, jitter: np.ndarray | None, seed: int,
                 next_seed: int | None) -> dict[str, np.ndarray]:
+        if self._switch is None:
+            # the drawing thread needs the GIL for a moment between its long GIL-free calls: at the
+            # default 5 ms a wait each time, the next window was often not ready when its epoch came
+            self._switch = sys.getswitchinterval()
+            sys.setswitchinterval(min(self._switch, self.SWITCH_S))
         ahead = self._next
         if ahead is not None and ahead[0] == seed:
             old_rtt, old_loss, old_jitter, draws, res = ahead[1].result()
@@ -293,6 +302,9 @@ class DrawAhead:
     def close(self) -> None:
         self._pool.shutdown(wait=True)
         self._next = None
+        if self._switch is not None:
+            sys.setswitchinterval(self._switch)
+            self._switch = None
 
 
 def network_events(cfg: SimConfig, sites: int, nodes: int, horizon_s: float) -> list[tuple]:

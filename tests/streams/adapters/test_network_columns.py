@@ -65,3 +65,32 @@ def test_the_shared_quality_inputs_are_fresh_after_every_write_and_give_each_pro
             np.testing.assert_array_equal(pt.q, q, err_msg=profile)
         seen.append(x["p95_rtt_ms"].tolist())
     assert seen[0] == seen[1] != seen[2] and len(seen[3]) == 4
+
+
+def test_the_window_history_is_the_same_written_together_or_apart():
+    """Every path's window at once (a range of rows: shifted in place) or one path at a time (rows
+    picked out): the same history, counts and ends, through steps that add a window and steps that
+    replace the newest, past the history's length."""
+    import numpy as np
+
+    from streams.adapters.network import PathColumns
+
+    paths = [("rack:a", "rack:b"), ("rack:b", "rack:a"), ("store", "rack:a"), ("rack:a", "rack:a")]
+    src, dst = [p[0] for p in paths], [p[1] for p in paths]
+    together, apart = PathColumns(step_s=60.0), PathColumns(step_s=60.0)
+    rng = np.random.default_rng(3)
+    end = 0.0
+    for k in range(PathColumns.HISTORY + 15):
+        end += 60.0 if k % 3 else 20.0  # every third window falls in the step of the one before
+        p95 = rng.uniform(1, 100, len(paths))
+        values = {"p95": p95, "p50": p95 / 2, "lost": np.zeros(4), "count": np.full(4, 100.0), "end": np.full(4, end)}
+        together.set_many(src, dst, values)
+        # apart: rows 0 and 2, then 3 and 1 (neither a range: picked out), or all four out of order
+        for some in ([0, 2], [3, 1]) if k % 4 else ([3, 1, 0, 2],):
+            apart.set_many([src[i] for i in some], [dst[i] for i in some], {f: v[some] for f, v in values.items()})
+    a, b = together.rows_of(src, dst), apart.rows_of(src, dst)  # each path's row (created in another order)
+    assert a.tolist() != b.tolist()
+    np.testing.assert_array_equal(together.history(a), apart.history(b))
+    assert together.hist_count[a].tolist() == apart.hist_count[b].tolist()
+    assert together.hist_count[a].min() >= PathColumns.HISTORY - 5  # the history went round (shifts past its start)
+    np.testing.assert_array_equal(together.hist_end[a], apart.hist_end[b])

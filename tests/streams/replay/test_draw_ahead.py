@@ -2,6 +2,8 @@
 Scheduler reads must be what drawing at the time gives (core.observe.observe_medians), bit for bit,
 however the truth moved in between, and only the paths whose truth moved are drawn again."""
 
+import sys
+
 import numpy as np
 
 from core.observe import ProbeModel, observe_medians
@@ -19,6 +21,7 @@ def test_windows_drawn_ahead_are_the_windows_drawn_at_the_time():
     rtt = rng.uniform(0.05, 200.0, paths)
     loss = np.where(rng.random(paths) < 0.3, rng.uniform(0, 0.2, paths), 0.0)
     jitter = rng.uniform(0.01, 0.3, paths)
+    before = sys.getswitchinterval()
     ahead = DrawAhead(model)
     try:
         seeds = [10, 11, 12, 13, 20, 21, 22]  # 13 -> 20: an epoch was skipped (nothing drawn ahead for 20)
@@ -34,8 +37,10 @@ def test_windows_drawn_ahead_are_the_windows_drawn_at_the_time():
             got = ahead.windows(rtt, loss, jitter, seed, seed + 1)  # the replay's next epoch's seed
             assert _same(got, observe_medians(rtt, loss, model, seed, jitter)), f"epoch seeded {seed}"
         assert ahead.redrawn == expected_redrawn  # only the moved paths, and only when drawn ahead
+        assert sys.getswitchinterval() == DrawAhead.SWITCH_S  # the thread gets the GIL soon enough
     finally:
         ahead.close()
+    assert sys.getswitchinterval() == before
 
 
 def test_without_measured_spreads_and_when_nothing_moves():
