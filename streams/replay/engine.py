@@ -16,6 +16,7 @@ back; at the end every job is finished, failed or unschedulable with a reason.
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import math
 
@@ -116,11 +117,8 @@ class Replay:
 
     def run(self, tick=None) -> Outcome:
         """Replay every event; ``tick(n)`` is told each time n more jobs ended (a progress bar)."""
-        try:
+        with self.ahead if self.ahead is not None else contextlib.nullcontext():
             return self._run(tick)
-        finally:
-            if self.ahead is not None:
-                self.ahead.close()
 
     def _run(self, tick) -> Outcome:
         left = self.left

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from core.jobperf import PerfModel
-from core.observe import ProbeModel, medians_from_draws, probe_draws
+from core.observe import ProbeModel, medians_from_draws, observe_medians, probe_draws
 from core.topology import Fabric
 from streams.adapters.network import PathColumns
 from streams.replay.cluster import Cluster, ClusterSpec
@@ -246,7 +246,7 @@ def observe_epoch(net: SimNet, truth: Truth, uplink_jobs: np.ndarray, probes: Pr
     src, dst, rtt, loss, util = truth.probe_paths(uplink_jobs)
     jitter = truth.probe_jitter(probes.jitter)
     if ahead is None:
-        res = medians_from_draws(rtt, loss, probes, probe_draws(len(src), probes, np.random.default_rng(seed)), jitter)
+        res = observe_medians(rtt, loss, probes, seed, jitter)
     else:
         res = ahead.windows(rtt, loss, jitter, seed, next_seed)
     net.put(src, dst, res, util, end)
@@ -258,24 +258,31 @@ class DrawAhead:
     on the other core while the Scheduler rescores): the next epoch's windows from the truth as it
     stands now, and when that epoch comes, the paths whose RTT or loss changed meanwhile drawn again
     from the same draws (each path's window is its own: core.observe.medians_from_draws). The values
-    are the ones drawing at the time gives, bit for bit. Close it when done."""
+    are the ones drawing at the time gives, bit for bit. Use it as a context: inside, the interpreter
+    hands the GIL to the drawing thread sooner; on leaving, the thread stops and the interval is
+    restored."""
 
     SWITCH_S = 0.0005  # the interpreter's thread switch interval meanwhile (5 ms by default)
 
     def __init__(self, probes: ProbeModel) -> None:
         self.probes = probes
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="cnsched-probes")
-        self._switch: float | None = None  # the interval before the first window (restored by close)
+        self._switch: float | None = None  # the interval before the context was entered
         self._next = None  # (seed, future of (rtt, loss, jitter, draws, windows))
         self.redrawn = 0  # paths drawn again because their truth moved (for tests and curiosity)
 
+    def __enter__(self) -> DrawAhead:
+        # the drawing thread needs the GIL for a moment between its long GIL-free calls: at the
+        # default 5 ms a wait each time, the next window was often not ready when its epoch came
+        self._switch = sys.getswitchinterval()
+        sys.setswitchinterval(min(self._switch, self.SWITCH_S))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
     def windows(self, rtt: np.ndarray, loss: np.ndarray, jitter: np.ndarray | None, seed: int,
                 next_seed: int | None) -> dict[str, np.ndarray]:
-        if self._switch is None:
-            # the drawing thread needs the GIL for a moment between its long GIL-free calls: at the
-            # default 5 ms a wait each time, the next window was often not ready when its epoch came
-            self._switch = sys.getswitchinterval()
-            sys.setswitchinterval(min(self._switch, self.SWITCH_S))
         ahead = self._next
         if ahead is not None and ahead[0] == seed:
             old_rtt, old_loss, old_jitter, draws, res = ahead[1].result()

@@ -22,8 +22,7 @@ def test_windows_drawn_ahead_are_the_windows_drawn_at_the_time():
     loss = np.where(rng.random(paths) < 0.3, rng.uniform(0, 0.2, paths), 0.0)
     jitter = rng.uniform(0.01, 0.3, paths)
     before = sys.getswitchinterval()
-    ahead = DrawAhead(model)
-    try:
+    with DrawAhead(model) as ahead:
         seeds = [10, 11, 12, 13, 20, 21, 22]  # 13 -> 20: an epoch was skipped (nothing drawn ahead for 20)
         expected_redrawn = 0
         for k, seed in enumerate(seeds):
@@ -38,18 +37,13 @@ def test_windows_drawn_ahead_are_the_windows_drawn_at_the_time():
             assert _same(got, observe_medians(rtt, loss, model, seed, jitter)), f"epoch seeded {seed}"
         assert ahead.redrawn == expected_redrawn  # only the moved paths, and only when drawn ahead
         assert sys.getswitchinterval() == DrawAhead.SWITCH_S  # the thread gets the GIL soon enough
-    finally:
-        ahead.close()
-    assert sys.getswitchinterval() == before
+    assert sys.getswitchinterval() == before  # restored on leaving
 
 
 def test_without_measured_spreads_and_when_nothing_moves():
     model = ProbeModel(probes=30)
     rtt, loss = np.array([1.0, 50.0, 120.0]), np.array([0.0, 0.1, 1.0])
-    ahead = DrawAhead(model)
-    try:
+    with DrawAhead(model) as ahead:
         for seed in range(5):
             assert _same(ahead.windows(rtt, loss, None, seed, seed + 1), observe_medians(rtt, loss, model, seed))
         assert ahead.redrawn == 0
-    finally:
-        ahead.close()
