@@ -21,8 +21,7 @@ class GangScorer:
         self.alpha, self.scores, self.compute = alpha, scores, np.asarray(compute, np.float64)
         self.unknown, self.energy, self.w = unknown_quality, energy, cost_sensitivity
         self._net = net
-        self._rows: dict[int, np.ndarray] = {}  # member -> its quality row, as is and NaN filled
-        self._filled_rows: dict[int, np.ndarray] = {}
+        self._rows: dict[int, np.ndarray] = {}  # member -> its quality row as is (NaN: unknown)
         self._sums: dict[tuple[int, ...], np.ndarray] = {}
         self._args: tuple | None = None  # core.gang's arguments (_compiled)
 
@@ -34,10 +33,8 @@ class GangScorer:
         return r
 
     def _filled(self, m: int) -> np.ndarray:
-        r = self._filled_rows.get(m)
-        if r is None:
-            r = self._filled_rows[m] = np.where(np.isnan(self.row(m)), self.unknown, self.row(m))
-        return r
+        """float64[N] :meth:`row` with unknown paths at the unknown quality (a row of what core.gang reads)."""
+        return self._compiled()[1][m]
 
     def _sum(self, chosen: tuple[int, ...]) -> np.ndarray:
         """The filled rows of ``chosen`` summed, by prefix: a gang grown one worker at a time adds one row."""
@@ -61,9 +58,11 @@ class GangScorer:
         """The first member's composite and every other member's worth by its quality to all the
         others, averaged (core.placement.gang_value's composition over every pair; compiled:
         core.gang.gang_worth); with ``band`` > 0 less the packing term (:meth:`packed`)."""
+        return self._worth(members, *self._left(left, band), band)
+
+    def _worth(self, members: list[int], left: np.ndarray, most: float, band: float) -> float:
         if not members:
             return float("-inf")
-        left, most = self._left(left, band)
         return float(gang_worth(np.asarray(members, np.int64), *self._compiled(), left, band, most))
 
     def leads(self, ranked: np.ndarray, fits: np.ndarray, k: int, gang: int, left: np.ndarray | None = None,
@@ -71,7 +70,9 @@ class GangScorer:
         """core.placement.place's look-ahead over this gang's peers and value (core.gang.gang_leads,
         what core.placement._leads gives over :meth:`peers` and :meth:`value`, or over their packed
         forms with ``band`` > 0)."""
-        left, most = self._left(left, band)
+        return self._leads(ranked, fits, k, gang, *self._left(left, band), band)
+
+    def _leads(self, ranked, fits, k: int, gang: int, left: np.ndarray, most: float, band: float) -> np.ndarray:
         return gang_leads(np.asarray(ranked, np.float64), np.asarray(fits, bool), k, gang, *self._compiled(), left,
                           band, most)
 
@@ -122,6 +123,7 @@ class GangScorer:
         noise: without this a gang's workers went to whichever node measured a hair better — empty
         nodes as often as half-full ones — and broke nodes a whole-node task needed."""
         left = np.asarray(left, np.float64)
+        as_read = self._left(left, band)  # with the most cards left anywhere: once, not per gang valued
 
         def peers(chosen: tuple[int, ...]) -> np.ndarray:
             p = self.peers(chosen)
@@ -129,10 +131,10 @@ class GangScorer:
             return packed(p, left, band)
 
         def value(members: list[int]) -> float:
-            return self.value(members, left, band)
+            return self._worth(members, *as_read, band)
 
         def leads(ranked: np.ndarray, fits: np.ndarray, k: int, gang: int) -> np.ndarray:
-            return self.leads(ranked, fits, k, gang, left, band)
+            return self._leads(ranked, fits, k, gang, *as_read, band)
 
         return packed(self.scores, left, band), peers, value, leads
 
