@@ -32,8 +32,34 @@ def load_gb(task: Task) -> float:
     return float(sum(e.size_gb for e in _endpoints_of(task)))
 
 
-_EPS: dict[tuple, tuple] = {}  # a task list's endpoints (endpoints), while the same tasks are asked about
-_EPS_MAX = 256
+class ByTaskList:
+    """Values remembered per list of task objects, while those same objects are asked about (rescoring
+    asks about the same running tasks at every window; a new list is a new question). Keyed by the
+    tasks' ids and ``extra``; an entry goes when any of its tasks does (a weak reference's callback,
+    before that task's id can be reused), so finished tasks are not kept alive by it."""
+
+    def __init__(self, most: int = 256) -> None:
+        self._memo: dict[tuple, tuple] = {}  # key -> (weak references to the tasks, the value)
+        self._most = most
+
+    def get(self, tasks: list[Task], extra, make):
+        key = (tuple(map(id, tasks)), extra)
+        hit = self._memo.get(key)
+        if hit is None:
+            if len(self._memo) >= self._most:
+                self._memo.clear()
+            drop = functools.partial(self._drop, key)
+            hit = self._memo[key] = ([weakref.ref(t, drop) for t in tasks], make())
+        return hit[1]
+
+    def _drop(self, key: tuple, _ref) -> None:
+        self._memo.pop(key, None)
+
+    def __len__(self) -> int:
+        return len(self._memo)
+
+
+_EPS = ByTaskList()  # a task list's endpoints (endpoints)
 
 
 def endpoints(tasks: list[Task]) -> list[str]:
@@ -41,13 +67,7 @@ def endpoints(tasks: list[Task]) -> list[str]:
     row as an endpoint (a gang's first member) is read apart (NetworkInputs.from_node): gathering
     every node as an endpoint would make each decision O(nodes^2). Remembered per list of task objects
     (rescoring asks about the same running tasks at every window; a new list is a new question)."""
-    key = tuple(map(id, tasks))
-    hit = _EPS.get(key)
-    if hit is None:
-        if len(_EPS) >= _EPS_MAX:
-            _EPS.clear()
-        hit = _EPS[key] = (list(tasks), sorted({e.node for t in tasks for e in _endpoints_of(t)}))  # holds the tasks
-    return list(hit[1])
+    return list(_EPS.get(tasks, None, lambda: sorted({e.node for t in tasks for e in _endpoints_of(t)})))
 
 
 def compute_column(task: Task, kind: str, scope: str = "auto", frugal: bool = False) -> int:
@@ -94,8 +114,7 @@ def _forget(key: int, ref: weakref.ref) -> None:
         del _ROWS[key]
 
 
-_GROUPS: dict[tuple, tuple] = {}  # a task list's job side (scoring_inputs), while the same tasks are asked about
-_GROUPS_MAX = 256
+_GROUPS = ByTaskList()  # a task list's job side (scoring_inputs)
 
 
 def scoring_inputs(tasks: list[Task], alphas: list[float], nodes: NodeView, endpoint_ids: list[str], net,
@@ -105,14 +124,8 @@ def scoring_inputs(tasks: list[Task], alphas: list[float], nodes: NodeView, endp
     zero, migration.py.) The job side of a list of tasks is remembered per task objects, type
     defaults, scope, class list and endpoints: rescoring asks about the same running tasks at every
     window (its arrays are shared: read them, never write them)."""
-    key = (tuple(map(id, tasks)), tuple((k, id(d)) for k, d in types.items()), scope, tuple(nodes.class_names),
-           tuple(endpoint_ids))
-    hit = _GROUPS.get(key)
-    if hit is None:
-        if len(_GROUPS) >= _GROUPS_MAX:
-            _GROUPS.clear()
-        hit = _GROUPS[key] = (list(tasks), _job_side(tasks, nodes, endpoint_ids, types, scope))  # holds the tasks: ids stay theirs
-    job = hit[1]
+    job = _GROUPS.get(tasks, (tuple((k, id(d)) for k, d in types.items()), scope, tuple(nodes.class_names),
+                              tuple(endpoint_ids)), lambda: _job_side(tasks, nodes, endpoint_ids, types, scope))
     return ScoringInputs(
         compute=nodes.compute, usable=nodes.usable, available=nodes.available, node_class=nodes.node_class,
         has_accel=nodes.has_accel, node_quality=net.node_quality, quality=net.quality,

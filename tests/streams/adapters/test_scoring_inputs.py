@@ -5,6 +5,7 @@ those change."""
 
 import dataclasses
 import gc
+import weakref
 
 import numpy as np
 
@@ -113,3 +114,23 @@ def test_a_task_lists_endpoints_are_remembered_per_task_objects():
              for i, t in enumerate(tasks)]  # a new task object for one of them: a new list
     assert endpoints(moved) == plain(moved) and "elsewhere" in endpoints(moved)
     assert endpoints(tasks[:3]) == plain(tasks[:3])
+
+
+def test_a_remembered_task_list_goes_when_one_of_its_tasks_does():
+    """endpoints and scoring_inputs remember per list of task objects (adapters.tasks.ByTaskList): the
+    memo holds the tasks weakly, so a finished task is not kept alive, and an entry whose task is gone
+    is dropped (its id may be another task's next)."""
+    from streams.adapters.tasks import ByTaskList
+
+    memo = ByTaskList()
+    tasks = _tasks(3, 4, "weak")
+    calls = []
+    assert memo.get(tasks, "x", lambda: calls.append(1) or "made") == "made"
+    assert memo.get(tasks, "x", lambda: calls.append(1) or "again") == "made" and len(calls) == 1  # remembered
+    assert memo.get(tasks, "y", lambda: "other") == "other" and len(memo) == 2  # another extra: another entry
+    alive = weakref.ref(tasks[1])
+    del tasks[1]
+    gc.collect()
+    assert alive() is None  # not kept alive by the memo
+    assert len(memo) == 0  # both entries held it
+    assert memo.get(tasks, "x", lambda: "fresh") == "fresh"
