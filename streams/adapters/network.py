@@ -78,7 +78,7 @@ class PathColumns:
     One row per record (paths and node-local records, ``dst`` empty); names are interned to codes.
     Columns: rtt p95/p50, probes lost and counted, and the means of loss_rate, bw_util and
     retrans_rate (NaN where the record has no such metric). ``hist`` keeps each path's last
-    ``HISTORY`` rtt p95s, one per detector step of ``step_s`` seconds (the last window's of each step:
+    ``HISTORY`` rtt p95s (a ring per row), one per detector step of ``step_s`` seconds (the last window's of each step:
     a window ending in a newer step than the last pushed is pushed, a newer one in the same step takes
     the newest place; ``step_s`` 0: every newer window is a step): the degradation detector's memory
     (core/detect.py). The detector was tuned on one RTT a 4-minute step (the labelled RIPE Atlas traces),
@@ -104,6 +104,7 @@ class PathColumns:
         self.dst = np.zeros(0, np.int64)
         self.cols = {f: np.zeros(0) for f, _, _ in self.FIELDS}
         self.hist = np.zeros((0, self.HISTORY), np.float32)  # ms: float32 is plenty, and 400,000 paths x HISTORY
+        self.hist_head = np.zeros(0, np.int64)  # each row's newest place (a ring: a push writes one value)
         self.hist_end = np.zeros(0)
         self.hist_first = np.zeros(0)  # end of the first window pushed into each row (+inf: none)
         self.hist_count = np.zeros(0, np.int64)  # windows held (at most HISTORY)
@@ -128,6 +129,7 @@ class PathColumns:
         self.dst = np.resize(self.dst, cap)
         self.cols = {f: np.resize(v, cap) for f, v in self.cols.items()}
         self.hist = np.vstack([self.hist, np.full((cap - self._cap, self.HISTORY), np.nan, np.float32)])
+        self.hist_head = np.r_[self.hist_head, np.full(cap - self._cap, self.HISTORY - 1, np.int64)]
         self.hist_end = np.r_[self.hist_end, np.full(cap - self._cap, -np.inf)]
         self.hist_first = np.r_[self.hist_first, np.full(cap - self._cap, np.inf)]
         self.hist_count = np.r_[self.hist_count, np.zeros(cap - self._cap, np.int64)]
@@ -177,17 +179,15 @@ class PathColumns:
         newer = end > self.hist_end[rows]  # NaN (no rtt window) is never newer
         same = newer & (self._step(end) == self._step(self.hist_end[rows]))
         r = rows[same]
-        self.hist[r, -1] = self.cols["p95"][r]
+        self.hist[r, self.hist_head[r]] = self.cols["p95"][r]
         self.hist_end[r] = end[same]
         new = newer & ~same
         r = rows[new]
         if r.size:
-            lo, hi = int(r.min()), int(r.max()) + 1
-            if hi - lo == r.size:  # distinct rows filling a range (a probe's every path): shifted in place
-                self.hist[lo:hi, :-1] = self.hist[lo:hi, 1:]
-            else:
-                self.hist[r, :-1] = self.hist[r, 1:]
-            self.hist[r, -1] = self.cols["p95"][r]
+            head = self.hist_head[r] + 1
+            head[head == self.HISTORY] = 0
+            self.hist_head[r] = head
+            self.hist[r, head] = self.cols["p95"][r]  # over the oldest
             self.hist_end[r] = end[new]
             self.hist_first[r] = np.where(self.hist_count[r] == 0, end[new], self.hist_first[r])
             self.hist_count[r] = np.minimum(self.hist_count[r] + 1, self.HISTORY)
@@ -206,7 +206,7 @@ class PathColumns:
             if take <= 0:
                 continue
             held = int(self.hist_count[row])
-            self.hist[row, self.HISTORY - held - take:self.HISTORY - held] = v[ok][-take:]
+            self.hist[row, (self.hist_head[row] - held - take + 1 + np.arange(take)) % self.HISTORY] = v[ok][-take:]
             if held == 0:
                 self.hist_end[row] = e[ok][-1]
             self.hist_first[row] = e[ok][-take]
@@ -216,7 +216,9 @@ class PathColumns:
 
     def history(self, rows: np.ndarray) -> np.ndarray:
         """float[rows, HISTORY]: the rows' last rtt p95s, one per window, oldest first (NaN: none)."""
-        return self.hist[:self.n][rows]
+        rows = np.asarray(rows, np.int64)
+        at = (self.hist_head[rows][:, None] + 1 + np.arange(self.HISTORY)) % self.HISTORY
+        return self.hist[rows[:, None], at]
 
     def rows_of(self, src: list[str], dst: list[str]) -> np.ndarray:
         """The rows of these paths (added where new)."""

@@ -68,9 +68,10 @@ def test_the_shared_quality_inputs_are_fresh_after_every_write_and_give_each_pro
 
 
 def test_the_window_history_is_the_same_written_together_or_apart():
-    """Every path's window at once (a range of rows: shifted in place) or one path at a time (rows
-    picked out): the same history, counts and ends, through steps that add a window and steps that
-    replace the newest, past the history's length."""
+    """Every path's window at once (a range of rows) or one path at a time (rows picked out): the
+    same history, counts and ends, through steps that add a window and steps that replace the newest,
+    past the history's length (the ring goes round) — and the history is each path's last HISTORY
+    windows of a step, oldest first, as a plain list kept per path gives them."""
     import numpy as np
 
     from streams.adapters.network import PathColumns
@@ -80,9 +81,16 @@ def test_the_window_history_is_the_same_written_together_or_apart():
     together, apart = PathColumns(step_s=60.0), PathColumns(step_s=60.0)
     rng = np.random.default_rng(3)
     end = 0.0
+    plain = [[] for _ in paths]
     for k in range(PathColumns.HISTORY + 15):
-        end += 60.0 if k % 3 else 20.0  # every third window falls in the step of the one before
-        p95 = rng.uniform(1, 100, len(paths))
+        step = 60.0 if k % 3 else 20.0  # every third window falls in the step of the one before
+        end += step
+        p95 = rng.uniform(1, 100, len(paths)).astype(np.float32)
+        for i in range(len(paths)):
+            if plain[i] and step == 20.0 and (end // 60.0) == ((end - step) // 60.0):
+                plain[i][-1] = p95[i]
+            else:
+                plain[i].append(p95[i])
         values = {"p95": p95, "p50": p95 / 2, "lost": np.zeros(4), "count": np.full(4, 100.0), "end": np.full(4, end)}
         together.set_many(src, dst, values)
         # apart: rows 0 and 2, then 3 and 1 (neither a range: picked out), or all four out of order
@@ -92,5 +100,9 @@ def test_the_window_history_is_the_same_written_together_or_apart():
     assert a.tolist() != b.tolist()
     np.testing.assert_array_equal(together.history(a), apart.history(b))
     assert together.hist_count[a].tolist() == apart.hist_count[b].tolist()
-    assert together.hist_count[a].min() >= PathColumns.HISTORY - 5  # the history went round (shifts past its start)
+    assert together.hist_count[a].min() >= PathColumns.HISTORY - 5  # the history went round (past its start)
+    H = PathColumns.HISTORY
+    expected = np.array([np.r_[np.full(max(0, H - len(v)), np.nan), v[-H:]] for v in plain], np.float32)
+    np.testing.assert_array_equal(together.history(a), expected)
+    assert together.hist_count[a].tolist() == [min(len(v), H) for v in plain]
     np.testing.assert_array_equal(together.hist_end[a], apart.hist_end[b])
