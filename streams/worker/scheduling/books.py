@@ -4,22 +4,16 @@ kept beside it as arrays (one row per entry, rows in the dict's order).
 
 A queue of thousands is retried after every change, and the head's reservation reads every running
 task; reading those facts from thousands of objects each time was most of a retry. Rows are written
-when an entry is set and dropped when it leaves. An entry changed in place is seen at the next read:
-a replaced task object (a new priority) or node list (a move) by its identity, compared for every row
-at once (C-level attribute reads, no Python loop per entry); a hold, a release, the time a task ran,
-read afresh at every read the same way. The objects a row was read from are kept with it, so an
-identity seen once cannot come back as another object's."""
+when an entry is set and dropped when it leaves. An entry changed in place tells the books holding it
+(held._Needs: setting its task, nodes, hold, time run or placement time), which read its row again:
+a read touches no entry object."""
 
 from __future__ import annotations
-
-from operator import attrgetter
 
 import numpy as np
 
 from streams.worker.scheduling.held import Pending, Running
 
-_TASK, _HELD, _NODES = attrgetter("task"), attrgetter("held"), attrgetter("nodes")
-_RAN, _PLACED = attrgetter("ran_s"), attrgetter("placed_at")
 _MISSING = object()
 
 
@@ -29,35 +23,51 @@ class RowBook(dict):
     (first axis: rows). Read the arrays, never write them."""
 
     ARRAYS: tuple[str, ...] = ()
-    _BASE = ("entries", "_tasks", "_ids", "_live")
+    _BASE = ("entries", "_live")
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__()
         self._row: dict[str, int] = {}
+        self._at: dict[int, int] = {}  # id() of an entry -> its row (entries are held: ids stay theirs)
         self._used = 0
         self.entries = np.empty(0, object)
-        self._tasks = np.empty(0, object)  # the task object each row's facts were read from
-        self._ids = np.zeros(0, np.int64)  # its id()
         self._live = np.zeros(0, bool)
         self.update(*args, **kwargs)
 
     # ------------------------------------------------------------------ the dict
     def __setitem__(self, task_id: str, value) -> None:
-        super().__setitem__(task_id, value)
         row = self._row.get(task_id)
         if row is None:  # a new entry: the next row (the dict puts it last too)
             if self._used == len(self.entries):
                 self._grow()
             row = self._row[task_id] = self._used
             self._used += 1
+        else:
+            self._let_go(self.entries[row])
+        super().__setitem__(task_id, value)
         self.entries[row], self._live[row] = value, True
+        self._at[id(value)] = row
+        value._books = (*value._books, self)
         self._fill(row, value)
 
     def __delitem__(self, task_id: str) -> None:
         super().__delitem__(task_id)
         row = self._row.pop(task_id)
+        self._let_go(self.entries[row])
         self._live[row] = False
-        self.entries[row] = self._tasks[row] = None
+        self.entries[row] = None
+
+    def _let_go(self, value) -> None:
+        """``value`` leaves its row: it tells this book nothing more."""
+        if self._at.get(id(value)) is not None and self.entries[self._at[id(value)]] is value:
+            del self._at[id(value)]
+        value._books = tuple(b for b in value._books if b is not self)
+
+    def changed(self, value) -> None:
+        """An entry changed in place (held._Needs tells its books): its row is read again."""
+        row = self._at.get(id(value))
+        if row is not None and self.entries[row] is value:
+            self._fill(row, value)
 
     def pop(self, task_id: str, default=_MISSING):
         if task_id in self:
@@ -90,21 +100,14 @@ class RowBook(dict):
         return self
 
     # ------------------------------------------------------------------ the rows
-    def _rows(self) -> tuple[np.ndarray, np.ndarray]:
-        """(the live rows in the dict's order, their entries), each row's task facts as its entry's
-        task object is now."""
+    def _rows(self) -> np.ndarray:
+        """The live rows in the dict's order."""
         if self._used > 64 and self._used > 2 * len(self):
             self._compact()
-        rows = np.flatnonzero(self._live[:self._used])
-        entries = self.entries[rows]
-        ids = np.fromiter(map(id, map(_TASK, entries)), np.int64, len(rows))
-        for row in rows[ids != self._ids[rows]].tolist():  # its task object was replaced (a new priority)
-            self._fill(row, self.entries[row])
-        return rows, entries
+        return np.flatnonzero(self._live[:self._used])
 
     def _fill(self, row: int, value) -> None:
-        f = value.facts()
-        self._tasks[row], self._ids[row] = f.task, id(f.task)
+        """Read ``value``'s facts into its row (a subclass's arrays)."""
 
     def _grow(self) -> None:
         size = max(64, 2 * len(self.entries))
@@ -124,17 +127,19 @@ class RowBook(dict):
             a[len(keep):] = None if a.dtype == object else 0
         self._used = len(keep)
         self._row = {task_id: k for k, task_id in enumerate(super().keys())}
+        self._at = {id(v): k for k, v in enumerate(super().values())}
 
 
 class PendingBook(RowBook):
     """The queue: task id -> Pending, with per row its priority, expected duration and deadline
     (``order``: held.Facts.order), when it was submitted and the code of its shape (an index of
-    ``shape_need`` / ``shape_peers``)."""
+    ``shape_need`` / ``shape_peers``) and whether an operator holds it."""
 
-    ARRAYS = ("order", "submitted", "code")
+    ARRAYS = ("order", "submitted", "code", "held")
 
     def __init__(self, *args, **kwargs) -> None:
         self.order = np.zeros((0, 3))
+        self.held = np.zeros(0, bool)
         self.submitted = np.zeros(0)
         self.code = np.zeros(0, np.int64)
         self.shapes: dict[tuple, int] = {}  # (need per node, workers) -> code
@@ -144,47 +149,47 @@ class PendingBook(RowBook):
 
     def ready(self) -> np.ndarray:
         """int64[K]: the rows of the entries not held, in the queue's order, as they stand now."""
-        rows, entries = self._rows()
-        return rows[~np.fromiter(map(_HELD, entries), bool, len(rows))]
+        rows = self._rows()
+        return rows[~self.held[rows]]
 
     def _fill(self, row: int, p: Pending) -> None:
-        super()._fill(row, p)
         f = p.facts()
         code = self.shapes.get(f.shape)
         if code is None:
             code = self.shapes[f.shape] = len(self.shapes)
             self.shape_need = np.vstack([self.shape_need, np.asarray(f.shape[0], np.float32)[None, :]])
             self.shape_peers = np.append(self.shape_peers, f.shape[1])
-        self.order[row], self.submitted[row], self.code[row] = f.order, p.submitted_at, code
+        self.order[row], self.submitted[row], self.code[row], self.held[row] = f.order, p.submitted_at, code, p.held
 
 
 class RunningBook(RowBook):
-    """Running tasks: task id -> Running, with per row its expected duration, its need per node and
-    its nodes' rows in a node view's index (-1 past its nodes or for a node not in the index)."""
+    """Running tasks: task id -> Running, with per row its expected duration, its need per node, the
+    time it ran and since when, and its nodes' rows in a node view's index (-1 past its nodes or for a
+    node not in the index)."""
 
-    ARRAYS = ("expected", "need", "at", "_lists", "_list_ids")
+    ARRAYS = ("expected", "need", "ran", "placed", "at", "_lists")
 
     def __init__(self, *args, **kwargs) -> None:
         self.expected = np.zeros(0)
         self.need = np.zeros((0, 3))
+        self.ran = np.zeros(0)
+        self.placed = np.zeros(0)
         self.at = np.full((0, 1), -1, np.int64)
-        self._lists = np.empty(0, object)  # the node list each row's ``at`` was read from
-        self._list_ids = np.zeros(0, np.int64)
+        self._lists = np.empty(0, object)  # the node list each row's ``at`` was read from (None: read it)
         self._index: dict | None = None  # the index ``at`` is in
         super().__init__(*args, **kwargs)
 
     def _fill(self, row: int, r: Running) -> None:
-        super()._fill(row, r)
         f = r.facts()
-        self.expected[row], self.need[row] = f.order[1], f.need
-        self._list_ids[row] = 0  # its rows are read at the next placements()
+        self.expected[row], self.need[row], self.ran[row], self.placed[row] = f.order[1], f.need, r.ran_s, r.placed_at
+        if self._lists[row] is not r.nodes:
+            self._lists[row] = None  # its rows are read at the next placements()
 
     def placements(self, index: dict[str, int]) -> tuple:
         """(node rows, rows per task, ran_s, placed_at, expected duration, need per row) of the running
         tasks with a node in ``index``, in the book's order (queue.reservation_for reads them)."""
-        rows, entries = self._rows()
-        ids = np.fromiter(map(id, map(_NODES, entries)), np.int64, len(rows))
-        stale = rows if index is not self._index else rows[ids != self._list_ids[rows]]
+        rows = self._rows()
+        stale = rows if index is not self._index else rows[np.equal(self._lists[rows], None)]
         self._index = index
         for row in stale.tolist():  # placed, moved or rolled back since: its node rows again
             self._place(row, self.entries[row].nodes, index)
@@ -192,9 +197,7 @@ class RunningBook(RowBook):
         present = at >= 0
         per = present.sum(axis=1)
         here = per > 0
-        ran = np.fromiter(map(_RAN, entries), np.float64, len(rows))[here]
-        placed = np.fromiter(map(_PLACED, entries), np.float64, len(rows))[here]
-        return (at[present], per[here], ran, placed, self.expected[rows][here],
+        return (at[present], per[here], self.ran[rows][here], self.placed[rows][here], self.expected[rows][here],
                 np.repeat(self.need[rows][here], per[here], axis=0))
 
     def _place(self, row: int, nodes: list[str], index: dict[str, int]) -> None:
@@ -205,4 +208,4 @@ class RunningBook(RowBook):
         got = [index[x] for x in nodes if x in index]
         self.at[row] = -1
         self.at[row, :len(got)] = got
-        self._lists[row], self._list_ids[row] = nodes, id(nodes)
+        self._lists[row] = nodes

@@ -22,11 +22,23 @@ class Facts(NamedTuple):
     order: tuple[float, float, float]  # (priority, expected duration, deadline — NaN without one)
 
 
+_TOLD = frozenset({"task", "nodes", "held", "ran_s", "placed_at"})  # what the books keep of an entry
+
+
 class _Needs:
     """What the held task takes on each node and the rest of its :class:`Facts`, built once per task
-    object (queue retries and reservations ask about every held task at every change)."""
+    object (queue retries and reservations ask about every held task at every change). Setting what
+    the books keep of it (its task, nodes, hold, time run, placement time) tells the books holding it
+    (books.RowBook.changed)."""
 
     _facts = None  # Facts of the task they were built for
+    _books: tuple = ()  # the books it is an entry of
+
+    def __setattr__(self, name: str, value) -> None:
+        object.__setattr__(self, name, value)
+        if name in _TOLD:
+            for book in self._books:
+                book.changed(self)
 
     def need(self) -> np.ndarray:
         return self.facts().need

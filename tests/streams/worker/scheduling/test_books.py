@@ -134,3 +134,26 @@ def test_the_running_books_placements_are_the_per_task_ones(seed):
         assert list(book) == list(ref)
         for a, b in zip(got, want, strict=True):
             np.testing.assert_array_equal(a, b)
+
+
+def test_an_entry_tells_only_the_books_it_is_in():
+    """An entry set in two books tells both when it changes in place; once removed from one (or
+    replaced there by another object) it tells that one nothing more, and a copy of it tells none."""
+    import copy
+
+    rng = np.random.default_rng(3)
+    a, b = PendingBook(), PendingBook()
+    p = entry(rng, 1)
+    p.held = False
+    a["t1"] = b["t1"] = p
+    p.held = True
+    assert a.ready().size == 0 and b.ready().size == 0  # both told
+    del a["t1"]
+    a["t1"] = other = entry(rng, 2)
+    other.held = False
+    p.held = False
+    assert a.ready().size == 1 and a.entries[a.ready()[0]] is other  # a no longer hears from p
+    assert b.ready().size == 1 and b.entries[b.ready()[0]] is p
+    twin = copy.copy(p)
+    twin.held = True  # a copy is in no book: b is not changed by it
+    assert b.ready().size == 1 and p._books == (b,)
