@@ -5,7 +5,7 @@ kept beside it as arrays (one row per entry, rows in the dict's order).
 A queue of thousands is retried after every change, and the head's reservation reads every running
 task; reading those facts from thousands of objects each time was most of a retry. Rows are written
 when an entry is set and dropped when it leaves. An entry changed in place tells the books holding it
-(held._Needs: setting its task, nodes, hold, time run or placement time), which read its row again:
+(held._tells_books: setting its task, nodes, hold, time run or placement time), which read its row again:
 a read touches no entry object."""
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ class RowBook(dict):
         value._books = tuple(b for b in value._books if b is not self)
 
     def changed(self, value) -> None:
-        """An entry changed in place (held._Needs tells its books): its row is read again."""
+        """An entry changed in place (held._tells_books tells its books): its row is read again."""
         row = self._at.get(id(value))
         if row is not None and self.entries[row] is value:
             self._fill(row, value)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import NamedTuple
 
 import numpy as np
@@ -22,23 +23,36 @@ class Facts(NamedTuple):
     order: tuple[float, float, float]  # (priority, expected duration, deadline — NaN without one)
 
 
-_TOLD = frozenset({"task", "nodes", "held", "ran_s", "placed_at"})  # what the books keep of an entry
+def _tells_books(*names: str):
+    """A class decorator (above ``@dataclass``): setting one of ``names`` on an entry tells the books
+    holding it (books.RowBook.changed). Each is a property reading its value with a C-level getter,
+    since they are read far more often than set; the other fields stay plain attributes (a rescoring
+    sets a few on every running task at every window)."""
+
+    def told(name: str) -> property:
+        private = "_" + name
+
+        def set_(self, value) -> None:
+            object.__setattr__(self, private, value)
+            for book in self._books:
+                book.changed(self)
+
+        return property(attrgetter(private), set_, doc=f"{name} (setting it tells the books holding the entry)")
+
+    def decorate(cls):
+        for name in names:
+            setattr(cls, name, told(name))
+        return cls
+
+    return decorate
 
 
 class _Needs:
     """What the held task takes on each node and the rest of its :class:`Facts`, built once per task
-    object (queue retries and reservations ask about every held task at every change). Setting what
-    the books keep of it (its task, nodes, hold, time run, placement time) tells the books holding it
-    (books.RowBook.changed)."""
+    object (queue retries and reservations ask about every held task at every change)."""
 
     _facts = None  # Facts of the task they were built for
-    _books: tuple = ()  # the books it is an entry of
-
-    def __setattr__(self, name: str, value) -> None:
-        object.__setattr__(self, name, value)
-        if name in _TOLD:
-            for book in self._books:
-                book.changed(self)
+    _books: tuple = ()  # the books it is an entry of (what the books keep of it is set by _tells_books)
 
     def need(self) -> np.ndarray:
         return self.facts().need
@@ -56,6 +70,7 @@ class _Needs:
         return f
 
 
+@_tells_books("task", "nodes", "ran_s", "placed_at")
 @dataclass
 class Running(_Needs):
     task: Task
@@ -101,6 +116,7 @@ class Running(_Needs):
         return self.checkpoint_gb if math.isfinite(self.checkpoint_gb) else self.task.checkpoint_gb
 
 
+@_tells_books("task", "held")
 @dataclass
 class Pending(_Needs):
     task: Task
