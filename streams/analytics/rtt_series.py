@@ -64,7 +64,35 @@ def _slow_epoch(text: str) -> float:
     raise ValueError(f"epoch {text!r} is neither YYYY-MM-DD HH:MM:SS nor DD/MM/YYYY HH:MM")
 
 
+def _regular(lines: list[str]) -> tuple[np.ndarray, np.ndarray, list[bool]] | None:
+    """(epochs, RTTs with failed pings as given, change flags) of the sample lines at once when every
+    one is plainly ``DD/MM/YYYY HH:MM;…`` or ``YYYY-MM-DD HH:MM:SS;…`` with a number or nothing as its
+    RTT (numpy parses them all in one call); None otherwise (:func:`load_labelled` then reads line by
+    line, and says where a line is wrong)."""
+    parts = [line.split(";", 3) for line in lines]
+    if any(len(f) < 3 for f in parts):
+        return None
+    iso = [f"{e[6:10]}-{e[3:5]}-{e[:2]}T{e[11:]}" if len(e) == 16 and e[2] == "/" and e[13] == ":"
+           else e.replace(" ", "T") if len(e) == 19 and e[4] == "-" and e[10] == " " else "?" for e, *_ in parts]
+    try:
+        ts = np.array(iso, "datetime64[s]").astype(np.int64).astype(np.float64)
+        rtt = np.array([f[1].replace(",", ".") or "nan" for f in parts]).astype(np.float64)
+    except ValueError:
+        return None
+    return ts, rtt, [f[2].strip().startswith("1") for f in parts]
+
+
 def load_labelled(path: str, step_s: float = STEP_S) -> LabelledSeries:
+    with open(path, encoding="utf-8") as fh:
+        lines = fh.read().splitlines()
+    regular = _regular([x for x in lines[1:] if not x.startswith("epoch;")])  # headers (some files repeat it)
+    if regular is not None and regular[0].size:
+        t, v, cp = regular
+        return _on_grid(path, t, np.where(v > 0, v, np.nan), cp, step_s)
+    return _line_by_line(path, step_s)
+
+
+def _line_by_line(path: str, step_s: float) -> LabelledSeries:
     ts, rtt, cp = [], [], []
     with open(path, encoding="utf-8") as fh:
         for n, line in enumerate(fh, 1):
@@ -82,7 +110,10 @@ def load_labelled(path: str, step_s: float = STEP_S) -> LabelledSeries:
             cp.append(f[2].strip().startswith("1"))
     if not ts:
         raise SeriesError(f"{path}: no samples")
-    t = np.array(ts)
+    return _on_grid(path, np.array(ts), np.array(rtt), cp, step_s)
+
+
+def _on_grid(path: str, t: np.ndarray, rtt: np.ndarray, cp, step_s: float) -> LabelledSeries:
     idx = np.round((t - t.min()) / step_s).astype(np.int64)
     values = np.full(int(idx.max()) + 1, np.nan)
     change = np.zeros(values.size, bool)

@@ -169,3 +169,24 @@ def test_the_threshold_choice_holds_on_files_it_never_saw():
     # the in-sample best of the same grid is the ceiling of the choice: 0.821 at 0.049 (issue 31's 90 % is not in it)
     assert held["recall_2_windows"] <= out["in_sample_best"]["recall_2_windows"] < 0.9
     assert 0 < out["holding_the_second_set"] < out["policies"]
+
+
+@needs_data
+def test_the_files_read_at_once_are_the_files_read_line_by_line(tmp_path):
+    """load_labelled parses regular files in one numpy call (_regular): shared series of both sets
+    (real: DD/MM/YYYY HH:MM, artificial: YYYY-MM-DD HH:MM:SS) give what reading line by line gives,
+    value for value; an irregular line (a single-digit hour, which strptime reads) goes line by line."""
+    from streams.analytics.rtt_series import _line_by_line, _regular
+
+    files = [str(p) for d in ("real_labelled", "artificial_labelled") for p in sorted((DATA / "rtt" / d).glob("*.csv"))[:4]]
+    assert len(files) == 8
+    for path in files:
+        fast, slow = load_labelled(path), _line_by_line(path, 240.0)
+        assert fast.start == slow.start and fast.name == slow.name
+        np.testing.assert_array_equal(fast.rtt, slow.rtt, err_msg=path)
+        np.testing.assert_array_equal(fast.change, slow.change, err_msg=path)
+    p = tmp_path / "odd.csv"
+    p.write_text("epoch;rtt;cp\n14/10/2016 9:17;1,5;0\n2016-10-14 21:21:00;;1\n")
+    assert _regular(p.read_text().splitlines()[1:]) is None
+    s = load_labelled(str(p))
+    assert s.start == 1476479820.0 - 12 * 3600 and np.isnan(s.rtt[-1]) and s.change[-1] and s.rtt[0] == 1.5
