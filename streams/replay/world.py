@@ -262,7 +262,7 @@ class DrawAhead:
     hands the GIL to the drawing thread sooner; on leaving, the thread stops and the interval is
     restored."""
 
-    SWITCH_S = 0.0001  # the interpreter's thread switch interval meanwhile (5 ms by default)
+    SWITCH_S = 0.00002  # the interpreter's thread switch interval meanwhile (5 ms by default)
 
     def __init__(self, probes: ProbeModel) -> None:
         self.probes = probes
