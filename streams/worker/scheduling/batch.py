@@ -74,6 +74,33 @@ class ChunkedScores:
         return hit
 
 
+def profile_of(task: Task, types) -> str:
+    """The network profile a task is scored by: its own, else its type's."""
+    return task.network_profile or types[task.type].profile
+
+
+def by_profile(sched, tasks: list[Task], nodes: NodeView, first: int | None):
+    """The tasks' scores, one ChunkedScores per network profile (``first``: its first chunk; None:
+    each profile's tasks in one call): returns ``scores(j)``, (the BatchScores holding task j, its
+    row there)."""
+    types = sched.types
+    groups: dict[str, list[int]] = {}  # profile -> its tasks' positions
+    for j, t in enumerate(tasks):
+        groups.setdefault(profile_of(t, types), []).append(j)
+    where = [None] * len(tasks)  # task position -> (its profile's scores, its place there)
+    for profile in sorted(groups):
+        group = groups[profile]
+        chunks = ChunkedScores(sched, [tasks[j] for j in group], nodes, profile, first or len(group))
+        for k, j in enumerate(group):
+            where[j] = (chunks, k)
+
+    def scores(j: int) -> tuple[BatchScores, int]:
+        chunks, k = where[j]
+        return chunks[k]
+
+    return scores
+
+
 def one_node_training(task: Task, types) -> bool:
     """A training task on one node whose alpha is the type's rule (not given, not learned): its low
     alpha would speak of traffic between workers it does not have (core.sensitivity.one_node_alphas)."""

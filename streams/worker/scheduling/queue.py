@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from operator import attrgetter
 
 import numpy as np
 
@@ -16,6 +17,8 @@ from schemas.sched import Decision, Fallback, Task
 from streams.adapters.inventory import NodeView
 from streams.adapters.tasks import need
 from streams.worker.scheduling.preemption import may_preempt
+
+_TASK = attrgetter("task")
 
 
 @dataclass
@@ -181,7 +184,7 @@ class QueueMixin:
         take = kept[take]
         if not take.size:
             return []
-        tasks = [p.task for p in queued[take]]
+        tasks = list(map(_TASK, queued[take]))
         return [d for d in self.decide_many(tasks, now, queue=QueuePass(code[take], behind[take]))
                 if d.status == "placed" and d.task_id in self.running]
 

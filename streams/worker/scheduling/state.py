@@ -31,7 +31,7 @@ from core.vocabulary import DEFAULT_TYPES
 from schemas.sched import Decision, RescheduleEvent, Task
 from streams.adapters.inventory import NodeView, node_view
 from streams.adapters.tasks import endpoint_rows, need
-from streams.worker.scheduling.batch import QUEUE_CHUNK, BatchScores, ChunkedScores
+from streams.worker.scheduling.batch import QUEUE_CHUNK, BatchScores, by_profile, profile_of
 from streams.worker.scheduling.books import PendingBook, RunningBook
 from streams.worker.scheduling.constraints import allowed, constrained
 from streams.worker.scheduling.control import ControlMixin
@@ -201,32 +201,32 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
         if exclude:
             nodes = dataclasses.replace(nodes, available=nodes.available & ~np.isin(nodes.ids, list(exclude)))
         usable = nodes.usable.copy()  # what each placement of the batch leaves to the next
-        profiles = [self._profile(t) for t in tasks]
-        scored, row = {}, {}  # profile -> its tasks' scores; task position -> its place there
-        for profile in sorted(set(profiles)):
-            group = [j for j, p in enumerate(profiles) if p == profile]
-            # a queue's retry places few of the tasks it is given: they are scored as it reaches them
-            first = QUEUE_CHUNK if queue is not None else len(group)
-            scored[profile] = ChunkedScores(self, [tasks[j] for j in group], nodes, profile, first)
-            row.update({j: k for k, j in enumerate(group)})
+        # a queue's retry places few of the tasks it is given: they are scored as it reaches them
+        scores = by_profile(self, tasks, nodes, QUEUE_CHUNK if queue is not None else None)
         reserved = self._reserved_mask(nodes) if queue is not None and queue.behind.any() else None
         holds = reserved is not None and bool(reserved.any())  # a task held back keeps off some node
+        if queue is not None:  # as Python values: the loop reads one of each per task
+            shapes, behind = queue.shape.tolist(), (queue.behind if holds else np.zeros(len(tasks), bool)).tolist()
+            nowhere = np.zeros(len(nodes.ids), bool)
+            nowhere.flags.writeable = False  # shared by the tasks not held back (read-only, as blocked's)
         out, may = [], {}  # may: (shape, held back) -> could be placed on ``usable`` as it is now
         for j, task in enumerate(tasks):
             if queue is None:
                 held = self.blocked(task, nodes, now)
             else:
-                held_back = holds and bool(queue.behind[j])
-                held = reserved if held_back else np.zeros(len(nodes.ids), bool)
                 # a queued task that cannot be placed on what is left (off the head's reservation)
                 # stays as it is, undecided: the decision could only say so again
-                key = (int(queue.shape[j]), held_back)
+                held_back = behind[j]
+                key = (shapes[j], held_back)
                 ok = may.get(key)
+                if ok is False and not self.preemption:  # most of a long queue: nothing else to ask
+                    continue
+                held = reserved if held_back else nowhere
                 if ok is None:
                     ok = may[key] = self._may_place(task, usable, nodes, held)
                 if not ok and not (self.preemption and may_preempt(self, task)):
                     continue
-            b, t = scored[profiles[j]][row[j]]
+            b, t = scores(j)
             out.append(self._place_one(task, b, t, nodes, usable, reserve, now, held))
             may.clear()  # what it took (or gave back) changes what the next ones may
         return out
@@ -249,7 +249,7 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
         return task.preempts or (self.preemption_priority is not None and task.priority >= self.preemption_priority)
 
     def _profile(self, task: Task) -> str:
-        return task.network_profile or self.types[task.type].profile
+        return profile_of(task, self.types)
 
     def _attempt(self, task: Task, b: BatchScores, t: int, nodes: NodeView, usable: np.ndarray, reserve,
                  quota_ok: np.ndarray, held: np.ndarray, now: float) -> tuple:
