@@ -79,24 +79,31 @@ def profile_of(task: Task, types) -> str:
     return task.network_profile or types[task.type].profile
 
 
-def by_profile(sched, tasks: list[Task], nodes: NodeView, first: int | None):
+def by_profile(sched, tasks: list[Task], nodes: NodeView, first: int | None,
+               kinds: tuple[np.ndarray, list[tuple]] | None = None):
     """The tasks' scores, one ChunkedScores per network profile (``first``: its first chunk; None:
     each profile's tasks in one call): returns ``scores(j)``, (the BatchScores holding task j, its
-    row there)."""
-    types = sched.types
-    groups: dict[str, list[int]] = {}  # profile -> its tasks' positions
-    for j, t in enumerate(tasks):
-        groups.setdefault(profile_of(t, types), []).append(j)
-    where = [None] * len(tasks)  # task position -> (its profile's scores, its place there)
-    for profile in sorted(groups):
-        group = groups[profile]
-        chunks = ChunkedScores(sched, [tasks[j] for j in group], nodes, profile, first or len(group))
-        for k, j in enumerate(group):
-            where[j] = (chunks, k)
+    row there). ``kinds``: (int64[T] each task's kind code, the (network_profile, type) of each code),
+    as the pending book keeps them for a queue's retry (a retry asks about the whole queue: the
+    profile is then read once per kind, not per task); None: read from the tasks."""
+    if kinds is None:
+        table: dict[tuple, int] = {}
+        kinds = (np.array([table.setdefault((t.network_profile, t.type), len(table)) for t in tasks], np.int64),
+                 list(table))
+    code, keys = kinds
+    names = [own or sched.types[kind].profile for own, kind in keys]  # profile_of, per kind
+    profiles = sorted(set(names))
+    of_task = np.array([profiles.index(x) for x in names], np.int64)[code] if len(code) else code
+    place = np.zeros(len(tasks), np.int64)  # each task's place in its profile's tasks
+    chunks = []
+    for p, profile in enumerate(profiles):
+        group = np.flatnonzero(of_task == p)
+        place[group] = np.arange(group.size)
+        chunks.append(ChunkedScores(sched, [tasks[j] for j in group.tolist()], nodes, profile,
+                                    first or group.size))
 
     def scores(j: int) -> tuple[BatchScores, int]:
-        chunks, k = where[j]
-        return chunks[k]
+        return chunks[of_task[j]][int(place[j])]
 
     return scores
 

@@ -133,13 +133,17 @@ class RowBook(dict):
 class PendingBook(RowBook):
     """The queue: task id -> Pending, with per row its priority, expected duration and deadline
     (``order``: held.Facts.order), when it was submitted and the code of its shape (an index of
-    ``shape_need`` / ``shape_peers``) and whether an operator holds it."""
+    ``shape_need`` / ``shape_peers``), whether an operator holds it and the code of its kind (an
+    index of ``kinds``: its own network profile and its type, what its profile is read from)."""
 
-    ARRAYS = ("order", "submitted", "code", "held")
+    ARRAYS = ("order", "submitted", "code", "held", "kind")
 
     def __init__(self, *args, **kwargs) -> None:
         self.order = np.zeros((0, 3))
         self.held = np.zeros(0, bool)
+        self.kind = np.zeros(0, np.int64)
+        self.kinds: list[tuple] = []  # (network_profile, type) of each kind code
+        self._kind_codes: dict[tuple, int] = {}
         self.submitted = np.zeros(0)
         self.code = np.zeros(0, np.int64)
         self.shapes: dict[tuple, int] = {}  # (need per node, workers) -> code
@@ -160,6 +164,12 @@ class PendingBook(RowBook):
             self.shape_need = np.vstack([self.shape_need, np.asarray(f.shape[0], np.float32)[None, :]])
             self.shape_peers = np.append(self.shape_peers, f.shape[1])
         self.order[row], self.submitted[row], self.code[row], self.held[row] = f.order, p.submitted_at, code, p.held
+        kind = (f.task.network_profile, f.task.type)
+        k = self._kind_codes.get(kind)
+        if k is None:
+            k = self._kind_codes[kind] = len(self.kinds)
+            self.kinds.append(kind)
+        self.kind[row] = k
 
 
 class RunningBook(RowBook):

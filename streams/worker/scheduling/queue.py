@@ -67,6 +67,7 @@ class QueuePass:
 
     shape: np.ndarray  # int64[T]
     behind: np.ndarray  # bool[T]
+    kinds: tuple[np.ndarray, list[tuple]] | None = None  # batch.by_profile's: each task's kind code, the kinds
 
 
 class QueueMixin:
@@ -185,7 +186,8 @@ class QueueMixin:
         if not take.size:
             return []
         tasks = list(map(_TASK, queued[take]))
-        return [d for d in self.decide_many(tasks, now, queue=QueuePass(code[take], behind[take]))
+        return [d for d in self.decide_many(tasks, now, queue=QueuePass(code[take], behind[take],
+                                                                             (book.kind[ranked[take]], book.kinds)))
                 if d.status == "placed" and d.task_id in self.running]
 
     def _behind_all(self, facts: np.ndarray, now: float) -> np.ndarray:

@@ -202,7 +202,7 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
             nodes = dataclasses.replace(nodes, available=nodes.available & ~np.isin(nodes.ids, list(exclude)))
         usable = nodes.usable.copy()  # what each placement of the batch leaves to the next
         # a queue's retry places few of the tasks it is given: they are scored as it reaches them
-        scores = by_profile(self, tasks, nodes, QUEUE_CHUNK if queue is not None else None)
+        scores = by_profile(self, tasks, nodes, *((QUEUE_CHUNK, queue.kinds) if queue is not None else (None, None)))
         reserved = self._reserved_mask(nodes) if queue is not None and queue.behind.any() else None
         holds = reserved is not None and bool(reserved.any())  # a task held back keeps off some node
         if queue is not None:  # as Python values: the loop reads one of each per task

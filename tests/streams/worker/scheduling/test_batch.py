@@ -57,3 +57,28 @@ def test_a_queue_retry_scored_in_chunks_decides_what_scoring_every_task_decides(
     assert lazy[0] and lazy[0] == full[0]  # the same tasks placed, on the same nodes, with the same scores
     assert lazy[1] == full[1]
     assert lazy[2] < full[2] / 4  # and far fewer tasks scored to get there
+
+
+def test_tasks_are_scored_by_their_profile_whether_kinds_are_given_or_read():
+    """batch.by_profile: every task's scores are its profile's (profile_of), at its own row, the same
+    when the kinds come from the pending book (a queue's retry) as when read from the tasks; one
+    task given its own network profile is scored by that one, not its type's."""
+    from streams.worker.scheduling.batch import BatchScores, by_profile, profile_of
+    from streams.worker.scheduling.books import PendingBook
+    from streams.worker.scheduling.held import Pending
+
+    sched, now, _ = _world(32, 3)
+    tasks = _tasks(40, 3, "k")
+    tasks[7] = tasks[7].model_copy(update={"network_profile": "latency"})
+    assert len({profile_of(t, sched.types) for t in tasks}) >= 2
+    book = PendingBook({t.id: Pending(t, now) for t in tasks})
+    rows = book.ready()
+    assert [book.kinds[k] for k in book.kind[rows]] == [(t.network_profile, t.type) for t in tasks]
+    nodes = sched.nodes(now)
+    read, given = by_profile(sched, tasks, nodes, 4), by_profile(sched, tasks, nodes, 4, (book.kind[rows], book.kinds))
+    for j, t in enumerate(tasks):
+        (b1, r1), (b2, r2) = read(j), given(j)
+        alone = BatchScores(sched, [t], nodes, profile_of(t, sched.types))
+        assert b1.profile == b2.profile == profile_of(t, sched.types)
+        np.testing.assert_array_equal(b1.composite[r1], alone.composite[0])
+        np.testing.assert_array_equal(b2.composite[r2], alone.composite[0])
