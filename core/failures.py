@@ -40,6 +40,8 @@ def node_failures(report_age_s: np.ndarray, reported_down: np.ndarray, timeout_s
     known = np.asarray(known_paths)
     network_bad = (known > 0) & (np.asarray(lost_paths) >= known)
     failed = compute_bad | network_bad
+    if not failed.any():  # the usual case, asked at every window: no causes to spell out
+        return failed, np.full(failed.shape, "", object)
     cause = np.where(~failed, "", np.where(compute_bad & network_bad, BOTH, np.where(
         network_bad, NETWORK, np.where(known > 0, COMPUTE, UNKNOWN))))
     return failed, cause.astype(object)

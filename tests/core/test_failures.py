@@ -30,3 +30,14 @@ def test_empty_inputs():
     assert failed.shape == (0,) and cause.shape == (0,)
     known, lost = paths_lost(np.zeros((0, 2), np.int64), np.zeros(0), 2)
     assert known.tolist() == [0, 0] and lost.tolist() == [0, 0]
+
+
+def test_a_healthy_cluster_has_no_causes():
+    """Nothing failed (the usual case at every window): every cause is "", as object strings like the
+    causes of a cluster where some node failed."""
+    age, down = np.array([5.0, 5.0, 59.0]), np.zeros(3, bool)
+    failed, cause = node_failures(age, down, 60.0, np.array([2, 0, 3]), np.array([1, 0, 2]))
+    assert failed.tolist() == [False, False, False]
+    assert cause.dtype == object and cause.tolist() == ["", "", ""]
+    _, other = node_failures(np.array([90.0, 5.0]), np.zeros(2, bool), 60.0, np.array([1, 1]), np.zeros(2))
+    assert other.dtype == cause.dtype and other[1] == cause[0]
