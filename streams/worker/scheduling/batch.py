@@ -76,7 +76,12 @@ class ChunkedScores:
 
 def profile_of(task: Task, types) -> str:
     """The network profile a task is scored by: its own, else its type's."""
-    return task.network_profile or types[task.type].profile
+    return kind_profile((task.network_profile, task.type), types)
+
+
+def kind_profile(kind: tuple, types) -> str:
+    """:func:`profile_of` of a task of this kind: (its own network profile or None, its type)."""
+    return kind[0] or types[kind[1]].profile
 
 
 def by_profile(sched, tasks: list[Task], nodes: NodeView, first: int | None,
@@ -91,7 +96,7 @@ def by_profile(sched, tasks: list[Task], nodes: NodeView, first: int | None,
         kinds = (np.array([table.setdefault((t.network_profile, t.type), len(table)) for t in tasks], np.int64),
                  list(table))
     code, keys = kinds
-    names = [own or sched.types[kind].profile for own, kind in keys]  # profile_of, per kind
+    names = [kind_profile(k, sched.types) for k in keys]
     profiles = sorted(set(names))
     of_task = np.array([profiles.index(x) for x in names], np.int64)[code] if len(code) else code
     place = np.zeros(len(tasks), np.int64)  # each task's place in its profile's tasks
