@@ -59,7 +59,8 @@ class RowBook(dict):
 
     def _let_go(self, value) -> None:
         """``value`` leaves its row: it tells this book nothing more."""
-        if self._at.get(id(value)) is not None and self.entries[self._at[id(value)]] is value:
+        row = self._at.get(id(value))
+        if row is not None and self.entries[row] is value:
             del self._at[id(value)]
         value._books = tuple(b for b in value._books if b is not self)
 
