@@ -297,3 +297,49 @@ def news(newest, seen, version: int, seen_version) -> tuple[np.ndarray, np.ndarr
     newest, seen = np.asarray(newest, np.float64), np.asarray(seen, np.float64)
     fresh = ~(newest <= seen) | (version > np.asarray(seen_version))
     return fresh, np.fmax(seen, newest)
+
+
+def quality_drift(u_now: np.ndarray, u_ref: np.ndarray, weights: np.ndarray) -> float:
+    """The most any path's quality (core.quality.combine of its dimension utilities, float[P, 5],
+    with ``weights``) can have moved from ``u_ref`` to ``u_now``: per path the weighted mean of its
+    utilities' changes over the dimensions it has (a weighted mean moves no more than that); inf when
+    the paths or which of their dimensions are known differ, 0 without paths.
+    Worked: weights (0.5, 0.5), a path (80, 40) -> (83, 40): 1.5; (80, NaN) -> (83, NaN): 3."""
+    if u_now.shape != u_ref.shape:
+        return math.inf
+    known = ~np.isnan(u_now)
+    if not np.array_equal(known, ~np.isnan(u_ref)):
+        return math.inf
+    if not u_now.size:
+        return 0.0
+    w = np.where(known, np.asarray(weights, np.float64), 0.0)
+    total = w.sum(axis=-1)
+    moved = (np.abs(np.where(known, u_now - u_ref, 0.0)) * w).sum(axis=-1)
+    return float(np.max(np.where(total > 0, moved / np.where(total > 0, total, 1.0), 0.0)))
+
+
+def log_drift(now: np.ndarray, ref: np.ndarray) -> float:
+    """The largest |log now - log ref| over values positive and finite in both; inf when which values
+    are differs (a path's RTT appearing or gone), 0 for none. Worked: (10, NaN) -> (12.5, NaN): log 1.25."""
+    now, ref = np.asarray(now, np.float64), np.asarray(ref, np.float64)
+    if now.shape != ref.shape:
+        return math.inf
+    with np.errstate(invalid="ignore"):
+        pos = np.isfinite(now) & (now > 0)
+        if not np.array_equal(pos, np.isfinite(ref) & (ref > 0)):
+            return math.inf
+    if not pos.any():
+        return 0.0
+    return float(np.max(np.abs(np.log(now[pos]) - np.log(ref[pos]))))
+
+
+QUIET_SLACK = 1e-3  # points: what the kernel's float32 rounding may add to a score beyond its inputs' drift
+
+
+def stays_quiet(gap: float, drift: float, policy: ReschedulePolicy = DEFAULT_POLICY) -> bool:
+    """Whether tasks whose best other node was at most ``gap`` points better than their own at an
+    evaluation that moved none (``better`` false for all) still cannot be better by the policy's
+    minimum gain, when every score has moved by at most ``drift`` points since: both their own and
+    the other node's score may have, so the gap grows by at most twice that (and the rounding slack).
+    Worked: gap 6, drift 1.9, min gain 10: 6 + 2 x 1.901 = 9.802 < 10, still quiet."""
+    return gap + 2.0 * (drift + QUIET_SLACK) < policy.min_gain_points

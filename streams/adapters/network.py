@@ -111,7 +111,7 @@ class PathColumns:
         self.shapes: dict = {}  # what the path table derives from the rows alone (path_table._shape)
         self.writes = 0  # changes to the rows or their values (what quality_inputs is remembered by)
         self._inputs: tuple | None = None
-        self.aging: tuple | None = None  # path_table._ages_of: (key, ages), per write and time
+        self.aging: tuple | None = None  # path_table.ages_of: (key, ages), per write and time
         self.empty = self.code("")
         for r in records or []:
             self.set(r)

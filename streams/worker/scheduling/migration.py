@@ -29,6 +29,7 @@ from core.scoring import evolved, score_parts
 from schemas.sched import RescheduleEvent
 from streams.adapters.inventory import NodeView
 from streams.adapters.tasks import endpoint_rows, endpoints, load_gb, need, scoring_inputs
+from streams.worker.scheduling import steady
 from streams.worker.scheduling.constraints import masked
 from streams.worker.scheduling.decision import breakdown
 from streams.worker.scheduling.gangs import GangScorer
@@ -96,6 +97,8 @@ def migrate_singles(sched, runs: list, now: float, nodes: NodeView | None = None
 
 
 def _migrate_group(sched, nodes: NodeView, group: list, profile: str, now: float) -> list[RescheduleEvent]:
+    if steady.still_quiet(sched, nodes, group, profile):  # quiet at its last evaluation, and still
+        return []
     tasks = [r.task for r in group]
     eps = endpoints(tasks)
     net = sched.network(eps, nodes, profile)
@@ -123,7 +126,11 @@ def _migrate_group(sched, nodes: NodeView, group: list, profile: str, now: float
         _see_group(sched, group, x, net, cur)
         for r in group:
             r.streak = 0
+        gap = best - current
+        steady.remember(sched, nodes, group, profile, x, eps, cur,
+                        float(gap[np.isfinite(gap)].max()) if np.isfinite(gap).any() else -np.inf)
         return []
+    steady.forget(sched, profile)
     ev = _evaluate_group(sched, nodes, group, x, net, eps, profile, cur, best_node, current, best, now)
     events = []
     free = nodes.usable.copy()  # moves in this pass take capacity from each other
@@ -196,15 +203,8 @@ def _quiet(sched, nodes: NodeView, group: list, cur: np.ndarray, best: np.ndarra
 
 
 def _see_group(sched, group: list, x, net, cur: np.ndarray) -> np.ndarray:
-    """bool[T]: each task of a group saw its paths' news (core.reschedule.news), by the newest window
-    of its own paths at its node; it has now seen them."""
-    newest = worst_per_task(net.end, x.ep_ptr, x.ep_idx, cur)
-    version = sched.forecast_version
-    fresh, seen = news(newest, [r.seen_window_end for r in group], version,
-                       [r.seen_forecast_version for r in group])
-    for r, end in zip(group, seen.tolist(), strict=True):
-        r.seen_window_end, r.seen_forecast_version = end, version
-    return fresh
+    """steady.see of a group's scoring inputs ``x`` and network inputs ``net``."""
+    return steady.see(sched, group, net.end, x.ep_ptr, x.ep_idx, cur)
 
 
 def _saw(sched, r, newest: float) -> bool:
@@ -224,7 +224,20 @@ class GangScores:
     endpoints of a call, nor on room)."""
 
     def __init__(self, sched, runs: list, nodes: NodeView) -> None:
-        self.of: dict[str, tuple] = {}  # task id -> (NetworkInputs, ScoringInputs, row, composite, network)
+        self._args = (sched, runs, nodes)
+        self._of: dict[str, tuple] | None = None
+
+    @property
+    def of(self) -> dict[str, tuple]:
+        """task id -> (NetworkInputs, ScoringInputs, row, composite, network), scored on first use (a
+        rescoring whose gangs are all quiet scores none: scheduling.steady)."""
+        if self._of is None:
+            self._of = self._scored(*self._args)
+        return self._of
+
+    @staticmethod
+    def _scored(sched, runs: list, nodes: NodeView) -> dict[str, tuple]:
+        of = {}
         for profile in sorted({r.profile for r in runs}):
             group = [r for r in runs if r.profile == profile]
             tasks = [r.task for r in group]
@@ -234,7 +247,8 @@ class GangScores:
             room = np.full(np.shape(x.usable), np.inf, np.float32)
             composite, network = score_parts(evolved(x, usable=room, need=np.zeros_like(x.need)))
             for t, r in enumerate(group):
-                self.of[r.task.id] = (net, x, t, composite[t], network[t])
+                of[r.task.id] = (net, x, t, composite[t], network[t])
+        return of
 
 
 def migrate_gang(sched, r, nodes: NodeView, now: float, scored: GangScores | None = None) -> RescheduleEvent | None:
@@ -242,6 +256,8 @@ def migrate_gang(sched, r, nodes: NodeView, now: float, scored: GangScores | Non
     the gang placement made now with the gang's own resources given back. It moves (the members
     that change) under the same rules as a single task, against the slowest member's move.
     ``scored``: the view's gangs scored together (GangScores), if the caller has them."""
+    if steady.gang_still_quiet(sched, nodes, r, _saw):  # quiet at its last evaluation, and still
+        return None
     task, alpha, w = r.task, r.alpha, r.task.cost_sensitivity
     members = [nodes.index[n] for n in r.nodes]
     usable, drained = _own_room(r, nodes, members, now)
@@ -255,10 +271,12 @@ def migrate_gang(sched, r, nodes: NodeView, now: float, scored: GangScores | Non
     current = current if np.isfinite(current) else 0.0  # a member's node failed
     rows = endpoint_rows(x, t)
     fresh = _saw(sched, r, _gang_worst(net, "end", rows, members))
-    if not drained and nodes.available[members].all() and not _could_gain(g, scores, usable, need(task), len(members),
-                                                                          current, sched.policy.min_gain_points):
-        r.streak = 0  # no alternative can be better by the minimum gain: what the search would conclude
-        return None
+    if not drained and nodes.available[members].all():
+        gap = _headroom(g, scores, usable, need(task), len(members), current)
+        if not _could_gain(gap, sched.policy.min_gain_points):
+            r.streak = 0  # no alternative can be better by the minimum gain: what the search would conclude
+            steady.remember_gang(sched, nodes, r, x, net.endpoints, t, members, gap)
+            return None
     alt = place(scores.copy(), need(task), usable.copy(), gang=len(members), peer_scores=g.peers, value_of=g.value,
                 leads=g.leads)
     if not alt.placed or set(alt.nodes) == set(members):
@@ -298,13 +316,18 @@ def migrate_gang(sched, r, nodes: NodeView, now: float, scored: GangScores | Non
     return event if start_at is None else event.model_copy(update={"start_at": start_at})
 
 
-def _could_gain(g: GangScorer, scores: np.ndarray, usable: np.ndarray, needs: np.ndarray, k: int, current: float,
-                min_gain: float) -> bool:
-    """Whether some gang placement over the nodes that fit a worker could be worth ``min_gain`` points
-    more than ``current`` (GangScorer.upper_bound). False: the search would find nothing better by the
-    policy's minimum (no move, the streak reset), so it is not run."""
-    bound = g.upper_bound(np.isfinite(scores) & covers(usable, needs), k)
-    return bound - current >= min_gain - 1e-6  # the slack: a bound summed in another order
+def _could_gain(headroom: float, min_gain: float) -> bool:
+    """Whether a gang whose best placement could be worth at most ``headroom`` points more than its
+    current one (:func:`_headroom`) could gain the policy's ``min_gain``. False: the search would find
+    nothing better by the minimum (no move, the streak reset), so it is not run."""
+    return headroom >= min_gain - 1e-6  # the slack: a bound summed in another order
+
+
+def _headroom(g: GangScorer, scores: np.ndarray, usable: np.ndarray, needs: np.ndarray, k: int,
+              current: float) -> float:
+    """The most a gang placement over the nodes that fit a worker could be worth above ``current``
+    (GangScorer.upper_bound)."""
+    return g.upper_bound(np.isfinite(scores) & covers(usable, needs), k) - current
 
 
 def _own_room(r, nodes: NodeView, members: list[int], now: float) -> tuple[np.ndarray, bool]:

@@ -166,7 +166,7 @@ def build_path_table(cols: PathColumns, node_ids: list[str], profile: str,
     if profile in BOTH_WAYS:  # traffic both ways: a path is as good as its worse direction
         q = worse_direction(q, src, dst)
     loss, probes, end = x["loss"], cols.column("count", rows), cols.column("end", rows)
-    aging = _ages_of(cols, rows, now, freshness)
+    aging = ages_of(cols, rows, now, freshness)
     if aging is not None:
         age, stale = aging
         q = aged_quality(q, age, freshness).astype(np.float32)
@@ -185,6 +185,19 @@ def build_path_table(cols: PathColumns, node_ids: list[str], profile: str,
     )
 
 
+def ends_table(cols: PathColumns, node_ids: list[str], node_racks: list[str] | None = None,
+               rack_aliases: list[str] | None = None) -> PathTable:
+    """A table of the paths' latest window ends only (``gather("end", ...)`` as
+    :func:`build_path_table` gives it; no profile's quality, no values besides): what a rescoring
+    that needs no scores reads to know which windows its tasks have seen."""
+    rows, _, _ = cols.quality_inputs()
+    shape = _shape(cols, cols.src[rows], cols.dst[rows], node_ids, node_racks or [""] * len(node_ids), rack_aliases)
+    return PathTable(q=None, p95=None, p95_eff=None, loss=None, probes=None, end=cols.column("end", rows),
+                     path_nodes=shape.path_nodes, by_ep=shape.by_ep, node_q=None, headroom=None,
+                     node_rack=shape.node_rack, to_racks=shape.to_racks, rack_of=shape.rack_of,
+                     rack_index=shape.rack_index)
+
+
 def path_losses(cols: PathColumns, node_ids: list[str], node_racks: list[str] | None = None,
                 rack_aliases: list[str] | None = None, now: float | None = None,
                 freshness: Freshness | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -192,7 +205,7 @@ def path_losses(cols: PathColumns, node_ids: list[str], node_racks: list[str] | 
     any profile's quality: what failures.health reads."""
     rows, x, _ = cols.quality_inputs()
     loss = x["loss"]
-    aging = _ages_of(cols, rows, now, freshness)
+    aging = ages_of(cols, rows, now, freshness)
     if aging is not None and aging[1].any():
         loss = np.where(aging[1], np.nan, loss)
     shape = _shape(cols, cols.src[rows], cols.dst[rows], node_ids, node_racks or [""] * len(node_ids), rack_aliases)
@@ -207,7 +220,7 @@ def aged_to(now: float | None, freshness: Freshness | None) -> float | None:
     return None if fr is None or now is None else (math.floor(now / step) * step if step else now)
 
 
-def _ages_of(cols: PathColumns, rows: np.ndarray, now: float | None, freshness: Freshness | None):
+def ages_of(cols: PathColumns, rows: np.ndarray, now: float | None, freshness: Freshness | None):
     """:func:`_ages` of the latest rtt windows at ``rows`` (quality_inputs' rows), once per write of the
     columns and time: the health check and every profile's table share them (read-only)."""
     key = (cols.writes, cols.n, len(cols.names), now, freshness)

@@ -66,11 +66,11 @@ class _Rows:
 
 
 def test_the_search_is_skipped_only_where_no_gang_can_beat_the_current_by_the_minimum():
-    """migration._could_gain bounds every gang's value (GangScorer.value) from above over the nodes
+    """migration._headroom bounds every gang's value (GangScorer.value) from above over the nodes
     that fit a worker: on random clusters no gang that fits is worth more than the bound (so skipping
     the search loses no move), and a gang already on the best nodes there are is not searched for."""
     from streams.worker.scheduling.gangs import GangScorer
-    from streams.worker.scheduling.migration import _could_gain
+    from streams.worker.scheduling.migration import _could_gain, _headroom
 
     rng = np.random.default_rng(4)
     need = np.array([2.0, 0.0, 0.0], np.float32)
@@ -84,11 +84,11 @@ def test_the_search_is_skipped_only_where_no_gang_can_beat_the_current_by_the_mi
         g = GangScorer(alpha, scores, rng.uniform(0, 100, n), _Rows(q), 50.0, None, 0.0)
         fits = np.flatnonzero(np.isfinite(scores) & (usable[:, 0] >= 2))
         if fits.size < k:
-            assert not _could_gain(g, scores, usable, need, k, -1e9, 10.0)  # nothing fits: nothing to search
+            assert not _could_gain(_headroom(g, scores, usable, need, k, -1e9), 10.0)  # nothing fits: nothing to search
             continue
         for _ in range(5):
             members = [int(m) for m in rng.choice(fits, k, replace=False)]
-            assert _could_gain(g, scores, usable, need, k, g.value(members) - 10.0, 10.0)
+            assert _could_gain(_headroom(g, scores, usable, need, k, g.value(members) - 10.0), 10.0)
     # worked: two identical fast nodes, quality 96 between them, alpha 0.3, compute 100, scores 98.8:
     # the bound is (98.8 + 0.3 x 100 + 0.7 x 100) / 2 = 99.4; the gang there is worth
     # (98.8 + 0.3 x 100 + 0.7 x 96) / 2 = 98.0, 1.4 below the bound: no search
@@ -96,5 +96,5 @@ def test_the_search_is_skipped_only_where_no_gang_can_beat_the_current_by_the_mi
     g = GangScorer(0.3, np.array([98.8, 98.8]), np.array([100.0, 100.0]), _Rows(q), 50.0, None, 0.0)
     usable = np.array([[8, 0, 0], [8, 0, 0]], np.float32)
     assert abs(g.value([0, 1]) - 98.0) < 1e-9
-    assert not _could_gain(g, g.scores, usable, need, 2, g.value([0, 1]), 10.0)
-    assert _could_gain(g, g.scores, usable, need, 2, 89.0, 10.0)  # 10.4 below: it searches
+    assert not _could_gain(_headroom(g, g.scores, usable, need, 2, g.value([0, 1])), 10.0)
+    assert _could_gain(_headroom(g, g.scores, usable, need, 2, 89.0), 10.0)  # 10.4 below: it searches

@@ -1,0 +1,197 @@
+"""Quiet groups: a profile's single-node running tasks that no rescoring could move, not scored again
+while what their scores are made of has not moved enough to matter.
+
+Almost every rescoring of a group finds no task whose best other node beats its own by the policy's
+minimum gain (migration._quiet: in the replay's first thousand jobs, 43,236 of 43,425), while the
+windows it reads move each score by hundredths of a point. After such an evaluation the group's
+largest gap (best other node less its own, ``gap``) is kept with what the scores were computed from.
+At a later window, while the same tasks run on the same nodes, no node took room back or came back,
+the nodes' compute, energy and links are the same arrays and the paths are the same, every score can
+have moved by no more than the paths' quality drift (core.reschedule.quality_drift: a task's network
+score is a mean of path qualities, a node's mean quality too) or, for a task loading data, the load
+factor's drift from the paths' RTT (core.reschedule.log_drift, through the TCP window bound); while
+``gap`` plus twice that stays below the minimum gain (core.reschedule.stays_quiet), scoring the group
+again would find it quiet, and what a quiet evaluation does is done directly: each task sees its
+paths' newest windows and its streak resets. Whatever else may matter (forecasts, constraints, a
+failed or draining node, a node whose room went below zero) sends the group to the full evaluation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from core.quality import DEFAULT_MODEL
+from core.reschedule import log_drift, news, quality_drift, stays_quiet, worst_known, worst_per_task
+from streams.adapters.inventory import NodeView
+from streams.worker.scheduling.path_table import aged_to, ages_of, ends_table
+
+
+@dataclass
+class Read:
+    """What scores were computed from, besides the tasks (see the module)."""
+
+    view: tuple  # _view: the node view's static arrays and the type defaults (identities)
+    usable: np.ndarray
+    available: np.ndarray
+    cols: object  # the PathColumns, and their rows' and names' count
+    paths: tuple
+    u: np.ndarray  # the paths' dimension utilities (PathColumns.quality_inputs; read-only)
+    p95: np.ndarray
+    confidence: np.ndarray | None  # how much each path's quality counted (aging); None: no aging
+    local_util: np.ndarray  # node-local NIC utilisation rows (the nodes' headroom)
+    log_span: float  # the load factor's span (log bad - log good load seconds)
+
+
+@dataclass
+class Steady:
+    """A quiet evaluation of a group or a gang: its tasks, its largest gap, what it read."""
+
+    members: tuple  # (id(run), id(task), nodes, alpha) of each task, in the group's order
+    runs: list  # the runs (kept: their ids stay theirs)
+    gap: float  # best other placement less the current one, the largest of the group (-inf: none)
+    read: Read
+    eps: list[str]  # the endpoints and each task's rows among them
+    ep_ptr: np.ndarray
+    ep_idx: np.ndarray
+    cur: np.ndarray  # node rows: each single task's, or a gang's members
+
+
+def _members(runs: list) -> tuple:
+    return tuple((id(r), id(r.task), tuple(r.nodes), r.alpha) for r in runs)
+
+
+def _view(sched, nodes: NodeView) -> tuple:
+    """What scores read besides the paths and the room, by identity: the node view's static arrays
+    (rebuilt when the inventory changes) and the type defaults a task's job side is read with."""
+    return (nodes.ids, nodes.compute, nodes.energy, nodes.link_gbps, nodes.node_class, nodes.has_accel,
+            *sched.types.values(), sched.compute_scope)
+
+
+def _paths(sched, nodes: NodeView) -> tuple:
+    """(columns, (rows, names), utilities, p95, confidence, node-local utilisation) as the network
+    view stands, aged to the view's time as the path tables are."""
+    cols = sched.net.columns()
+    rows, x, u = cols.quality_inputs()
+    aging = ages_of(cols, rows, aged_to(nodes.at, sched.freshness), sched.freshness)
+    conf = None if aging is None else sched.freshness.confidence(aging[0])
+    local = cols.cols["bw_util"][:cols.n][cols.dst[:cols.n] == cols.empty]
+    return cols, (cols.n, len(cols.names)), u, x["p95_rtt_ms"], conf, local
+
+
+def _read(sched, nodes: NodeView, x) -> Read:
+    return Read(_view(sched, nodes), nodes.usable.copy(), nodes.available.copy(), *_paths(sched, nodes),
+                float(np.log(x.load_bad_s) - np.log(x.load_good_s)))
+
+
+def _drift(sched, nodes: NodeView, ref: Read, cur: np.ndarray, profile: str) -> float:
+    """How far any score of the tasks on node rows ``cur`` can have moved since ``ref`` was read:
+    inf when anything but the paths' values moved (a node, the room back, the paths themselves)."""
+    view = _view(sched, nodes)
+    if len(view) != len(ref.view) or any(a is not b for a, b in zip(view, ref.view, strict=True)):
+        return np.inf
+    if not nodes.available[cur].all() or (nodes.available & ~ref.available).any() or \
+            not (nodes.usable <= ref.usable).all() or not (np.asarray(nodes.usable, np.float32)[cur] >= 0).all():
+        return np.inf
+    if nodes.draining.any() and nodes.draining[cur].any():
+        return np.inf  # a task may be due off its node: migration.drain_due decides, in full
+    cols, paths, u, p95, conf, local = _paths(sched, nodes)
+    if cols is not ref.cols or paths != ref.paths or not np.array_equal(local, ref.local_util, equal_nan=True):
+        return np.inf
+    if (conf is None) != (ref.confidence is None) or (conf is not None and not np.array_equal(conf, ref.confidence)):
+        return np.inf
+    return max(quality_drift(u, ref.u, DEFAULT_MODEL.weights(profile)), 100.0 * log_drift(p95, ref.p95) / ref.log_span)
+
+
+def _may_remember(sched, nodes: NodeView, runs: list, cur: np.ndarray) -> bool:
+    """Groups and gangs with constraints, preventive mode, or a node whose room is below zero are
+    always evaluated in full."""
+    return not sched.forecast_p95 and all(r.task.constraints is None for r in runs) and \
+        bool((np.asarray(nodes.usable, np.float32)[cur] >= 0).all())
+
+
+def remember(sched, nodes: NodeView, group: list, profile: str, x, eps: list[str], cur: np.ndarray,
+             gap: float) -> None:
+    """A full evaluation of ``group`` (single-node tasks of ``profile``) found it quiet with largest
+    gap ``gap``: keep what it read."""
+    if not _may_remember(sched, nodes, group, cur):
+        forget(sched, profile)
+        return
+    sched._cache[("steady", profile)] = Steady(_members(group), list(group), gap, _read(sched, nodes, x), list(eps),
+                                               x.ep_ptr, x.ep_idx, cur)
+
+
+def forget(sched, profile: str) -> None:
+    sched._cache.pop(("steady", profile), None)
+
+
+def still_quiet(sched, nodes: NodeView, group: list, profile: str) -> bool:
+    """Whether ``group`` is quiet by its last full evaluation (see the module); if so, each task has
+    seen its paths' newest windows and its streak is reset, as that evaluation would have done."""
+    ref = sched._cache.get(("steady", profile))
+    if ref is None or sched.forecast_p95 or _members(group) != ref.members:
+        return False
+    if not stays_quiet(ref.gap, _drift(sched, nodes, ref.read, ref.cur, profile), sched.policy):
+        return False
+    see(sched, group, _ends(sched, nodes).gather("end", ref.eps, len(nodes.ids)), ref.ep_ptr, ref.ep_idx, ref.cur)
+    for r in group:
+        r.streak = 0
+    return True
+
+
+def _gangs(sched) -> dict:
+    return sched._cache.setdefault(("steady gangs",), {})
+
+
+def remember_gang(sched, nodes: NodeView, r, x, eps: list[str], t: int, members: list[int], gap: float) -> None:
+    """A gang's full evaluation found no placement that could be better by the minimum gain (its upper
+    bound less its value: ``gap``): keep what it read (``x``, ``eps``: its profile's inputs, ``t``
+    its row)."""
+    cur, kept = np.asarray(members, np.int64), _gangs(sched)
+    if not _may_remember(sched, nodes, [r], cur):
+        kept.pop(r.task.id, None)
+        return
+    if len(kept) > 2 * len(sched.running) + 64:  # gangs that ended: forgotten now and then
+        for task_id in [k for k in kept if k not in sched.running]:
+            del kept[task_id]
+    kept[r.task.id] = Steady(_members([r]), [r], gap, _read(sched, nodes, x),
+                                      [eps[i] for i in x.ep_idx[x.ep_ptr[t]:x.ep_ptr[t + 1]]], None, None, cur)
+
+
+def gang_still_quiet(sched, nodes: NodeView, r, saw) -> bool:
+    """Whether a running gang is quiet by its last full evaluation; if so, it has seen its paths'
+    newest windows (``saw(sched, r, newest)``: migration._saw) and its streak is reset."""
+    ref = _gangs(sched).get(r.task.id)
+    if ref is None or sched.forecast_p95 or _members([r]) != ref.members:
+        return False
+    # the bound and the value each move by no more than the drift (a value is a mean of scores and of
+    # peer worths, each alpha x compute + (1 - alpha) x a mean quality)
+    if not stays_quiet(ref.gap + 1e-6, _drift(sched, nodes, ref.read, ref.cur, r.profile), sched.policy):
+        return False
+    ends, n = _ends(sched, nodes), len(nodes.ids)
+    at = ends.gather("end", ref.eps, n)[:, ref.cur]
+    first = ends.gather("end", [nodes.ids[ref.cur[0]]], n)[0][ref.cur[1:]]
+    saw(sched, r, worst_known(np.concatenate([at.ravel(), first])))
+    r.streak = 0
+    return True
+
+
+def see(sched, group: list, end: np.ndarray, ep_ptr: np.ndarray, ep_idx: np.ndarray, cur: np.ndarray) -> np.ndarray:
+    """bool[T]: each task of a group saw its paths' news (core.reschedule.news), by the newest window
+    of its own paths at its node (``end``: the windows' ends, endpoints x nodes); it has now seen them."""
+    newest = worst_per_task(end, ep_ptr, ep_idx, cur)
+    version = sched.forecast_version
+    fresh, seen = news(newest, [r.seen_window_end for r in group], version,
+                       [r.seen_forecast_version for r in group])
+    for r, end_ in zip(group, seen.tolist(), strict=True):
+        r.seen_window_end, r.seen_forecast_version = end_, version
+    return fresh
+
+
+def _ends(sched, nodes: NodeView):
+    """The windows' ends as a path table reads them, once per version of the network view."""
+    key = ("ends", getattr(sched.net, "version", None), tuple(nodes.ids))
+    if key[1] is None:
+        return ends_table(sched.net.columns(), nodes.ids, nodes.racks, nodes.rack_aliases)
+    return sched._cached(key, lambda: ends_table(sched.net.columns(), nodes.ids, nodes.racks, nodes.rack_aliases))
