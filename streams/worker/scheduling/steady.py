@@ -28,9 +28,10 @@ from streams.adapters.inventory import NodeView
 from streams.worker.scheduling.path_table import aged_to, ages_of, ends_table
 
 
-@dataclass
+@dataclass(eq=False)
 class Read:
-    """What scores were computed from, besides the tasks (see the module)."""
+    """What scores were computed from, besides the tasks (see the module); one per node view, shared
+    by the groups and gangs found quiet on it."""
 
     view: tuple  # _view: the node view's static arrays and the type defaults (identities)
     usable: np.ndarray
@@ -69,34 +70,62 @@ def _view(sched, nodes: NodeView) -> tuple:
             *sched.types.values(), sched.compute_scope)
 
 
-def _paths(sched, nodes: NodeView) -> tuple:
+def _paths(sched, nodes: NodeView, shared: dict) -> tuple:
     """(columns, (rows, names), utilities, p95, confidence, node-local utilisation) as the network
-    view stands, aged to the view's time as the path tables are."""
+    view stands, aged to the view's time as the path tables are (once per view: ``shared``)."""
+    hit = shared.get("paths")
+    if hit is not None:
+        return hit
     cols = sched.net.columns()
     rows, x, u = cols.quality_inputs()
     aging = ages_of(cols, rows, aged_to(nodes.at, sched.freshness), sched.freshness)
     conf = None if aging is None else sched.freshness.confidence(aging[0])
     local = cols.cols["bw_util"][:cols.n][cols.dst[:cols.n] == cols.empty]
-    return cols, (cols.n, len(cols.names)), u, x["p95_rtt_ms"], conf, local
+    shared["paths"] = cols, (cols.n, len(cols.names)), u, x["p95_rtt_ms"], conf, local
+    return shared["paths"]
+
+
+def _shared(sched, nodes: NodeView) -> dict:
+    """What the checks and evaluations on one node view share (the paths as they stand, the Read
+    kept, each drift): a rescoring's groups and gangs read the same view."""
+    hit = sched._cache.get(("steady view",))
+    if hit is None or hit[0] is not nodes:
+        hit = sched._cache[("steady view",)] = (nodes, {})
+    return hit[1]
 
 
 def _read(sched, nodes: NodeView, x) -> Read:
-    return Read(_view(sched, nodes), nodes.usable.copy(), nodes.available.copy(), *_paths(sched, nodes),
-                float(np.log(x.load_bad_s) - np.log(x.load_good_s)))
+    span = float(np.log(x.load_bad_s) - np.log(x.load_good_s))
+    shared = _shared(sched, nodes)
+    read = shared.get(("read", span))
+    if read is None:
+        read = shared[("read", span)] = Read(_view(sched, nodes), nodes.usable.copy(), nodes.available.copy(),
+                                             *_paths(sched, nodes, shared), span)
+    return read
 
 
 def _drift(sched, nodes: NodeView, ref: Read, cur: np.ndarray, profile: str) -> float:
     """How far any score of the tasks on node rows ``cur`` can have moved since ``ref`` was read:
     inf when anything but the paths' values moved (a node, the room back, the paths themselves)."""
-    view = _view(sched, nodes)
-    if len(view) != len(ref.view) or any(a is not b for a, b in zip(view, ref.view, strict=True)):
-        return np.inf
-    if not nodes.available[cur].all() or (nodes.available & ~ref.available).any() or \
-            not (nodes.usable <= ref.usable).all() or not (np.asarray(nodes.usable, np.float32)[cur] >= 0).all():
+    if not nodes.available[cur].all() or not (np.asarray(nodes.usable[cur], np.float32) >= 0).all():
         return np.inf
     if nodes.draining.any() and nodes.draining[cur].any():
         return np.inf  # a task may be due off its node: migration.drain_due decides, in full
-    cols, paths, u, p95, conf, local = _paths(sched, nodes)
+    shared = _shared(sched, nodes)
+    drift = shared.get((ref, profile))
+    if drift is None:
+        drift = shared[(ref, profile)] = _paths_drift(sched, nodes, ref, profile, shared)
+    return drift
+
+
+def _paths_drift(sched, nodes: NodeView, ref: Read, profile: str, shared: dict) -> float:
+    """_drift's part that does not depend on the tasks' nodes."""
+    view = _view(sched, nodes)
+    if len(view) != len(ref.view) or any(a is not b for a, b in zip(view, ref.view, strict=True)):
+        return np.inf
+    if (nodes.available & ~ref.available).any() or not (nodes.usable <= ref.usable).all():
+        return np.inf
+    cols, paths, u, p95, conf, local = _paths(sched, nodes, shared)
     if cols is not ref.cols or paths != ref.paths or not np.array_equal(local, ref.local_util, equal_nan=True):
         return np.inf
     if (conf is None) != (ref.confidence is None) or (conf is not None and not np.array_equal(conf, ref.confidence)):
