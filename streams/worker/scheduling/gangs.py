@@ -96,15 +96,22 @@ class GangScorer:
 
     def upper_bound(self, fits: np.ndarray, k: int) -> float:
         """The most any gang of ``k`` over the nodes ``fits`` (bool[N]) could be worth by :meth:`value`:
-        the best lead score and every other worker at its compute and the best quality (-inf when fewer
+        the best lead score, and every other worker at its compute and the best quality it has from
+        another node that fits (a worker's quality is its mean from the other members; -inf when fewer
         than ``k`` fit; inf with an energy preference, whose blend is not bounded here)."""
         rows = np.flatnonzero(fits)
         if rows.size < k:
             return float("-inf")
         if self.w > 0 and self.energy is not None:
             return float("inf")
-        worth = self.alpha * self.compute[rows] + (1.0 - self.alpha) * max(100.0, self.unknown)
-        return (float(np.max(self.scores[rows])) + (k - 1) * float(np.max(worth))) / k
+        lead = float(np.max(self.scores[rows]))
+        if k < 2:
+            return lead
+        _, filled, compute, alpha, rest = self._compiled()[:5]
+        near = filled[np.ix_(rows, rows)]  # from a fitting node (row) to another (column)
+        np.fill_diagonal(near, -np.inf)  # a node is not its own co-worker
+        worth = alpha * compute[rows] + rest * near.max(axis=0)
+        return (lead + (k - 1) * float(np.max(worth))) / k
 
     def closeness(self, members: list[int], could_host: np.ndarray) -> tuple[float, float]:
         """(the gang's mean member-pair quality, the same for the lead's closest co-workers): the

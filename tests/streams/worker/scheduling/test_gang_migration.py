@@ -1,9 +1,11 @@
 """Gangs move too: when the path between two members of a data-parallel gang degrades, the gang is
 re-placed (only the members that change move), under the same gain, cost and patience rules."""
 
+import itertools
 import time
 
 import numpy as np
+import pytest
 
 from core.placement import gang_value
 from schemas.sched import Task
@@ -74,8 +76,9 @@ def test_the_search_is_skipped_only_where_no_gang_can_beat_the_current_by_the_mi
 
     rng = np.random.default_rng(4)
     need = np.array([2.0, 0.0, 0.0], np.float32)
-    for _ in range(300):
-        n, k, alpha = int(rng.integers(3, 9)), int(rng.integers(2, 4)), float(rng.uniform(0, 1))
+    for case in range(300):
+        n, k = int(rng.integers(3, 9)), int(rng.integers(2, 4))
+        alpha = float(rng.uniform(0, 1)) if case % 2 else np.float32(rng.uniform(0, 1))  # types keep float32
         q = rng.uniform(0, 100, (n, n))
         q[rng.random((n, n)) < 0.2] = np.nan
         scores = rng.uniform(0, 100, n)
@@ -86,15 +89,17 @@ def test_the_search_is_skipped_only_where_no_gang_can_beat_the_current_by_the_mi
         if fits.size < k:
             assert not _could_gain(_headroom(g, scores, usable, need, k, -1e9), 10.0)  # nothing fits: nothing to search
             continue
-        for _ in range(5):
-            members = [int(m) for m in rng.choice(fits, k, replace=False)]
-            assert _could_gain(_headroom(g, scores, usable, need, k, g.value(members) - 10.0), 10.0)
+        best = max(g.value([lead, *others]) for lead in fits.tolist()
+                   for others in itertools.combinations([m for m in fits.tolist() if m != lead], k - 1))
+        assert _could_gain(_headroom(g, scores, usable, need, k, best - 10.0), 10.0)  # no gang above the bound
     # worked: two identical fast nodes, quality 96 between them, alpha 0.3, compute 100, scores 98.8:
-    # the bound is (98.8 + 0.3 x 100 + 0.7 x 100) / 2 = 99.4; the gang there is worth
-    # (98.8 + 0.3 x 100 + 0.7 x 96) / 2 = 98.0, 1.4 below the bound: no search
+    # the bound is (98.8 + 0.3 x 100 + 0.7 x 96) / 2 = 98.0 (the best quality another fitting node has
+    # to a worker is 96), which is what the gang there is worth: no search
     q = np.array([[100.0, 96.0], [96.0, 100.0]])
     g = GangScorer(0.3, np.array([98.8, 98.8]), np.array([100.0, 100.0]), _Rows(q), 50.0, None, 0.0)
     usable = np.array([[8, 0, 0], [8, 0, 0]], np.float32)
     assert abs(g.value([0, 1]) - 98.0) < 1e-9
     assert not _could_gain(_headroom(g, g.scores, usable, need, 2, g.value([0, 1])), 10.0)
-    assert _could_gain(_headroom(g, g.scores, usable, need, 2, 89.0), 10.0)  # 10.4 below: it searches
+    assert _headroom(g, g.scores, usable, need, 2, 0.0) == pytest.approx(98.0)
+    assert _could_gain(_headroom(g, g.scores, usable, need, 2, 87.9), 10.0)  # 10.1 below: it searches
+    assert not _could_gain(_headroom(g, g.scores, usable, need, 2, 88.1), 10.0)  # 9.9: it need not
