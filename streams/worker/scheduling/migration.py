@@ -123,12 +123,7 @@ def _migrate_group(sched, nodes: NodeView, group: list, profile: str, now: float
     best_node = np.argmax(s, axis=1)
     best = s[t_idx, best_node].astype(np.float64)
     if _quiet(sched, nodes, group, cur, best, current, now):  # no task could move: evaluate's verdict, directly
-        _see_group(sched, group, x, net, cur)
-        for r in group:
-            r.streak = 0
-        gap = best - current
-        steady.remember(sched, nodes, group, profile, x, eps, cur,
-                        float(gap[np.isfinite(gap)].max()) if np.isfinite(gap).any() else -np.inf)
+        _stay(sched, nodes, group, profile, x, net, eps, cur, best - current)
         return []
     steady.forget(sched, profile)
     ev = _evaluate_group(sched, nodes, group, x, net, eps, profile, cur, best_node, current, best, now)
@@ -202,6 +197,17 @@ def _quiet(sched, nodes: NodeView, group: list, cur: np.ndarray, best: np.ndarra
     return not (nodes.draining.any() and any(drain_due(r, nodes, now) for r in group))
 
 
+def _stay(sched, nodes: NodeView, group: list, profile: str, x, net, eps: list[str], cur: np.ndarray,
+          gap: np.ndarray) -> None:
+    """A quiet group (``gap``: each task's best other node less its own): its windows seen, its streaks
+    reset, and the evaluation kept with its largest gap (steady.remember)."""
+    _see_group(sched, group, x, net, cur)
+    for r in group:
+        r.streak = 0
+    finite = np.isfinite(gap)
+    steady.remember(sched, nodes, group, profile, x, eps, cur, float(gap[finite].max()) if finite.any() else -np.inf)
+
+
 def _see_group(sched, group: list, x, net, cur: np.ndarray) -> np.ndarray:
     """steady.see of a group's scoring inputs ``x`` and network inputs ``net``."""
     return steady.see(sched, group, net.end, x.ep_ptr, x.ep_idx, cur)
@@ -271,12 +277,8 @@ def migrate_gang(sched, r, nodes: NodeView, now: float, scored: GangScores | Non
     current = current if np.isfinite(current) else 0.0  # a member's node failed
     rows = endpoint_rows(x, t)
     fresh = _saw(sched, r, _gang_worst(net, "end", rows, members))
-    if not drained and nodes.available[members].all():
-        gap = _headroom(g, scores, usable, need(task), len(members), current)
-        if not _could_gain(gap, sched.policy.min_gain_points):
-            r.streak = 0  # no alternative can be better by the minimum gain: what the search would conclude
-            steady.remember_gang(sched, nodes, r, x, net.endpoints, t, members, gap)
-            return None
+    if not drained and nodes.available[members].all() and _no_search(sched, nodes, r, g, usable, net, x, t, current):
+        return None
     alt = place(scores.copy(), need(task), usable.copy(), gang=len(members), peer_scores=g.peers, value_of=g.value,
                 leads=g.leads)
     if not alt.placed or set(alt.nodes) == set(members):
@@ -314,6 +316,19 @@ def migrate_gang(sched, r, nodes: NodeView, now: float, scored: GangScores | Non
     start_at = moved(sched, r, [nodes.ids[m] for m in alt.nodes], now, net, rows, alt.nodes,
                      not nodes.available[members].all(), nodes)
     return event if start_at is None else event.model_copy(update={"start_at": start_at})
+
+
+def _no_search(sched, nodes: NodeView, r, g: GangScorer, usable: np.ndarray, net, x, t: int, current: float) -> bool:
+    """Whether no gang placement could be better than the current one (``current``) by the minimum gain
+    (``g``: the gang's scorer, its scores masked by its room ``usable``): then the streak resets and the
+    evaluation is kept (steady.remember_gang), what the search would conclude."""
+    members = [nodes.index[n] for n in r.nodes]
+    gap = _headroom(g, g.scores, usable, need(r.task), len(members), current)
+    if _could_gain(gap, sched.policy.min_gain_points):
+        return False
+    r.streak = 0
+    steady.remember_gang(sched, nodes, r, x, net.endpoints, t, members, gap)
+    return True
 
 
 def _could_gain(headroom: float, min_gain: float) -> bool:
