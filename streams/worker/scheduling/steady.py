@@ -107,6 +107,8 @@ def _read(sched, nodes: NodeView, x) -> Read:
 def _drift(sched, nodes: NodeView, ref: Read, cur: np.ndarray, profile: str) -> float:
     """How far any score of the tasks on node rows ``cur`` can have moved since ``ref`` was read:
     inf when anything but the paths' values moved (a node, the room back, the paths themselves)."""
+    if nodes.ids is not ref.view[0]:  # another node list: ``cur`` (rows of the old one) means nothing here
+        return np.inf
     if not nodes.available[cur].all() or not (np.asarray(nodes.usable[cur], np.float32) >= 0).all():
         return np.inf
     if nodes.draining.any() and nodes.draining[cur].any():

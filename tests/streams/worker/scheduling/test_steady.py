@@ -232,3 +232,32 @@ def test_a_gangs_slowly_worsening_pair_moves_it_at_the_same_window(counted):
     assert fast == _gang_run(walk)
     moved = [(w, e) for w, (events, _) in enumerate(fast) for e in events if e[0] == "g0"]
     assert moved and set(moved[0][1][1]) == {"n0", "n1"}
+
+
+def test_a_node_leaving_the_view_sends_the_group_to_full_scoring(counted):
+    # an idle node "a0" (sorted first, a slow path) leaves at window 5: every other node's row moves
+    # down by one, so what a quiet evaluation kept of the rows no longer holds
+    def run():
+        s = _world(T0)
+        s.inv.put(b"a0", gpu_node("a0", T0))
+        s.net.put(b"a0|store", {"src": "a0", "dst": "store", "metrics": {"rtt_ms": win(T0, 250.0)}})
+        whole = [Task(id=f"w{k}", type="inference", resources={"cards": 8}, alpha=0.3, expected_duration_s=1e6,
+                      data_source={"node": "store", "size_gb": 50}) for k in range(4)]
+        assert sorted(s.decide(t, T0).nodes[0] for t in whole) == NODES  # one a node: the last row taken
+        log = []
+        for k in range(1, 10):
+            end = T0 + 10 * k
+            for n, p95 in zip(NODES, (20.0, 25.0, 30.0, 35.0), strict=True):
+                s.net.put(f"{n}|store".encode(), {"src": n, "dst": "store", "metrics": {"rtt_ms": win(end, p95)}})
+            if k == 5:
+                del s.inv.table[b"a0"]
+                s.inv.invalidate()
+            s.touch()
+            log.append(([(e.task_id, e.to_nodes) for e in s.reschedule(end + 1)],
+                        sorted((r.task.id, tuple(r.nodes), r.streak, r.seen_window_end) for r in s.running.values())))
+        return log
+
+    fast = run()
+    assert counted["skips"] > 0
+    counted["off"]()
+    assert fast == run()
