@@ -172,7 +172,7 @@ def build_path_table(cols: PathColumns, node_ids: list[str], profile: str,
         q = aged_quality(q, age, freshness).astype(np.float32)
         if stale.any():
             p95, p95_eff, loss, probes = (np.where(stale, np.nan, v) for v in (p95, p95_eff, loss, probes))
-    shape = _shape(cols, src, dst, node_ids, node_racks or [""] * len(node_ids), rack_aliases)
+    shape = _shape(cols, rows, node_ids, node_racks, rack_aliases)
     bw = cols.cols["bw_util"]
     util = np.where(shape.local >= 0, bw[np.maximum(shape.local, 0)] if bw.size else np.nan, np.nan)
     node_q = mean_by_group(shape.ent_col, q[shape.ent_row], len(node_ids)).astype(np.float32)
@@ -191,7 +191,7 @@ def ends_table(cols: PathColumns, node_ids: list[str], node_racks: list[str] | N
     :func:`build_path_table` gives it; no profile's quality, no values besides): what a rescoring
     that needs no scores reads to know which windows its tasks have seen."""
     rows, _, _ = cols.quality_inputs()
-    shape = _shape(cols, cols.src[rows], cols.dst[rows], node_ids, node_racks or [""] * len(node_ids), rack_aliases)
+    shape = _shape(cols, rows, node_ids, node_racks, rack_aliases)
     return PathTable(q=None, p95=None, p95_eff=None, loss=None, probes=None, end=cols.column("end", rows),
                      path_nodes=shape.path_nodes, by_ep=shape.by_ep, node_q=None, headroom=None,
                      node_rack=shape.node_rack, to_racks=shape.to_racks, rack_of=shape.rack_of,
@@ -208,7 +208,7 @@ def path_losses(cols: PathColumns, node_ids: list[str], node_racks: list[str] | 
     aging = ages_of(cols, rows, now, freshness)
     if aging is not None and aging[1].any():
         loss = np.where(aging[1], np.nan, loss)
-    shape = _shape(cols, cols.src[rows], cols.dst[rows], node_ids, node_racks or [""] * len(node_ids), rack_aliases)
+    shape = _shape(cols, rows, node_ids, node_racks, rack_aliases)
     return shape.path_nodes, loss
 
 
@@ -259,12 +259,16 @@ class _Shape:
     rack_index: dict = field(default_factory=dict)  # filled by PathTable._rack_row, shared by the tables
 
 
-def _shape(cols: PathColumns, src: np.ndarray, dst: np.ndarray, node_ids: list[str], node_racks: list[str],
+def _shape(cols: PathColumns, rows: np.ndarray, node_ids: list[str], node_racks: list[str] | None,
            rack_aliases: list[str] | None) -> _Shape:
+    """The shape of the paths at ``rows`` (quality_inputs' rows) over these nodes (``node_racks``: each
+    node's rack endpoint, None: none), once while no path or name is added."""
+    node_racks = node_racks or [""] * len(node_ids)
     key = (cols.n, len(cols.names), tuple(node_ids), tuple(node_racks), tuple(rack_aliases or ()))
     hit = cols.shapes.get(key)
     if hit is not None:
         return hit
+    src, dst = cols.src[rows], cols.dst[rows]
     pos = _node_rows(cols, node_ids)
     ent_row, ent_col, ent_ep = _entries(cols, src, dst, pos)
     local = np.array([cols.rows.get((cols.codes.get(n, -1), cols.empty), -1) for n in node_ids], np.int64)
