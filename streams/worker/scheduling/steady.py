@@ -160,8 +160,8 @@ def forget(sched, profile: str) -> None:
 def still_quiet(sched, nodes: NodeView, group: list, profile: str) -> bool:
     """Whether ``group`` is quiet by its last full evaluation (see the module); if so, each task has
     seen its paths' newest windows and its streak is reset, as that evaluation would have done."""
-    ref = sched._cache.get(("steady", profile))
-    if ref is None or sched.forecast_p95 or _members(group) != ref.members:
+    ref = _kept(sched, sched._cache.get(("steady", profile)), group)
+    if ref is None:
         return False
     if not stays_quiet(ref.gap, _drift(sched, nodes, ref.read, ref.cur, profile), sched.policy):
         return False
@@ -169,6 +169,12 @@ def still_quiet(sched, nodes: NodeView, group: list, profile: str) -> bool:
     for r in group:
         r.streak = 0
     return True
+
+
+def _kept(sched, ref: Steady | None, runs: list) -> Steady | None:
+    """``ref`` if it was kept for these very runs (the same tasks on the same nodes) and preventive
+    mode is off; else None."""
+    return None if ref is None or sched.forecast_p95 or _members(runs) != ref.members else ref
 
 
 def _gangs(sched) -> dict:
@@ -187,14 +193,14 @@ def remember_gang(sched, nodes: NodeView, r, x, eps: list[str], t: int, members:
         for task_id in [k for k in kept if k not in sched.running]:
             del kept[task_id]
     kept[r.task.id] = Steady(_members([r]), [r], gap, _read(sched, nodes, x),
-                                      [eps[i] for i in x.ep_idx[x.ep_ptr[t]:x.ep_ptr[t + 1]]], None, None, cur)
+                             [eps[i] for i in x.ep_idx[x.ep_ptr[t]:x.ep_ptr[t + 1]]], None, None, cur)
 
 
 def gang_still_quiet(sched, nodes: NodeView, r, saw) -> bool:
     """Whether a running gang is quiet by its last full evaluation; if so, it has seen its paths'
     newest windows (``saw(sched, r, newest)``: migration._saw) and its streak is reset."""
-    ref = _gangs(sched).get(r.task.id)
-    if ref is None or sched.forecast_p95 or _members([r]) != ref.members:
+    ref = _kept(sched, _gangs(sched).get(r.task.id), [r])
+    if ref is None:
         return False
     # the bound and the value each move by no more than the drift (a value is a mean of scores and of
     # peer worths, each alpha x compute + (1 - alpha) x a mean quality)
