@@ -68,8 +68,9 @@ def _analysis_benches(bsub) -> list:
     bt.add_argument("--per-file", action="store_true", help="also the figures of every file")
     bt.add_argument("--cv", action="store_true", help="instead: leave-files-out cross-validation of the "
                     "threshold choice (streams/dev/bench/detect_cv.py; a minute or two)")
-    bt.add_argument("--method", choices=("floor", "cusum"), default="floor",
-                    help="--cv: the floor rule of core/detect.py, or a CUSUM on log RTT (detect_cusum.py)")
+    bt.add_argument("--method", choices=("floor", "cusum", "bocpd"), default="floor",
+                    help="--cv: the floor rule of core/detect.py, a CUSUM on log RTT (detect_cusum.py), or "
+                         "Bayesian online change points on log RTT (detect_bocpd.py)")
     bt.add_argument("--also", default=None, help="--cv: a second labelled set every chosen policy must hold "
                     "(>= 85 %% within 2 windows at <= 0.05); default the artificial traces, 'none' for no second set")
     bt.add_argument("--folds", type=int, default=5)

@@ -22,6 +22,13 @@ import numpy as np
 
 from core.detect import DEFAULT_POLICY, DetectorPolicy, loss_alarms, window_stats
 from streams.dev.bench.detect import Tally, detect, rises, score
+from streams.dev.bench.detect_bocpd import (
+    BOCPD_GRID,
+    BocpdPolicy,
+    bocpd_alarms,
+    bocpd_policies,
+    change_probability,
+)
 from streams.dev.bench.detect_cusum import CUSUM_GRID, CusumPolicy, cusum_alarms, cusum_policies
 
 SECOND_RECALL, SECOND_TARGET = 0.85, 0.05  # what the second set must hold (issue 31: the artificial traces)
@@ -49,15 +56,15 @@ def policies(grid: dict = GRID) -> list[DetectorPolicy]:
 
 def tallies(series, grid: list, min_ratio: float) -> np.ndarray:
     """object[policies, files]: each policy's Tally on each series (DetectorPolicy: the floor rule;
-    CusumPolicy: the CUSUM, with the floor rule's loss leg)."""
+    CusumPolicy: the CUSUM; BocpdPolicy: the Bayesian change points — each with the floor rule's loss leg)."""
     out = np.empty((len(grid), len(series)), object)
     for f, s in enumerate(series):
         events = rises(s.rtt, s.change, min_ratio)
         x = s.rtt[None]
         lost = (~np.isfinite(s.rtt)).astype(np.float64)[None]
-        stats, loss = {}, {}
+        stats, loss, posterior = {}, {}, {}
         for i, p in enumerate(grid):
-            fp = p.floor_policy() if isinstance(p, CusumPolicy) else p
+            fp = p if isinstance(p, DetectorPolicy) else p.floor_policy()
             key = (fp.baseline, fp.floor_q, fp.k)
             if key not in stats:
                 stats[key] = window_stats(x, fp)
@@ -66,6 +73,10 @@ def tallies(series, grid: list, min_ratio: float) -> np.ndarray:
                 loss[leg] = loss_alarms(lost, np.ones_like(lost), fp)[0]
             if isinstance(p, CusumPolicy):
                 alarm = cusum_alarms(x, p, stats[key])[0] | loss[leg]
+            elif isinstance(p, BocpdPolicy):
+                if p.posterior_key not in posterior:
+                    posterior[p.posterior_key] = change_probability(x, p, stats[key])
+                alarm = bocpd_alarms(x, p, stats[key], posterior[p.posterior_key])[0] | loss[leg]
             else:
                 alarm = detect(s.rtt, p, stats[key], loss[leg])
             out[i, f] = score(alarm, events, s.change, p.memory, s.step_s)
@@ -107,7 +118,8 @@ def holds(table: np.ndarray, recall: float = SECOND_RECALL, target: float = SECO
 def cross_validate(series, min_ratio: float = 1.2, folds: int = 5, target: float = 0.05,
                    grid: dict | None = None, method: str = "floor", second=None) -> dict:
     """Held-out figures of the tuning procedure, the policy chosen per fold, and how often each was.
-    ``method``: "floor" (core.detect, over GRID) or "cusum" (detect_cusum, over CUSUM_GRID).
+    ``method``: "floor" (core.detect, over GRID), "cusum" (detect_cusum, over CUSUM_GRID) or "bocpd"
+    (detect_bocpd, over BOCPD_GRID).
     ``second``: another labelled set (the artificial traces) a chosen policy must hold (:func:`holds`)."""
     if method not in METHODS:
         raise ValueError(f"method must be one of {sorted(METHODS)}")
@@ -135,7 +147,7 @@ def cross_validate(series, min_ratio: float = 1.2, folds: int = 5, target: float
             "fold": dict(enumerate(chosen)), "most_chosen": dict(counts.most_common(1)[0][0]) if counts else None}
 
 
-METHODS = {"floor": (policies, GRID), "cusum": (cusum_policies, CUSUM_GRID)}
+METHODS = {"floor": (policies, GRID), "cusum": (cusum_policies, CUSUM_GRID), "bocpd": (bocpd_policies, BOCPD_GRID)}
 
 
 def _fields(p, grid: dict) -> dict:

@@ -57,8 +57,8 @@ def test_bench_replay_refuses_an_unknown_policy_and_no_rounds_in_one_line():
 def test_bench_detect_refuses_a_second_set_that_is_not_there_in_one_line(tmp_path):
     r = run("bench", "detect", "--rtt-dir", str(tmp_path), "--cv", "--also", str(tmp_path / "nope"))
     assert r.returncode == 2 and r.stderr.strip() == f"cnsched: error: --also {tmp_path / 'nope'}: not a directory"
-    r = run("bench", "detect", "--cv", "--method", "bocpd")
-    assert r.returncode == 2 and "invalid choice: 'bocpd'" in r.stderr and r.stderr.strip().count("\n") == 0
+    r = run("bench", "detect", "--cv", "--method", "arima")
+    assert r.returncode == 2 and "invalid choice: 'arima'" in r.stderr and r.stderr.strip().count("\n") == 0
 
 
 def test_submit_and_query_say_what_is_wrong(tmp_path):
