@@ -31,6 +31,7 @@ import numba as nb
 import numpy as np
 
 from core.detect import DetectorPolicy, window_stats
+from streams.dev.bench.detect_cusum import held
 
 LEVEL_SPAN = math.log(1e5)  # a new level's prior: uniform over log RTT from 1 ms to 100 s
 
@@ -173,11 +174,6 @@ def _incidents(x, floor, cp, threshold, factor, k, hold):  # pragma: no cover - 
                 last[-1] = v
                 f = floor[s, t]
                 rise = math.isfinite(f) and f > 0 and not np.isnan(last[0]) and last.min() >= factor * f
-                if rise and cp[s, t] >= threshold:
-                    on, left = True, hold
-                elif on and left > 0:
-                    left -= 1
-                elif on:
-                    on = False
+                on, left = held(rise and cp[s, t] >= threshold, on, left, hold)
             out[s, t] = on
     return out

@@ -84,12 +84,17 @@ def _cusum(z, drift, h, cap, hold):  # pragma: no cover - compiled (tested again
         for t in range(z.shape[1]):
             if not np.isnan(z[s, t]):
                 acc = max(0.0, acc + min(z[s, t] - drift, cap))
-                if acc >= h:
-                    on, left = True, hold
-                elif on:
-                    if left > 0:
-                        left -= 1
-                    else:
-                        on = False
+                on, left = held(acc >= h, on, left, hold)
             out[s, t] = on
     return out
+
+
+@nb.njit(cache=True)
+def held(hit, on, left, hold):  # pragma: no cover - compiled (tested through its callers' plain loops)
+    """(on, left) after a known window: on with ``hold`` windows left where the rule hits; else one
+    window less left, and off once none is."""
+    if hit:
+        return True, hold
+    if on and left > 0:
+        return True, left - 1
+    return False, left
