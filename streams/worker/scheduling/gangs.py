@@ -94,17 +94,18 @@ class GangScorer:
         left = np.asarray(left, np.float64)
         return left, max(float(np.max(left, initial=0.0)), 1.0)
 
-    def upper_bound(self, fits: np.ndarray, k: int) -> float:
+    def upper_bound(self, fits: np.ndarray, k: int, scores: np.ndarray | None = None) -> float:
         """The most any gang of ``k`` over the nodes ``fits`` (bool[N]) could be worth by :meth:`value`:
-        the best lead score, and every other worker at its compute and the best quality it has from
-        another node that fits (a worker's quality is its mean from the other members; -inf when fewer
-        than ``k`` fit; inf with an energy preference, whose blend is not bounded here)."""
+        the best lead score (of ``scores``, if given: the same composite before the room's mask), and
+        every other worker at its compute and the best quality it has from another node that fits (a
+        worker's quality is its mean from the other members; -inf when fewer than ``k`` fit; inf with
+        an energy preference, whose blend is not bounded here)."""
         rows = np.flatnonzero(fits)
         if rows.size < k:
             return float("-inf")
         if self.w > 0 and self.energy is not None:
             return float("inf")
-        lead = float(np.max(self.scores[rows]))
+        lead = float(np.max((self.scores if scores is None else scores)[rows]))
         if k < 2:
             return lead
         _, filled, compute, alpha, rest = self._compiled()[:5]

@@ -277,7 +277,7 @@ def migrate_gang(sched, r, nodes: NodeView, now: float, scored: GangScores | Non
     current = current if np.isfinite(current) else 0.0  # a member's node failed
     rows = endpoint_rows(x, t)
     fresh = _saw(sched, r, _gang_worst(net, "end", rows, members))
-    if not drained and nodes.available[members].all() and _no_search(sched, nodes, r, g, usable, net, x, t, current):
+    if _no_search(sched, nodes, r, g, usable, (net, x, t, composite), current, drained):
         return None
     alt = place(scores.copy(), need(task), usable.copy(), gang=len(members), peer_scores=g.peers, value_of=g.value,
                 leads=g.leads)
@@ -318,16 +318,27 @@ def migrate_gang(sched, r, nodes: NodeView, now: float, scored: GangScores | Non
     return event if start_at is None else event.model_copy(update={"start_at": start_at})
 
 
-def _no_search(sched, nodes: NodeView, r, g: GangScorer, usable: np.ndarray, net, x, t: int, current: float) -> bool:
+def _no_search(sched, nodes: NodeView, r, g: GangScorer, usable: np.ndarray, scored: tuple, current: float,
+               drained: bool) -> bool:
     """Whether no gang placement could be better than the current one (``current``) by the minimum gain
-    (``g``: the gang's scorer, its scores masked by its room ``usable``): then the streak resets and the
-    evaluation is kept (steady.remember_gang), what the search would conclude."""
+    (``g``: the gang's scorer, its scores masked by its room ``usable``; ``scored``: its NetworkInputs,
+    ScoringInputs, row and composite before the room's mask): then the streak resets and the evaluation
+    is kept (steady.remember_gang), what the search would conclude. A gang due off a draining node or
+    on a failed one is searched."""
     members = [nodes.index[n] for n in r.nodes]
+    if drained or not nodes.available[members].all():
+        return False
     gap = _headroom(g, g.scores, usable, need(r.task), len(members), current)
     if _could_gain(gap, sched.policy.min_gain_points):
         return False
     r.streak = 0
-    steady.remember_gang(sched, nodes, r, x, net.endpoints, t, members, gap)
+    net, x, t, composite = scored
+    # the bound were every node's room its capacity (float32 room plus the gang's own need may round
+    # above it: a hair more): what it may be worth once room comes back anywhere
+    unmasked = blend(composite[None, :], [r.task.cost_sensitivity], nodes.energy)[0]
+    capacity = np.asarray(nodes.capacity, np.float32) * np.float32(1 + 1e-5)
+    gap_any = g.upper_bound(np.isfinite(unmasked) & covers(capacity, need(r.task)), len(members), unmasked) - current
+    steady.remember_gang(sched, nodes, r, x, net.endpoints, t, members, gap, gap_any)
     return True
 
 

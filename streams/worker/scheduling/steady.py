@@ -57,6 +57,7 @@ class Steady:
     ep_ptr: np.ndarray
     ep_idx: np.ndarray
     cur: np.ndarray  # node rows: each single task's, or a gang's members
+    gap_any: float = np.inf  # a gang's gap had every node room for a worker (its bound by capacity)
 
 
 def _members(runs: list) -> tuple:
@@ -106,7 +107,8 @@ def _read(sched, nodes: NodeView, x) -> Read:
 
 def _drift(sched, nodes: NodeView, ref: Read, cur: np.ndarray, profile: str) -> float:
     """How far any score of the tasks on node rows ``cur`` can have moved since ``ref`` was read:
-    inf when anything but the paths' values moved (a node, the room back, the paths themselves)."""
+    inf when anything but the paths' values and the room moved (a node, the paths themselves);
+    whether room came back is :func:`_room_back`'s."""
     if nodes.ids is not ref.view[0]:  # another node list: ``cur`` (rows of the old one) means nothing here
         return np.inf
     if not nodes.available[cur].all() or not (np.asarray(nodes.usable[cur], np.float32) >= 0).all():
@@ -125,7 +127,7 @@ def _paths_drift(sched, nodes: NodeView, ref: Read, profile: str, shared: dict) 
     view = _view(sched, nodes)
     if len(view) != len(ref.view) or any(a is not b for a, b in zip(view, ref.view, strict=True)):
         return np.inf
-    if (nodes.available & ~ref.available).any() or not (nodes.usable <= ref.usable).all():
+    if (nodes.available & ~ref.available).any():
         return np.inf
     cols, paths, u, p95, conf, local = _paths(sched, nodes, shared)
     if cols is not ref.cols or paths != ref.paths or not np.array_equal(local, ref.local_util, equal_nan=True):
@@ -133,6 +135,16 @@ def _paths_drift(sched, nodes: NodeView, ref: Read, profile: str, shared: dict) 
     if (conf is None) != (ref.confidence is None) or (conf is not None and not np.array_equal(conf, ref.confidence)):
         return np.inf
     return max(quality_drift(u, ref.u, DEFAULT_MODEL.weights(profile)), 100.0 * log_drift(p95, ref.p95) / ref.log_span)
+
+
+def _room_back(sched, nodes: NodeView, ref: Read) -> bool:
+    """Whether some node has more room now than when ``ref`` was read, or the node list is another
+    (once per view and read)."""
+    shared = _shared(sched, nodes)
+    back = shared.get(("room back", ref))
+    if back is None:
+        back = shared[("room back", ref)] = nodes.ids is not ref.view[0] or not (nodes.usable <= ref.usable).all()
+    return back
 
 
 def _may_remember(sched, nodes: NodeView, runs: list, cur: np.ndarray) -> bool:
@@ -163,7 +175,8 @@ def still_quiet(sched, nodes: NodeView, group: list, profile: str) -> bool:
     ref = _kept(sched, sched._cache.get(("steady", profile)), group)
     if ref is None:
         return False
-    if not stays_quiet(ref.gap, _drift(sched, nodes, ref.read, ref.cur, profile), sched.policy):
+    if _room_back(sched, nodes, ref.read) or \
+            not stays_quiet(ref.gap, _drift(sched, nodes, ref.read, ref.cur, profile), sched.policy):
         return False
     see(sched, group, _ends(sched, nodes).gather("end", ref.eps, len(nodes.ids)), ref.ep_ptr, ref.ep_idx, ref.cur)
     for r in group:
@@ -181,10 +194,12 @@ def _gangs(sched) -> dict:
     return sched._cache.setdefault(("steady gangs",), {})
 
 
-def remember_gang(sched, nodes: NodeView, r, x, eps: list[str], t: int, members: list[int], gap: float) -> None:
+def remember_gang(sched, nodes: NodeView, r, x, eps: list[str], t: int, members: list[int], gap: float,
+                  gap_any: float) -> None:
     """A gang's full evaluation found no placement that could be better by the minimum gain (its upper
-    bound less its value: ``gap``): keep what it read (``x``, ``eps``: its profile's inputs, ``t``
-    its row)."""
+    bound less its value: ``gap``; ``gap_any``: the same bound over every node whose capacity fits a
+    worker, whatever room it has): keep what it read (``x``, ``eps``: its profile's inputs, ``t`` its
+    row)."""
     cur, kept = np.asarray(members, np.int64), _gangs(sched)
     if not _may_remember(sched, nodes, [r], cur):
         kept.pop(r.task.id, None)
@@ -193,7 +208,7 @@ def remember_gang(sched, nodes: NodeView, r, x, eps: list[str], t: int, members:
         for task_id in [k for k in kept if k not in sched.running]:
             del kept[task_id]
     kept[r.task.id] = Steady(_members([r]), [r], gap, _read(sched, nodes, x),
-                             [eps[i] for i in x.ep_idx[x.ep_ptr[t]:x.ep_ptr[t + 1]]], None, None, cur)
+                             [eps[i] for i in x.ep_idx[x.ep_ptr[t]:x.ep_ptr[t + 1]]], None, None, cur, gap_any)
 
 
 def gang_still_quiet(sched, nodes: NodeView, r, saw) -> bool:
@@ -203,8 +218,10 @@ def gang_still_quiet(sched, nodes: NodeView, r, saw) -> bool:
     if ref is None:
         return False
     # the bound and the value each move by no more than the drift (a value is a mean of scores and of
-    # peer worths, each alpha x compute + (1 - alpha) x a mean quality)
-    if not stays_quiet(ref.gap + 1e-6, _drift(sched, nodes, ref.read, ref.cur, r.profile), sched.policy):
+    # peer worths, each alpha x compute + (1 - alpha) x a mean quality); with room back somewhere, the
+    # bound over every node a worker could ever fit bounds it
+    gap = ref.gap_any if _room_back(sched, nodes, ref.read) else ref.gap
+    if not stays_quiet(gap + 1e-6, _drift(sched, nodes, ref.read, ref.cur, r.profile), sched.policy):
         return False
     ends, n = _ends(sched, nodes), len(nodes.ids)
     at = ends.gather("end", ref.eps, n)[:, ref.cur]

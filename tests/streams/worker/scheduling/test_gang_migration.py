@@ -92,6 +92,19 @@ def test_the_search_is_skipped_only_where_no_gang_can_beat_the_current_by_the_mi
         best = max(g.value([lead, *others]) for lead in fits.tolist()
                    for others in itertools.combinations([m for m in fits.tolist() if m != lead], k - 1))
         assert _could_gain(_headroom(g, scores, usable, need, k, best - 10.0), 10.0)  # no gang above the bound
+        # the bound over every node's capacity, with the scores before the room's mask (a node without
+        # room now scored too), bounds every gang once any room comes back (steady: gap_any)
+        unmasked = np.where(np.isfinite(scores), scores, rng.uniform(0, 100, n))
+        unmasked[rng.random(n) < 0.1] = -np.inf  # unavailable: never a worker
+        room = np.isfinite(unmasked) & (rng.random(n) < 0.8)  # capacity for a worker
+        cap = np.flatnonzero(room | (np.isfinite(unmasked) & (usable[:, 0] >= 2)))
+        if cap.size >= k:
+            g_any = GangScorer(alpha, unmasked, g.compute, _Rows(q), 50.0, None, 0.0)
+            most = max(g_any.value([lead, *others]) for lead in cap.tolist()
+                       for others in itertools.combinations([m for m in cap.tolist() if m != lead], k - 1))
+            fits_any = np.zeros(n, bool)
+            fits_any[cap] = True
+            assert g.upper_bound(fits_any, k, unmasked) >= most - 1e-9
     # worked: two identical fast nodes, quality 96 between them, alpha 0.3, compute 100, scores 98.8:
     # the bound is (98.8 + 0.3 x 100 + 0.7 x 96) / 2 = 98.0 (the best quality another fitting node has
     # to a worker is 96), which is what the gang there is worth: no search

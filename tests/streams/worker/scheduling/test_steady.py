@@ -261,3 +261,63 @@ def test_a_node_leaving_the_view_sends_the_group_to_full_scoring(counted):
     assert counted["skips"] > 0
     counted["off"]()
     assert fast == run()
+
+
+def _gang_with_blockers(fast_pair: float, ends: dict[int, str]):
+    """A gang of two beside two whole-node blockers of another profile, which take the nodes with the
+    best paths first (n4, n5: their pair at ``fast_pair`` ms, every other pair near 20 ms); a blocker
+    ends at each window of ``ends``. The gang's moves, nodes, streak and seen window at every window."""
+    pairs = [(a, b) for a in GANG_NODES for b in GANG_NODES if a != b]
+    base = np.array([fast_pair if {a, b} == {"n4", "n5"} else 20.0 for a, b in pairs])
+    s = make_scheduler([gpu_node(n, T0) for n in GANG_NODES],
+                       {p: {"rtt_ms": win(T0, float(v))} for p, v in zip(pairs, base, strict=True)})
+    s.node_timeout_s = math.inf
+    for b in ("b0", "b1"):
+        blocker = Task(id=b, type="inference", resources={"cards": 8}, expected_duration_s=1e6,
+                       network_profile="bandwidth")
+        took = s.decide(blocker, T0).nodes[0]
+        assert fast_pair >= 20.0 or took in ("n4", "n5")
+    gang = Task(id="g", type="training-data-parallel", resources={"cards": 8}, peers=2, alpha=0.3,
+                expected_duration_s=1e6)
+    assert len(s.decide(gang, T0).nodes) == 2
+    log = []
+    for k in range(1, 16):
+        end = T0 + 10 * k
+        for (a, b), v in zip(pairs, base * (1 + 1e-5 * np.sin(k + np.arange(len(pairs)))), strict=True):
+            s.net.put(f"{a}|{b}".encode(), {"src": a, "dst": b, "metrics": {"rtt_ms": win(end, float(v))}})
+        s.touch()
+        if k in ends:
+            s.end(ends[k])
+        moves = [(e.task_id, e.to_nodes) for e in s.reschedule(end + 1)]
+        g = s.running["g"]
+        log.append((moves, tuple(g.nodes), g.streak, g.seen_window_end))
+    return log
+
+
+def test_room_back_elsewhere_keeps_a_quiet_gang_quiet(counted, monkeypatch):
+    # every pair alike: a blocker ending frees a node no better than the gang's own, so the gang's
+    # bound over every node's capacity stays within the minimum gain and it is not scored again
+    skipped_after = []
+    real = steady.gang_still_quiet
+
+    def after_room_back(sched, nodes, r, saw):
+        got = real(sched, nodes, r, saw)
+        if "b0" not in sched.running:
+            skipped_after.append(got)
+        return got
+
+    monkeypatch.setattr(steady, "gang_still_quiet", after_room_back)
+    fast = _gang_with_blockers(20.0, {4: "b0"})
+    assert len(skipped_after) == 12 and all(skipped_after)  # (before: room back meant scoring in full)
+    counted["off"]()
+    assert fast == _gang_with_blockers(20.0, {4: "b0"})
+
+
+def test_room_back_a_gang_could_use_is_scored_and_moves_it_as_full_scoring_does(counted):
+    # the blockers hold the pair with the best path (0.5 ms): once both end, the gang moves there, at
+    # the window full scoring moves it
+    fast = _gang_with_blockers(0.5, {4: "b0", 8: "b1"})
+    assert counted["gang_skips"] > 0
+    counted["off"]()
+    assert fast == _gang_with_blockers(0.5, {4: "b0", 8: "b1"})
+    assert any(moves and set(moves[0][1]) == {"n4", "n5"} for moves, *_ in fast)
