@@ -123,7 +123,7 @@ def _migrate_group(sched, nodes: NodeView, group: list, profile: str, now: float
     best_node = np.argmax(s, axis=1)
     best = s[t_idx, best_node].astype(np.float64)
     if _quiet(sched, nodes, group, cur, best, current, now):  # no task could move: evaluate's verdict, directly
-        _stay(sched, nodes, group, profile, x, net, eps, cur, best - current)
+        _stay(sched, nodes, group, profile, x, net, eps, cur, best - current, s_now - current[:, None])
         return []
     steady.forget(sched, profile)
     ev = _evaluate_group(sched, nodes, group, x, net, eps, profile, cur, best_node, current, best, now)
@@ -198,14 +198,25 @@ def _quiet(sched, nodes: NodeView, group: list, cur: np.ndarray, best: np.ndarra
 
 
 def _stay(sched, nodes: NodeView, group: list, profile: str, x, net, eps: list[str], cur: np.ndarray,
-          gap: np.ndarray) -> None:
-    """A quiet group (``gap``: each task's best other node less its own): its windows seen, its streaks
-    reset, and the evaluation kept with its largest gap (steady.remember)."""
+          gap: np.ndarray, over: np.ndarray) -> None:
+    """A quiet group (``gap``: each task's best other node less its own; ``over``: every node's score
+    before the room's mask less its own): its windows seen, its streaks reset, and the evaluation kept
+    with its largest gap and the largest over every other node whose capacity fits it (what room coming
+    back anywhere could offer: steady.remember)."""
     _see_group(sched, group, x, net, cur)
     for r in group:
         r.streak = 0
-    finite = np.isfinite(gap)
-    steady.remember(sched, nodes, group, profile, x, eps, cur, float(gap[finite].max()) if finite.any() else -np.inf)
+    # capacity a hair up: float32 room may round above it
+    could = covers(np.asarray(nodes.capacity, np.float32)[None, :, :] * np.float32(1 + 1e-5),
+                   np.asarray(x.need, np.float32)[:, None, :])
+    could[np.arange(len(group)), cur] = False
+    steady.remember(sched, nodes, group, profile, x, eps, cur, _largest(gap), _largest(np.where(could, over, -np.inf)))
+
+
+def _largest(gaps: np.ndarray) -> float:
+    """The largest finite gap (-inf: none)."""
+    finite = np.isfinite(gaps)
+    return float(gaps[finite].max()) if finite.any() else -np.inf
 
 
 def _see_group(sched, group: list, x, net, cur: np.ndarray) -> np.ndarray:

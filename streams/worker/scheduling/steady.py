@@ -4,9 +4,11 @@ while what their scores are made of has not moved enough to matter.
 Almost every rescoring of a group finds no task whose best other node beats its own by the policy's
 minimum gain (migration._quiet: in the replay's first thousand jobs, 43,236 of 43,425), while the
 windows it reads move each score by hundredths of a point. After such an evaluation the group's
-largest gap (best other node less its own, ``gap``) is kept with what the scores were computed from.
-At a later window, while the same tasks run on the same nodes, no node took room back or came back,
-the nodes' compute, energy and links are the same arrays and the paths are the same, every score can
+largest gap (best other node less its own, ``gap``) is kept with what the scores were computed from,
+and the largest over every other node whose capacity fits the task (``gap_any``: what room coming back
+could offer, from the scores before the room's mask). At a later window, while the same tasks run on
+the same nodes, no node came back, the nodes' compute, energy and links are the same arrays and the
+paths are the same (``gap_any`` stands for ``gap`` where some node has more room), every score can
 have moved by no more than the paths' quality drift (core.reschedule.quality_drift: a task's network
 score is a mean of path qualities, a node's mean quality too) or, for a task loading data, the load
 factor's drift from the paths' RTT (core.reschedule.log_drift, through the TCP window bound); while
@@ -57,7 +59,7 @@ class Steady:
     ep_ptr: np.ndarray
     ep_idx: np.ndarray
     cur: np.ndarray  # node rows: each single task's, or a gang's members
-    gap_any: float = np.inf  # a gang's gap had every node room for a worker (its bound by capacity)
+    gap_any: float = np.inf  # the gap had every node room for a task (a worker): by capacity
 
 
 def _members(runs: list) -> tuple:
@@ -155,14 +157,14 @@ def _may_remember(sched, nodes: NodeView, runs: list, cur: np.ndarray) -> bool:
 
 
 def remember(sched, nodes: NodeView, group: list, profile: str, x, eps: list[str], cur: np.ndarray,
-             gap: float) -> None:
+             gap: float, gap_any: float) -> None:
     """A full evaluation of ``group`` (single-node tasks of ``profile``) found it quiet with largest
-    gap ``gap``: keep what it read."""
+    gap ``gap`` (``gap_any``: had every node its capacity free): keep what it read."""
     if not _may_remember(sched, nodes, group, cur):
         forget(sched, profile)
         return
     sched._cache[("steady", profile)] = Steady(_members(group), list(group), gap, _read(sched, nodes, x), list(eps),
-                                               x.ep_ptr, x.ep_idx, cur)
+                                               x.ep_ptr, x.ep_idx, cur, gap_any)
 
 
 def forget(sched, profile: str) -> None:
@@ -175,8 +177,8 @@ def still_quiet(sched, nodes: NodeView, group: list, profile: str) -> bool:
     ref = _kept(sched, sched._cache.get(("steady", profile)), group)
     if ref is None:
         return False
-    if _room_back(sched, nodes, ref.read) or \
-            not stays_quiet(ref.gap, _drift(sched, nodes, ref.read, ref.cur, profile), sched.policy):
+    gap = ref.gap_any if _room_back(sched, nodes, ref.read) else ref.gap  # room back: what it could offer
+    if not stays_quiet(gap, _drift(sched, nodes, ref.read, ref.cur, profile), sched.policy):
         return False
     see(sched, group, _ends(sched, nodes).gather("end", ref.eps, len(nodes.ids)), ref.ep_ptr, ref.ep_idx, ref.cur)
     for r in group:

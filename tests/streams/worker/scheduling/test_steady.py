@@ -180,6 +180,45 @@ def test_room_given_back_is_scored_in_full(counted):
     assert fast and 6 <= fast[0][0] <= 8 and fast[0][2] == ["n3"]  # once its patience allows
 
 
+def test_room_back_no_task_could_gain_from_keeps_the_group_quiet(counted, monkeypatch):
+    # every node's path alike: a blocker of another profile ending frees a node no better than the
+    # tasks' own, so the group's gap over every node's capacity stays within the minimum gain
+    after = []
+    real = steady.still_quiet
+
+    def counting(sched, nodes, group, profile):
+        got = real(sched, nodes, group, profile)
+        if "b" not in sched.running and profile != "bandwidth":
+            after.append(got)
+        return got
+
+    def run():
+        s = _world(T0)
+        blocker = Task(id="b", type="inference", resources={"cards": 8}, data_source={"node": "store", "size_gb": 50},
+                       expected_duration_s=1e6, network_profile="bandwidth")
+        assert s.decide(blocker, T0).nodes
+        for k in range(3):
+            assert s.decide(_task(k), T0).nodes
+        log = []
+        for k in range(1, 13):
+            end = T0 + 10 * k
+            for n in NODES:
+                s.net.put(f"{n}|store".encode(), {"src": n, "dst": "store",
+                                                 "metrics": {"rtt_ms": win(end, 30.0 * (1 + 1e-6 * k))}})
+            s.touch()
+            if k == 6:
+                s.end("b")
+            log.append(([(e.task_id, e.to_nodes) for e in s.reschedule(end + 1)],
+                        sorted((r.task.id, tuple(r.nodes), r.streak, r.seen_window_end) for r in s.running.values())))
+        return log
+
+    monkeypatch.setattr(steady, "still_quiet", counting)
+    fast = run()
+    assert len(after) == 7 and all(after)  # windows 6-12, each skipped with room back (before: in full)
+    counted["off"]()
+    assert fast == run()
+
+
 GANG_NODES = NODES + ["n4", "n5"]
 
 
