@@ -20,6 +20,7 @@ failed or draining node, a node whose room went below zero) sends the group to t
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -60,6 +61,11 @@ class Steady:
     ep_idx: np.ndarray
     cur: np.ndarray  # node rows: each single task's, or a gang's members
     gap_any: float = np.inf  # the gap had every node room for a task (a worker): by capacity
+
+    @functools.cached_property
+    def where(self) -> dict:
+        """Each member's place in ``members``."""
+        return {m: i for i, m in enumerate(self.members)}
 
 
 def _members(runs: list) -> tuple:
@@ -172,24 +178,33 @@ def forget(sched, profile: str) -> None:
 
 
 def still_quiet(sched, nodes: NodeView, group: list, profile: str) -> bool:
-    """Whether ``group`` is quiet by its last full evaluation (see the module); if so, each task has
-    seen its paths' newest windows and its streak is reset, as that evaluation would have done."""
-    ref = _kept(sched, sched._cache.get(("steady", profile)), group)
+    """Whether ``group`` is quiet by its last full evaluation (see the module; a group some of whose
+    tasks have left since is as quiet as the whole was: each task's own gap is within it); if so, each
+    task has seen its paths' newest windows and its streak is reset, as that evaluation would have done."""
+    ref, rows = _kept(sched, sched._cache.get(("steady", profile)), group)
     if ref is None:
         return False
     gap = ref.gap_any if _room_back(sched, nodes, ref.read) else ref.gap  # room back: what it could offer
     if not stays_quiet(gap, _drift(sched, nodes, ref.read, ref.cur, profile), sched.policy):
         return False
-    see(sched, group, _ends(sched, nodes).gather("end", ref.eps, len(nodes.ids)), ref.ep_ptr, ref.ep_idx, ref.cur)
+    see(sched, group, _ends(sched, nodes).gather("end", ref.eps, len(nodes.ids)), ref.ep_ptr, ref.ep_idx, ref.cur,
+        rows)
     for r in group:
         r.streak = 0
     return True
 
 
-def _kept(sched, ref: Steady | None, runs: list) -> Steady | None:
-    """``ref`` if it was kept for these very runs (the same tasks on the same nodes) and preventive
-    mode is off; else None."""
-    return None if ref is None or sched.forecast_p95 or _members(runs) != ref.members else ref
+def _kept(sched, ref: Steady | None, runs: list) -> tuple[Steady | None, np.ndarray | None]:
+    """(``ref``, None) if it was kept for these very runs (the same tasks on the same nodes) and
+    preventive mode is off; (``ref``, each run's place among its runs) if these are some of them;
+    (None, None) else."""
+    if ref is None or sched.forecast_p95:
+        return None, None
+    members = _members(runs)
+    if members == ref.members:
+        return ref, None
+    rows = [ref.where.get(m) for m in members]
+    return (None, None) if None in rows else (ref, np.array(rows, np.int64))
 
 
 def _gangs(sched) -> dict:
@@ -216,7 +231,7 @@ def remember_gang(sched, nodes: NodeView, r, x, eps: list[str], t: int, members:
 def gang_still_quiet(sched, nodes: NodeView, r, saw) -> bool:
     """Whether a running gang is quiet by its last full evaluation; if so, it has seen its paths'
     newest windows (``saw(sched, r, newest)``: migration._saw) and its streak is reset."""
-    ref = _kept(sched, _gangs(sched).get(r.task.id), [r])
+    ref = _kept(sched, _gangs(sched).get(r.task.id), [r])[0]
     if ref is None:
         return False
     # the bound and the value each move by no more than the drift (a value is a mean of scores and of
@@ -233,10 +248,14 @@ def gang_still_quiet(sched, nodes: NodeView, r, saw) -> bool:
     return True
 
 
-def see(sched, group: list, end: np.ndarray, ep_ptr: np.ndarray, ep_idx: np.ndarray, cur: np.ndarray) -> np.ndarray:
+def see(sched, group: list, end: np.ndarray, ep_ptr: np.ndarray, ep_idx: np.ndarray, cur: np.ndarray,
+        rows: np.ndarray | None = None) -> np.ndarray:
     """bool[T]: each task of a group saw its paths' news (core.reschedule.news), by the newest window
-    of its own paths at its node (``end``: the windows' ends, endpoints x nodes); it has now seen them."""
+    of its own paths at its node (``end``: the windows' ends, endpoints x nodes); it has now seen them.
+    ``rows``: the group's places among the tasks ``ep_ptr`` and ``cur`` describe (None: the same)."""
     newest = worst_per_task(end, ep_ptr, ep_idx, cur)
+    if rows is not None:
+        newest = newest[rows]
     version = sched.forecast_version
     fresh, seen = news(newest, [r.seen_window_end for r in group], version,
                        [r.seen_forecast_version for r in group])

@@ -72,9 +72,10 @@ def _task(k):
                 data_source={"node": "store", "size_gb": 50}, alpha=0.3, expected_duration_s=1e6)
 
 
-def _run(p95_at, windows):
-    """Rescorings over ``windows`` windows, path p95s ``p95_at(k)`` (float[len(NODES)]) at window k:
-    the moves and each task's node, streak and seen window after every rescoring."""
+def _run(p95_at, windows, ends: dict | None = None):
+    """Rescorings over ``windows`` windows, path p95s ``p95_at(k)`` (float[len(NODES)]) at window k
+    (``ends``: window -> a task that ends then): the moves and each task's node, streak and seen
+    window after every rescoring."""
     now = T0
     s = _world(now)
     for k in range(6):
@@ -85,6 +86,8 @@ def _run(p95_at, windows):
         for n, p95 in zip(NODES, p95_at(k), strict=True):
             s.net.put(f"{n}|store".encode(), {"src": n, "dst": "store", "metrics": {"rtt_ms": win(end, float(p95))}})
         s.touch()
+        if ends and k in ends:
+            s.end(ends[k])
         events = s.reschedule(end + 1)
         log.append(([(e.task_id, e.from_nodes, e.to_nodes, e.trigger) for e in events],
                     sorted((r.task.id, tuple(r.nodes), r.streak, r.seen_window_end) for r in s.running.values())))
@@ -146,6 +149,31 @@ def test_random_walks_give_the_full_evaluations_results(counted, seed):
     assert counted["skips"] > 0
     counted["off"]()
     assert fast == _run(lambda k: walk[k - 1], 120)
+
+
+@pytest.mark.parametrize("seed", [3, 4])
+def test_tasks_ending_leave_the_rest_of_a_quiet_group_quiet_as_full_scoring_finds_it(counted, monkeypatch, seed):
+    # three of six tasks end along a random walk: the rest of the group is still skipped while quiet
+    # (each task's gap is within the group's), and what happens is what scoring in full does
+    rng = np.random.default_rng(seed)
+    steps = rng.normal(0, 0.01, (90, len(NODES)))
+    steps[rng.random(steps.shape) < 0.01] = 1.0  # now and then a path slows a lot
+    walk = np.array([20.0, 25.0, 30.0, 35.0]) * np.exp(np.cumsum(steps, axis=0))
+    ends = {20: "t1", 40: "t4", 60: "t2"}
+    first = {}  # the group's size -> whether the first rescoring at that size skipped it
+    real = steady.still_quiet
+
+    def counting(sched, nodes, group, profile):
+        got = real(sched, nodes, group, profile)
+        first.setdefault(len(group), got)
+        return got
+
+    monkeypatch.setattr(steady, "still_quiet", counting)
+    fast = _run(lambda k: walk[k - 1], 90, ends)
+    # at the window a task ended, the rest is skipped on the evaluation kept for all (before: in full)
+    assert sorted(first) == [3, 4, 5, 6] and sum(first[n] for n in (3, 4, 5)) >= 2
+    counted["off"]()
+    assert fast == _run(lambda k: walk[k - 1], 90, ends)
 
 
 def test_room_given_back_is_scored_in_full(counted):
