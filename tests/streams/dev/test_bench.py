@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+from tests.helpers.data import needs_data
+
 pytestmark = pytest.mark.integration
 
 
@@ -78,6 +80,7 @@ def test_bench_replay_reads_each_policys_wall_and_compares_results_without_walls
     assert "(12.5 s)" not in results_of(ours, Path("/work/shared"))
 
 
+@needs_data  # the replay reads the Philly trace and the RTT series from ../shared/data
 def test_bench_replay_runs_an_older_revision_beside_ours_with_the_same_results():
     """The revision beside ours is this one (HEAD, from a worktree): the results must be identical —
     a worktree's other data path or the wall times must not count as a difference."""
