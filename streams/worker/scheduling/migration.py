@@ -206,11 +206,16 @@ def _stay(sched, nodes: NodeView, group: list, profile: str, x, net, eps: list[s
     _see_group(sched, group, x, net, cur)
     for r in group:
         r.streak = 0
-    # capacity a hair up: float32 room may round above it
-    could = covers(np.asarray(nodes.capacity, np.float32)[None, :, :] * np.float32(1 + 1e-5),
-                   np.asarray(x.need, np.float32)[:, None, :])
+    could = _by_capacity(nodes, np.asarray(x.need, np.float32)[:, None, :])
     could[np.arange(len(group)), cur] = False
     steady.remember(sched, nodes, group, profile, x, eps, cur, _largest(gap), _largest(np.where(could, over, -np.inf)))
+
+
+def _by_capacity(nodes: NodeView, needs: np.ndarray) -> np.ndarray:
+    """Where ``needs`` (float32[..., 3]) could ever fit: each node's capacity, a hair up (its float32
+    room, plus a gang's own need given back, may round above it). What room coming back could offer
+    is bounded over these."""
+    return covers(np.asarray(nodes.capacity, np.float32) * np.float32(1 + 1e-5), needs)
 
 
 def _largest(gaps: np.ndarray) -> float:
@@ -336,19 +341,17 @@ def _no_search(sched, nodes: NodeView, r, g: GangScorer, usable: np.ndarray, sco
     ScoringInputs, row and composite before the room's mask): then the streak resets and the evaluation
     is kept (steady.remember_gang), what the search would conclude. A gang due off a draining node or
     on a failed one is searched."""
-    members = [nodes.index[n] for n in r.nodes]
+    members, needs = [nodes.index[n] for n in r.nodes], need(r.task)
     if drained or not nodes.available[members].all():
         return False
-    gap = _headroom(g, g.scores, usable, need(r.task), len(members), current)
+    gap = _headroom(g, g.scores, usable, needs, len(members), current)
     if _could_gain(gap, sched.policy.min_gain_points):
         return False
     r.streak = 0
     net, x, t, composite = scored
-    # the bound were every node's room its capacity (float32 room plus the gang's own need may round
-    # above it: a hair more): what it may be worth once room comes back anywhere
+    # the bound were every node's room its capacity: what it may be worth once room comes back anywhere
     unmasked = blend(composite[None, :], [r.task.cost_sensitivity], nodes.energy)[0]
-    capacity = np.asarray(nodes.capacity, np.float32) * np.float32(1 + 1e-5)
-    gap_any = g.upper_bound(np.isfinite(unmasked) & covers(capacity, need(r.task)), len(members), unmasked) - current
+    gap_any = g.upper_bound(np.isfinite(unmasked) & _by_capacity(nodes, needs), len(members), unmasked) - current
     steady.remember_gang(sched, nodes, r, x, net.endpoints, t, members, gap, gap_any)
     return True
 
