@@ -247,7 +247,9 @@ class TaskEstimate(ApiModel):
         "a queued task: the one thing it waits for — held, quota (its team's maximum), resources (too few "
         "nodes with room now), reservation (the free nodes are promised to the task first in line), "
         "network (a gang that fits only on nodes far from each other, waiting for closer ones), retrying (it "
-        "fits: placed at the next retry)"))
+        "fits: placed at the next retry), never (fewer nodes than it needs pass the checks that depend only on "
+        "the cluster — class, capacity, regions and tiers: it cannot run on the cluster as it is). The basis of "
+        "resources and never names the nodes each check rules out"))
     position: int | None = Field(default=None, description="a queued task: its place in the service order (1: next)")
 
 

@@ -246,7 +246,7 @@ class TaskEvent(BaseModel):
 
     task_id: str = Field(pattern=ID_PATTERN)
     event: Literal["started", "refused", "checkpoint", "finished", "failed", "load", "stopped",
-                   "cancel", "hold", "release", "priority"]
+                   "cancel", "hold", "release", "priority", "delete"]
     at: float = Field(gt=0, le=EPOCH_MAX, description="epoch seconds")
     nodes: list[Annotated[str, Field(pattern=ID_PATTERN)]] = Field(default_factory=list, max_length=4096)
     duration_s: float | None = Field(default=None, ge=0, le=DURATION_MAX_S, description=(
@@ -297,7 +297,11 @@ class Incident(BaseModel):
 
     node: str
     status: Literal["open", "mitigated", "recovered"]
-    cause: Literal["compute", "network", "both", "unknown"]
+    cause: Literal["compute", "network", "both", "unknown", "observers"] = Field(
+        description="compute: silent or down while its paths carry probes; network: reports in time but every "
+        "path of evidence lost, seen by two or more probing sources; both; unknown: silent, no path known; "
+        "observers: every path lost, but on too many nodes at once to believe (the probes are suspect): "
+        "nothing moved")
     detected_at: float
     located_at: float | None = None
     mitigated_at: float | None = Field(default=None, description="when none of its tasks ran on the node any more")

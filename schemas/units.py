@@ -17,10 +17,14 @@ def divides_day(seconds: float) -> bool:
     return per_day >= 1 and abs(per_day - round(per_day)) < 1e-9
 
 
-def parse_duration(text: str) -> float:
-    """Seconds in ``text``; ValueError (saying what is accepted) when malformed, zero or negative."""
+def parse_duration(text: str, unit_required: bool = False) -> float:
+    """Seconds in ``text``; ValueError (saying what is accepted) when malformed, zero or negative, or
+    (``unit_required``) a bare number, which readers take differently (Slurm: minutes; we: seconds)."""
     m = _DURATION.match(str(text).lower())
     unit = m.group(2) if m else None
+    if m and not unit and unit_required:
+        raise ValueError(f"{text!r} has no unit: write {m.group(1)}s, {m.group(1)}min or {m.group(1)}h "
+                         "(a bare number is seconds here and minutes to Slurm)")
     if unit in ("secs", "mins", "hours", "days"):
         unit = unit[:-1]
     if not m or (unit and unit not in _UNITS):

@@ -94,6 +94,15 @@ class Settings(BaseSettings):
     data_dir: Path = Field(default=Path(".cnsched-data"), description="worker scratch data")
     log_level: LogLevel = "INFO"
     node_timeout_seconds: float = Field(default=60.0, gt=0, description="silent longer: unavailable")
+    failure_min_probes: int = Field(default=3, ge=1, description=(
+        "a path's latest window needs this many probes before its loss can count towards a node's network failure"))
+    failure_grace_seconds: float = Field(default=30.0, ge=0, description=(
+        "a node that joined, or a path whose first window ended, less than this ago is no evidence of a network failure"))
+    failure_min_observers: int = Field(default=2, ge=1, description=(
+        "a node fails on its paths only when this many distinct probing sources see them lost"))
+    failure_max_network_fraction: float = Field(default=0.5, gt=0, le=1, description=(
+        "more of the nodes than this failing on their paths at once: none is declared failed, an incident of cause "
+        "observers is opened on each instead and no work moves (the probes are suspect)"))
     path_fresh_seconds: float = Field(
         default=60.0, ge=0, description="a path's latest window is fully trusted this long after it ended")
     path_stale_seconds: float = Field(

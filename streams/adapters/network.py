@@ -108,6 +108,7 @@ class PathColumns:
         self.hist_end = np.zeros(0)
         self.hist_first = np.zeros(0)  # end of the first window pushed into each row (+inf: none)
         self.hist_count = np.zeros(0, np.int64)  # windows held (at most HISTORY)
+        self.answered_end = np.zeros(0)  # end of the newest rtt window in which some probe answered (-inf: none)
         self.shapes: dict = {}  # what the path table derives from the rows alone (path_table._shape)
         self.writes = 0  # changes to the rows or their values (what quality_inputs is remembered by)
         self._inputs: tuple | None = None
@@ -133,6 +134,7 @@ class PathColumns:
         self.hist_end = np.r_[self.hist_end, np.full(cap - self._cap, -np.inf)]
         self.hist_first = np.r_[self.hist_first, np.full(cap - self._cap, np.inf)]
         self.hist_count = np.r_[self.hist_count, np.zeros(cap - self._cap, np.int64)]
+        self.answered_end = np.r_[self.answered_end, np.full(cap - self._cap, -np.inf)]
         self._cap = cap
 
     def _row(self, src: str, dst: str) -> int:
@@ -174,8 +176,12 @@ class PathColumns:
 
     def _remember(self, rows: np.ndarray) -> None:
         """Push the p95 of rows whose rtt window is newer than the last pushed and in a newer step; a
-        newer window of the same step takes the newest place (rows distinct)."""
+        newer window of the same step takes the newest place (rows distinct); note the rows whose peer answered."""
         end = self.cols["end"][rows]
+        with np.errstate(invalid="ignore"):
+            # a window of probes not all lost (no count: no probes, never an answer; no lost column: none lost)
+            answered = self.cols["count"][rows] > np.nan_to_num(self.cols["lost"][rows])
+        self.answered_end[rows] = np.where(answered, np.fmax(self.answered_end[rows], end), self.answered_end[rows])
         newer = end > self.hist_end[rows]  # NaN (no rtt window) is never newer
         same = newer & (self._step(end) == self._step(self.hist_end[rows]))
         r = rows[same]
@@ -209,6 +215,9 @@ class PathColumns:
             self.hist[row, (self.hist_head[row] - held - take + 1 + np.arange(take)) % self.HISTORY] = v[ok][-take:]
             if held == 0:
                 self.hist_end[row] = e[ok][-1]
+            answered = ok & np.isfinite(v)  # a stored window with a p95: its peer answered then
+            if answered.any():
+                self.answered_end[row] = max(self.answered_end[row], float(e[answered].max()))
             self.hist_first[row] = e[ok][-take]
             self.hist_count[row] = held + take
             added += take

@@ -52,7 +52,30 @@ def add_parsers(sub) -> None:
 def _api(args, settings: Settings) -> str:
     from streams.client import base_url
 
-    return args.url or base_url(settings.web_host, settings.web_port)
+    return with_scheme(args.url) if args.url else base_url(settings.web_host, settings.web_port)
+
+
+def with_scheme(url: str) -> str:
+    """``--url`` as given, ``http://`` in front when it names no scheme (``127.0.0.1:6066``); a scheme
+    other than http or https is a usage error."""
+    if "://" not in url:
+        return "http://" + url
+    if not url.startswith(("http://", "https://")):
+        raise UsageError(f"--url {url!r}: the worker's API is http:// or https://")
+    return url
+
+
+def rejections(decision: dict) -> str:
+    """A decision's rejected nodes by reason, a few named: ``2 insufficient_cards (a, b); 1 down (c)``
+    (the counts alone where the decision names no node)."""
+    from streams.worker.scheduling.why import named
+
+    by: dict[str, list[str]] = {}
+    for node, reason in (decision.get("rejected") or {}).items():
+        by.setdefault(reason, []).append(node)
+    if by:
+        return "; ".join(f"{len(ns)} {r} ({named(sorted(ns))})" for r, ns in sorted(by.items(), key=lambda x: -len(x[1])))
+    return ", ".join(f"{k} x{v}" for k, v in (decision.get("rejected_counts") or {}).items())
 
 
 def cmd_submit(args, settings: Settings) -> int:
@@ -85,11 +108,17 @@ def cmd_submit(args, settings: Settings) -> int:
             return 1
         answers.append({"http_status": status, **body})
         tid = task.get("id", "?") if isinstance(task, dict) else "?"
+        if status in (401, 403):  # every other task would be refused alike: stop here, saying what to set
+            print(f"cnsched: submit: {tid}: {refusal(status, body)}", file=sys.stderr)
+            return 1
         if status in (409, 422):  # invalid (422), or refused by the cluster as it is (409)
             rejected += 1
             fields = "; ".join(f"{f.get('field')}: {f.get('reason')}" for f in body.get("fields", [])) or \
                 f"{body.get('error', '')}: {body.get('detail', '')}"
             line = f"{tid} rejected: {fields}"
+        elif status >= 400:  # refused by the API itself (too large, too many, ...): not submitted
+            rejected += 1
+            line = f"{tid} rejected: {refusal(status, body)}"
         elif body.get("status") == "placed":
             d = body.get("decision") or {}
             top = next((c for c in d.get("candidates", []) if c["node"] in body["nodes"]), {})
@@ -97,8 +126,7 @@ def cmd_submit(args, settings: Settings) -> int:
                     f"{top.get('composite', float('nan')):.1f}; compute-only: {','.join(d.get('compute_only_nodes', []))})")
         else:
             d = body.get("decision") or {}
-            counts = ", ".join(f"{k} x{v}" for k, v in (d.get("rejected_counts") or {}).items())
-            line = f"{tid} {body.get('status', status)}" + (f": {counts}" if counts else "")
+            line = f"{tid} {body.get('status', status)}" + (f": {why}" if (why := rejections(d)) else "")
         if not args.json:
             print(line)
     if args.json:
@@ -151,14 +179,30 @@ def _answer(args, settings: Settings, command: str, method: str, path: str, body
         print(f"cnsched: {command}: cannot reach the worker at {url}: {exc}", file=sys.stderr)
         return None
     if status >= 400:
-        msg = str(answer.get("error") or "error")
-        if answer.get("fields"):
-            msg += ": " + "; ".join(f"{f.get('field')}: {f.get('reason')}" for f in answer["fields"])
-        elif answer.get("detail"):
-            msg += ": " + str(answer["detail"])
-        print(f"cnsched: {command}: HTTP {status}: {msg}", file=sys.stderr)
+        print(f"cnsched: {command}: {refusal(status, answer)}", file=sys.stderr)
         return None
     return answer
+
+
+# what to do about a refusal the API itself makes (streams/web/guard.py), beside what it says
+_FIX = {401: "set CNSCHED_API_TOKEN to a token the worker's CNSCHED_API_TOKENS names",
+        403: "set CNSCHED_API_TOKEN to a token of scope write (CNSCHED_API_TOKENS on the worker)",
+        413: "the API takes bodies of at most 1 MiB: send the tasks in smaller files",
+        429: "too many requests: wait and send again (CNSCHED_API_TASK_RATE on the worker)"}
+
+
+def refusal(status: int, answer: dict) -> str:
+    """One line for an HTTP refusal: the status, the server's error and detail (or field errors), and
+    the fix where the CLI knows it."""
+    msg = str(answer.get("error") or answer.get("status") or "error")
+    if answer.get("fields"):
+        msg += ": " + "; ".join(f"{f.get('field')}: {f.get('reason')}" for f in answer["fields"])
+    elif answer.get("detail"):
+        msg += ": " + str(answer["detail"])
+    elif answer.get("raw"):
+        msg += ": " + str(answer["raw"]).strip()[:200]
+    fix = _FIX.get(status)
+    return f"HTTP {status}: {msg}" + (f" ({fix})" if fix else "")
 
 
 def _print_call(args, settings: Settings, command: str, method: str, path: str, body: dict | None = None) -> int:

@@ -15,7 +15,9 @@ from streams.config import Settings
 HELP = {"cancel": "cancel tasks: queued ones end; placed or running ones are stopped by their runner",
         "hold": "hold queued tasks: not placed until released",
         "release": "release held tasks: they queue again",
-        "priority": "set a task's priority (0..100): its queue order and what it may preempt"}
+        "priority": "set a task's priority (0..100): its queue order and what it may preempt",
+        "delete": "delete ended tasks (finished, failed, expired, cancelled, rejected) from the live view; "
+                  "their history stays in DuckDB"}
 
 
 NODE_HELP = {"cordon": "cordon nodes: no new placements; their work stays",
@@ -29,7 +31,8 @@ def add_parsers(sub) -> None:
         p.add_argument("node", nargs="+")
         if name == "drain":
             p.add_argument("--deadline", default=None,
-                           help="how long work may wait for a checkpoint, e.g. 30min (default CNSCHED_DRAIN_DEADLINE_SECONDS)")
+                           help="how long work may wait for a checkpoint, with a unit: 30s, 30min, 2h "
+                                "(a bare number is refused: Slurm reads it as minutes; default CNSCHED_DRAIN_DEADLINE_SECONDS)")
         p.add_argument("--reason", default=None, help="why (kept in the audit: DuckDB node_maintenance)")
         p.add_argument("--by", default=None, help="who asks (default: the API says 'api')")
         p.add_argument("--url", default=None, help="the worker's API (default from CNSCHED_WEB_HOST/PORT)")
@@ -55,6 +58,8 @@ def _line(action: str, tid: str, rec: dict) -> str:
     status = rec.get("status", "?")
     if status == "accepted":
         return f"{tid}: {action} sent; not applied yet (see cnsched query task {tid})"
+    if status == "deleted":
+        return f"{tid} deleted (its history stays in DuckDB)"
     if action == "cancel" and rec.get("nodes"):
         return f"{tid} cancelled; its runner stops it on {','.join(rec['nodes'])} (cards held until it confirms)"
     if action == "priority":
@@ -72,7 +77,7 @@ def cmd_operate(args, settings: Settings) -> int:
     for tid in ids:
         quoted = urllib.parse.quote(tid, safe="")
         method, path = ("DELETE", f"/tasks/{quoted}") if action == "cancel" else ("POST", f"/tasks/{quoted}/{action}")
-        rec = _answer(args, settings, action, method, path, body)
+        rec = _answer(args, settings, f"{action} {tid}", method, path, body)  # which target failed, named
         if rec is None:
             failed += 1
             continue
@@ -86,12 +91,12 @@ def cmd_node(args, settings: Settings) -> int:
     body = {k: v for k, v in (("reason", args.reason), ("by", args.by)) if v is not None}
     if getattr(args, "deadline", None) is not None:
         try:
-            body["deadline_s"] = parse_duration(args.deadline)
+            body["deadline_s"] = parse_duration(args.deadline, unit_required=True)
         except ValueError as exc:
             raise UsageError(f"drain: --deadline {exc}") from None
     failed = 0
     for node in args.node:
-        got = _answer(args, settings, args.command, "POST", f"/nodes/{urllib.parse.quote(node, safe='')}/{args.command}",
+        got = _answer(args, settings, f"{args.command} {node}", "POST", f"/nodes/{urllib.parse.quote(node, safe='')}/{args.command}",
                       body)
         if got is None:
             failed += 1

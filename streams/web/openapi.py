@@ -144,6 +144,10 @@ OPERATIONS: tuple[Operation, ...] = (
       for action, summary, body in (("hold", "hold a queued task", TaskCommand),
                                     ("release", "release a held task", TaskCommand),
                                     ("priority", "change a task's priority", TaskPriorityCommand))),
+    Operation("/tasks/{task_id}/delete", "post", "delete a finished, failed, expired, cancelled or rejected task from "
+              "the live view (its history stays in DuckDB; 409 for a live task: cancel it first)",
+              {200: TaskAnswer, 202: TaskAnswer, 400: E, 404: E, 409: E, 413: E, 415: E, 422: E}, [p("task_id")],
+              body=TaskCommand, writes=True, body_required=False),
     *(Operation(f"/nodes/{{node}}/{action}", "post", summary,
                 {200: ComputeAnswer, 202: TaskAnswer, 400: E, 404: E, 413: E, 415: E, 422: E}, [p("node")],
                 body=body, writes=True, body_required=False)
@@ -166,7 +170,7 @@ OPERATION_IDS = {
     ("/tasks/{task_id}", "get"): "getTask", ("/tasks", "get"): "listTasks", ("/incidents", "get"): "listIncidents",
     ("/tasks", "post"): "submitTask", ("/tasks/{task_id}", "delete"): "cancelTask",
     ("/tasks/{task_id}/hold", "post"): "holdTask", ("/tasks/{task_id}/release", "post"): "releaseTask",
-    ("/tasks/{task_id}/priority", "post"): "setTaskPriority", ("/nodes/{node}/cordon", "post"): "cordonNode",
+    ("/tasks/{task_id}/priority", "post"): "setTaskPriority", ("/tasks/{task_id}/delete", "post"): "deleteTask", ("/nodes/{node}/cordon", "post"): "cordonNode",
     ("/nodes/{node}/drain", "post"): "drainNode", ("/nodes/{node}/uncordon", "post"): "uncordonNode",
     ("/quotas", "get"): "getQuotas", ("/quotas", "put"): "replaceQuotas",
 }

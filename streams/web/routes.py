@@ -32,7 +32,7 @@ ROUTES: tuple[tuple[str, type[Resource]], ...] = (
     ("/forecast/nodes/{node}", forecast.ForecastNode),
     ("/power/{site}/smoothing", power.PowerSmoothing),
     ("/tasks/{task_id}", tasks.TaskView),
-    *((f"/tasks/{{task_id}}/{a}", tasks.task_command_view(a)) for a in ("hold", "release", "priority")),
+    *((f"/tasks/{{task_id}}/{a}", tasks.task_command_view(a)) for a in ("hold", "release", "priority", "delete")),
     *((f"/nodes/{{node}}/{a}", compute.node_command_view(a)) for a in compute.ACTIONS),
     ("/tasks", tasks.Tasks),
     ("/quotas", quotas.Quotas),

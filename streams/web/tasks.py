@@ -24,7 +24,7 @@ from schemas.api import (
 from schemas.sched import Task, TaskEvent
 from streams.web.base import Resource, WebContext, auth_of, until_applied
 from streams.web.params import check_ids
-from streams.worker.taskbook import ENDED, queue_refused, same_task
+from streams.worker.taskbook import ENDED, refused, same_task
 
 STATUSES = get_args(TaskRecord.model_fields["status"].annotation)
 
@@ -59,7 +59,7 @@ def task_command_view(action: str) -> type[Resource]:
 
 # the statuses each command applies to (otherwise 409)
 APPLIES = {"cancel": lambda s: s not in ENDED, "hold": lambda s: s == "queued", "release": lambda s: s == "held",
-           "priority": lambda s: s not in ENDED}
+           "priority": lambda s: s not in ENDED, "delete": lambda s: s in ENDED}
 
 
 async def command(view: Resource, request: Request, task_id: str, action: str) -> Response:
@@ -85,6 +85,14 @@ async def command(view: Resource, request: Request, task_id: str, action: str) -
     ev = TaskEvent(task_id=task_id, event=action, at=time.time(), priority=getattr(body, "priority", None),
                    by=body.by or "api", reason=body.reason)
     await ctx.events_topic.send(key=task_id.encode(), value=ev.model_dump_json(exclude_none=True).encode())
+    if action == "delete":
+        async def gone():
+            return True if await task_record(ctx, task_id, auth) is None else None
+
+        if await until_applied(ctx, gone, bool):
+            return view.answer(TaskAnswer(task_id=task_id, status="deleted", detail="gone from the live view; its "
+                                          "history stays in DuckDB (decisions, task_events)"))
+        return view.answer(TaskAnswer(task_id=task_id, status="accepted", detail="delete sent"), 202)
     now = await until_applied(ctx, lambda: task_record(ctx, task_id, auth),
                               lambda a: a.status != rec.status or a.history[-1:] != rec.history[-1:])
     if now is not None:
@@ -133,7 +141,7 @@ class Tasks(Resource):
             return self.answer(ErrorBody(error="invalid task", fields=field_errors(exc)), 422)
         auth = auth_of(request)
         before = await task_record(self.ctx, task.id, auth)
-        if before is not None and not queue_refused(before):
+        if before is not None and not refused(before):  # a task refused at submission took no id
             # a retried submission answers as the first did; another task is refused
             if not same_task(before.task, task):
                 return self.answer(ErrorBody(error="duplicate task id", task_id=task.id, status=before.status,

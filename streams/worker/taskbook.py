@@ -38,6 +38,13 @@ class TaskBook:
             hit = self._parsed[key] = (raw, TaskRecord.model_validate_json(raw))
         return hit[1]
 
+    async def forget(self, task_id: str) -> None:
+        """The record leaves the live view (a tombstone on the changelog); its history stays in DuckDB."""
+        key = task_id.encode()
+        self.table.data.pop(key, None)
+        self._parsed.pop(key, None)
+        await self.table.changelog_topic.send(key=key, value=None, partition=0)
+
     async def put(self, record: TaskRecord) -> None:
         key = record.task["id"].encode()
         value = record.model_dump_json(by_alias=True).encode()
@@ -48,11 +55,10 @@ class TaskBook:
 QUEUE_FULL = "queue_full"  # a new task refused because CNSCHED_MAX_QUEUED_TASKS wait already
 
 
-def queue_refused(rec) -> bool:
-    """The task's record says it was refused because the queue was full: not for what it is, so it
-    may be submitted again under the same id."""
-    return rec is not None and rec.status == "rejected" and bool(rec.history) and \
-        rec.history[-1].get("rejected", {}).get("reason") == QUEUE_FULL
+def refused(rec) -> bool:
+    """The task's record says it was refused at submission (impossible on the cluster as it is, a team
+    no quota names, the queue full): it holds no id, so a task may be submitted again under it."""
+    return rec is not None and rec.status == "rejected" and bool(rec.history) and "rejected" in rec.history[-1]
 
 
 def running_state(run) -> RunningState | None:

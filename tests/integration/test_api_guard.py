@@ -43,6 +43,18 @@ def wait_up(port, deadline_s=90.0):
     raise AssertionError("worker API never came up")
 
 
+def cnsched_cli(port: int, token: str | None, *argv: str):
+    """`cnsched ARGV --url 127.0.0.1:PORT` (no scheme) with CNSCHED_API_TOKEN = ``token``; TASK on stdin."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "CNSCHED_API_TOKEN"} | (
+        {"CNSCHED_API_TOKEN": token} if token else {})
+    return subprocess.run([sys.executable, "-m", "streams.cli", *argv, "--url", f"127.0.0.1:{port}"],
+                          input=json.dumps(TASK), capture_output=True, text=True, timeout=60, env=env)
+
+
 def outside_address() -> str | None:
     """An address of this machine that is not loopback, if it has one."""
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
@@ -75,6 +87,15 @@ async def test_tokens_scopes_content_type_nesting_rate_limit_and_bind(make_setti
         assert request(port, "POST", "/tasks", body, token=READ)[0] == 403
         assert request(port, "POST", "/tasks", body, token=WRITE, ctype="text/plain")[0] == 415
         assert request(port, "POST", "/tasks", body, token=WRITE, ctype=None)[0] == 415
+        # the CLI says each refusal, with what to set, and exits non-zero (issue 51, finding 3): no token, a
+        # read token, a body over 1 MiB; --url without a scheme works
+        for token, want in ((None, "HTTP 401"), (READ, "HTTP 403")):
+            r = cnsched_cli(port, token, "submit", "-")
+            assert r.returncode == 1 and want in r.stderr and "set CNSCHED_API_TOKEN" in r.stderr, r.stderr
+        big = tmp_path / "big.json"
+        big.write_text(json.dumps({"quotas": [], "pad": "x" * (2 << 20)}))
+        r = cnsched_cli(port, WRITE, "quotas", str(big))
+        assert r.returncode == 1 and "HTTP 413" in r.stderr and "at most 1 MiB" in r.stderr, r.stderr
         # a write token and JSON: decided (200) or accepted (202); then nested JSON is a 422, not a 500
         assert request(port, "POST", "/tasks", body, token=WRITE)[0] in (200, 202)
         status, _, out = request(port, "POST", "/tasks", b"[" * 50_000 + b"]" * 50_000, token=WRITE)

@@ -75,7 +75,8 @@ async def test_an_operators_day_on_a_live_worker(make_settings, tmp_path):
         _, rec = await asyncio.to_thread(call, port, "GET", "/tasks/c")
         est = rec["estimate"]  # before the next retry, or after it (then it holds the queue's reservation)
         assert est["reason"] == "resources" and est["position"] == 1
-        assert "0 nodes can take a worker now" in est["basis"] or "reserved for it, free in" in est["basis"], est
+        assert est["basis"] == "0/2 nodes can take a worker now: 2 fewer than 8 free cards (n1, n2)" or \
+            "reserved for it, free in" in est["basis"], est
         # hold and release (through the CLI), and a new priority
         run = await asyncio.to_thread(cli, port, "hold", "c", "--reason", "maintenance")
         assert run.returncode == 0 and run.stdout.strip() == "c held", run
@@ -103,7 +104,10 @@ async def test_an_operators_day_on_a_live_worker(make_settings, tmp_path):
         status, body = await asyncio.to_thread(call, port, "DELETE", "/tasks/a")
         assert status == 409 and body["status"] == "cancelled"
         run = await asyncio.to_thread(cli, port, "cancel", "nobody")
-        assert run.returncode == 1 and run.stderr.strip() == "cnsched: cancel: HTTP 404: unknown task"
+        assert run.returncode == 1 and run.stderr.strip() == "cnsched: cancel nobody: HTTP 404: unknown task"
+        run = await asyncio.to_thread(cli, port, "hold", "ghost", "nobody")  # several targets: each failing one named
+        assert run.returncode == 1 and run.stderr.splitlines() == ["cnsched: hold ghost: HTTP 404: unknown task",
+                                                                   "cnsched: hold nobody: HTTP 404: unknown task"]
         # the listings an operator reads (printed: the issue's note shows them)
         run = await asyncio.to_thread(cli, port, "tasks")
         assert run.returncode == 0, run.stderr
@@ -140,6 +144,15 @@ async def test_an_operators_day_on_a_live_worker(make_settings, tmp_path):
         assert want <= {(d["reason"], d["detail"]) for d in dead}, dead
         # POST /tasks turned "big" away the same way: its dead letter keeps the original bytes
         assert any(d["reason"] == "impossible_task" and "a gang of 3" in d["detail"] for d in dead)
+        # ids (issue 51, finding 4): a task refused at submission took none (fixed, it goes in under it); an
+        # ended task leaves the live view on delete; a live one does not
+        status, body = await asyncio.to_thread(call, port, "POST", "/tasks", dp("big", peers=2))
+        assert status == 200 and body["status"] in ("queued", "placed"), body
+        run = await asyncio.to_thread(cli, port, "delete", "a")
+        assert run.returncode == 0 and run.stdout.strip() == "a deleted (its history stays in DuckDB)", run
+        assert (await asyncio.to_thread(call, port, "GET", "/tasks/a"))[0] == 404
+        run = await asyncio.to_thread(cli, port, "delete", "big")
+        assert run.returncode == 1 and "cnsched: delete big: HTTP 409" in run.stderr, run
     finally:
         await p.stop()
         stop_process(worker)

@@ -16,6 +16,7 @@ import logging
 import math
 import time
 
+from core.failures import FailureRule
 from core.quality import Freshness
 from core.reschedule import ReschedulePolicy
 from schemas.api import ServiceState
@@ -37,7 +38,7 @@ from streams.worker.taskbook import (
     ENDED,
     QUEUE_FULL,
     TaskBook,
-    queue_refused,
+    refused,
     running_state,
     same_task,
     updated,
@@ -95,6 +96,8 @@ def make_scheduler(settings: Settings, net, inv) -> Scheduler:
         gang_closeness=settings.gang_closeness,
         gang_patience=settings.gang_patience,
         node_timeout_s=settings.node_timeout_seconds,
+        failure_rule=FailureRule(settings.failure_min_probes, settings.failure_grace_seconds,
+                                 settings.failure_min_observers, settings.failure_max_network_fraction),
         policy=ReschedulePolicy(cooldown_s=settings.migration_cooldown_seconds),
         conversion=settings.conversion_table, benchmark_work=settings.benchmark_table,
         energy_carbon_weight=settings.energy_carbon_weight, preemption=settings.preemption,
@@ -189,12 +192,12 @@ class SchedulingService:
         async with self.lock:
             self.restore()
             rec = self.book.get(task.id)
+            if refused(rec):
+                rec = None  # refused at submission: it took no id; submitted again (fixed or not), it is new
             if rec is not None and not same_task(rec.task, task):
                 return DUPLICATE
             if task.submitted_at is None:
                 task = task.model_copy(update={"submitted_at": time.time()})
-            if queue_refused(rec):
-                rec = None  # refused for want of room, not for what it is: submitted again, it is new
             if task.id in self.sched.running or task.id in self.sched.services or \
                     (rec is not None and rec.status not in ("queued",)):
                 return None  # a redelivered task: decided (or even run) already
@@ -235,6 +238,8 @@ class SchedulingService:
                 self.sched.stopped(ev.task_id)  # the runner stopped it: its cards are free
                 await self._book(Task.model_validate(rec.task), "cancelled", [], entry, rec)
                 return None
+            if ev.event == "delete":  # an ended task leaves the live view; a live one must end first
+                return await self.book.forget(ev.task_id) if rec.status in ENDED else NOT_APPLICABLE
             if rec.status in ENDED:
                 return NOT_APPLICABLE if ev.event in COMMANDS else None  # else redelivered after the end
             self.counters.inc("task_events_total", event=ev.event)

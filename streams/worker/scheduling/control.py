@@ -13,14 +13,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.feasibility import covers, fitting
+from core.feasibility import covers
 from schemas.sched import Decision, Fallback, Task
 from streams.adapters.tasks import need
+from streams.worker.scheduling import why
 from streams.worker.scheduling.constraints import allowed
 
 # what a queued task waits for (TaskEstimate.reason)
 HELD, QUOTA, RESOURCES, RESERVATION, RETRYING = "held", "quota", "resources", "reservation", "retrying"
-NETWORK = "network"
+NETWORK, NEVER = "network", "never"
 
 
 @dataclass
@@ -112,7 +113,7 @@ class ControlMixin:
     def node_states(self, nodes, now: float) -> list[str]:
         """Each node's state: down (failed, silent past CNSCHED_NODE_TIMEOUT_SECONDS, or reported
         down), draining (by an operator, or it reports leaving), cordoned, or up."""
-        failed, _ = self.health(nodes, now)
+        failed, _, _ = self.health(nodes, now)
         return ["down" if not ok or bad else "draining" if drain else "cordoned" if closed else "up"
                 for ok, bad, drain, closed in zip(nodes.available.tolist(), failed.tolist(), nodes.draining.tolist(),
                                                   nodes.closed.tolist(), strict=True)]
@@ -164,12 +165,13 @@ class ControlMixin:
         team = self.quotas.team_of(task)
         room = self.quotas.room(list(self.running.values()), task, team, nodes)
         if len(nodes.ids) and not room.any():
-            return Waiting(QUOTA, f"team {task.team or 'default'} would exceed its maximum cards", position)
-        fits = fitting(nodes.usable, need(task), nodes.available) & allowed(task, nodes) & room
-        k = int(fits.sum())
-        if k < task.peers:
-            return Waiting(RESOURCES, f"{k} node{'s' if k != 1 else ''} can take a worker now; it needs "
-                                      f"{task.peers} with {task.resources.cards} free cards each", position)
+            return Waiting(QUOTA, self.quotas.why_no_room(task, team), position)
+        fit = why.fit(task, nodes, room)  # the placement's checks, each node charged to the first it fails
+        if fit.never:
+            return Waiting(NEVER, f"cannot run on the cluster as it is: {fit.summary()}", position)
+        fits = fit.fits
+        if int(fits.sum()) < task.peers:
+            return Waiting(RESOURCES, fit.summary(), position)
         if res is not None and int((fits & ~self.blocked(task, nodes, now)).sum()) < task.peers:
             return Waiting(RESERVATION, f"the nodes that fit are reserved for {res.task_id}, first in line, "
                                         f"which starts in {max(res.start - now, 0):.0f} s", position)

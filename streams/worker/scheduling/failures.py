@@ -9,17 +9,20 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from core.failures import UNKNOWN, node_failures, paths_lost
+from core.failures import OBSERVERS, UNKNOWN, FailureRule, node_failures, paths_lost
 from schemas.sched import Incident
 from streams.adapters.inventory import NodeView
 
 
-def health(nodes: NodeView, path_nodes: np.ndarray, loss: np.ndarray, now: float,
-           timeout_s: float) -> tuple[np.ndarray, np.ndarray]:
-    """(failed bool[N], cause object[N]) of every node; ``path_nodes``, ``loss``: the paths' nodes
-    and losses as a path table holds them (path_table.path_losses)."""
-    known, lost = paths_lost(path_nodes, loss, len(nodes.ids))
-    return node_failures(now - nodes.report_at, nodes.reported_down, timeout_s, known, lost)
+def health(nodes: NodeView, path_nodes: np.ndarray, loss: np.ndarray, now: float, timeout_s: float,
+           observer: np.ndarray | None = None, evidence: np.ndarray | None = None, rule: FailureRule | None = None
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(failed bool[N], cause object[N], withheld bool[N]) of every node; ``path_nodes``, ``loss``,
+    ``observer``, ``evidence``: the paths' nodes, losses, probing sources and whether each is evidence,
+    as path_table.path_losses gives them."""
+    known, lost, observers = paths_lost(path_nodes, loss, len(nodes.ids), observer, evidence)
+    return node_failures(now - nodes.report_at, nodes.reported_down, timeout_s, known, lost, observers,
+                         now - nodes.joined_at, rule)
 
 
 @dataclass
@@ -42,37 +45,46 @@ class IncidentBook:
     open: dict[str, Open] = field(default_factory=dict)
 
     def unmitigated(self) -> bool:
-        """Whether some failed node still has tasks on it (they move at once)."""
-        return any(inc.mitigated_at is None for inc in self.open.values())
+        """Whether some failed node still has tasks on it (they move at once; not on a withheld one)."""
+        return any(inc.mitigated_at is None and inc.cause != OBSERVERS for inc in self.open.values())
 
     def update(self, nodes: NodeView, failed: np.ndarray, cause: np.ndarray, running: dict, now: float,
-               outcome=None) -> list[Incident]:
+               outcome=None, withheld: np.ndarray | None = None) -> list[Incident]:
         """Open incidents for newly failed nodes, locate those still unknown, mark mitigated the ones
         whose tasks are gone from the node, recover those whose node is back or removed; the messages
-        to publish. ``outcome(task id) -> str``: what became of a task, said once it is mitigated."""
+        to publish. ``outcome(task id) -> str``: what became of a task, said once it is mitigated.
+        ``withheld``: nodes failing on their paths among too many at once (core.failures): an incident
+        of cause ``observers`` each, their tasks left where they are, recovered when their paths are back."""
         out = []
         on_node: dict[str, list] = {}
         for r in running.values():
             for n in r.nodes:
                 on_node.setdefault(n, []).append(r)
+        down = failed if withheld is None else failed | withheld
         for i, node in enumerate(nodes.ids):
             inc = self.open.get(node)
-            if failed[i] and inc is None:
+            why = str(cause[i]) if failed[i] else OBSERVERS
+            if down[i] and inc is None:
                 runs = on_node.get(node, [])
-                located = None if cause[i] == UNKNOWN else now
-                inc = self.open[node] = Open(now, str(cause[i]), located, sorted(r.task.id for r in runs),
-                                             sum(max(now - r.progress_since, 0.0) for r in runs),
+                located = None if why == UNKNOWN else now
+                moved = failed[i] and runs  # a withheld node's tasks stay: nothing is lost
+                inc = self.open[node] = Open(now, why, located, sorted(r.task.id for r in runs),
+                                             sum(max(now - r.progress_since, 0.0) for r in runs) if moved else 0.0,
                                              mitigated_at=None if runs else now)  # no tasks: nothing to move
                 out.append(_message(node, inc, "open"))
-            elif inc is not None and failed[i] and inc.located_at is None and cause[i] != UNKNOWN:
-                inc.cause, inc.located_at = str(cause[i]), now
+            elif inc is not None and down[i] and why != inc.cause and (inc.located_at is None or inc.cause == OBSERVERS) \
+                    and why != UNKNOWN:
+                if inc.cause == OBSERVERS:  # a withheld failure confirmed: its tasks move now
+                    inc.work_lost_s = sum(max(now - r.progress_since, 0.0) for r in on_node.get(node, []))
+                inc.cause, inc.located_at = why, now  # located, or a withheld failure confirmed
                 out.append(_message(node, inc, "open"))
             if inc is None:
                 continue
-            if not failed[i]:
+            if not down[i]:
                 out.append(_message(node, inc, "recovered", now, "node back"))
                 del self.open[node]
-            elif inc.mitigated_at is None and not any(r.task.id in inc.tasks for r in on_node.get(node, [])):
+            elif inc.mitigated_at is None and inc.cause != OBSERVERS and \
+                    not any(r.task.id in inc.tasks for r in on_node.get(node, [])):
                 inc.mitigated_at = now
                 inc.outcomes = {t: outcome(t) for t in inc.tasks} if outcome is not None else {}
                 out.append(_message(node, inc, "mitigated"))

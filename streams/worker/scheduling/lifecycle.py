@@ -117,8 +117,8 @@ class LifecycleMixin:
         recover)."""
         now = time.time() if now is None else now
         nodes = self.nodes(now)
-        failed, cause = self.health(nodes, now)
-        return self.incidents.update(nodes, failed, cause, self.running, now, self.outcome)
+        failed, cause, withheld = self.health(nodes, now)
+        return self.incidents.update(nodes, failed, cause, self.running, now, self.outcome, withheld)
 
     def outcome(self, task_id: str) -> str:
         """What became of a task whose node failed (an incident's recovery says it)."""

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from core.detect import ratio_now
+from core.failures import FailureRule, path_evidence
 from core.quality import (
     BOTH_WAYS,
     DEFAULT_MODEL,
@@ -200,16 +201,30 @@ def ends_table(cols: PathColumns, node_ids: list[str], node_racks: list[str] | N
 
 def path_losses(cols: PathColumns, node_ids: list[str], node_racks: list[str] | None = None,
                 rack_aliases: list[str] | None = None, now: float | None = None,
-                freshness: Freshness | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """(path_nodes, loss) as :func:`build_path_table` gives them (a stale path's loss NaN), without
-    any profile's quality: what failures.health reads."""
+                freshness: Freshness | None = None, rule: FailureRule | None = None
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+    """(path_nodes, loss, observer, evidence) as :func:`build_path_table` gives the first two (a stale
+    path's loss NaN), without any profile's quality: what failures.health reads. ``observer``: the code
+    of the source that probed each path; ``evidence`` (with ``rule`` and ``now``, else None): whether its
+    loss may count towards a failure (core.failures.path_evidence); with them too, a path whose latest
+    window is a grace period behind the newest of any path is unknown (its loss NaN)."""
     rows, x, _ = cols.quality_inputs()
     loss = x["loss"]
     aging = ages_of(cols, rows, now, freshness)
     if aging is not None and aging[1].any():
         loss = np.where(aging[1], np.nan, loss)
+    evidence = None
+    if rule is not None and now is not None and rows.size:
+        evidence = path_evidence(cols.column("count", rows), np.isfinite(cols.answered_end[rows]),
+                                 now - cols.hist_first[rows], rule)
+        # a path whose windows stopped while others' go on (its prober is silent: a dark NIC, a dead
+        # agent) says nothing about now, either way: unknown once it is a grace period behind
+        end = cols.column("end", rows)
+        if np.isfinite(end).any():
+            with np.errstate(invalid="ignore"):
+                loss = np.where(end < np.nanmax(end) - rule.grace_s, np.nan, loss)
     shape = _shape(cols, rows, node_ids, node_racks, rack_aliases)
-    return shape.path_nodes, loss
+    return shape.path_nodes, loss, cols.src[rows], evidence
 
 
 def aged_to(now: float | None, freshness: Freshness | None) -> float | None:

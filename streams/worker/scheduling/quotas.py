@@ -122,6 +122,15 @@ class QuotaBook:
         self._use = (key, out)
         return out
 
+    def why_no_room(self, task: Task, team: int | None) -> str:
+        """Why a task's team may take no node now: it has no quota at all (a quota set that names other
+        teams only), or its maximum is reached."""
+        name = task.team or DEFAULT_TEAM
+        if team is None:
+            return (f"team {name} has no quota: the quota set names {', '.join(self.teams)} "
+                    f"(add {name} to it, or submit under one of them)")
+        return f"team {name} would exceed its maximum cards"
+
     def room(self, running: list, task: Task, team: int | None, nodes) -> np.ndarray:
         """bool[N]: nodes whose class ``task``'s team may take its cards of (core.quota.within_maximum);
         none for a team no quota names (the scheduler turns such a task away first)."""

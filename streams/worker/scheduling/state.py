@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from core.failures import FailureRule
 from core.feasibility import fitting
 from core.metering import DEFAULT_BENCHMARK_WORK, DEFAULT_MODEL_CONVERSION
 from core.placement import Placement, packed, place, top
@@ -63,6 +64,7 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
     gang_closeness: float = 0.8
     gang_patience: float = 4.0  # ... for at most this many times its expected duration
     node_timeout_s: float = 60.0
+    failure_rule: FailureRule = field(default_factory=FailureRule)  # what a network failure needs (core.failures)
     policy: ReschedulePolicy = field(default_factory=ReschedulePolicy)
     conversion: dict = field(default_factory=lambda: DEFAULT_MODEL_CONVERSION)
     benchmark_work: dict = field(default_factory=lambda: DEFAULT_BENCHMARK_WORK)
@@ -133,20 +135,20 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
         since = self.ledger.allocated(base.index, n, since=base.report_at) if reports else allocated
         free = usable(base.capacity.astype(np.float64), allocated, base.reported_free, since, now - base.report_at,
                       self.margin, self.node_timeout_s)
-        failed, _ = self.health(base, now)  # a node whose every path is lost takes nothing either
+        failed, _, _ = self.health(base, now)  # a node whose every path is lost takes nothing either
         closed, draining, since, due = self.maintenance.arrays(base.ids, base.leaving, now)
         free[closed] = 0.0  # cordoned, draining or leaving: no new work
         return evolved(base, usable=free, available=base.available & ~failed, closed=closed,
                                    draining=draining, drain_since=since, drain_due=due)
 
     def health(self, nodes: NodeView, now: float) -> tuple[np.ndarray, np.ndarray]:
-        """(failed, cause) of every node (failures.health over the paths' losses as a path table
+        """(failed, cause, withheld) of every node (failures.health over the paths' losses as a path table
         holds them, no profile's quality needed), once per version of the views and second
         (decisions and the watch share it)."""
         def build():
-            paths, loss = path_losses(self.net.columns(), nodes.ids, nodes.racks, nodes.rack_aliases,
-                                      aged_to(nodes.at, self.freshness), self.freshness)
-            return health(nodes, paths, loss, now, self.node_timeout_s)
+            paths, *judged = path_losses(self.net.columns(), nodes.ids, nodes.racks, nodes.rack_aliases,
+                                         aged_to(nodes.at, self.freshness), self.freshness, self.failure_rule)
+            return health(nodes, paths, judged[0], now, self.node_timeout_s, *judged[1:], self.failure_rule)
 
         versions = (getattr(self.net, "version", None), getattr(self.inv, "version", None))
         if None in versions:

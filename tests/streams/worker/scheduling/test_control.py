@@ -101,7 +101,8 @@ def test_waiting_names_resources_reservation_and_retrying():
     gang = task("gang", peers=2, priority=90)
     s.decide(gang, NOW)  # one node free, two needed
     w = s.waiting("gang", NOW)
-    assert (w.reason, w.position) == ("resources", 1) and "1 node can take a worker now; it needs 2" in w.detail
+    assert (w.reason, w.position) == ("resources", 1)
+    assert w.detail == "1/3 nodes can take a worker now (it needs 2): 2 fewer than 8 free cards (n0, n1)"
     s.retry_pending(NOW + 1)  # the gang is first in line: it holds a reservation (n2 and the first to free)
     assert s.reservation is not None and s.reservation.task_id == "gang"
     assert s.waiting("gang", NOW + 1).reason == "resources" and "reserved for it" in s.waiting("gang", NOW + 1).detail
@@ -112,3 +113,33 @@ def test_waiting_names_resources_reservation_and_retrying():
     short = task("short", cards=1, expected_duration_s=60)  # ends before the reservation starts: backfill
     s.pending["short"] = type(s.pending["gang"])(short, NOW)
     assert s.waiting("short", NOW + 1).reason == "retrying"
+
+
+def test_a_task_limited_to_a_class_waits_for_that_class_and_names_the_nodes_of_each_check():
+    """Issue 51, finding 2: an 8-card h100 task with both h100 nodes booked and an a100 node empty
+    waits for resources (it said "retrying: fits now" for minutes: the class was left out)."""
+    s = make_scheduler([gpu_node("h1", NOW, accel_class="h100"), gpu_node("h2", NOW, accel_class="h100"),
+                        gpu_node("a1", NOW, accel_class="a100")], {})
+    s.node_timeout_s = float("inf")
+    for tid in ("x", "y"):
+        assert s.decide(Task(id=tid, type="training-data-parallel", submitted_at=NOW, expected_duration_s=3600,
+                        resources={"cards": 8, "accel_classes": ["h100"]}), NOW).status == "placed"
+    h = Task(id="h", type="training-data-parallel", submitted_at=NOW, expected_duration_s=3600,
+             resources={"cards": 8, "accel_classes": ["h100"]})
+    assert s.decide(h, NOW).status == "unschedulable"
+    w = s.waiting("h", NOW)
+    assert w.reason == "resources"
+    assert w.detail == ("0/3 nodes can take a worker now: 1 not of accelerator class h100 (a1); "
+                        "2 fewer than 8 free cards (h1, h2)")
+
+
+def test_a_queued_task_that_can_never_run_on_the_cluster_as_it_is_says_so():
+    """A 2-worker h100 gang on a cluster whose only h100 node left: waiting, but never (not resources)."""
+    s = make_scheduler([gpu_node("h1", NOW, accel_class="h100"), gpu_node("a1", NOW, accel_class="a100")], {})
+    s.node_timeout_s = float("inf")
+    g = Task(id="g", type="training-data-parallel", submitted_at=NOW, resources={"cards": 8, "accel_classes": ["h100"]},
+             peers=2)
+    s.decide(g, NOW)
+    w = s.waiting("g", NOW)
+    assert w.reason == "never" and w.detail.startswith("cannot run on the cluster as it is: 1/2 nodes can take")
+    assert "1 not of accelerator class h100 (a1)" in w.detail

@@ -50,11 +50,12 @@ def test_a_node_whose_paths_are_all_lost_is_a_network_failure():
     now = time.time()
     s = world(now)
     home = place(s, now)
-    t = now + 10
-    for key in list(s.net.table):
+    t = now + 40  # past the 30 s grace of a node's and a path's first window (core.failures.FailureRule)
+    for n in ("n0", "n1", "n2"):
+        s.inv.put(n.encode(), gpu_node(n, t))  # every node reports, in time
+    for key in list(s.net.table):  # a new window on every path: those touching home lost every probe
         rec = s.net.get_key(key)
-        if home in (rec["src"], rec["dst"]):
-            s.net.put(key, {**rec, "metrics": {"rtt_ms": win(t, 0.5, lost=100)}})  # every probe lost
+        s.net.put(key, {**rec, "metrics": {"rtt_ms": win(t, 0.5, lost=100 if home in (rec["src"], rec["dst"]) else 0)}})
     s.touch()
     (opened,) = s.watch(t)
     assert (opened.node, opened.cause) == (home, "network")
@@ -87,3 +88,114 @@ def test_an_incident_of_a_node_removed_from_the_inventory_is_recovered_as_remove
     s.inv.invalidate()
     s.touch()
     assert [(i.node, i.status, i.resolution) for i in s.watch(now + 2)] == [("n2", "recovered", "node removed")]
+
+
+def _lose(s, t, touching: str | None = None, src: str | None = None, count: int = 100) -> None:
+    """A window ending at ``t`` on every path: every probe lost on those touching ``touching`` (or from
+    ``src``), ``count`` probes each; none lost on the others."""
+    for key in list(s.net.table):
+        rec = s.net.get_key(key)
+        if (touching is not None and touching in (rec["src"], rec["dst"])) or rec["src"] == src:
+            s.net.put(key, {**rec, "metrics": {"rtt_ms": {**win(t, 0.5, lost=count), "count": count}}})
+        else:
+            s.net.put(key, {**rec, "metrics": {"rtt_ms": win(t, 0.5)}})
+    s.touch()
+
+
+def _report_all(s, t) -> None:
+    for n in ("n0", "n1", "n2"):
+        s.inv.put(n.encode(), gpu_node(n, t))
+
+
+def test_probes_coming_up_one_by_one_fail_nothing():
+    """A probe agent starting on a node whose peers' agents are not up yet sees every probe lost (no
+    peer has ever answered): that is no evidence, so no incident, no eviction."""
+    now = time.time()
+    s = make_scheduler([gpu_node(n, now) for n in ("n0", "n1", "n2")], {})
+    home = place(s, now)
+    for i, n in enumerate(("n0", "n1", "n2")):  # agents 12 s apart; the first windows of each all lost
+        t = now + 40 + 12 * i
+        _report_all(s, t)
+        for peer in ("n0", "n1", "n2"):
+            if peer != n:
+                s.net.put(f"{n}|{peer}".encode(), {"src": n, "dst": peer, "metrics": {
+                    "rtt_ms": {**win(t, 0.5, lost=10), "count": 10}}})
+        s.touch()
+        assert s.watch(t) == [] and s.reschedule(t) == []
+    assert home in s.running["t"].nodes and s.incidents.open == {}
+
+
+def test_one_observer_alone_or_a_single_probe_is_no_network_failure():
+    now = time.time()
+    s = world(now)
+    home = place(s, now)
+    t = now + 40
+    _report_all(s, t)
+    _lose(s, t, src=home)  # only home's own agent sees its paths lost; its peers' probes to it answer
+    assert s.watch(t) == []
+    _lose(s, t + 10, touching=home, count=1)  # every path lost, but one probe a window
+    _report_all(s, t + 10)
+    assert s.watch(t + 10) == [] and s.reschedule(t + 10) == []
+
+
+def test_a_nic_gone_dark_is_still_a_network_failure_and_the_work_moves_within_a_minute():
+    now = time.time()
+    s = world(now)
+    home = place(s, now)
+    dark = now + 40  # established: past the grace; its peers answered before
+    _report_all(s, dark)
+    _lose(s, dark, touching=home)
+    (opened,) = s.watch(dark)
+    assert (opened.node, opened.cause, opened.tasks, opened.detected_at) == (home, "network", ["t"], dark)
+    (ev,) = s.reschedule(dark)
+    assert ev.trigger == "node_failed" and home not in ev.to_nodes
+
+
+def test_every_node_losing_its_paths_at_once_is_an_incident_on_the_observers_not_evictions():
+    """Two of three nodes losing every path at once (beyond half of the nodes): the probes are suspect;
+    each gets an incident of cause observers, nothing moves, and it recovers when the paths are back."""
+    now = time.time()
+    s = world(now)
+    home = place(s, now)
+    t = now + 40
+    _report_all(s, t)
+    for key in list(s.net.table):
+        rec = s.net.get_key(key)
+        s.net.put(key, {**rec, "metrics": {"rtt_ms": win(t, 0.5, lost=100)}})
+    s.touch()
+    opened = s.watch(t)
+    assert {(i.node, i.cause, i.status) for i in opened} == {(n, "observers", "open") for n in ("n0", "n1", "n2")}
+    assert s.reschedule(t) == [] and s.running["t"].nodes == [home]
+    assert not s.incidents.unmitigated()  # nothing waits to be moved
+    for key in list(s.net.table):
+        rec = s.net.get_key(key)
+        s.net.put(key, {**rec, "metrics": {"rtt_ms": win(t + 10, 0.5)}})
+    s.touch()
+    _report_all(s, t + 10)
+    back = s.watch(t + 10)
+    assert {(i.node, i.status, i.resolution) for i in back} == {(n, "recovered", "node back") for n in ("n0", "n1", "n2")}
+
+
+def test_a_node_whose_own_probes_went_quiet_and_whose_peers_lose_it_is_a_network_failure():
+    """A dark NIC as the scheduler sees it when the node's compute reports still come in (another
+    network): its own probe agent's windows stop, and its peers' probes to it are all lost. Its silent
+    paths' last windows (fine, from before) stop counting once a grace period (30 s) behind the others'."""
+    now = time.time()
+    s = world(now)
+    home = place(s, now)
+    dark = now + 40
+    _lose(s, dark, touching="nobody")  # every path fine at dark: home's last windows
+    for t in (dark + 10, dark + 20, dark + 30, dark + 40):
+        _report_all(s, t)
+        for key in list(s.net.table):
+            rec = s.net.get_key(key)
+            if rec["src"] != home:  # home's agent sends nothing any more; the others go on, losing home
+                s.net.put(key, {**rec, "metrics": {"rtt_ms": win(t, 0.5, lost=100 if rec["dst"] == home else 0)}})
+        s.touch()
+        got = s.watch(t)
+        if t <= dark + 30:  # home's own windows within the grace (30 s) of the newest: it reaches its peers
+            assert got == []
+    (opened,) = got  # more than 30 s behind at dark + 40: known no more; under the seed's minute
+    assert (opened.node, opened.cause, opened.detected_at) == (home, "network", dark + 40)
+    (ev,) = s.reschedule(dark + 40)
+    assert ev.trigger == "node_failed" and home not in ev.to_nodes

@@ -221,8 +221,35 @@ def test_the_losses_health_reads_are_the_path_tables_fresh_aging_and_stale():
     fr = Freshness(60.0, 300.0)
     for now, freshness in ((100.0, fr), (None, None), (10_000.0, fr)):
         pt = build_path_table(cols, ["a", "b", "c"], "balanced", now=now, freshness=freshness)
-        paths, loss = path_losses(cols, ["a", "b", "c"], now=now, freshness=freshness)
+        paths, loss, observer, evidence = path_losses(cols, ["a", "b", "c"], now=now, freshness=freshness)
+        assert [cols.names[o] for o in observer] == ["a", "b", "a", "c"] and evidence is None  # no rule given
         np.testing.assert_array_equal(paths, pt.path_nodes)
         np.testing.assert_array_equal(loss, pt.loss)
-    _, loss = path_losses(cols, ["a", "b", "c"], now=100.0, freshness=fr)
+    _, loss, _, _ = path_losses(cols, ["a", "b", "c"], now=100.0, freshness=fr)
     assert loss[:2].tolist() == [0.0, 0.1] and math.isnan(loss[2]) and loss[3] == 0.2
+
+
+def test_the_failure_evidence_of_each_path_and_quiet_paths_unknown():
+    """With a failure rule, path_losses says which paths are evidence: enough probes in the latest
+    window, a peer that answered in some window, a first window older than the grace; and a path whose
+    latest window is more than the grace behind the newest path's is unknown (its prober went quiet)."""
+    from core.failures import FailureRule
+    from streams.adapters.network import PathColumns
+    from streams.worker.scheduling.path_table import path_losses
+
+    cols = PathColumns()
+    src, dst = ["a", "b", "a", "c", "b"], ["b", "a", "c", "a", "c"]
+
+    def put(end, lost, count):
+        cols.set_many(src, dst, {"p95": np.ones(5), "p50": np.ones(5), "lost": np.array(lost, float),
+                                 "count": np.array(count, float), "end": np.array(end, float)})
+
+    put([100, 100, 100, 100, 100], [0, 10, 10, 0, 0], [10, 10, 10, 10, 10])  # a-c: every probe lost, never answered
+    put([140, 140, 140, 140, 105], [10, 0, 10, 2, 0], [10, 10, 10, 2, 10])  # c-a: 2 probes; b-c quiet since 105
+    rule = FailureRule(min_probes=3, grace_s=30.0)
+    _, loss, _, evidence = path_losses(cols, ["a", "b", "c"], now=140.0, rule=rule)
+    # a-b answered at 100 (lost now: evidence); b-a answered at 140; a-c never answered; c-a too few probes
+    assert evidence.tolist() == [True, True, False, False, True]
+    assert loss[:4].tolist() == [1.0, 0.0, 1.0, 1.0] and math.isnan(loss[4])  # b-c: 35 s behind the newest
+    _, _, _, young = path_losses(cols, ["a", "b", "c"], now=129.0, rule=rule)
+    assert not young.any()  # every first window (at 100) younger than the grace
