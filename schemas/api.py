@@ -142,6 +142,10 @@ class ComputeAnswer(ApiModel):
     state: str | None = Field(default=None, description=(
         "as the scheduler holds it: up, cordoned (no new placements), draining (its work moves at its next "
         "checkpoint), down (failed, silent, or reported down)"))
+    state_reason: str | None = Field(default=None, max_length=2048, description=(
+        "why it is in that state (as Slurm's sinfo -R): down: the failure (no report for how long, reported down, "
+        "every path lost); cordoned or draining: the action, who, when, the drain's deadline and the operator's "
+        "reason; up: a note when its paths are all lost on too many nodes at once (the probes are suspect)"))
     cards: int | None = Field(default=None, description="the node's cards")
     cards_reported_free: int | None = Field(default=None, description="free cards in the node's own last report")
     cards_booked: int | None = Field(default=None, description="cards cnsched has booked on the node")
@@ -268,6 +272,29 @@ class TaskRecord(ApiModel):
     def body(self) -> dict:  # every field, also when unset (the table's records always had them); the
         # estimate only when GET /tasks/{id} computed one (it is never stored)
         return self.model_dump(mode="json", by_alias=True, exclude=None if self.estimate else {"estimate"})
+
+
+class QueueRow(ApiModel):
+    """One team and accelerator class of the queue (Kueue's ClusterQueue view): what waits and what runs."""
+
+    team: str
+    accel_class: str = Field(description="the class a queued task asks for (several joined by '|', * any); a "
+                             "running task's: its node's")
+    queued: int
+    queued_cards: int
+    running: int
+    running_cards: int
+
+
+class SummaryAnswer(ApiModel):
+    """GET /summary: the cluster's totals as the scheduler holds them (the dashboard's header), not a page."""
+
+    tasks: dict[str, int] = Field(description="task records by status, all of them")
+    nodes: dict[str, int] = Field(description="nodes by state: up, cordoned, draining, down")
+    cards_up: int = Field(description="cards of the nodes that are not down (capacity now)")
+    cards_booked: int
+    cards_free: int = Field(description="cards the scheduler would give out now")
+    queues: list[QueueRow]
 
 
 class IncidentsAnswer(ApiModel):

@@ -39,6 +39,9 @@ class QuotaSet(BaseModel):
 
     quotas: list[Quota] = Field(default_factory=list, max_length=10_000)
     changed_at: float | None = Field(default=None, gt=0, description="set by the worker on a change")
+    allow_unnamed_teams: bool = Field(default=False, description=(
+        "apply even though queued or running tasks belong to teams the set does not name (they then wait "
+        "for ever, 'team X has no quota'); without it such a set is refused (409) naming those teams and tasks"))
 
     @model_validator(mode="after")
     def _one_entry_per_team_and_class(self) -> QuotaSet:

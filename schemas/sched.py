@@ -112,6 +112,9 @@ class Task(BaseModel):
     alpha: float | None = Field(default=None, ge=0, le=1, description="compute weight; default from the type")
     network_profile: NetworkProfile | None = None
     submitted_at: float | None = Field(default=None, gt=0, le=EPOCH_MAX, description="epoch seconds")
+    submitted_by: str | None = Field(default=None, max_length=128, description=(
+        "who submitted it: set by the API to the name of the token it came with (CNSCHED_API_TOKENS); without "
+        "tokens (the loopback), as given, else 'api'"))
     expected_duration_s: float = Field(default=3600.0, gt=0, le=DURATION_MAX_S)
     checkpoint_gb: float = Field(default=0.0, ge=0, le=SIZE_MAX_GB, description="state moved on a migration")
     cost_sensitivity: float = Field(
@@ -281,7 +284,9 @@ class NodeCommand(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     node: str = Field(pattern=ID_PATTERN)
-    action: Literal["cordon", "drain", "uncordon"]
+    action: Literal["cordon", "drain", "uncordon", "remove"] = Field(description=(
+        "remove: the node leaves the inventory (its open incident is recovered as removed); a node agent "
+        "that reports it again brings it back"))
     at: float = Field(gt=0, le=EPOCH_MAX, description="epoch seconds")
     deadline_s: float | None = Field(default=None, ge=0, le=DURATION_MAX_S, description=(
         "drain: how long its work may wait for a checkpoint (default CNSCHED_DRAIN_DEADLINE_SECONDS)"))

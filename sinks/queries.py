@@ -199,16 +199,19 @@ SELECT (SELECT cards FROM capacity) AS cluster_cards,
 FROM used
 """
 
-BENEFIT = (
+BENEFIT_LIVE = (
     ("Outcomes by task type", OUTCOMES_SQL),
     ("Network-aware vs compute-only, live: scores (0-100) of the chosen node and of the node alpha = 1 "
      "would have chosen, not times", COUNTERFACTUAL_SQL),
     ("Cluster utilisation (accelerators)", UTILISATION_SQL),
+)
+BENEFIT_REPLAY = (  # read from the replay's own file (CNSCHED_REPLAY_DUCKDB_PATH)
     ("Measured by the latest replay (cnsched simulate): mean JCT change, with its 95 % interval", REPLAY_SQL),
     ("The latest replay's headline: ours against each baseline per job kind (gang, data, other, all), completion "
      "time, wait and run apart; change of the mean per seed with its 95 % t-interval over seeds, paired per-job "
      "median (a ratio; for wait a difference in s), the ten largest differences' share", HEADLINE_SQL),
 )
+BENEFIT = BENEFIT_LIVE + BENEFIT_REPLAY
 
 
 def run_sections(con, sections=BENEFIT) -> list[dict]:

@@ -7,7 +7,15 @@ import ssl
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, Field, SecretStr, ValidationError, model_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from core.metering import DEFAULT_BENCHMARK_WORK, DEFAULT_MODEL_CONVERSION
@@ -21,6 +29,17 @@ SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 
 class ConfigError(ValueError):
     """Invalid configuration; the message lists every invalid field and why."""
+
+
+class ApiToken(BaseModel):
+    """A named token: its scope, the name every command and task it sends is recorded under, and whether
+    it may name someone else (``by``: a bridge or a portal acting for its users)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    scope: Literal["read", "write"]
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,127}$")
+    act_for_others: bool = False
 
 
 class Settings(BaseSettings):
@@ -74,9 +93,12 @@ class Settings(BaseSettings):
     web_bind: str | None = Field(default=None, min_length=1, description="the address the API listens on; "
                                  "default CNSCHED_WEB_HOST")
     web_port: int = Field(default=6066, ge=1, le=65_535)
-    api_tokens: dict[str, Literal["read", "write"]] | None = Field(
-        default=None, repr=False, description='JSON {"<token>": "read" | "write"}; state changes need a write '
-        "token (none configured: from the loopback interface only)")
+    api_tokens: dict[str, Literal["read", "write"] | ApiToken] | None = Field(
+        default=None, repr=False, description='JSON {"<token>": "read" | "write" | {"scope", "name", '
+        '"act_for_others"}}; state changes need a write token (none configured: from the loopback interface '
+        "only). A token's name is the `by` of every command it sends and the `submitted_by` of every task; a "
+        "token given as a bare scope is named token-<first 8 hex of its SHA-256>; only a token with "
+        "act_for_others may name another `by`")
     api_read_needs_token: bool = Field(default=False, description="reads need a read or write token too")
     api_task_rate: float = Field(default=100.0, gt=0, description="POST /tasks per second per client (burst 2x)")
     api_heavy_requests: int = Field(default=2, ge=1, le=64, description=(
@@ -86,6 +108,9 @@ class Settings(BaseSettings):
         default=15.0, gt=0, le=3600, description="a connection without a whole request this long after it "
         "opened or after its last answer is closed (slow or silent clients, request headers included)")
     duckdb_path: Path = Path("cnsched.duckdb")
+    replay_duckdb_path: Path = Field(default=Path("cnsched-replay.duckdb"), description=(
+        "where cnsched simulate keeps its results (sim_runs, sim_changes, sim_jobs, sim_headline) and cnsched "
+        "report benefit reads the latest replay: never the live audit database"))
     sink_reject_bytes: int = Field(
         default=8192, ge=0, le=16 * 2**20, description="of a message the sink will not store, the first this "
         "many bytes are kept in sink_rejects (with its size; the whole message stays in Kafka at its offset)")

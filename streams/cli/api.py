@@ -18,6 +18,8 @@ def add_parsers(sub) -> None:
     qt.add_argument("file", help='{"quotas": [{"team", "accel_class", "guaranteed_cards", "max_cards"}]}; - for stdin')
     qt.add_argument("--url", default=None, help="the worker's API (default from CNSCHED_WEB_HOST/PORT)")
     qt.add_argument("--json", action="store_true", help="compact JSON (default: indented)")
+    qt.add_argument("--allow-unnamed-teams", action="store_true", help=(
+        "apply even though live tasks belong to teams the set does not name (they then wait for ever)"))
 
     qy = sub.add_parser("query", help="ask a worker's API: node, path, compute, task, forecast, power, quotas")
     qsub = qy.add_subparsers(dest="what", metavar="WHAT", parser_class=Parser, required=True)
@@ -65,24 +67,12 @@ def with_scheme(url: str) -> str:
     return url
 
 
-def rejections(decision: dict) -> str:
-    """A decision's rejected nodes by reason, a few named: ``2 insufficient_cards (a, b); 1 down (c)``
-    (the counts alone where the decision names no node)."""
-    from streams.worker.scheduling.why import named
-
-    by: dict[str, list[str]] = {}
-    for node, reason in (decision.get("rejected") or {}).items():
-        by.setdefault(reason, []).append(node)
-    if by:
-        return "; ".join(f"{len(ns)} {r} ({named(sorted(ns))})" for r, ns in sorted(by.items(), key=lambda x: -len(x[1])))
-    return ", ".join(f"{k} x{v}" for k, v in (decision.get("rejected_counts") or {}).items())
-
-
 def cmd_submit(args, settings: Settings) -> int:
     import json
     from pathlib import Path
 
     from streams.client import call
+    from streams.render.human import rejections
 
     try:
         text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text()
@@ -129,6 +119,8 @@ def cmd_submit(args, settings: Settings) -> int:
             line = f"{tid} {body.get('status', status)}" + (f": {why}" if (why := rejections(d)) else "")
         if not args.json:
             print(line)
+            if status < 400 and str(body.get("detail") or "").startswith("warning:"):
+                print(f"cnsched: submit: {tid}: {body['detail']}", file=sys.stderr)
     if args.json:
         print(json.dumps(answers))
     return 1 if rejected else 0
@@ -257,6 +249,8 @@ def cmd_quotas(args, settings: Settings) -> int:
         raise UsageError(f"quotas: {args.file} is not JSON: {exc}") from None
     if not isinstance(doc, dict):
         raise UsageError(f'quotas: {args.file}: expected an object {{"quotas": [...]}}')
+    if args.allow_unnamed_teams:
+        doc["allow_unnamed_teams"] = True
     return _print_call(args, settings, "quotas", "PUT", "/quotas", doc)
 
 

@@ -45,7 +45,15 @@ def _agent_parser(sub) -> None:
     a.add_argument("--benchmark-unit", default="samples/s")
     a.add_argument("--benchmark-every", type=float, default=3600.0, help="seconds between benchmark runs")
     a.add_argument("--interval", type=float, default=5.0, help="seconds between reports (default 5)")
-    a.add_argument("--once", action="store_true", help="send one report, print it, and exit")
+    a.add_argument("--once", action="store_true", help="print one report and exit (nothing sent, unless --send)")
+    a.add_argument("--send", action="store_true", help="with --once: send that report too (the node registers)")
+    ev = sub.add_parser("event", help="send a runner's event on sched.events by hand (what the Slurm bridge or "
+                                      "the demo's runner send): started, finished, failed, stopped, ...")
+    ev.add_argument("task_id")
+    ev.add_argument("event", choices=["started", "finished", "failed", "stopped", "refused", "checkpoint"])
+    ev.add_argument("--nodes", default=None, help="where it runs, comma-separated (default: where it was placed)")
+    ev.add_argument("--duration", default=None, help="finished: its run time, with a unit (90s, 2h)")
+    ev.add_argument("--throughput", type=float, default=None, help="finished: achieved samples/s (learned alphas)")
 
 
 def cmd_node_agent(args, settings: Settings) -> int:
@@ -71,11 +79,54 @@ def cmd_node_agent(args, settings: Settings) -> int:
         first = agent.report()
     except ValidationError as exc:
         raise UsageError(f"node-agent: the report would be refused: {exc.errors()[0]['msg']}") from None
+    if args.send and not args.once:
+        raise UsageError("node-agent: --send goes with --once (without --once every report is sent)")
+    if args.once and not args.send:  # a look at what would be reported: the node does not register
+        print(json.dumps(first))
+        return 0
     require_bootstrap(settings)
 
     run_until_signal(lambda stop: run_node_agent(settings, agent, args.interval, stop, once=args.once))
     if args.once:
         print(json.dumps(first))
+    return 0
+
+
+def cmd_event(args, settings: Settings) -> int:
+    """One TaskEvent on sched.events, keyed by the task (what a runner sends); the event printed."""
+    import asyncio
+    import time
+
+    from pydantic import ValidationError
+
+    from schemas.sched import TaskEvent
+    from schemas.topics import SCHED_EVENTS
+    from schemas.units import parse_duration
+    from streams.kafka import producer
+
+    fields = {"task_id": args.task_id, "event": args.event, "at": time.time(),
+              "nodes": [n for n in (args.nodes or "").split(",") if n], "throughput": args.throughput}
+    try:
+        if args.duration is not None:
+            fields["duration_s"] = parse_duration(args.duration, unit_required=True)
+        ev = TaskEvent.model_validate({k: v for k, v in fields.items() if v is not None})
+    except ValueError as exc:  # pydantic's ValidationError is one
+        errors = exc.errors() if isinstance(exc, ValidationError) else None
+        raise UsageError(f"event: {errors[0]['loc'][0]}: {errors[0]['msg']}" if errors else f"event: --duration {exc}") \
+            from None
+    require_bootstrap(settings)
+
+    async def send() -> None:
+        p = producer(settings)
+        await p.start()
+        try:
+            await p.send_and_wait(settings.topic(SCHED_EVENTS), ev.model_dump_json(exclude_none=True).encode(),
+                                  key=ev.task_id.encode())
+        finally:
+            await p.stop()
+
+    asyncio.run(send())
+    print(ev.model_dump_json(exclude_none=True))
     return 0
 
 
@@ -117,4 +168,4 @@ def cmd_slurm(args, settings: Settings) -> int:
     return 0
 
 
-COMMANDS = {"slurm": cmd_slurm, "node-agent": cmd_node_agent}
+COMMANDS = {"slurm": cmd_slurm, "node-agent": cmd_node_agent, "event": cmd_event}

@@ -222,12 +222,25 @@ def cmd_battery(args, settings: Settings) -> int:
     return 0
 
 
+def _replay_sections(settings: Settings, live) -> list[dict]:
+    """The benefit report's replay sections from CNSCHED_REPLAY_DUCKDB_PATH; from the live store ``live``
+    while there is no such file (replays stored there before they had a file of their own)."""
+    from sinks.duckdb_store import DuckStore
+    from sinks.queries import BENEFIT_REPLAY, run_sections
+
+    path = settings.replay_duckdb_path
+    if not path.exists() or path.resolve() == settings.duckdb_path.resolve():
+        return run_sections(live.con, BENEFIT_REPLAY)
+    with DuckStore.open(path, read_only=True) as store:
+        return run_sections(store.con, BENEFIT_REPLAY)
+
+
 def cmd_report(args, settings: Settings) -> int:
     import json
 
     from sinks.cost import cost_sections
     from sinks.duckdb_store import DuckStore
-    from sinks.queries import BENEFIT, FINISHED_SQL, INCIDENTS, QUOTAS, run_sections
+    from sinks.queries import BENEFIT, BENEFIT_LIVE, FINISHED_SQL, INCIDENTS, QUOTAS, run_sections
     from streams.analytics.alphas import learned_alphas
     from streams.render import tables
 
@@ -240,7 +253,9 @@ def cmd_report(args, settings: Settings) -> int:
                                        settings.transfer_price_per_gb)
             else:
                 chosen = {"incidents": INCIDENTS, "quotas": QUOTAS}.get(args.report, BENEFIT)
-            sections = run_sections(store.con, chosen)
+            sections = run_sections(store.con, BENEFIT_LIVE if chosen is BENEFIT else chosen)
+            if chosen is BENEFIT:  # the replay's sections from its own file, when there is one
+                sections += _replay_sections(settings, store)
             if args.json:
                 print(json.dumps([{"title": s["title"], "sql": s["sql"] if args.show_sql else None,
                                    "rows": [dict(zip(s["columns"], r, strict=True)) for r in s["rows"]]}

@@ -86,7 +86,7 @@ def node_row(n: dict) -> tuple:
     return (n["node"], r.get("zone") or r.get("region") or "-", r.get("rack") or "-", n.get("class") or "-",
             n.get("cards"), n.get("cards_booked"), n.get("cards_reported_free"), n.get("cards_free"),
             n.get("state") or ("up" if n.get("available") else "down"), span(n.get("age_s")),
-            len(n.get("tasks") or []))
+            len(n.get("tasks") or []), (n.get("state_reason") or "-")[:70])
 
 
 def cmd_nodes(args, settings: Settings) -> int:
@@ -98,7 +98,7 @@ def cmd_nodes(args, settings: Settings) -> int:
         print(json.dumps(items))
         return 0
     print(table(["NODE", "SITE", "RACK", "CLASS", "CARDS", "BOOKED", "REPORTED_FREE", "FREE", "STATE", "REPORT_AGE",
-                 "TASKS"], [node_row(n) for n in items]))
+                 "TASKS", "REASON"], [node_row(n) for n in items]))
     return 0
 
 

@@ -9,7 +9,7 @@ import json
 import urllib.parse
 
 from streams.cli.api import _answer
-from streams.cli.common import UsageError
+from streams.cli.common import Parser, UsageError
 from streams.config import Settings
 
 HELP = {"cancel": "cancel tasks: queued ones end; placed or running ones are stopped by their runner",
@@ -34,10 +34,19 @@ def add_parsers(sub) -> None:
                            help="how long work may wait for a checkpoint, with a unit: 30s, 30min, 2h "
                                 "(a bare number is refused: Slurm reads it as minutes; default CNSCHED_DRAIN_DEADLINE_SECONDS)")
         p.add_argument("--reason", default=None, help="why (kept in the audit: DuckDB node_maintenance)")
-        p.add_argument("--by", default=None, help="who asks (default: the API says 'api')")
+        p.add_argument("--by", default=None, help="who asks (default: the API token's name; another only for a token with act_for_others)")
         p.add_argument("--url", default=None, help="the worker's API (default from CNSCHED_WEB_HOST/PORT)")
         p.add_argument("--json", action="store_true", help="the API's answers as JSON lines")
     _task_parsers(sub)
+    nd = sub.add_parser("node", help="node commands: remove (take nodes out of the inventory)")
+    nsub = nd.add_subparsers(dest="node_action", metavar="ACTION", parser_class=Parser, required=True)
+    rm = nsub.add_parser("remove", help="take nodes out of the inventory: their incidents close as removed "
+                                        "(a node agent that reports one again brings it back)")
+    rm.add_argument("node", nargs="+")
+    rm.add_argument("--reason", default=None, help="why (kept in the audit: DuckDB node_maintenance)")
+    rm.add_argument("--by", default=None, help="who asks (default: the API token's name; another only for a token with act_for_others)")
+    rm.add_argument("--url", default=None, help="the worker's API (default from CNSCHED_WEB_HOST/PORT)")
+    rm.add_argument("--json", action="store_true", help="the API's answers as JSON lines")
 
 
 def _task_parsers(sub) -> None:
@@ -49,7 +58,7 @@ def _task_parsers(sub) -> None:
         else:
             p.add_argument("task_id", nargs="+")
         p.add_argument("--reason", default=None, help="why (kept in the task's history and the audit)")
-        p.add_argument("--by", default=None, help="who asks (default: the API says 'api')")
+        p.add_argument("--by", default=None, help="who asks (default: the API token's name; another only for a token with act_for_others)")
         p.add_argument("--url", default=None, help="the worker's API (default from CNSCHED_WEB_HOST/PORT)")
         p.add_argument("--json", action="store_true", help="the API's answers as JSON lines")
 
@@ -88,6 +97,7 @@ def cmd_operate(args, settings: Settings) -> int:
 def cmd_node(args, settings: Settings) -> int:
     from schemas.units import parse_duration
 
+    action = args.node_action if args.command == "node" else args.command
     body = {k: v for k, v in (("reason", args.reason), ("by", args.by)) if v is not None}
     if getattr(args, "deadline", None) is not None:
         try:
@@ -96,7 +106,7 @@ def cmd_node(args, settings: Settings) -> int:
             raise UsageError(f"drain: --deadline {exc}") from None
     failed = 0
     for node in args.node:
-        got = _answer(args, settings, f"{args.command} {node}", "POST", f"/nodes/{urllib.parse.quote(node, safe='')}/{args.command}",
+        got = _answer(args, settings, f"{action} {node}", "POST", f"/nodes/{urllib.parse.quote(node, safe='')}/{action}",
                       body)
         if got is None:
             failed += 1
@@ -104,7 +114,9 @@ def cmd_node(args, settings: Settings) -> int:
         if args.json:
             print(json.dumps(got))
         elif got.get("status") == "accepted":
-            print(f"{node}: {args.command} sent; not applied yet (see cnsched describe node {node})")
+            print(f"{node}: {action} sent; not applied yet (see cnsched describe node {node})")
+        elif got.get("status") == "removed":
+            print(f"{node} removed")
         else:
             tasks = got.get("tasks") or []
             print(f"{node} {got.get('state')}" + (f"; its work ({', '.join(tasks)}) moves at its next checkpoint"
@@ -112,4 +124,4 @@ def cmd_node(args, settings: Settings) -> int:
     return 1 if failed else 0
 
 
-COMMANDS = {name: cmd_operate for name in HELP} | {name: cmd_node for name in NODE_HELP}
+COMMANDS = {name: cmd_operate for name in HELP} | {name: cmd_node for name in (*NODE_HELP, "node")}

@@ -72,6 +72,8 @@ def add_parsers(sub) -> None:
                    "<policy>-<site>.csv with minute,power_mw: what cnsched battery sizes")
     p.add_argument("--png", help="write the JCT distributions of network-sensitive jobs per policy here")
     p.add_argument("--no-store", action="store_true", help="do not write the result to DuckDB")
+    p.add_argument("--db", default=None, help="the DuckDB file for the result (default CNSCHED_REPLAY_DUCKDB_PATH, "
+                                              "cnsched-replay.duckdb: never the live audit database)")
     p.add_argument("--json", action="store_true")
     p.add_argument("--quiet", action="store_true", help="no progress (there is none off a terminal either)")
     _add_service_options(p)
@@ -103,9 +105,18 @@ def _jobs(spec: str):
         raise UsageError(str(exc)) from None
 
 
+NO_DATA = ("the default data is ../shared/data beside this checkout ({}), which is not there: pass --jobs "
+           "philly:PATH (Microsoft's Philly trace, msr-fiddle/philly-traces; this extract: DIR-LAB/"
+           "Gen-Parallel-Workloads Philly/training_data/philly_data_training.csv) and --network "
+           "skyplane:LATENCY,THROUGHPUT (skyplane-project/skyplane profiles/latency.csv and throughput.csv), "
+           "and --rtt-dynamics DIR (WenqinSHAO/rtt dataset/real_trace_labelled) or none")
+
+
 def _load(args):
     from streams.replay.traces import TraceError, load_generic_network, load_skyplane
 
+    if not DATA.is_dir() and (args.jobs is None or args.network.startswith(f"skyplane:{SKYPLANE}")):
+        raise UsageError(NO_DATA.format(DATA))
     trace = _jobs(args.jobs or f"philly:{PHILLY}")
     nfmt, _, npath = args.network.partition(":")
     try:
@@ -218,7 +229,8 @@ def cmd_simulate(args, settings: Settings) -> int:
         result["run_id"] = run_id
         store_rows = [{**r, "created_at": time.time(), "trace": args.jobs, "network": args.network,
                        "config": json.dumps(config, default=str)} for r in rows]
-        with DuckStore.open(settings.duckdb_path) as store:
+        result["db"] = str(args.db or settings.replay_duckdb_path)
+        with DuckStore.open(result["db"]) as store:
             store.write_replay(run_id, store_rows, delta, job_table(run), result["headline"])
     if args.json:
         print(json.dumps(result, indent=2, default=str))
@@ -280,8 +292,8 @@ def _print(result: dict) -> None:
               f"{f['minutes_over_limit']:.0f}  peak {f['peak_mw']:.2f} MW  battery {f['battery_mw']:.3f} MW / "
               f"{f['battery_mwh']:.3f} MWh")
     if "run_id" in result:
-        print(f"\nstored as {result['run_id']}: cnsched sql \"SELECT * FROM sim_runs WHERE run_id = "
-              f"'{result['run_id']}'\"")
+        print(f"\nstored in {result['db']} as {result['run_id']}: CNSCHED_DUCKDB_PATH={result['db']} cnsched sql "
+              f"\"SELECT * FROM sim_runs WHERE run_id = '{result['run_id']}'\"")
 
 
 def _print_headline(result: dict) -> None:

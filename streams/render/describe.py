@@ -4,7 +4,7 @@ the history newest last."""
 
 from __future__ import annotations
 
-from streams.render.human import span, when
+from streams.render.human import rejections, span, when
 from streams.render.tables import table
 
 
@@ -49,7 +49,8 @@ def describe_task(rec: dict, now: float) -> str:
     pairs = [("Task", t["id"]), ("Type", t["type"]), ("Team", t.get("team") or "(default)"),
              ("Priority", t.get("priority", 50)), ("Status", rec["status"]),
              ("Resources", f"{res.get('cards', 0)} cards x {t.get('peers', 1)} worker(s)"),
-             ("Submitted", f"{when(submitted)} ({span(now - submitted)} ago)" if submitted else "-"),
+             ("Submitted", (f"{when(submitted)} ({span(now - submitted)} ago)" if submitted else "-")
+              + (f" by {t['submitted_by']}" if t.get("submitted_by") else "")),
              ("Expected run", span(t.get("expected_duration_s"))),
              ("Nodes", ",".join(rec.get("nodes") or []) or "-")]
     run = rec.get("running") or {}
@@ -68,8 +69,8 @@ def describe_task(rec: dict, now: float) -> str:
         d = decisions[-1]
         lines += ["", f"Latest decision ({when(d.get('decided_at'))}): {d['status']}, alpha {d.get('alpha', 0):.2f}, "
                       f"profile {d.get('network_profile', '-')}"]
-        if d.get("rejected_counts"):
-            lines.append("  Rejected: " + ", ".join(f"{k} x{v}" for k, v in d["rejected_counts"].items()))
+        if d.get("rejected") or d.get("rejected_counts"):  # the nodes of each reason named, a few then a count
+            lines.append("  Rejected: " + rejections(d))
         if d.get("candidates"):
             rows = [(c["node"], c["compute_score"], c["network_score"], c["composite"]) for c in d["candidates"][:5]]
             lines += ["  " + x for x in table(["NODE", "COMPUTE", "NETWORK", "COMPOSITE"], rows).splitlines()]
@@ -84,6 +85,7 @@ def describe_task(rec: dict, now: float) -> str:
 def describe_node(node: dict, net: dict | None, now: float) -> str:
     r = node.get("report") or {}
     pairs = [("Node", node["node"]), ("State", node.get("state") or ("up" if node.get("available") else "down")),
+             *([("Reason", node["state_reason"])] if node.get("state_reason") else []),
              ("Class", node.get("class")), ("Site", r.get("zone") or r.get("region") or "-"),
              ("Rack", r.get("rack") or "-"), ("Tier", r.get("tier") or "-"),
              ("Cards", f"{node.get('cards', r.get('cards'))} ({node.get('cards_booked', '-')} booked by cnsched, "

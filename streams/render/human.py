@@ -40,3 +40,19 @@ def is_time_column(name: str, values: list) -> bool:
     nums = [v for v in values if v is not None]
     return bool(nums) and all(isinstance(v, (int, float)) and not isinstance(v, bool)
                               and EPOCH_LOW <= v <= EPOCH_HIGH for v in nums)
+
+
+def named(ids: list[str], few: int = 3) -> str:
+    """A few names, then a count: ``a, b, c and 7 more``."""
+    return ", ".join(ids[:few]) + (f" and {len(ids) - few} more" if len(ids) > few else "")
+
+
+def rejections(decision: dict) -> str:
+    """A decision's rejected nodes by reason, a few named, largest group first: ``2 insufficient_cards
+    (a, b); 1 down (c)`` (the counts alone where the decision names no node)."""
+    by: dict[str, list[str]] = {}
+    for node, reason in (decision.get("rejected") or {}).items():
+        by.setdefault(reason, []).append(node)
+    if by:
+        return "; ".join(f"{len(ns)} {r} ({named(sorted(ns))})" for r, ns in sorted(by.items(), key=lambda x: -len(x[1])))
+    return ", ".join(f"{k} x{v}" for k, v in (decision.get("rejected_counts") or {}).items())

@@ -16,6 +16,8 @@ kind, with completion time, wait and run time apart.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from core.intervals import t_interval
@@ -60,6 +62,9 @@ def compare(run, policy: str, base: str, kind: str, name: str) -> dict | None:
     if not a_all:
         return None
     est, lo, hi = t_interval(per_seed)
+    # a time cannot fall by more than all of it: a t-interval of few, spread seeds can reach below -100 %,
+    # where it says only "uncertain"; its lower bound is held at -100 %
+    lo = max(lo, -1.0) if not math.isnan(lo) else lo
     a, b = np.concatenate(a_all), np.concatenate(b_all)
     if name == "wait":
         paired = float(np.median(a - b))

@@ -46,7 +46,9 @@ def settings_env(settings: Settings) -> dict[str, str]:
             continue
         if isinstance(value, SecretStr):
             value = value.get_secret_value()
-        env[env_name(name)] = json.dumps(value) if isinstance(value, (dict, list)) else str(value)
+        if isinstance(value, (dict, list)):  # models inside (named API tokens) as their JSON
+            value = json.dumps(value, default=lambda m: m.model_dump(mode="json"))
+        env[env_name(name)] = str(value)
     return env
 
 

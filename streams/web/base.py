@@ -149,6 +149,25 @@ def _plain(item):
     return item.body() if isinstance(item, ApiModel) else item
 
 
+IDENTITY = "cnsched_identity"  # on a request: (token name, may act for others); None: no token (the loopback)
+
+
+class NotAllowed(Exception):
+    """A token without act_for_others named someone else as ``by``."""
+
+
+def acting(request: Request, by: str | None) -> str:
+    """Who a state change is recorded under: the token's name (the ``by`` it may give only with
+    act_for_others), or without tokens (the loopback) ``by`` as given, else "api"."""
+    ident = request.get(IDENTITY)
+    if ident is None:
+        return by or "api"
+    name, may = ident
+    if by is not None and by != name and not may:
+        raise NotAllowed(f"this token acts as {name}; it may not name another by (act_for_others)")
+    return by if by is not None else name
+
+
 def auth_of(request: Request) -> dict:
     """The request's Authorization header, to pass on when asking the owner of a state table."""
     return {"Authorization": request.headers["Authorization"]} if "Authorization" in request.headers else {}

@@ -20,7 +20,7 @@ from schemas.api import (
 )
 from schemas.sched import NodeCommand
 from streams.adapters.inventory import scored
-from streams.web.base import Resource, auth_of, until_applied
+from streams.web.base import NotAllowed, Resource, acting, auth_of, until_applied
 from streams.web.params import check_ids
 
 
@@ -51,7 +51,7 @@ def _compute_view(ctx, now: float) -> list[ComputeAnswer]:
     for item in scored(ctx.inv.records(), s.conversion_table, s.benchmark_table, now, s.node_timeout_seconds):
         b = books.get(item["node"])
         if b is not None:
-            item |= {"state": b.state, "cards": b.cards, "cards_reported_free": b.reported_free,
+            item |= {"state": b.state, "state_reason": b.reason or None, "cards": b.cards, "cards_reported_free": b.reported_free,
                      "cards_booked": b.booked, "cards_free": b.free, "tasks": b.tasks}
         out.append(ComputeAnswer(**item))
     return out
@@ -77,7 +77,7 @@ class ComputeNodes(Resource):
         return self.paged(request, answers, lambda item: item, version=version)
 
 
-ACTIONS = ("cordon", "drain", "uncordon")
+ACTIONS = ("cordon", "drain", "uncordon", "remove")
 STATE_AFTER = {"cordon": "cordoned", "drain": "draining", "uncordon": "up"}
 
 
@@ -105,9 +105,21 @@ async def node_command(view: Resource, request: Request, node: str, action: str)
     before = await node_answer(ctx, node, auth)
     if before is None:
         return view.answer(ErrorBody(error="unknown node", node=node), 404)
+    try:
+        by = acting(request, body.by)
+    except NotAllowed as exc:
+        return view.answer(ErrorBody(error="forbidden", detail=str(exc)), 403)
     cmd = NodeCommand(node=node, action=action, at=time.time(), deadline_s=getattr(body, "deadline_s", None),
-                      by=body.by or "api", reason=body.reason)
+                      by=by, reason=body.reason)
     await ctx.maintenance_topic.send(key=node.encode(), value=cmd.model_dump_json(exclude_none=True).encode())
+    if action == "remove":
+        async def gone():
+            return True if await node_answer(ctx, node, auth) is None else None
+
+        if await until_applied(ctx, gone, bool):
+            return view.answer(TaskAnswer(task_id=node, status="removed", detail="gone from the inventory; its "
+                                          "incident, if any, is recovered as removed"))
+        return view.answer(TaskAnswer(task_id=node, status="accepted", detail="remove sent"), 202)
     want = STATE_AFTER[action]
     now = await until_applied(ctx, lambda: node_answer(ctx, node, auth),
                               lambda a: a.state == want or (want == "up" and a.state == "down"))

@@ -23,6 +23,7 @@ Refusals are JSON ``{"error", "detail"}`` bodies and counted on /metrics (``api_
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import hmac
 import ipaddress
 import json
@@ -30,9 +31,9 @@ import time
 
 from aiohttp import web
 
-from streams.config import Settings
+from streams.config import ApiToken, Settings
 from streams.metrics import Counters
-from streams.web.base import Busy
+from streams.web.base import IDENTITY, Busy
 from streams.web.dashboard import PATHS as DASHBOARD_PATHS
 
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -99,16 +100,24 @@ class TokenBuckets:
         return 0.0
 
 
-def scope_of(settings: Settings, header: str | None) -> str | None:
-    """The scope of the request's bearer token, None without a valid one (compared in constant time)."""
+def token_of(settings: Settings, header: str | None) -> ApiToken | None:
+    """The request's bearer token as configured (a bare scope named token-<sha256 prefix>), None
+    without a valid one (compared in constant time)."""
     if not header or not header.startswith("Bearer "):
         return None
     given = header.removeprefix("Bearer ").strip().encode()
     found = None
-    for token, scope in (settings.api_tokens or {}).items():
+    for token, spec in (settings.api_tokens or {}).items():
         if hmac.compare_digest(given, token.encode()):
-            found = scope
+            found = spec if isinstance(spec, ApiToken) else ApiToken(
+                scope=spec, name="token-" + hashlib.sha256(token.encode()).hexdigest()[:8])
     return found
+
+
+def scope_of(settings: Settings, header: str | None) -> str | None:
+    """The scope of the request's bearer token, None without a valid one."""
+    token = token_of(settings, header)
+    return None if token is None else token.scope
 
 
 def guard_middleware(settings: Settings, counters: Counters):
@@ -119,7 +128,9 @@ def guard_middleware(settings: Settings, counters: Counters):
     async def guard(request: web.Request, handler):
         write = request.method in WRITE_METHODS
         header = request.headers.get("Authorization")
-        scope = scope_of(settings, header)
+        token = token_of(settings, header)
+        scope = None if token is None else token.scope
+        request[IDENTITY] = None if token is None else (token.name, token.act_for_others)
         if request.path not in OPEN_PATHS:
             refused = _authorise(settings, counters, request, write, header, scope)
             if refused is not None:

@@ -28,6 +28,7 @@ from schemas.api import (
     PathAnswer,
     PowerSizing,
     QuotaAnswer,
+    SummaryAnswer,
     TaskAnswer,
     TaskCommand,
     TaskPriorityCommand,
@@ -132,6 +133,8 @@ OPERATIONS: tuple[Operation, ...] = (
                q("team", "only this team's tasks ('' the default team)", {"type": "string", "maxLength": 128}),
                *PAGING]),
     Operation("/incidents", "get", "node failures open now", {200: IncidentsAnswer}),
+    Operation("/summary", "get", "the cluster's totals: tasks by status, nodes by state, cards, the queue per "
+              "team and class", {200: SummaryAnswer}),
     Operation("/tasks", "post", "submit a task (409: a different task has this id, or the cluster as it is "
               "cannot take it; 503: the queue is full)",
               {200: TaskAnswer, 202: TaskAnswer, 409: E, 413: E, 415: E, 422: E, 429: E}, body=Task, writes=True),
@@ -154,6 +157,10 @@ OPERATIONS: tuple[Operation, ...] = (
       for action, summary, body in (("cordon", "close a node to new work", NodeCommandBody),
                                     ("drain", "move a node's work away at its checkpoints", DrainBody),
                                     ("uncordon", "open a node again", NodeCommandBody))),
+    Operation("/nodes/{node}/remove", "post", "take a node out of the inventory (its incident closes as removed; a "
+              "node agent that reports it again brings it back)",
+              {200: TaskAnswer, 202: TaskAnswer, 400: E, 404: E, 413: E, 415: E, 422: E}, [p("node")],
+              body=NodeCommandBody, writes=True, body_required=False),
     Operation("/quotas", "get", "the team quotas and their use", {200: QuotaAnswer}),
     Operation("/quotas", "put", "replace the team quotas (409: the guarantees exceed the cluster)",
               {200: QuotaAnswer, 202: E, 409: E, 413: E, 415: E, 422: E}, body=QuotaSet, writes=True),
@@ -168,10 +175,12 @@ OPERATION_IDS = {
     ("/compute/nodes", "get"): "listComputeNodes", ("/forecast/paths/{src}/{dst}", "get"): "getPathForecast",
     ("/forecast/nodes/{node}", "get"): "getNodeForecast", ("/power/{site}/smoothing", "get"): "getPowerSmoothing",
     ("/tasks/{task_id}", "get"): "getTask", ("/tasks", "get"): "listTasks", ("/incidents", "get"): "listIncidents",
+    ("/summary", "get"): "getSummary",
     ("/tasks", "post"): "submitTask", ("/tasks/{task_id}", "delete"): "cancelTask",
     ("/tasks/{task_id}/hold", "post"): "holdTask", ("/tasks/{task_id}/release", "post"): "releaseTask",
     ("/tasks/{task_id}/priority", "post"): "setTaskPriority", ("/tasks/{task_id}/delete", "post"): "deleteTask", ("/nodes/{node}/cordon", "post"): "cordonNode",
     ("/nodes/{node}/drain", "post"): "drainNode", ("/nodes/{node}/uncordon", "post"): "uncordonNode",
+    ("/nodes/{node}/remove", "post"): "removeNode",
     ("/quotas", "get"): "getQuotas", ("/quotas", "put"): "replaceQuotas",
 }
 REASONS = {200: "OK", 202: "accepted, not yet applied", 400: "invalid request", 401: "no or wrong token",

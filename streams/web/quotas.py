@@ -48,7 +48,9 @@ class Quotas(Resource):
         if now is not None and now.get("changed_at") == qs.changed_at:
             return self.json(now)
         if now is not None:  # valid quotas the cluster as it is cannot honour: a conflict with its state
-            return self.answer(ErrorBody(error="quotas exceed the cluster", fields=rejected(now)["fields"]), 409)
+            fields = rejected(now)["fields"]
+            error = "quotas strand live tasks" if [f["field"] for f in fields] == ["quotas"] else "quotas exceed the cluster"
+            return self.answer(ErrorBody(error=error, fields=fields), 409)
         return self.answer(ErrorBody(error="accepted", detail="not applied yet; see GET /quotas"), 202)
 
 

@@ -13,6 +13,7 @@ from schemas.api import (
     ErrorBody,
     FieldError,
     IncidentsAnswer,
+    SummaryAnswer,
     TaskAnswer,
     TaskCommand,
     TaskEstimate,
@@ -22,7 +23,7 @@ from schemas.api import (
     read_body,
 )
 from schemas.sched import Task, TaskEvent
-from streams.web.base import Resource, WebContext, auth_of, until_applied
+from streams.web.base import NotAllowed, Resource, WebContext, acting, auth_of, until_applied
 from streams.web.params import check_ids
 from streams.worker.taskbook import ENDED, refused, same_task
 
@@ -82,8 +83,12 @@ async def command(view: Resource, request: Request, task_id: str, action: str) -
         what = "a scaled service" if rec.task.get("scaling") is not None else f"a {rec.status} task"
         return view.answer(ErrorBody(error="conflict", task_id=task_id, status=rec.status,
                                      detail=f"{action} does not apply to {what}"), 409)
+    try:
+        by = acting(request, body.by)
+    except NotAllowed as exc:
+        return view.answer(ErrorBody(error="forbidden", detail=str(exc)), 403)
     ev = TaskEvent(task_id=task_id, event=action, at=time.time(), priority=getattr(body, "priority", None),
-                   by=body.by or "api", reason=body.reason)
+                   by=by, reason=body.reason)
     await ctx.events_topic.send(key=task_id.encode(), value=ev.model_dump_json(exclude_none=True).encode())
     if action == "delete":
         async def gone():
@@ -139,6 +144,10 @@ class Tasks(Resource):
                 return self.answer(ErrorBody(error="invalid task",
                                              fields=[FieldError(field="body", reason="not JSON")]), 422)
             return self.answer(ErrorBody(error="invalid task", fields=field_errors(exc)), 422)
+        try:  # the submitter: the token's name (another only for a token that may act for others)
+            task = task.model_copy(update={"submitted_by": acting(request, task.submitted_by)})
+        except NotAllowed as exc:
+            return self.answer(ErrorBody(error="forbidden", detail=str(exc)), 403)
         auth = auth_of(request)
         before = await task_record(self.ctx, task.id, auth)
         if before is not None and not refused(before):  # a task refused at submission took no id
@@ -166,9 +175,21 @@ class Tasks(Resource):
                 return self.answer(ErrorBody(error="task rejected", fields=[FieldError(
                     field=why.get("field", "body"), reason=why.get("detail", "rejected"))]), 409)
             return self.answer(TaskAnswer(task_id=task.id, status=rec.status, nodes=rec.nodes,
-                                          decision=rec.history[-1].get("decision")))
+                                          decision=rec.history[-1].get("decision"), detail=_unusual(task)))
         return self.answer(TaskAnswer(task_id=task.id, status="accepted",
                                       detail="no decision yet; see GET /tasks/" + task.id), 202)
+
+
+LONG_S = 30 * 86_400.0  # an expected duration beyond a month is more often milliseconds than a job
+
+
+def _unusual(task: Task) -> str | None:
+    """A warning the answer carries about a valid task that was probably meant otherwise."""
+    d = task.expected_duration_s
+    if d > LONG_S:
+        return (f"warning: expected_duration_s {d:g} is {d / 86_400:.1f} days; it is in seconds "
+                f"(did you mean {d / 1000:g} s?)")
+    return None
 
 
 def estimate(ctx: WebContext, task_id: str) -> TaskEstimate | None:
@@ -181,6 +202,21 @@ async def task_record(ctx: WebContext, task_id: str, headers: dict | None = None
     (None while the owner is unknown or rebalancing: the caller asks again)."""
     got = await ctx.from_owner(ctx.tasks.table, f"/tasks/{task_id}", lambda: ctx.tasks.get(task_id), headers)
     return TaskRecord.model_validate(got) if isinstance(got, dict) else got
+
+
+class Summary(Resource):
+    """GET /summary: the cluster's totals from the scheduler (tasks by status over every record, nodes
+    by state, cards, the queue per team and class); the owner of the tasks table runs it."""
+
+    routed = "tasks"
+
+    async def get(self, request: Request) -> Response:
+        view = self.ctx.scheduler
+        statuses = [r.status for r in self.ctx.tasks.all()]
+        if view is None:
+            return self.answer(SummaryAnswer(tasks={}, nodes={}, cards_up=0, cards_booked=0, cards_free=0,
+                                             queues=[]))
+        return self.answer(view.summary(time.time(), statuses))
 
 
 class Incidents(Resource):

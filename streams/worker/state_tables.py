@@ -57,6 +57,16 @@ class _ParsedView:
         self.version += 1
         self.on_change()
 
+    def delete(self, key: bytes) -> bool:
+        """The record leaves the table (a tombstone on its changelog); whether there was one."""
+        if key not in self._all():
+            return False
+        del self.table[key]
+        self._all().pop(key, None)
+        self.version += 1
+        self.on_change()
+        return True
+
     def get_key(self, key: bytes) -> dict | None:
         return self._all().get(key)
 

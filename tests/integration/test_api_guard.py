@@ -210,3 +210,51 @@ async def test_a_rebound_name_cannot_change_state_through_a_browser_and_a_full_q
         assert status in (200, 202) and body["status"] in ("queued", "accepted"), body
     finally:
         stop_process(worker)
+
+
+async def test_named_tokens_are_who_submits_and_who_commands(make_settings, tmp_path):
+    """Issue 51, finding 8: a token's name is the submitter of every task and the `by` of every
+    command; a token may name another `by` only with act_for_others; a bare-scope token gets a name
+    derived from it (never the token itself)."""
+    import hashlib
+
+    alice, portal = "a" * 20, "p" * 20
+    settings = make_settings(api_tokens={alice: {"scope": "write", "name": "alice"}, WRITE: "write",
+                                         portal: {"scope": "write", "name": "portal", "act_for_others": True}})
+    await ensure_topics(settings)
+    worker = start_worker(settings, tmp_path / "w.log")
+    port = settings.web_port
+    try:
+        wait_up(port)
+
+        def post(path, body, token):
+            status, _, out = request(port, "POST", path, json.dumps(body).encode(), token=token)
+            return status, json.loads(out)
+
+        def record(tid):
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                status, _, out = request(port, "GET", f"/tasks/{tid}")
+                if status == 200:
+                    return json.loads(out)
+                time.sleep(0.3)
+            raise AssertionError(f"{tid} never recorded")
+
+        for tid, token, asked, want in (("t-a", alice, None, "alice"), ("t-p", portal, "carol", "carol"),
+                                        ("t-w", WRITE, None, "token-" + hashlib.sha256(WRITE.encode()).hexdigest()[:8])):
+            status, body = post("/tasks", {**TASK, "id": tid, **({"submitted_by": asked} if asked else {})}, token)
+            assert status in (200, 202), body
+            assert record(tid)["task"]["submitted_by"] == want
+        status, body = post("/tasks", {**TASK, "id": "t-x", "submitted_by": "bob"}, alice)
+        assert status == 403 and "act_for_others" in body["detail"], body
+        status, body = post("/tasks/t-a/hold", {"by": "bob"}, alice)
+        assert status == 403, body
+        status, body = post("/tasks/t-a/priority", {"priority": 60}, alice)
+        assert status in (200, 202), body
+        deadline = time.monotonic() + 30
+        while not [h for h in record("t-a")["history"] if "event" in h] and time.monotonic() < deadline:
+            time.sleep(0.3)
+        (ev,) = [h["event"] for h in record("t-a")["history"] if "event" in h]
+        assert (ev["event"], ev["by"]) == ("priority", "alice")
+    finally:
+        stop_process(worker)

@@ -126,8 +126,20 @@ async def test_dashboard_in_a_browser(make_settings, tmp_path):
             cells = await row.locator("td").all_inner_texts()
             assert cells[0] == "ui-1" and cells[3] == "placed" and cells[4] == body["nodes"][0]
             chosen = next(c for c in body["decision"]["candidates"] if c["node"] == body["nodes"][0])
-            assert [float(x) for x in cells[5:8]] == pytest.approx(
-                [chosen["composite"], chosen["compute_score"], chosen["network_score"]], abs=0.051)
+            scores = re.fullmatch(r"([\d.]+) \((\d+)/(\d+)/[^/]+/[^/]+\)", cells[5])  # composite (compute/network/...)
+            assert scores is not None, cells[5]
+            assert [float(x) for x in scores.groups()] == pytest.approx(
+                [chosen["composite"], chosen["compute_score"], chosen["network_score"]], abs=0.51)
+            # totals from the server (GET /summary), the queue by team and class, the table within 1400 px
+            await page.wait_for_function("() => document.querySelector('#summary').textContent.includes('1 placed')",
+                                         timeout=30_000)
+            assert "3 of 3 nodes up" in await page.locator("#summary").inner_text()
+            assert (await page.locator("#queues td").all_inner_texts())[:2] == ["default", "gpu"]
+            right = await page.evaluate("() => document.querySelector('#tasks table').getBoundingClientRect().right")
+            assert right <= 1400, right
+            status, summary = await asyncio.to_thread(call, settings.web_port, "GET", "/summary")
+            assert status == 200 and summary["tasks"] == {"placed": 1} and summary["nodes"] == {"up": 3}
+            assert (summary["cards_up"], summary["cards_booked"]) == (24, 1)
             assert "ui-1" in await page.locator("#events").inner_text()
             # what the page read, through the test client: each answer checked against /openapi.json
             status, page_of = await asyncio.to_thread(call, settings.web_port, "GET", "/tasks?limit=5")
@@ -154,6 +166,17 @@ async def test_dashboard_in_a_browser(make_settings, tmp_path):
             await page.wait_for_function(
                 f"""() => {{ const r = document.querySelector('tr[data-node="{node}"]');
                             return r && r.children[4].textContent === "0"; }}""", timeout=30_000)
+            # a filter: only the cancelled tasks; a cordoned node counted apart in the header, with its reason
+            await page.select_option("#task-status", "cancelled")
+            await page.wait_for_function("() => document.querySelector('#tasks-count').textContent === '(1 of 1 shown)'",
+                                         timeout=30_000)
+            status, _ = await asyncio.to_thread(call, settings.web_port, "POST", "/nodes/C/cordon", {"reason": "fan"})
+            assert status == 200
+            await page.wait_for_function(
+                "() => document.querySelector('#summary').textContent.includes('2 of 3 nodes up, 1 cordoned')",
+                timeout=30_000)
+            assert "fan" in await page.locator('tr[data-node="C"]').inner_text()
+            await page.select_option("#task-status", "")
             # an elastic service's scaled decision reads as its replica count and reason
             svc = {"id": "ui-svc", "type": "inference", "resources": {"cards": 1},
                    "scaling": {"min_replicas": 2, "max_replicas": 3, "prescale_lead_s": 0}}

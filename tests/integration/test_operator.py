@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import subprocess
 import sys
 import time
@@ -153,6 +154,10 @@ async def test_an_operators_day_on_a_live_worker(make_settings, tmp_path):
         assert (await asyncio.to_thread(call, port, "GET", "/tasks/a"))[0] == 404
         run = await asyncio.to_thread(cli, port, "delete", "big")
         assert run.returncode == 1 and "cnsched: delete big: HTTP 409" in run.stderr, run
+        # a valid but odd duration (milliseconds, most likely) is taken, with a warning (finding 10)
+        status, body = await asyncio.to_thread(call, port, "POST", "/tasks", dp("long", expected_duration_s=3_600_000))
+        assert status == 200 and body["detail"] == ("warning: expected_duration_s 3.6e+06 is 41.7 days; it is in "
+                                                    "seconds (did you mean 3600 s?)"), body
     finally:
         await p.stop()
         stop_process(worker)
@@ -176,8 +181,16 @@ async def test_cordon_drain_and_uncordon_on_a_live_worker(make_settings, tmp_pat
         await p.send_and_wait(settings.topic(SCHED_EVENTS), json.dumps(
             {"task_id": "x", "event": "started", "at": time.time()}).encode(), key=b"x")
         spare, other = [n for n in ("n1", "n2", "n3") if n != home]
-        run = await asyncio.to_thread(cli, port, "cordon", spare, "--reason", "firmware")
+        run = await asyncio.to_thread(cli, port, "cordon", spare, "--reason", "firmware", "--by", "ops")
         assert run.returncode == 0 and run.stdout.strip() == f"{spare} cordoned", run
+        # who, when and why, in the API, the listing and describe (issue 51, finding 6)
+        _, node = await asyncio.to_thread(call, port, "GET", f"/compute/nodes/{spare}")
+        assert re.fullmatch(r"cordon by ops at \d{4}-\d\d-\d\d \d\d:\d\dZ: firmware", node["state_reason"]), node
+        run = await asyncio.to_thread(cli, port, "nodes")
+        row = next(line for line in run.stdout.splitlines() if line.startswith(spare + " "))
+        assert row.split()[8] == "cordoned" and row.endswith(": firmware"), run.stdout
+        run = await asyncio.to_thread(cli, port, "describe", "node", spare)
+        assert f"Reason:        {node['state_reason']}" in run.stdout.splitlines(), run.stdout
         status, body = await asyncio.to_thread(call, port, "POST", "/tasks", dp("y"))
         assert status == 200 and body["nodes"] == [other]  # not the cordoned one
         status, body = await asyncio.to_thread(call, port, "POST", "/tasks", dp("z"))
@@ -210,6 +223,22 @@ async def test_cordon_drain_and_uncordon_on_a_live_worker(make_settings, tmp_pat
         assert status == 422 and body["fields"][0]["field"] == "deadline_s"  # only a drain has one
         status, body = await asyncio.to_thread(call, port, "POST", "/nodes/nowhere/drain", {})
         assert status == 404
+        # a node reporting itself down says so; removed, it leaves the inventory and its incident closes
+        await p.send_and_wait(settings.topic(COMPUTE_NODES), json.dumps(
+            {**report(other, time.time()), "status": "down"}).encode(), key=other.encode())
+        deadline = time.monotonic() + 30
+        while (node := (await asyncio.to_thread(call, port, "GET", f"/compute/nodes/{other}"))[1])["state"] != "down" \
+                and time.monotonic() < deadline:
+            await asyncio.sleep(0.3)
+        assert node["state_reason"] == "it reports itself down", node
+        while not (await asyncio.to_thread(call, port, "GET", "/incidents"))[1]["open"] and time.monotonic() < deadline:
+            await asyncio.sleep(0.3)
+        run = await asyncio.to_thread(cli, port, "node", "remove", other, "--reason", "decommissioned")
+        assert run.returncode == 0 and run.stdout.strip() == f"{other} removed", run
+        assert (await asyncio.to_thread(call, port, "GET", f"/compute/nodes/{other}"))[0] == 404
+        while (await asyncio.to_thread(call, port, "GET", "/incidents"))[1]["open"] and time.monotonic() < deadline:
+            await asyncio.sleep(0.3)
+        assert (await asyncio.to_thread(call, port, "GET", "/incidents"))[1]["open"] == []
     finally:
         await p.stop()
         stop_process(worker)

@@ -167,6 +167,21 @@ async def test_urgent_inference_preempts_borrowed_training_which_resumes(make_se
         r = await asyncio.to_thread(cli, settings, "query", "quotas", "--json")
         use = {(u["team"], u["accel_class"]): u["used_cards"] for u in json.loads(r.stdout)["usage"]}
         assert use[("training", "*")] == 16  # the new guarantees took nothing from running work
+        # a set that does not name training while its tasks run: refused, naming them, unless told (issue
+        # 51, finding 7); told, a training task then waits saying its team has no quota
+        only = tmp_path / "only.json"
+        only.write_text(json.dumps({"quotas": [{"team": "serving", "guaranteed_cards": 8}]}))
+        r = await asyncio.to_thread(cli, settings, "quotas", str(only))
+        assert r.returncode == 1 and r.stderr.startswith(
+            "cnsched: quotas: HTTP 409: quotas strand live tasks: quotas: live tasks of teams it does not name would "
+            "wait for ever: team training ("), r.stderr
+        r = await asyncio.to_thread(cli, settings, "quotas", str(only), "--allow-unnamed-teams", "--json")
+        assert r.returncode == 0 and [q["team"] for q in json.loads(r.stdout)["quotas"]] == ["serving"], r.stderr
+        s, body = await asyncio.to_thread(call, port, "POST", "/tasks", {"id": "t-late", "type": "fine-tune",
+                                                                        "team": "ghosts2"})
+        assert s == 409  # a new task of an unnamed team is still turned away at once
+        metrics = await asyncio.to_thread(get_text, port, "/metrics")
+        assert 'cnsched_queued_tasks{team="(no quota)"}' in metrics
     finally:
         await decisions.stop()
         await p.stop()

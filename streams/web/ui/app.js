@@ -9,7 +9,7 @@ const hash = Object.fromEntries(location.hash.slice(1).split("&").filter(Boolean
   .map((kv) => kv.split("=").map(decodeURIComponent)));
 const token = hash.token;
 const state = { grain: "node", selected: hash.src && hash.dst ? { src: hash.src, dst: hash.dst } : null,
-  site: hash.site || null, sites: [] };
+  site: hash.site || null, sites: [], down: new Set(), status: "", team: "" };
 
 async function api(path) {
   const r = await fetch(path, { headers: token ? { Authorization: "Bearer " + token } : {} });
@@ -24,7 +24,7 @@ async function command(taskId, action) {
   const path = action === "cancel" ? `/tasks/${encodeURIComponent(taskId)}` : `/tasks/${encodeURIComponent(taskId)}/${action}`;
   const headers = { "Content-Type": "application/json", ...(token ? { Authorization: "Bearer " + token } : {}) };
   const r = await fetch(path, { method: action === "cancel" ? "DELETE" : "POST", headers,
-    body: JSON.stringify({ by: "dashboard" }) });
+    body: JSON.stringify(token ? {} : { by: "dashboard" }) });  // with a token, the token's name is who asks
   let body = null;
   try { body = await r.json(); } catch (e) { body = null; }
   const note = document.getElementById("command-note");
@@ -97,14 +97,15 @@ function renderSites(compute) {
     el("td", { class: "num" }, num(c.cards_booked, 0)),
     el("td", { class: "num" }, num(c.cards_reported_free ?? c.report.free?.cards, 0)),
     el("td", { class: "num" }, num(c.cards_free, 0)),
-    el("td", { class: (c.state || (c.available ? "up" : "down")) === "up" ? "ok" : "bad" },
-      c.state || (c.available ? "up" : "down")),
+    el("td", { class: ((c.state || (c.available ? "up" : "down")) === "up" ? "ok" : "bad") + " wrap", title: c.state_reason || "" },
+      c.state || (c.available ? "up" : "down"), c.state_reason ? el("span", { class: "muted" }, " — " + c.state_reason) : ""),
     el("td", { class: "num" }, num(c.compute_score.training)),
     el("td", { class: "num" }, num(c.compute_score.inference)),
     el("td", { class: "num" }, num(c.age_s, 0) + " s")));
   replace("sites", table(["site", "node", "class", "cards", "booked", "reported free", "free to place", "state",
     "training", "inference", "report age"], rows));
   state.sites = [...new Set(compute.items.map((c) => c.report.zone).filter(Boolean))].sort();
+  state.down = new Set(compute.items.filter((c) => (c.state || (c.available ? "up" : "down")) === "down").map((c) => c.node));
   state.siteOfNode = Object.fromEntries(compute.items.map((c) => [c.node, c.report.zone || c.node]));
 }
 
@@ -125,9 +126,12 @@ function renderHeatmap(paths) {
   const cells = pathCells(paths);
   const names = [...new Set(cells.flatMap((c) => [c.src, c.dst]))].sort();
   const at = Object.fromEntries(cells.map((c) => [c.src + "\u0000" + c.dst, c]));
-  const rows = names.map((s) => el("tr", {}, el("th", {}, s), names.map((d) => {
+  // a down node's row and column are greyed: its last windows say nothing about now
+  const rows = names.map((s) => el("tr", {}, el("th", { class: state.down.has(s) ? "bad" : "" },
+    s + (state.down.has(s) ? " (down)" : "")), names.map((d) => {
     const c = at[s + "\u0000" + d];
     if (!c) return el("td", { class: "none" }, s === d ? "" : "·");
+    if (state.down.has(s) || state.down.has(d)) return el("td", { class: "none down", title: `${s} → ${d}: a node is down` }, "down");
     const p = c.path, rtt = p.inputs?.p95_rtt_ms ?? p.metrics.rtt_ms?.p95, loss = p.inputs?.loss;
     const sel = state.selected && state.selected.src === p.src && state.selected.dst === p.dst;
     return el("td", {
@@ -170,19 +174,18 @@ function renderTasks(tasks, estimates) {
     const est = estimates[t.id] || rec.estimate;
     return el("tr", { "data-task": t.id },
       el("td", {}, t.id), el("td", {}, t.type), el("td", {}, t.team || ""), el("td", {}, tag(rec.status)),
-      el("td", {}, rec.nodes.join(", ")),
-      el("td", { class: "num" }, num(b.composite)), el("td", { class: "num" }, num(b.compute_score)),
-      el("td", { class: "num" }, num(b.network_score)), el("td", { class: "num" }, num(b.energy_score)),
-      el("td", { class: "num" }, num(b.load_score)),
+      el("td", { class: "wrap" }, rec.nodes.join(", ")),
+      el("td", { class: "num", title: "compute / network / energy / data load" }, num(b.composite),
+        el("span", { class: "muted" }, ` (${num(b.compute_score, 0)}/${num(b.network_score, 0)}/${num(b.energy_score, 0)}/${num(b.load_score, 0)})`)),
       el("td", { class: "num" }, num(d?.alpha, 2)),
       el("td", { class: "num" }, wait === null ? "–" : num(wait, 0) + " s"),
       el("td", {}, est?.start ? clock(est.start) : (waiting ? "unknown" : "")),
-      el("td", {}, est?.reason ? `${est.reason}: ${est.basis}` : ""),
+      el("td", { class: "wrap" }, est?.reason ? `${est.reason}: ${est.basis}` : ""),
       el("td", { class: "actions" }, actions(rec)));
   });
-  replace("tasks", rows.length ? table(["task", "type", "team", "status", "nodes", "composite", "compute",
-    "network", "energy", "data load", "alpha", "wait", "est. start", "waiting for", ""], rows)
-    : el("p", { class: "muted" }, "no tasks yet"));
+  replace("tasks", rows.length ? table(["task", "type", "team", "status", "nodes", "score (c/n/e/d)", "alpha", "wait",
+    "est. start", "waiting for", ""], rows)
+    : el("p", { class: "muted" }, "no tasks match"));
 }
 
 function eventsOf(tasks) {
@@ -208,6 +211,24 @@ function eventsOf(tasks) {
 function renderEvents(tasks) {
   const items = eventsOf(tasks).map((e) => el("li", {}, el("span", { class: "t" }, clock(e.t)), tag(e.kind), " ", e.text));
   replace("events", ...(items.length ? items : [el("li", { class: "muted" }, "nothing decided yet")]));
+}
+
+function renderSummary(s, paths, incidents, health) {
+  const n = s.nodes || {}, total = Object.values(n).reduce((a, v) => a + v, 0);
+  const tasks = Object.entries(s.tasks || {}).sort((a, b) => b[1] - a[1]).map(([k, v]) => `${v} ${k}`).join(", ");
+  replace("summary",
+    el("span", {}, `${n.up || 0} of ${total} nodes up` + ["cordoned", "draining", "down"].filter((k) => n[k])
+      .map((k) => `, ${n[k]} ${k}`).join("")),
+    el("span", {}, `${s.cards_booked} of ${s.cards_up} cards booked (${s.cards_free} free)`),
+    el("span", {}, `${paths.status === 200 ? paths.body.total : "–"} paths`),
+    el("span", {}, tasks || "no tasks"),
+    el("span", {}, `${incidents.status === 200 ? incidents.body.open.length : "–"} open incidents`),
+    el("span", { class: health.status === 200 ? "ok" : "bad" }, health.status === 200 ? "worker ready" : "worker not ready"));
+  const rows = (s.queues || []).map((q) => el("tr", {}, el("td", {}, q.team), el("td", {}, q.accel_class),
+    el("td", { class: "num" }, num(q.queued, 0)), el("td", { class: "num" }, num(q.queued_cards, 0)),
+    el("td", { class: "num" }, num(q.running, 0)), el("td", { class: "num" }, num(q.running_cards, 0))));
+  replace("queues", rows.length ? table(["team", "class", "queued", "cards asked", "running", "cards held"], rows)
+    : el("p", { class: "muted" }, "nothing queued or running"));
 }
 
 function renderIncidents(incidents) {
@@ -289,9 +310,11 @@ async function renderBattery() {
 // ---- refresh ----------------------------------------------------------------------------------
 
 async function refresh() {
-  const [compute, paths, tasks, incidents, health] = await Promise.all([
-    api("/compute/nodes?limit=1000"), api("/network/paths?limit=1000"), api("/tasks?limit=200"),
-    api("/incidents"), api("/health")]);
+  const query = new URLSearchParams({ limit: "200", ...(state.status ? { status: state.status } : {}),
+    ...(state.team ? { team: state.team } : {}) });
+  const [compute, paths, tasks, incidents, health, summary] = await Promise.all([
+    api("/compute/nodes?limit=1000"), api("/network/paths?limit=1000"), api("/tasks?" + query),
+    api("/incidents"), api("/health"), api("/summary")]);
   if (compute.status === 200) renderSites(compute.body);
   if (paths.status === 200) renderHeatmap(paths.body.items);
   if (tasks.status === 200) {  // the list carries each live task's estimate and what a queued one waits for
@@ -299,15 +322,9 @@ async function refresh() {
     renderEvents(tasks.body);
   }
   if (incidents.status === 200) renderIncidents(incidents.body);
-  const nodes = compute.status === 200 ? compute.body.items : [];
-  const counts = tasks.status === 200 ? tasks.body.items.reduce((m, r) => ((m[r.status] = (m[r.status] || 0) + 1), m), {}) : {};
-  replace("summary",
-    el("span", {}, `${nodes.filter((n) => (n.state || (n.available ? "up" : "down")) === "up").length} of ${nodes.length} nodes up`),
-    el("span", {}, `${nodes.reduce((a, n) => a + (n.cards_booked || 0), 0)} of ${nodes.reduce((a, n) => a + (n.cards ?? n.report.cards ?? 0), 0)} cards booked`),
-    el("span", {}, `${paths.status === 200 ? paths.body.total : "–"} paths`),
-    el("span", {}, Object.entries(counts).map(([k, v]) => `${v} ${k}`).join(", ") || "no tasks"),
-    el("span", {}, `${incidents.status === 200 ? incidents.body.open.length : "–"} open incidents (node still down)`),
-    el("span", { class: health.status === 200 ? "ok" : "bad" }, health.status === 200 ? "worker ready" : "worker not ready"));
+  if (summary.status === 200) renderSummary(summary.body, paths, incidents, health);  // totals from the server
+  if (tasks.status === 200) document.getElementById("tasks-count").textContent =
+    `(${tasks.body.items.length} of ${tasks.body.total} shown)`;
   await Promise.all([renderHistory(), renderBattery()]);
   document.getElementById("refreshed").textContent = "updated " + clock(Date.now() / 1000);
 }
@@ -318,6 +335,8 @@ document.addEventListener("DOMContentLoaded", () => {
   }
   document.getElementById("battery-site").addEventListener("change", (e) => { state.site = e.target.value; renderBattery(); });
   document.getElementById("battery-window").addEventListener("change", () => renderBattery());
+  document.getElementById("task-status").addEventListener("change", (e) => { state.status = e.target.value; refresh(); });
+  document.getElementById("task-team").addEventListener("change", (e) => { state.team = e.target.value.trim(); refresh(); });
   refresh();
   setInterval(refresh, REFRESH_MS);
 });

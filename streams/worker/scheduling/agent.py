@@ -360,7 +360,7 @@ class SchedulingService:
             await services.rescale_all(self, time.time())
             if tidal_reclaim(self.sched, time.time()):
                 await self.publish_preemptions()
-            self.quota_gauges()
+            gauges.quotas(self.counters, self.sched)
             self.state_gauges()
             if time.monotonic() - self.gauged_at >= GAUGE_EVERY_S:
                 self.gauged_at = time.monotonic()
@@ -381,21 +381,6 @@ class SchedulingService:
         available = self.sched.nodes(now).available
         self.counters.set("inventory_nodes", int(available.sum()), state="available")
         self.counters.set("inventory_nodes", int(available.size - available.sum()), state="unavailable")
-
-    def quota_gauges(self) -> None:
-        """Each team's cards of any class against its quota, and its queued tasks (with quotas set)."""
-        book = self.sched.quotas
-        if not book.active:
-            return
-        nodes = self.sched.nodes(time.time())
-        g, m = book.arrays(nodes.class_names)
-        use = book.use(list(self.sched.running.values()), nodes.index, nodes.node_class, len(nodes.class_names)).use
-        queued = [book.team_of(p.task) for p in self.sched.pending.values()]
-        for t, team in enumerate(book.teams):
-            self.counters.set("quota_used_cards", use[t, -1], team=team)
-            self.counters.set("quota_guaranteed_cards", g[t, -1], team=team)
-            self.counters.set("quota_borrowed_cards", max(use[t, -1] - g[t, -1], 0.0), team=team)
-            self.counters.set("queued_tasks", sum(q == t for q in queued), team=team)
 
     async def publish_incident(self, inc: Incident) -> None:
         await self.topics.incidents.send(key=inc.node.encode(), value=inc.model_dump_json().encode())

@@ -19,6 +19,33 @@ from streams.adapters.tasks import need
 from streams.worker.scheduling import why
 from streams.worker.scheduling.constraints import allowed
 
+
+def down_reason(nodes, i: int, cause: str, now: float, timeout_s: float) -> str:
+    """Why a node is down, in words: silent for how long, reported down, or every path lost."""
+    age = now - float(nodes.report_at[i])
+    said = []
+    if bool(nodes.reported_down[i]):
+        said.append("it reports itself down")
+    elif age > timeout_s:
+        said.append(f"no report for {age:.0f} s (CNSCHED_NODE_TIMEOUT_SECONDS {timeout_s:g})")
+    if cause in ("network", "both"):
+        said.append("every path to it lost")
+    return "; ".join(said) or "unavailable"
+
+
+def maintenance_reason(cmd) -> str:
+    """``drain by alice at 2026-12-04 10:00Z, deadline 11:00Z: bad fan`` (UTC)."""
+    import datetime as dt
+
+    def when(t: float) -> str:
+        return dt.datetime.fromtimestamp(t, dt.timezone.utc).strftime("%Y-%m-%d %H:%MZ")
+
+    text = f"{cmd.action} by {cmd.by or 'api'} at {when(cmd.at)}"
+    if cmd.action == "drain" and cmd.deadline_s is not None:
+        text += f", deadline {when(cmd.at + cmd.deadline_s)}"
+    return text + (f": {cmd.reason}" if cmd.reason else "")
+
+
 # what a queued task waits for (TaskEstimate.reason)
 HELD, QUOTA, RESOURCES, RESERVATION, RETRYING = "held", "quota", "resources", "reservation", "retrying"
 NETWORK, NEVER = "network", "never"
@@ -110,13 +137,24 @@ class ControlMixin:
                         fallbacks=[Fallback(node="", reason=why)], task_type=task.type,
                         submitted_at=task.submitted_at, cards=task.resources.cards, peers=task.peers, team=task.team)
 
-    def node_states(self, nodes, now: float) -> list[str]:
-        """Each node's state: down (failed, silent past CNSCHED_NODE_TIMEOUT_SECONDS, or reported
-        down), draining (by an operator, or it reports leaving), cordoned, or up."""
-        failed, _, _ = self.health(nodes, now)
-        return ["down" if not ok or bad else "draining" if drain else "cordoned" if closed else "up"
-                for ok, bad, drain, closed in zip(nodes.available.tolist(), failed.tolist(), nodes.draining.tolist(),
-                                                  nodes.closed.tolist(), strict=True)]
+    def node_states(self, nodes, now: float) -> list[tuple[str, str]]:
+        """Each node's (state, why): down (failed, silent past CNSCHED_NODE_TIMEOUT_SECONDS, or reported
+        down; why: the failure's cause), draining (by an operator, or it reports leaving), cordoned (why:
+        the command's action, who, when, deadline and reason, as Slurm's ``sinfo -R`` says it), or up ("")."""
+        failed, cause, withheld = self.health(nodes, now)
+        cmds = self.maintenance.commands()
+        out = []
+        for i, node in enumerate(nodes.ids):
+            if not nodes.available[i] or failed[i]:
+                out.append(("down", down_reason(nodes, i, str(cause[i]), now, self.node_timeout_s)))
+            elif nodes.draining[i] or nodes.closed[i]:
+                c = cmds.get(node)
+                out.append(("draining" if nodes.draining[i] else "cordoned",
+                            maintenance_reason(c) if c is not None else "it reports leaving"))
+            else:
+                out.append(("up", "every path lost, on too many nodes at once: the probes are suspect"
+                            if withheld[i] else ""))
+        return out
 
     # ------------------------------------------------------------------ what cannot be
     def impossible(self, task: Task, now: float) -> tuple[str, str] | None:

@@ -69,13 +69,13 @@ class IncidentBook:
                 located = None if why == UNKNOWN else now
                 moved = failed[i] and runs  # a withheld node's tasks stay: nothing is lost
                 inc = self.open[node] = Open(now, why, located, sorted(r.task.id for r in runs),
-                                             sum(max(now - r.progress_since, 0.0) for r in runs) if moved else 0.0,
+                                             sum(r.work_lost(now) for r in runs) if moved else 0.0,
                                              mitigated_at=None if runs else now)  # no tasks: nothing to move
                 out.append(_message(node, inc, "open"))
             elif inc is not None and down[i] and why != inc.cause and (inc.located_at is None or inc.cause == OBSERVERS) \
                     and why != UNKNOWN:
                 if inc.cause == OBSERVERS:  # a withheld failure confirmed: its tasks move now
-                    inc.work_lost_s = sum(max(now - r.progress_since, 0.0) for r in on_node.get(node, []))
+                    inc.work_lost_s = sum(r.work_lost(now) for r in on_node.get(node, []))
                 inc.cause, inc.located_at = why, now  # located, or a withheld failure confirmed
                 out.append(_message(node, inc, "open"))
             if inc is None:

@@ -54,3 +54,26 @@ def clear(counters: Counters) -> None:
     for name in METRICS:
         if name != "metrics_series_dropped":
             counters.replace(name, ("src", "dst") if name.startswith("path_") else ("node",), [])
+
+
+NO_QUOTA = "(no quota)"  # the team label of tasks whose team the quota set does not name
+
+
+def quotas(counters: Counters, sched) -> None:
+    """Each team's cards of any class against its quota, and its queued tasks (with quotas set); the
+    queued tasks of teams the set does not name under ``(no quota)``, so that the teams add up to the queue."""
+    import time
+
+    book = sched.quotas
+    if not book.active:
+        return
+    nodes = sched.nodes(time.time())
+    g, m = book.arrays(nodes.class_names)
+    use = book.use(list(sched.running.values()), nodes.index, nodes.node_class, len(nodes.class_names)).use
+    queued = [book.team_of(p.task) for p in sched.pending.values()]
+    for t, team in enumerate(book.teams):
+        counters.set("quota_used_cards", use[t, -1], team=team)
+        counters.set("quota_guaranteed_cards", g[t, -1], team=team)
+        counters.set("quota_borrowed_cards", max(use[t, -1] - g[t, -1], 0.0), team=team)
+        counters.set("queued_tasks", sum(q == t for q in queued), team=team)
+    counters.set("queued_tasks", sum(q is None for q in queued), team=NO_QUOTA)

@@ -110,6 +110,11 @@ class Running(_Needs):
         """Where a restart resumes from: its last checkpoint, else its placement."""
         return self.checkpoint_at if math.isfinite(self.checkpoint_at) else self.placed_at
 
+    def work_lost(self, now: float) -> float:
+        """What stopping it now loses: the time since :attr:`progress_since`, or nothing while no runner
+        said it started where it is (placed, or moved, and not begun there: there is nothing to lose)."""
+        return max(now - self.progress_since, 0.0) if self.started else 0.0
+
     @property
     def state_gb(self) -> float:
         """What a move or a restart transfers: the last checkpoint's size, else the declared one."""

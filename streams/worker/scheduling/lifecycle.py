@@ -110,7 +110,7 @@ class LifecycleMixin:
         self.pending[task_id] = Pending(run.task, run.task.submitted_at or at, run.restarts + 1,
                                         known(run.checkpoint_at), queued_at=at, alpha=run.alpha)
         self.touch()
-        return max(at - run.progress_since, 0.0)
+        return run.work_lost(at)
 
     def watch(self, now: float | None = None) -> list[Incident]:
         """Incidents opened, located or recovered since the last look (call after reschedule and
@@ -154,13 +154,13 @@ class LifecycleMixin:
             return []
         notes = {}
         for r in stranded:
-            lost = max(now - r.progress_since, 0.0)
+            lost = r.work_lost(now)
             self.end(r.task.id)
             resume = known(r.checkpoint_at)
             self.pending[r.task.id] = Pending(r.task, r.task.submitted_at or now, r.restarts, resume, queued_at=now,
                                               alpha=r.alpha)
             notes[r.task.id] = Fallback(node=",".join(n for n in r.nodes if dead(n)), reason=(
                 f"node_failed: released and re-queued from {'its checkpoint' if resume is not None else 'the start'}"
-                f" ({lost:.0f} s of work lost)"))
+                + (f" ({lost:.0f} s of work lost)" if r.started else " (it had not started: no work lost)")))
         out = self.decide_many([r.task for r in stranded], now)
         return [d.model_copy(update={"fallbacks": [notes[d.task_id], *d.fallbacks]}) for d in out]

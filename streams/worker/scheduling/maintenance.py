@@ -44,13 +44,13 @@ class MaintenanceBook:
         if self._stale:
             self._stale = False
             if self.loader is not None:
-                self._commands = {c.node: c for c in self.loader() if c.action != "uncordon"}
+                self._commands = {c.node: c for c in self.loader() if c.action not in ("uncordon", "remove")}
                 self.version += 1
         return self._commands
 
     def apply(self, cmd: NodeCommand) -> None:
         cur = self.commands()
-        if cmd.action == "uncordon":
+        if cmd.action in ("uncordon", "remove"):
             cur.pop(cmd.node, None)
         else:
             cur[cmd.node] = cmd
@@ -90,9 +90,11 @@ class MaintenanceBook:
         return CORDONED if c is not None else None
 
 
-def register(app: faust.App, topics, settings: Settings, counters: Counters, book: MaintenanceBook, changed) -> None:
+def register(app: faust.App, topics, settings: Settings, counters: Counters, book: MaintenanceBook, changed,
+             inv=None) -> None:
     """The agent: each valid command is kept in the table and applied to ``book``; ``changed()``
-    (the scheduler's books_changed) runs after it."""
+    (the scheduler's books_changed) runs after it. ``remove`` also takes the node out of ``inv`` (the
+    inventory: state_tables.Inventory, on this worker beside the scheduler)."""
     counters.describe("maintenance_commands_total", "cordon, drain and uncordon commands applied, by action")
     table = app.Table(table_name(settings, MAINTENANCE_TABLE), key_type=bytes, value_type=bytes, partitions=1)
     book.loader = lambda: [NodeCommand.model_validate_json(v) for v in list(table.values()) if v]
@@ -109,6 +111,8 @@ def register(app: faust.App, topics, settings: Settings, counters: Counters, boo
                 book.commands()  # read the table first (after a restart)
                 table[cmd.node.encode()] = cmd.model_dump_json().encode()
                 book.apply(cmd)
+                if cmd.action == "remove" and inv is not None:
+                    inv.delete(cmd.node.encode())
                 changed()
                 counters.inc("maintenance_commands_total", action=cmd.action)
                 log.info("node %s: %s by %s (%s)", cmd.node, cmd.action, cmd.by or "-", cmd.reason or "-")

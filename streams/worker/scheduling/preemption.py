@@ -72,7 +72,7 @@ def plan(sched, task, x, t: int, nodes: NodeView, usable: np.ndarray, team: int,
                      eligible_victims(task.priority, True, same, vprio, lent, book.active) & ~kept])
     if not rows.any():
         return None
-    lost = np.array([max(now - r.progress_since, 0.0) for r in run])
+    lost = np.array([r.work_lost(now) for r in run])
     frees = np.stack([need(r.task) for r in run]).astype(np.float64)
     chosen = choose_victims(need(task), task.peers, usable, feasible, [[nodes.index[n] for n in r.nodes] for r in run],
                             frees, qu.cards * lost, rows, reclaim.astype(np.int64))
@@ -90,7 +90,7 @@ def preempt(sched, victim: str, by: str, reason: str, now: float) -> Preemption 
     run = sched.running.get(victim)
     if run is None:
         return None
-    lost = max(now - run.progress_since, 0.0)
+    lost = run.work_lost(now)
     sched.end(victim)
     checkpoint = run.checkpoint_at if np.isfinite(run.checkpoint_at) else None
     sched.pending[victim] = Pending(run.task, run.task.submitted_at or now, run.restarts, checkpoint, queued_at=now,
@@ -157,7 +157,7 @@ def tidal_reclaim(sched, now: float) -> list[Preemption]:
         takers = [v for v in range(len(run)) if run[v].task.deferrable_until is not None and lent[v]
                   and qu.team[v] != t and run[v].task.id in sched.running
                   and not run[v].deadline_near(now, sched.max_wait_s)]
-        for v in sorted(takers, key=lambda v: (qu.cards[v] * max(now - run[v].progress_since, 0.0), v)):
+        for v in sorted(takers, key=lambda v: (qu.cards[v] * run[v].work_lost(now), v)):
             if short <= 0:
                 break
             rec = preempt(sched, run[v].task.id, f"tidal:{book.teams[t]}", "tidal", now)

@@ -15,7 +15,7 @@ import faust
 from faust.types import TP
 from pydantic import ValidationError
 
-from schemas.quota import QuotaSet
+from schemas.quota import DEFAULT_TEAM, QuotaSet
 from streams.config import Settings
 from streams.kafka import QUOTAS_TABLE, table_name
 from streams.metrics import Counters
@@ -34,8 +34,9 @@ class QuotaState:
     new set is in force (what queued tasks may take has changed)."""
 
     def __init__(self, table, book: QuotaBook, class_cards: Callable[[], dict[str, int]],
-                 changed: Callable[[], None]) -> None:
+                 changed: Callable[[], None], live: Callable[[], list] = list) -> None:
         self.table, self.book, self.class_cards, self.changed = table, book, class_cards, changed
+        self.live = live  # () -> the Tasks queued or running (those a new set may strand)
         book.loader = self.current
         book.invalidate()
 
@@ -48,8 +49,9 @@ class QuotaState:
         return json.loads(raw) if raw else None
 
     def apply(self, qs: QuotaSet) -> list[tuple[str, str]]:
-        """Put ``qs`` in force, or return (field, reason) of what exceeds the cluster."""
-        over = self.book.over_cluster(qs, self.class_cards())
+        """Put ``qs`` in force, or return (field, reason) of what exceeds the cluster or would strand
+        live tasks of teams it does not name."""
+        over = self.book.over_cluster(qs, self.class_cards()) or stranded(qs, self.live())
         if over:
             self.table[KEY_REJECTED] = json.dumps({"changed_at": qs.changed_at, "fields": [
                 {"field": f, "reason": r} for f, r in over]}).encode()
@@ -60,6 +62,24 @@ class QuotaState:
         log.info("quotas now: %s", ", ".join(f"{q.team}/{q.accel_class} {q.guaranteed_cards}..{q.max_cards}"
                                             for q in qs.quotas) or "none")
         return []
+
+
+def stranded(qs: QuotaSet, tasks: list) -> list[tuple[str, str]]:
+    """(field, reason) when a non-empty ``qs`` names none of the teams some live ``tasks`` belong to
+    (they would wait for ever) and it does not say ``allow_unnamed_teams``."""
+    if not qs.quotas or qs.allow_unnamed_teams:
+        return []
+    named, left = set(qs.teams()), {}
+    for t in tasks:
+        team = t.team or DEFAULT_TEAM
+        if team not in named:
+            left.setdefault(team, []).append(t.id)
+    if not left:
+        return []
+    teams = "; ".join(f"team {team} ({', '.join(sorted(ids)[:3])}{f' and {len(ids) - 3} more' if len(ids) > 3 else ''})"
+                      for team, ids in sorted(left.items()))
+    return [("quotas", f"live tasks of teams it does not name would wait for ever: {teams}; name those teams, "
+                       "or send allow_unnamed_teams: true")]
 
 
 def load_file(path) -> QuotaSet:
@@ -78,7 +98,8 @@ def register(app: faust.App, topics, settings: Settings, counters: Counters, sch
              view: SchedulerView) -> QuotaState:
     counters.describe("quota_changes_total", "quota sets applied from sched.quotas, by outcome")
     table = app.Table(table_name(settings, QUOTAS_TABLE), key_type=bytes, value_type=bytes, partitions=1)
-    state = QuotaState(table, sched.quotas, lambda: view.class_cards(time.time()), sched.books_changed)
+    state = QuotaState(table, sched.quotas, lambda: view.class_cards(time.time()), sched.books_changed,
+                       lambda: [h.task for h in (*sched.running.values(), *sched.pending.values())])
 
     @app.agent(topics.quotas, name="quotas")
     async def quota_agent(stream):

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from schemas.api import QuotaUsage, TaskEstimate
-from schemas.quota import ANY_CLASS
+from schemas.api import QueueRow, QuotaUsage, SummaryAnswer, TaskEstimate
+from schemas.quota import ANY_CLASS, DEFAULT_TEAM
 from schemas.sched import Incident
 from streams.worker.scheduling.failures import open_incidents
 from streams.worker.scheduling.queue import expected_end
@@ -29,6 +29,7 @@ class NodeBooks:
     free: int
     tasks: list[str]
     state: str
+    reason: str = ""  # why it is down, cordoned or draining (who, when, deadline, the operator's reason)
 
 
 class SchedulerView:
@@ -75,13 +76,13 @@ class SchedulerView:
         for tid in s.ledger.tasks():
             for n in s.ledger.nodes_of(tid):
                 on.setdefault(n, []).append(tid)
-        state = s.node_states(nodes, now)
+        states = s.node_states(nodes, now)
         out = []
         for i, node in enumerate(nodes.ids):
             rep = float(nodes.reported_free[i, 0])
             out.append(NodeBooks(node, int(nodes.capacity[i, 0]), None if math.isnan(rep) else int(rep),
                                  int(round(booked[i, 0])), int(nodes.usable[i, 0]) if nodes.available[i] else 0,
-                                 sorted(set(on.get(node, []))), state[i]))
+                                 sorted(set(on.get(node, []))), *states[i]))
         return out
 
     def path_states(self, now: float, limit: int) -> tuple[list[tuple[str, str, float, float, float]], int]:
@@ -107,6 +108,34 @@ class SchedulerView:
     def open_incidents(self) -> list[Incident]:
         """The node failures open now, oldest first."""
         return open_incidents(self._sched.incidents)
+
+    def summary(self, now: float, statuses: list[str]) -> SummaryAnswer:
+        """The cluster's totals (``statuses``: every task record's status): nodes by state, cards up,
+        booked and free, and the queue per team and class."""
+        from collections import Counter
+
+        s = self._sched
+        books = self.node_books(now)
+        up = [b for b in books if b.state != "down"]
+        rows: dict[tuple[str, str], list[int]] = {}
+        for p in s.pending.values():
+            t = p.task
+            row = rows.setdefault((t.team or DEFAULT_TEAM, "|".join(sorted(t.resources.accel_classes)) or ANY_CLASS),
+                                  [0, 0, 0, 0])
+            row[0] += 1
+            row[1] += t.resources.cards * t.peers
+        nodes = s.nodes(now)
+        for r in s.running.values():
+            i = nodes.index.get(r.nodes[0]) if r.nodes else None
+            cls = nodes.class_names[nodes.node_class[i]] if i is not None else ANY_CLASS
+            row = rows.setdefault((r.task.team or DEFAULT_TEAM, cls), [0, 0, 0, 0])
+            row[2] += 1
+            row[3] += r.task.resources.cards * len(r.nodes)
+        return SummaryAnswer(tasks=dict(Counter(statuses)), nodes=dict(Counter(b.state for b in books)),
+                             cards_up=sum(b.cards for b in up), cards_booked=sum(b.booked for b in books),
+                             cards_free=sum(b.free for b in up),
+                             queues=[QueueRow(team=k[0], accel_class=k[1], queued=v[0], queued_cards=v[1],
+                                              running=v[2], running_cards=v[3]) for k, v in sorted(rows.items())])
 
     def class_cards(self, now: float) -> dict[str, int]:
         """Cards per accelerator class in the inventory (what quotas are checked against)."""

@@ -38,7 +38,7 @@ def register(app: faust.App, topics, settings: Settings, counters: Counters, net
                                 settings.start_timeout_seconds, settings.queue_timeout_seconds,
                                 (settings.metrics_nodes_max, settings.metrics_paths_max), settings.max_queued_tasks)
     gauges.describe(counters)
-    maintenance.register(app, topics, settings, counters, sched.maintenance, sched.books_changed)
+    maintenance.register(app, topics, settings, counters, sched.maintenance, sched.books_changed, inv)
     net.on_change = sched.touch
     inv.on_change = sched.touch
 

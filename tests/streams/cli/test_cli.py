@@ -153,3 +153,18 @@ def test_topics_against_a_dead_broker_is_one_line_and_exit_1():
     r = run("topics", env={"CNSCHED_KAFKA_BOOTSTRAP": "127.0.0.1:1"}, timeout=120)
     assert r.returncode == 1 and r.stdout == ""
     assert r.stderr.count("\n") == 1 and r.stderr.startswith("cnsched: broker: cannot use the broker at 127.0.0.1:1")
+
+
+def test_a_bare_drain_deadline_is_refused_and_a_closed_pipe_ends_quietly(tmp_path):
+    """Issue 51, finding 10: `--deadline 30` is 30 s to us and 30 minutes to Slurm: refused, saying
+    so; `cnsched ... | head` ends without a BrokenPipe traceback."""
+    r = run("drain", "n1", "--deadline", "30", "--url", "127.0.0.1:1")
+    assert r.returncode == 2 and r.stderr.strip() == ("cnsched: error: drain: --deadline '30' has no unit: write 30s, "
+                                                      "30min or 30h (a bare number is seconds here and minutes to Slurm)")
+    samples = tmp_path / "s.jsonl"
+    samples.write_text("".join(f'{{"ts": {1_700_000_000 + t}, "src": "n{i}", "dst": "m", "metric": "rtt_ms", '
+                               f'"value": 1.0}}\n' for i in range(400) for t in range(0, 40, 5)))
+    base = {k: v for k, v in os.environ.items() if not k.startswith("CNSCHED_") and k != "KAFKA_BOOTSTRAP"}
+    r = subprocess.run(f"'{sys.executable}' -m streams.cli stats '{samples}' --json | head -c 100", shell=True,
+                       capture_output=True, text=True, env=base, timeout=60)
+    assert len(r.stdout) == 100 and r.stderr == "", r.stderr

@@ -56,7 +56,9 @@ def test_a_node_listed_and_described():
             "cards_reported_free": 6, "cards_free": 4, "tasks": ["a"], "age_s": 3.2, "last_seen": T,
             "first_seen": T - 86400, "compute_score": {"training": 88.04},
             "report": {"zone": "eu-dc1", "region": "eu", "rack": "r1"}}
-    assert node_row(node) == ("n1", "eu-dc1", "r1", "gpu", 8, 4, 6, 4, "up", "3s", 1)
+    assert node_row(node) == ("n1", "eu-dc1", "r1", "gpu", 8, 4, 6, 4, "up", "3s", 1, "-")
+    assert node_row({**node, "state": "cordoned", "state_reason": "cordon by ops at 2026-12-04 10:00Z: fan"})[-1] == \
+        "cordon by ops at 2026-12-04 10:00Z: fan"
     text = describe_node(node, {"mean_quality_to_peers": 91.25, "peers": 3, "bw_util": 0.4}, T)
     assert "Cards:         8 (4 booked by cnsched, 6 free by its report, 4 free to place)" in text.splitlines()
     assert "Network:       mean quality to 3 peers 91.2; NIC utilisation 0.40" in text.splitlines()

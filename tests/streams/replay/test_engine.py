@@ -156,8 +156,9 @@ def test_simulate_stores_queryable_tables(tmp_path, monkeypatch, capsys):
     jobs.write_text("submit_s,duration_s,gpus,nodes,user,status,type\n" + rows)
     net = tmp_path / "net.csv"
     net.write_text("src_site,dst_site,rtt_ms,gbps\na,b,40,2\nb,a,40,2\n")
-    db = tmp_path / "sim.duckdb"
-    monkeypatch.setenv("CNSCHED_DUCKDB_PATH", str(db))
+    db, live = tmp_path / "sim.duckdb", tmp_path / "live.duckdb"
+    monkeypatch.setenv("CNSCHED_REPLAY_DUCKDB_PATH", str(db))
+    monkeypatch.setenv("CNSCHED_DUCKDB_PATH", str(live))  # the live audit: a replay never writes there
     assert main(["simulate", "--jobs", f"generic:{jobs}", "--network", f"generic:{net}", "--sites", "2",
                  "--racks-per-site", "2", "--nodes-per-rack", "2", "--seeds", "2", "--json"]) == 0
     out = __import__("json").loads(capsys.readouterr().out)
@@ -170,6 +171,7 @@ def test_simulate_stores_queryable_tables(tmp_path, monkeypatch, capsys):
     assert [(p, c) for p, c, _ in got] == [(p, c) for p, c, _ in want]
     assert all(math.isclose(a[2], b[2]) for a, b in zip(got, want, strict=True) if not math.isnan(b[2]))
     assert con.execute("SELECT count(*) FROM sim_changes WHERE run_id = ?", [out["run_id"]]).fetchone()[0] > 0
+    assert out["db"] == str(db) and not live.exists()
 
 
 def test_replay_of_the_real_philly_trace_over_skyplane_holds_its_invariants():
@@ -188,3 +190,13 @@ def test_replay_of_the_real_philly_trace_over_skyplane_holds_its_invariants():
         assert set(o.state) <= {"finished", "failed", "unschedulable"} and o.state.count("finished") >= 110
     rows = {(r["policy"], r["class"]): r for r in summary(run, len(cluster.node_ids) * 8)}
     assert rows[("ours", "all")]["jobs"] + rows[("ours", "all")]["failed"] + rows[("ours", "all")]["unschedulable"] == 120
+
+
+def test_simulate_without_the_shared_data_says_what_to_pass(tmp_path, monkeypatch, capsys):
+    """Issue 51, finding 10: on a clone without ../shared the README's command said nothing useful."""
+    import streams.cli.simulate as sim
+
+    monkeypatch.setattr(sim, "DATA", tmp_path / "nowhere")
+    assert main(["simulate", "--no-store"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and f"({tmp_path / 'nowhere'}), which is not there: pass --jobs philly:PATH" in err

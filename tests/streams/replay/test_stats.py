@@ -73,6 +73,8 @@ def test_compare_worked_example():
     assert wait["paired_median"] == 0.0 and wait["mean_policy_s"] == pytest.approx(10 / 6)
     run_time = compare(run, "ours", "topology", "gang", "run")  # gang only: 40 vs 100, then 100 vs 100
     assert run_time["change"] == pytest.approx((-0.6 + 0.0) / 2) and run_time["jobs"] == 1
+    # its t-interval: -0.3 -/+ 12.7062 x 0.3 reaches -4.1, below what a time can fall: held at -100 %
+    assert (run_time["ci_low"], run_time["ci_high"]) == (-1.0, pytest.approx(-0.3 + 12.7062 * 0.3))
     assert compare(run, "ours", "topology", "data", "jct")["change"] == 0.0
     rows = headline(run)
     assert {(x["kind"], x["metric"]) for x in rows} == {(k, m) for k in ("gang", "data", "other", "all")

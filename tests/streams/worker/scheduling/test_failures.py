@@ -14,9 +14,11 @@ def world(now):
     return make_scheduler([gpu_node(n, now) for n in ("n0", "n1", "n2")], paths)
 
 
-def place(s, now):
+def place(s, now, start: bool = True):
     d = s.decide(Task(id="t", type="fine-tune", resources={"cards": 2}, checkpoint_gb=5,
                       data_source={"node": "store", "size_gb": 1}), now)
+    if start:
+        s.start("t", d.nodes)  # as its runner says
     return d.nodes[0]
 
 
@@ -199,3 +201,17 @@ def test_a_node_whose_own_probes_went_quiet_and_whose_peers_lose_it_is_a_network
     assert (opened.node, opened.cause, opened.detected_at) == (home, "network", dark + 40)
     (ev,) = s.reschedule(dark + 40)
     assert ev.trigger == "node_failed" and home not in ev.to_nodes
+
+
+def test_a_task_that_never_started_loses_no_work_when_its_node_fails():
+    """Issue 51, finding 5: without a runner a placed task never starts; its node failing loses no
+    work (it counted the time since placement)."""
+    now = time.time()
+    s = world(now)
+    home = place(s, now, start=False)
+    later = now + 120
+    for n in ("n0", "n1", "n2"):
+        if n != home:
+            s.inv.put(n.encode(), gpu_node(n, later))
+    (opened,) = s.watch(later)
+    assert (opened.node, opened.tasks, opened.work_lost_s) == (home, ["t"], 0.0)

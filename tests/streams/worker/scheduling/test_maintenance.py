@@ -33,7 +33,9 @@ def test_a_cordoned_node_takes_nothing_new_keeps_its_work_and_takes_work_again_o
     assert d.status == "unschedulable" and d.rejected == {"n0": "insufficient_cards", "n1": "node_cordoned"}
     s.maintenance.apply(cmd("n0", "cordon"))
     assert s.reschedule(NOW + 2) == [] and s.recover(NOW + 2) == [] and s.running["a"].nodes == ["n0"]
-    assert s.node_states(s.nodes(NOW + 2), NOW + 2) == ["cordoned", "cordoned"]
+    assert [state for state, _ in s.node_states(s.nodes(NOW + 2), NOW + 2)] == ["cordoned", "cordoned"]
+    # the reason, as sinfo -R says it: the action, who, when (UTC) (NOW is 1970-01-12 13:46:40Z)
+    assert s.node_states(s.nodes(NOW + 2), NOW + 2)[1][1] == "cordon by ops at 1970-01-12 13:46Z"
     s.maintenance.apply(cmd("n1", "uncordon"))
     assert [d.task_id for d in s.retry_pending(NOW + 3)] == ["b"] and s.running["b"].nodes == ["n1"]
 
@@ -45,7 +47,8 @@ def test_a_draining_nodes_work_moves_at_its_next_checkpoint():
     s.checkpoint("a", NOW + 5)  # before the drain: does not count
     s.maintenance.apply(cmd(home, "drain", at=NOW + 10))
     assert s.reschedule(NOW + 20) == []  # waits for a checkpoint
-    assert s.node_states(s.nodes(NOW + 20), NOW + 20)[s.nodes(NOW).index[home]] == "draining"
+    assert s.node_states(s.nodes(NOW + 20), NOW + 20)[s.nodes(NOW).index[home]] == (
+        "draining", "drain by api at 1970-01-12 13:46Z")  # no deadline given: the configured one applies
     version = s.version
     s.checkpoint("a", NOW + 30)
     # the worker rescores only when the state's version moved: a checkpoint must move it, or a quiet
@@ -99,3 +102,10 @@ def test_a_node_reporting_leaving_drains_it_is_not_a_failure():
     s.checkpoint("a", NOW + 20)
     (ev,) = s.reschedule(NOW + 21)
     assert ev.trigger == "drain"
+
+
+def test_a_drains_reason_names_who_when_its_deadline_and_why():
+    from streams.worker.scheduling.control import maintenance_reason
+
+    c = cmd("n1", "drain", by="alice", deadline_s=3600, reason="bad fan")  # NOW: 1970-01-12 13:46:40Z
+    assert maintenance_reason(c) == "drain by alice at 1970-01-12 13:46Z, deadline 1970-01-12 14:46Z: bad fan"

@@ -21,6 +21,12 @@ def cluster():
     return s
 
 
+def started(s):
+    """Every placed task started, as its runner says (work is lost only where it ran)."""
+    for tid, r in list(s.running.items()):
+        s.start(tid, r.nodes)
+
+
 def task(tid, team, cards=8, priority=50, kind="training-data-parallel", preempts=False):
     return Task(id=tid, type=kind, team=team, priority=priority, resources={"cards": cards}, submitted_at=NOW,
                 preempts=preempts)
@@ -31,6 +37,7 @@ def test_borrow_idle_cards_then_reclaim_them_from_the_task_that_loses_least():
     assert s.decide(task("r1", "research"), NOW).status == "placed"  # within its guarantee of 8
     assert s.decide(task("r2", "research"), NOW + 10).status == "placed"  # 16: 8 borrowed from prod's idle cards
     assert s.decide(task("p1", "prod"), NOW + 20).status == "placed"  # the last free node; prod holds 8 of 16
+    started(s)
     s.checkpoint("r1", NOW + 500)
     s.checkpoint("r2", NOW + 900)
     # prod needs 8 more, within its guarantee: it reclaims r2 (the borrowed one, placed after r1 had
@@ -62,6 +69,7 @@ def test_an_urgent_task_preempts_lower_priority_work_of_its_team_not_others_quot
     s.decide(task("r1", "research", priority=30), NOW)
     s.decide(task("p1", "prod", priority=10), NOW)
     s.decide(task("p2", "prod", priority=10), NOW)
+    started(s)
     # an urgent research task (90): research holds 8 = its guarantee, so it does not reclaim; prod's
     # work is within prod's guarantee (16), so its low priority does not matter: only r1 may go
     d = s.decide(task("r-urgent", "research", priority=90, kind="inference"), NOW + 60)
@@ -162,6 +170,7 @@ def test_tidal_lending_to_deferrable_tasks_and_reclaim_before_the_peak():
     # a deferrable task may borrow serving's idle cards
     deferrable = task("t3", "training").model_copy(update={"deferrable_until": NOW + 86_400})
     assert s.decide(deferrable, NOW).status == "placed"
+    started(s)
     s.checkpoint("t3", NOW + 500)
     # serving is forecast to need 8 soon: 8 cards are free, nothing to take back
     s.tidal_forecast = {"serving": 8.0}
@@ -194,3 +203,26 @@ def test_a_starving_task_holds_its_reservation_against_any_priority():
     assert d.nodes == ["n2"]
     d = s.decide(t("urgent2", 2, 500, priority=90), NOW + 1)
     assert d.status == "unschedulable" and d.rejected["n1"] == "reserved_for_queue_head"
+
+
+def test_a_waiting_task_of_a_team_no_quota_names_says_so_and_the_team_gauges_add_up():
+    """Issue 51, finding 7: quotas named after a task of another team queued: it waits saying its team
+    has no quota (it said "would exceed its maximum cards", for a 0-card task too), and the per-team
+    queued gauges count it under "(no quota)", so that they add up to the queue."""
+    from streams.metrics import Counters
+    from streams.worker.scheduling import gauges
+
+    s = make_scheduler([gpu_node("n1", NOW)], {})
+    s.node_timeout_s = float("inf")
+    assert s.decide(task("a", "research"), NOW).status == "placed"
+    assert s.decide(task("o", "others", cards=0), NOW).status == "placed"
+    s.decide(task("q", "others"), NOW)  # no room: queued
+    s.decide(task("r", "research"), NOW)
+    s.quotas.replace(QuotaSet(quotas=[Quota(team="research", guaranteed_cards=8)]))
+    s.books_changed()
+    w = s.waiting("q", NOW)
+    assert (w.reason, w.detail) == ("quota", "team others has no quota: the quota set names research (add others "
+                                              "to it, or submit under one of them)")
+    c = Counters()
+    gauges.quotas(c, s)
+    assert c.get("queued_tasks", team="research") == 1 and c.get("queued_tasks", team=gauges.NO_QUOTA) == 1

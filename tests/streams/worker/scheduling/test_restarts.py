@@ -29,6 +29,7 @@ def test_a_failed_task_resumes_from_its_checkpoint():
     now = time.time()
     s = world(now)
     first = s.decide(job(), now).nodes
+    s.start("j", first)  # as its runner says
     s.checkpoint("j", now + 100, gb=25.0)
     assert s.running["j"].state_gb == 25.0 and s.running["j"].progress_since == now + 100
     # it fails 130 s in: 30 s of work since the checkpoint are lost; it is queued, its nodes free
@@ -60,6 +61,7 @@ def test_a_node_failure_counts_the_work_since_the_checkpoint():
     now = time.time()
     s = world(now)
     home = s.decide(job(), now).nodes[0]
+    s.start("j", [home])  # as its runner says
     s.checkpoint("j", now + 50)
     s.checkpoint("j", now + 40)  # an older checkpoint reported late changes nothing
     assert s.running["j"].checkpoint_at == now + 50 and math.isnan(s.running["j"].checkpoint_gb)
