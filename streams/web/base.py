@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import faust
 from faust.web import Request, Response, View
 
-from schemas.api import ApiModel, ErrorBody, Page
+from schemas.api import ApiModel, ErrorBody, Page, TaskAnswer
 from streams.config import Settings
 from streams.metrics import Counters
 from streams.web.params import paging
@@ -171,6 +171,17 @@ def acting(request: Request, by: str | None) -> str:
 def auth_of(request: Request) -> dict:
     """The request's Authorization header, to pass on when asking the owner of a state table."""
     return {"Authorization": request.headers["Authorization"]} if "Authorization" in request.headers else {}
+
+
+async def until_gone(ctx: WebContext, read, ident: str, status: str, detail: str):
+    """A deletion's outcome: until ``await read()`` (its owner's answer) is None, a 200 TaskAnswer of
+    ``status`` and ``detail`` about ``ident``; 202 if not within CNSCHED_DECISION_TIMEOUT_SECONDS."""
+    async def gone():
+        return True if await read() is None else None
+
+    if await until_applied(ctx, gone, bool):
+        return TaskAnswer(task_id=ident, status=status, detail=detail), 200
+    return TaskAnswer(task_id=ident, status="accepted", detail=f"{status.removesuffix('d')} sent"), 202
 
 
 async def until_applied(ctx: WebContext, read, done):

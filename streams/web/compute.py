@@ -20,7 +20,7 @@ from schemas.api import (
 )
 from schemas.sched import NodeCommand
 from streams.adapters.inventory import scored
-from streams.web.base import NotAllowed, Resource, acting, auth_of, until_applied
+from streams.web.base import NotAllowed, Resource, acting, auth_of, until_applied, until_gone
 from streams.web.params import check_ids
 
 
@@ -113,13 +113,8 @@ async def node_command(view: Resource, request: Request, node: str, action: str)
                       by=by, reason=body.reason)
     await ctx.maintenance_topic.send(key=node.encode(), value=cmd.model_dump_json(exclude_none=True).encode())
     if action == "remove":
-        async def gone():
-            return True if await node_answer(ctx, node, auth) is None else None
-
-        if await until_applied(ctx, gone, bool):
-            return view.answer(TaskAnswer(task_id=node, status="removed", detail="gone from the inventory; its "
-                                          "incident, if any, is recovered as removed"))
-        return view.answer(TaskAnswer(task_id=node, status="accepted", detail="remove sent"), 202)
+        return view.answer(*await until_gone(ctx, lambda: node_answer(ctx, node, auth), node, "removed",
+                                             "gone from the inventory; its incident, if any, is recovered as removed"))
     want = STATE_AFTER[action]
     now = await until_applied(ctx, lambda: node_answer(ctx, node, auth),
                               lambda a: a.state == want or (want == "up" and a.state == "down"))

@@ -23,7 +23,15 @@ from schemas.api import (
     read_body,
 )
 from schemas.sched import Task, TaskEvent
-from streams.web.base import NotAllowed, Resource, WebContext, acting, auth_of, until_applied
+from streams.web.base import (
+    NotAllowed,
+    Resource,
+    WebContext,
+    acting,
+    auth_of,
+    until_applied,
+    until_gone,
+)
 from streams.web.params import check_ids
 from streams.worker.taskbook import ENDED, refused, same_task
 
@@ -91,13 +99,9 @@ async def command(view: Resource, request: Request, task_id: str, action: str) -
                    by=by, reason=body.reason)
     await ctx.events_topic.send(key=task_id.encode(), value=ev.model_dump_json(exclude_none=True).encode())
     if action == "delete":
-        async def gone():
-            return True if await task_record(ctx, task_id, auth) is None else None
-
-        if await until_applied(ctx, gone, bool):
-            return view.answer(TaskAnswer(task_id=task_id, status="deleted", detail="gone from the live view; its "
-                                          "history stays in DuckDB (decisions, task_events)"))
-        return view.answer(TaskAnswer(task_id=task_id, status="accepted", detail="delete sent"), 202)
+        return view.answer(*await until_gone(ctx, lambda: task_record(ctx, task_id, auth), task_id, "deleted",
+                                             "gone from the live view; its history stays in DuckDB (decisions, "
+                                             "task_events)"))
     now = await until_applied(ctx, lambda: task_record(ctx, task_id, auth),
                               lambda a: a.status != rec.status or a.history[-1:] != rec.history[-1:])
     if now is not None:

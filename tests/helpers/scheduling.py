@@ -26,3 +26,19 @@ def make_scheduler(nodes: list[dict], paths: dict[tuple[str, str], dict]) -> Sch
     inv = {r["node"].encode(): json.dumps(r).encode() for r in nodes}
     net = {f"{s}|{d}".encode(): json.dumps({"src": s, "dst": d, "metrics": m}).encode() for (s, d), m in paths.items()}
     return Scheduler(NetState(net), Inventory(inv))
+
+
+async def send_reports(settings, reports: list[dict]) -> None:
+    """Compute reports (gpu_node's shape, ``received_at`` dropped: the worker sets it) on compute.nodes
+    through the real broker, keyed by node, as node agents send them."""
+    from schemas.topics import COMPUTE_NODES
+    from streams.kafka import producer
+
+    p = producer(settings)
+    await p.start()
+    try:
+        for r in reports:
+            doc = {k: v for k, v in r.items() if k != "received_at"}
+            await p.send_and_wait(settings.topic(COMPUTE_NODES), json.dumps(doc).encode(), key=r["node"].encode())
+    finally:
+        await p.stop()

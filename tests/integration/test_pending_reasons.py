@@ -6,18 +6,16 @@ describe task` and the submission's own line."""
 from __future__ import annotations
 
 import asyncio
-import json
 import subprocess
 import sys
 import time
 
 import pytest
 
-from schemas.topics import COMPUTE_NODES
-from streams.kafka import ensure_topics, producer
+from streams.kafka import ensure_topics
 from streams.runtime.processes import start_worker, stop_process
 from tests.helpers.http import call, wait_nodes
-from tests.helpers.scheduling import gpu_node
+from tests.helpers.scheduling import gpu_node, send_reports
 
 pytestmark = pytest.mark.integration
 WHY = "0/3 nodes can take a worker now: 1 not of accelerator class h100 (a1); 2 fewer than 8 free cards (h1, h2)"
@@ -29,12 +27,8 @@ async def test_a_class_limited_task_waits_for_resources_naming_the_nodes(make_se
     worker = start_worker(settings, tmp_path / "w.log")
     port = settings.web_port
     try:
-        p = producer(settings)
-        await p.start()
-        for node, cls in (("h1", "h100"), ("h2", "h100"), ("a1", "a100")):
-            r = {k: v for k, v in gpu_node(node, time.time(), accel_class=cls).items() if k != "received_at"}
-            await p.send_and_wait(settings.topic(COMPUTE_NODES), json.dumps(r).encode(), key=node.encode())
-        await p.stop()
+        await send_reports(settings, [gpu_node(node, time.time(), accel_class=cls)
+                                      for node, cls in (("h1", "h100"), ("h2", "h100"), ("a1", "a100"))])
         await wait_nodes(port, 3)
         task = {"type": "training-data-parallel", "resources": {"cards": 8, "accel_classes": ["h100"]}}
         for tid in ("x", "y", "h"):

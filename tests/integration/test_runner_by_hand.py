@@ -14,11 +14,10 @@ import time
 
 import pytest
 
-from schemas.topics import COMPUTE_NODES
-from streams.kafka import ensure_topics, producer
+from streams.kafka import ensure_topics
 from streams.runtime.processes import settings_env, start_worker, stop_process
 from tests.helpers.http import call, wait_nodes
-from tests.helpers.scheduling import gpu_node
+from tests.helpers.scheduling import gpu_node, send_reports
 
 pytestmark = pytest.mark.integration
 
@@ -44,11 +43,7 @@ async def test_events_sent_by_hand_start_and_finish_a_task(make_settings, tmp_pa
     worker = start_worker(settings, tmp_path / "w.log")
     port = settings.web_port
     try:
-        p = producer(settings)
-        await p.start()
-        r = {k: v for k, v in gpu_node("n1", time.time()).items() if k != "received_at"}
-        await p.send_and_wait(settings.topic(COMPUTE_NODES), json.dumps(r).encode(), key=b"n1")
-        await p.stop()
+        await send_reports(settings, [gpu_node("n1", time.time())])
         await wait_nodes(port, 1)
         status, body = await asyncio.to_thread(call, port, "POST", "/tasks", {
             "id": "h1", "type": "fine-tune", "resources": {"cards": 2}})
