@@ -7,7 +7,7 @@ real Scheduler reads (inventory records, window results) — drawn around that t
   (inside a rack too) and each site's store to every rack, one window per ``epoch_s``, drawn by
   core.observe around the truth: RTT (inter-site pairs from the measurements, x ``reroute_factor``
   during a reroute), loss (``burst_loss`` during a loss burst) and bandwidth utilisation of the
-  busier rack uplink, ``1 - 1 / (1 + jobs crossing it)``.
+  busier rack uplink, ``1 - 1 / (1 + jobs crossing it)`` (0 on a path inside one rack: it crosses none).
 """
 
 from __future__ import annotations
@@ -201,7 +201,9 @@ class Truth:
         rtt = np.where(lay.same_rack, f.rack_rtt_ms, np.where(lay.same_site, f.site_rtt_ms, between))
         loss = np.where(lay.same_site, 0.0, self.site_loss()[lay.sa, lay.sb])
         crossing = uplink_jobs.ravel()
-        util = 1.0 - 1.0 / (1.0 + np.maximum(crossing[lay.ra], crossing[lay.rb]))
+        # a path inside one rack never crosses its uplink: the jobs sharing the uplink do not load it
+        # (it carried them until issue 52, and the probes reported in-rack paths as busy as the uplink)
+        util = np.where(lay.same_rack, 0.0, 1.0 - 1.0 / (1.0 + np.maximum(crossing[lay.ra], crossing[lay.rb])))
         return lay.src, lay.dst, rtt, loss, util
 
     def _layout(self) -> _Probed:

@@ -169,3 +169,23 @@ def test_probes_between_sites_jitter_by_the_measured_ping_spread():
     # without a measured spread, every path uses the model's
     assert Truth.of(build_cluster(SitePaths(["a", "b"], rtt, rtt, rtt, rtt * np.nan, paths.gbps), spec)) \
         .probe_jitter(0.05) is None
+
+
+def test_an_in_rack_path_is_not_loaded_by_the_jobs_crossing_its_uplink():
+    """Issue 52: the probes reported a path inside one rack as busy as the rack's uplink, which it never
+    crosses. Two racks, two jobs crossing rack 0's uplink: rack 0 -> rack 1 is 1 - 1/3 busy, rack 0 ->
+    rack 0 idle, and the store -> rack 0 path (it enters through that uplink) busy."""
+    from streams.replay.traces import SitePaths
+
+    rtt = np.array([[0, 10.0], [10.0, 0]])
+    paths = SitePaths(["a", "b"], rtt, rtt, rtt, rtt * np.nan, np.array([[np.nan, 5.0], [5.0, np.nan]]))
+    truth = Truth.of(build_cluster(paths, ClusterSpec(sites=2, racks_per_site=1, nodes_per_rack=1)))
+    uplinks = np.zeros((2, 1), np.int64)
+    uplinks[0, 0] = 2
+    src, dst, _, _, util = truth.probe_paths(uplinks)
+    by = dict(zip(zip(src, dst, strict=True), util.tolist(), strict=True))
+    r0, r1 = sorted({s for s in src if s.startswith("rack:")})
+    assert by[(r0, r0)] == 0.0 and by[(r1, r1)] == 0.0
+    assert by[(r0, r1)] == by[(r1, r0)] == pytest.approx(2 / 3)
+    store = next(s for s, d in by if s.startswith("store.") and d == r0)
+    assert by[(store, r0)] == pytest.approx(2 / 3)
