@@ -76,43 +76,18 @@ def sim_jobs(trace: JobTrace, cluster: Cluster, cfg: SimConfig) -> SimJobs:
     types = trace.job_type or ["training-data-parallel" if n > 1 or h >= 0 else "fine-tune"
                                for n, h in zip(nodes, home, strict=True)]
     ideal = np.maximum(trace.duration_s.astype(np.float64), 1.0)
-    completed = np.array([s.strip().lower() in COMPLETED for s in trace.status], bool)
     return SimJobs(trace.submit_s.astype(np.float64), ideal, nodes.astype(np.int64), cards.astype(np.int64),
                    comm_shares(len(trace), cfg.perf, cfg.seed), home, data_gb.astype(np.float64), list(types),
-                   team_names(trace.user, cfg.teams, cfg.seed), estimates(ideal, completed, nodes * cards, cfg), completed)
+                   team_names(trace.user, cfg.teams, cfg.seed), estimates(ideal, cfg),
+                   np.array([s.strip().lower() in COMPLETED for s in trace.status], bool))
 
 
-def estimates(ideal: np.ndarray, completed: np.ndarray, gpus: np.ndarray, cfg: SimConfig) -> np.ndarray:
+def estimates(ideal: np.ndarray, cfg: SimConfig) -> np.ndarray:
     """What every policy is told a job will take: its requested limit (core/estimates.py, the factors
-    drawn from the seed), or its trace duration under ``estimate="oracle"``.
-
-    A job that failed or was killed was submitted as if it would complete: its user asked for the time
-    a completed job needs, not for its time to failure (which no one knew). Its limit is drawn like the
-    completed jobs': from the run time of a completed job of as many cards (``gpus``), drawn from the
-    seed (any completed job where none has that many; its own time when the trace has no completed job).
-    Before issue 52 the limit came from the time to failure, and every policy's queue knew which jobs
-    would die early."""
+    drawn from the seed), or its trace duration under ``estimate="oracle"``."""
     if cfg.estimate == "oracle":
         return ideal.copy()
-    return requested_limits(intended_runs(ideal, completed, gpus, cfg.seed + 31),
-                            limit_factors(ideal.size, cfg.limit_factor, cfg.seed + 29))
-
-
-def intended_runs(ideal: np.ndarray, completed: np.ndarray, gpus: np.ndarray, seed: int) -> np.ndarray:
-    """float64[J]: each job's run time as its user expected it: its own where it completed; else a
-    completed job's of as many cards (any completed job's where none has that many), drawn from ``seed``."""
-    out = np.asarray(ideal, np.float64).copy()
-    done = np.asarray(completed, bool)
-    if done.all() or not done.any():
-        return out
-    rng = np.random.default_rng(seed)
-    gpus = np.asarray(gpus)
-    for c in np.unique(gpus[~done]):
-        failed = np.flatnonzero(~done & (gpus == c))
-        pool = ideal[done & (gpus == c)]
-        pool = pool if pool.size else ideal[done]
-        out[failed] = pool[rng.integers(0, pool.size, failed.size)]
-    return out
+    return requested_limits(ideal, limit_factors(ideal.size, cfg.limit_factor, cfg.seed + 29))
 
 
 def task_of(jobs: SimJobs, j: int, cluster: Cluster, cfg: SimConfig, alpha: float | None = None) -> Task:

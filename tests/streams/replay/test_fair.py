@@ -59,30 +59,6 @@ def test_the_queue_is_told_the_estimate_and_the_oracle_only_when_asked():
         SimConfig(estimate="psychic")
 
 
-def test_a_failing_jobs_limit_is_drawn_like_the_completed_jobs_never_from_its_failure_time():
-    """Issue 52: a job that failed was submitted as if it would complete; its limit came from its time
-    to failure, so every policy's queue knew which jobs would die early. Now its intended run time is a
-    completed job's of as many cards, drawn from the seed."""
-    from streams.replay.jobs import intended_runs
-
-    ideal = np.array([100.0, 200.0, 5.0, 7.0, 9.0, 3000.0])
-    done = np.array([True, True, False, False, False, True])
-    gpus = np.array([8, 8, 8, 16, 4, 16])
-    got = intended_runs(ideal, done, gpus, seed=1)
-    assert got[[0, 1, 5]].tolist() == [100.0, 200.0, 3000.0]  # completed: their own
-    assert got[2] in (100.0, 200.0) and got[3] == 3000.0  # 8 cards: an 8-card job's; 16: the one 16-card
-    assert got[4] in (100.0, 200.0, 3000.0)  # no completed 4-card job: any completed job's
-    np.testing.assert_array_equal(got, intended_runs(ideal, done, gpus, seed=1))  # the seed decides
-    assert intended_runs(ideal, np.zeros(6, bool), gpus, 1).tolist() == ideal.tolist()  # none completed
-    # through sim_jobs: a failed 5 s job is told a completed job's limit (20 min), not 5 min
-    t = trace([0, 1], [1000.0, 5.0], [8, 8], [1, 1])
-    t = type(t)(t.source, t.submit_s, t.duration_s, t.gpus, t.nodes, t.user, ["Pass", "Failed"])
-    cluster = build_cluster(sites(["a", "b"], [[0, 5], [5, 0]], [[np.nan, 10], [10, np.nan]]),
-                            ClusterSpec(sites=2, racks_per_site=1, nodes_per_rack=1))
-    np.testing.assert_array_equal(sim_jobs(t, cluster, SimConfig(cluster=cluster.spec, limit_factor=1.0)).estimate,
-                                  [1200.0, 1200.0])
-
-
 @pytest.mark.parametrize("policy", [p for p in SCHEDULED if p != "ours-quotas"])
 def test_an_oracle_would_backfill_where_the_estimate_must_not(policy):
     # one site of 4 nodes. A (2 nodes, 10,000 s) runs; B (all 4 nodes) heads the queue with a
