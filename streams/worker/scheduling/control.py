@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from core.feasibility import covers
 from schemas.sched import Decision, Fallback, Task
 from streams.adapters.tasks import need
@@ -165,7 +163,7 @@ class ControlMixin:
         if not nodes.ids:
             return None
         classes = set(task.resources.accel_classes)
-        by_class = np.array([not classes or c in classes for c in nodes.class_names], bool)[nodes.node_class]
+        by_class = why.of_classes(task, nodes)
         if not by_class.any():
             return "resources.accel_classes", (f"no node has accelerator class {', '.join(sorted(classes))}; "
                                                f"the classes are {', '.join(sorted(set(nodes.class_names)))}")

@@ -6,6 +6,7 @@ most CNSCHED_METRICS_NODES_MAX nodes and CNSCHED_METRICS_PATHS_MAX paths; what i
 from __future__ import annotations
 
 import math
+import time
 
 from streams.metrics import Counters
 from streams.worker.scheduling.view import SchedulerView
@@ -62,13 +63,11 @@ NO_QUOTA = "(no quota)"  # the team label of tasks whose team the quota set does
 def quotas(counters: Counters, sched) -> None:
     """Each team's cards of any class against its quota, and its queued tasks (with quotas set); the
     queued tasks of teams the set does not name under ``(no quota)``, so that the teams add up to the queue."""
-    import time
-
     book = sched.quotas
     if not book.active:
         return
     nodes = sched.nodes(time.time())
-    g, m = book.arrays(nodes.class_names)
+    g, _ = book.arrays(nodes.class_names)
     use = book.use(list(sched.running.values()), nodes.index, nodes.node_class, len(nodes.class_names)).use
     queued = [book.team_of(p.task) for p in sched.pending.values()]
     for t, team in enumerate(book.teams):

@@ -17,6 +17,7 @@ from schemas.sched import Decision, Fallback, Task
 from streams.adapters.inventory import NodeView
 from streams.adapters.tasks import need
 from streams.worker.scheduling.preemption import may_preempt
+from streams.worker.scheduling.why import of_classes
 
 _TASK = attrgetter("task")
 
@@ -40,11 +41,8 @@ def expected_end(run, now: float) -> float:
 
 def reservation_for(sched, task: Task, nodes: NodeView, now: float, starving: bool) -> Reservation | None:
     """The nodes that free first for ``task`` (by the running tasks' expected ends), or None."""
-    allowed = set(task.resources.accel_classes)
-    classes = np.array([not allowed or c in allowed for c in nodes.class_names], bool)
     n = need(task)
-    feasible = fitting(nodes.capacity, n, nodes.available & ~nodes.closed) & \
-        (classes[nodes.node_class] if len(classes) else True)
+    feasible = fitting(nodes.capacity, n, nodes.available & ~nodes.closed) & of_classes(task, nodes)
     feasible &= sched.quotas.room(list(sched.running.values()), task, sched.quotas.team_of(task), nodes)
     at, per, ran_s, placed_at, expected, needs = sched.running.placements(nodes.index)
     # expected_end of every running task at once (the same arithmetic, elementwise)

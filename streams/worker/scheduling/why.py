@@ -60,6 +60,13 @@ def named(ids: list[str]) -> str:
     return ", ".join(ids[:NAMED]) + (f" and {len(ids) - NAMED} more" if len(ids) > NAMED else "")
 
 
+def of_classes(task: Task, nodes: NodeView) -> np.ndarray:
+    """bool[N]: the nodes of an accelerator class the task accepts (all, when it names none)."""
+    classes = set(task.resources.accel_classes)
+    ok = np.array([not classes or c in classes for c in nodes.class_names], bool)
+    return ok[nodes.node_class] if len(nodes.ids) else np.zeros(0, bool)
+
+
 def fit(task: Task, nodes: NodeView, room: np.ndarray | None = None, reserved: np.ndarray | None = None,
         reserved_for: str = "") -> Fit:
     """Every check of placement over the node view, in order; ``room``: bool[N], where the task's team
@@ -67,11 +74,9 @@ def fit(task: Task, nodes: NodeView, room: np.ndarray | None = None, reserved: n
     the head of the queue (``reserved_for``)."""
     n = need(task)
     classes = sorted(set(task.resources.accel_classes))
-    by_class = np.array([not classes or c in classes for c in nodes.class_names], bool)[nodes.node_class] \
-        if len(nodes.ids) else np.zeros(0, bool)
     cards, have = int(n[0]), nodes.capacity
     steps = [
-        (f"not of accelerator class {' or '.join(classes)}", by_class, True),
+        (f"not of accelerator class {' or '.join(classes)}", of_classes(task, nodes), True),
         (f"fewer than {cards} cards", have[:, 0] >= n[0], True),
         ("short of the memory it needs", covers(have, n), True),
         ("outside its regions or tiers", allowed(task, nodes), True),
