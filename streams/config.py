@@ -154,14 +154,19 @@ class Settings(BaseSettings):
     max_queued_tasks: int = Field(default=100_000, ge=1, description=(
         "a new task beyond this many waiting is refused (sched.deadletter reason queue_full; POST /tasks: 503)"))
     max_wait_seconds: float = Field(default=600.0, gt=0, description="anti-starvation: past it a task goes first")
+    placement_rule: Literal["seconds", "points"] = Field(default="seconds", description=(
+        "seconds: training tasks go where their expected completion (wait + load + run on those cards and "
+        "paths) plus the queue's price on the card-seconds they hold is least, and a gang waits for a closer "
+        "placement exactly when that completes sooner; other tasks by the composite. points: every task by the "
+        "composite with the packing band and gang closeness below (before issue 52)"))
     packing_band: float = Field(default=20.0, ge=0, le=100, description=(
-        "while other tasks wait, a one-node task goes to the fullest node that fits among those within this many "
+        "points rule: while other tasks wait, a one-node task goes to the fullest node that fits among those within this many "
         "score points of the best (best fit in a tier, as Slurm's node weights); 0: the best score alone"))
     gang_packing_band: float = Field(default=2.0, ge=0, le=100, description=(
-        "a gang's workers go to the fullest nodes among those within this many points of the best next worker "
+        "points rule: a gang's workers go to the fullest nodes among those within this many points of the best next worker "
         "(its quality to the workers chosen so far): equal paths, measured, differ by noise; 0: the best alone"))
     gang_closeness: float = Field(default=0.8, ge=0, le=1, description=(
-        "a gang waits rather than take members whose mean pair quality is below this share of what its lead's "
+        "points rule: a gang waits rather than take members whose mean pair quality is below this share of what its lead's "
         "closest nodes would give; 0: it takes any"))
     gang_patience: float = Field(default=4.0, ge=0, description=(
         "... for at most this many times its expected duration, then it takes what is free"))

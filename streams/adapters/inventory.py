@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from core.ect import card_speed
 from core.energy import energy_scores
 from core.metering import (
     DEFAULT_METERING,
@@ -182,6 +183,7 @@ class NodeView:
     tiers: np.ndarray = field(default_factory=lambda: np.zeros(0, object))  # centre, province, edge or ""
     sites: np.ndarray = field(default_factory=lambda: np.zeros(0, object))  # zone, else region (power ramps)
     power_kw: np.ndarray = field(default_factory=lambda: np.zeros(0))  # full-load draw (NaN: not reported)
+    speed: np.ndarray = field(default_factory=lambda: np.zeros(0))  # per-card compute / the pool's slowest card's (core.ect)
     at: float | None = None  # the time the view is for (what the scheduler ages paths to)
     leaving: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))  # the node reports status leaving
     # maintenance, set by the scheduler (streams.worker.scheduling.maintenance): no new work (cordoned,
@@ -229,6 +231,7 @@ def node_view(records: list[dict], conversion, benchmark_work, now: float, timeo
         tiers=np.array([r.get("tier") or "" for r in records], object),
         sites=np.array([r.get("zone") or r.get("region") or "" for r in records], object),
         power_kw=_col(records, "power_kw"),
+        speed=card_speed(mt.work_tflops, cards, cards > 0) if n else np.zeros(0),
         leaving=np.array([r.get("status") == "leaving" for r in records], bool),
         closed=np.zeros(n, bool), draining=np.zeros(n, bool), drain_since=np.full(n, np.inf),
         drain_due=np.full(n, np.inf),

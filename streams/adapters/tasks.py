@@ -27,6 +27,13 @@ def _endpoints_of(task: Task) -> list:
     return [e for e in (task.data_source, task.model_repo, task.image) if e is not None]
 
 
+def load_source(task: Task) -> tuple[str | None, float]:
+    """(the endpoint the task's load time is counted over — its biggest — or None, the GB it loads)."""
+    eps = _endpoints_of(task)
+    big = max(eps, key=lambda e: e.size_gb, default=None)
+    return (big.node if big is not None else None), float(sum(e.size_gb for e in eps))
+
+
 def load_gb(task: Task) -> float:
     """What one worker of the task loads at its start: data, model and image, in GB."""
     return float(sum(e.size_gb for e in _endpoints_of(task)))

@@ -92,8 +92,8 @@ def _nan(v: float | None) -> float:
 def make_scheduler(settings: Settings, net, inv) -> Scheduler:
     sched = Scheduler(
         net, inv, margin=settings.resource_margin, max_wait_s=settings.max_wait_seconds,
-        packing_band=settings.packing_band, gang_packing_band=settings.gang_packing_band,
-        gang_closeness=settings.gang_closeness,
+        placement_rule=settings.placement_rule, packing_band=settings.packing_band,
+        gang_packing_band=settings.gang_packing_band, gang_closeness=settings.gang_closeness,
         gang_patience=settings.gang_patience,
         node_timeout_s=settings.node_timeout_seconds,
         failure_rule=FailureRule(settings.failure_min_probes, settings.failure_grace_seconds,

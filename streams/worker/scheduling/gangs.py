@@ -8,7 +8,7 @@ import numpy as np
 
 from core.feasibility import fitting
 from core.gang import gang_leads, gang_worth
-from core.placement import closest_quality, packed, pair_means, peer_scores
+from core.placement import Placement, closest_quality, packed, pair_means, peer_scores, place
 from streams.adapters.tasks import need
 
 
@@ -173,3 +173,25 @@ def too_far(sched, task, g: GangScorer, members: list[int], nodes, now: float) -
         return None
     return (f"{FAR}: its pair quality {got:.0f} < {sched.gang_closeness:g} x {best:.0f} "
             f"(its lead's closest nodes, busy now); waits up to {patience - waited:.0f} s more")
+
+
+def by_points(sched, task, s, net, unknown_quality: float, nodes, usable: np.ndarray, reserve, now: float):
+    """The points rule (before issue 52; CNSCHED_PLACEMENT_RULE=points, and every task the seconds rule
+    does not decide): one worker by best fit among the nodes within ``sched.packing_band`` of the best
+    score while other tasks wait (core.placement.packed); a gang by its members' quality to each other,
+    best fit among equals (``gang_packing_band``; GangScorer.packed), and it may wait for a closer one
+    (:func:`too_far`)."""
+    n = need(task)
+    if task.peers == 1:
+        # packing pays only for work that waits: with an empty queue the best score decides alone
+        others = len(sched.pending) - (task.id in sched.pending)
+        band = sched.packing_band if others > 0 else 0.0
+        return place(packed(s.composite, usable[:, 0] - n[0], band), n, usable, reserve=reserve)
+    g = GangScorer(s.alpha, s.composite, s.compute, net, unknown_quality, nodes.energy, task.cost_sensitivity)
+    scores, peers, value, leads = g.packed(usable[:, 0] - n[0], sched.gang_packing_band)
+    p = place(scores, n, usable, gang=task.peers, reserve=reserve, peer_scores=peers, value_of=value, leads=leads)
+    why = too_far(sched, task, g, p.nodes, nodes, now) if p.placed else None
+    if why is None:
+        return p
+    usable[p.nodes] += n  # not taken: the gang waits (place's all-or-nothing undo)
+    return Placement(fallbacks=[*p.fallbacks, (-1, why)])

@@ -39,8 +39,10 @@ def expected_end(run, now: float) -> float:
     return now + max(run.task.expected_duration_s - run.ran_for(now), 0.0)
 
 
-def reservation_for(sched, task: Task, nodes: NodeView, now: float, starving: bool) -> Reservation | None:
-    """The nodes that free first for ``task`` (by the running tasks' expected ends), or None."""
+def free_times(sched, task: Task, nodes: NodeView, now: float, usable: np.ndarray | None = None) -> np.ndarray:
+    """float64[N]: when each node first has room for one of ``task``'s workers by the running tasks'
+    expected ends (``now`` where it has room now; inf where it never does); ``usable``: what is free
+    now, if not the view's (a batch's placements so far)."""
     n = need(task)
     feasible = fitting(nodes.capacity, n, nodes.available & ~nodes.closed) & of_classes(task, nodes)
     feasible &= sched.quotas.room(list(sched.running.values()), task, sched.quotas.team_of(task), nodes)
@@ -48,8 +50,12 @@ def reservation_for(sched, task: Task, nodes: NodeView, now: float, starving: bo
     # expected_end of every running task at once (the same arithmetic, elementwise)
     ran = ran_s + np.maximum(now - placed_at, 0.0)
     ends = now + np.maximum(expected - ran, 0.0)
-    free = node_free_times(n, nodes.usable, feasible, at, np.repeat(ends, per), needs, now)
-    got = reserve(free, task.peers)
+    return node_free_times(n, nodes.usable if usable is None else usable, feasible, at, np.repeat(ends, per), needs, now)
+
+
+def reservation_for(sched, task: Task, nodes: NodeView, now: float, starving: bool) -> Reservation | None:
+    """The nodes that free first for ``task`` (by the running tasks' expected ends), or None."""
+    got = reserve(free_times(sched, task, nodes, now), task.peers)
     if got is None:
         return None
     start, picked = got

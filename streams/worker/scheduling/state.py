@@ -15,7 +15,7 @@ import numpy as np
 from core.failures import FailureRule
 from core.feasibility import fitting
 from core.metering import DEFAULT_BENCHMARK_WORK, DEFAULT_MODEL_CONVERSION
-from core.placement import Placement, packed, place, top
+from core.placement import Placement, top
 from core.quality import Freshness
 from core.reschedule import ReschedulePolicy, endpoint_worst, worst_known
 from core.scoring import (
@@ -38,7 +38,7 @@ from streams.worker.scheduling.constraints import allowed, constrained
 from streams.worker.scheduling.control import ControlMixin
 from streams.worker.scheduling.decision import Scored, decision
 from streams.worker.scheduling.failures import IncidentBook, health
-from streams.worker.scheduling.gangs import FAR, GangScorer, too_far
+from streams.worker.scheduling.gangs import FAR, by_points
 from streams.worker.scheduling.held import Pending, Running
 from streams.worker.scheduling.ledger import Ledger, usable
 from streams.worker.scheduling.lifecycle import LifecycleMixin, known
@@ -50,6 +50,7 @@ from streams.worker.scheduling.preemption import Preemption, may_preempt, plan, 
 from streams.worker.scheduling.queue import QueueMixin, QueuePass, Reservation
 from streams.worker.scheduling.quotas import QuotaBook
 from streams.worker.scheduling.ramp import RampBook, draw_of
+from streams.worker.scheduling.seconds import Costing, decided_in_seconds
 
 
 @dataclass
@@ -58,6 +59,9 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
     inv: object  # streams.worker.state_tables.Inventory
     margin: float = 0.15
     max_wait_s: float = 600.0
+    # "seconds": the placement of least expected completion plus the queue's price on capacity (seconds.py,
+    # core.ect); "points": the composite with the packing band and gang closeness below (before issue 52)
+    placement_rule: str = "seconds"
     packing_band: float = 20.0  # while tasks wait, a one-node task: among nodes this close to the best, the fullest
     gang_packing_band: float = 2.0  # a gang's next worker: among nodes this close to the best, the fullest
     # a gang waits for nodes this close to each other (share of its lead's best; 0: takes any) ...
@@ -275,25 +279,14 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
 
     def placement(self, task: Task, s: Scored, net, unknown_quality: float, nodes: NodeView, usable: np.ndarray,
                   reserve, now: float) -> Placement:
-        """Where ``task`` goes among the nodes its scores allow (``s.composite``: -inf where filtered):
-        one worker by best fit among the nodes within ``packing_band`` of the best score while other
-        tasks wait (core.placement.packed), a gang by its members' quality to each other, best fit among
-        equals (``gang_packing_band``; GangScorer.packed), and it may wait for a closer one (gangs.too_far). The replay's topology baseline
+        """Where ``task`` goes among the nodes its scores allow (``s.composite``: -inf where filtered): by
+        the seconds rule (seconds.py) or the points rule (gangs.by_points). The replay's topology baseline
         overrides this one step (streams/replay/baselines.py) and shares everything else."""
-        if task.peers == 1:
-            # packing pays only for work that waits: with an empty queue the best score decides alone
-            others = len(self.pending) - (task.id in self.pending)
-            band = self.packing_band if others > 0 else 0.0
-            return place(packed(s.composite, usable[:, 0] - need(task)[0], band), need(task), usable, reserve=reserve)
-        g = GangScorer(s.alpha, s.composite, s.compute, net, unknown_quality, nodes.energy, task.cost_sensitivity)
-        scores, peers, value, leads = g.packed(usable[:, 0] - need(task)[0], self.gang_packing_band)
-        p = place(scores, need(task), usable, gang=task.peers, reserve=reserve, peer_scores=peers, value_of=value,
-                  leads=leads)
-        why = too_far(self, task, g, p.nodes, nodes, now) if p.placed else None
-        if why is None:
-            return p
-        usable[p.nodes] += need(task)  # not taken: the gang waits (place's all-or-nothing undo)
-        return Placement(fallbacks=[*p.fallbacks, (-1, why)])
+        if self.placement_rule == "seconds" and decided_in_seconds(task, self.types):
+            costing = Costing(self, task, net, nodes, now)
+            ok = np.isfinite(s.composite)
+            return costing.single(ok, usable, reserve) if task.peers == 1 else costing.gang(self, ok, usable, reserve)
+        return by_points(self, task, s, net, unknown_quality, nodes, usable, reserve, now)
 
     def _place_one(self, task: Task, b: BatchScores, t: int, nodes: NodeView, usable: np.ndarray, reserve,
                    now: float, held: np.ndarray) -> Decision:

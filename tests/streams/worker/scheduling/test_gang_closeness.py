@@ -1,5 +1,7 @@
-"""A gang waits for nodes close to each other rather than run across a slow network, for at most
-``gang_patience`` x its expected duration (Slurm's ``--switches=N@max-time``, on measured quality)."""
+"""The points rule (``placement_rule="points"``, before issue 52): a gang waits for nodes close to each
+other rather than run across a slow network, for at most ``gang_patience`` x its expected duration
+(Slurm's ``--switches=N@max-time``, on measured quality); best fit within a score band. The seconds
+rule that replaced it as the default is tested in test_seconds.py."""
 
 import math
 
@@ -23,6 +25,7 @@ def cluster():
                 near = {a, b} in ({"n0", "n1"}, {"n2", "n3"})
                 paths[(a, b)] = {"rtt_ms": win(NOW, 0.5 if near else 150.0)}
     s = make_scheduler([gpu_node(n, NOW) for n in nodes], paths)
+    s.placement_rule = "points"
     s.node_timeout_s = float("inf")
     s.freshness = None  # the windows do not age (an hour later the paths are still known)
     return s
@@ -96,6 +99,7 @@ def test_packing_applies_only_while_other_tasks_wait():
     # n0 has twice n1's peak (composite 60 against 53.6 at alpha 0.2: within the 20-point band)
     def half_full(queued: bool):
         s = make_scheduler([gpu_node("n0", NOW, fp16=2000.0), gpu_node("n1", NOW)], {})
+        s.placement_rule = "points"
         s.node_timeout_s, s.freshness = float("inf"), None
         assert s.decide(task("a"), NOW).nodes == ["n0"]
         assert s.decide(task("b", cards=4), NOW).nodes == ["n1"]  # the only room
@@ -130,6 +134,7 @@ def test_a_gangs_workers_fill_half_full_nodes_among_equals():
 
     def rack(band):
         s = make_scheduler([gpu_node(n, NOW) for n in nodes], paths)
+        s.placement_rule = "points"
         s.node_timeout_s, s.freshness, s.gang_packing_band = float("inf"), None, band
         s.packing_band = 0.0  # the one-node fillers go by score: n0 first, so pin them
         for tid, node in (("x", "n2"), ("y", "n3")):

@@ -40,7 +40,7 @@ def test_gangs_scored_together_are_the_gangs_scored_alone():
     nodes = [gpu_node(n, now, fp16=800.0 + 100 * k, **({"status": "down"} if n == "n7" else {}))
              for k, n in enumerate(names)]
     s = make_scheduler(nodes, paths)
-    s.gang_closeness = 0.0  # no gang waits for a closer one: all are placed at once
+    s.placement_rule, s.gang_closeness = "points", 0.0  # no gang waits for a closer one: all are placed at once
     gangs = [
         Task(id="g1", type="training-data-parallel", peers=2, resources={"cards": 4},
              data_source={"node": "store-a", "size_gb": 50}),

@@ -1,0 +1,110 @@
+"""Expected completion time, in seconds: the currency placements are decided in (issue 52).
+
+A placement of a task on a node (or a gang's set of nodes) is worth what the task will wait, load and
+run there, plus a price on the capacity it holds meanwhile:
+
+- ``wait``: 0 if it starts now, else until the nodes free (the running tasks' expected ends);
+- ``load``: ``data_gb x 8 / B`` over the measured path from the data's endpoint (core.scoring.load_seconds);
+- ``run``: the task's work on those cards and paths, the performance model of core.jobperf: its
+  expected duration is read as on the pool's slowest card in one rack; the computing share runs
+  ``speed`` times faster on faster cards (the slowest member counts), the communicating share ``c``
+  scales with the ring all-reduce time over the members' worst pair RTT and narrowest pair bandwidth
+  against the same in one rack;
+- ``price x cards x (load + run)``: the card-seconds the placement holds, priced at what they cost the
+  queue (:func:`queue_price`): while ``Q`` tasks wait for ``C`` cards, a card-second held delays the
+  queue's drain by ``1 / C`` s for each of them — ``Q / C`` seconds of others' completion per
+  card-second, zero when nothing waits. One rule for a light and a loaded cluster; no tuned constant.
+
+``c`` of a training task is :data:`TRAINING_COMM_SHARE` (measured, below) unless it is learned;
+other kinds exchange nothing between workers. Arrays in, arrays out.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from core.jobperf import PerfModel, job_time
+
+# The median over the six models Pollux measured (Qiao et al., OSDI 2021; ../shared/data/models/pollux,
+# placements.csv) of each model's median share of a step spent synchronising gradients on placements of
+# several nodes: bert 0.60, cifar10 0.26, deepspeech2 0.25, imagenet 0.19, ncf 0.71, yolov3 0.64.
+# tests/core/test_ect.py recomputes it from the data when the data is there.
+TRAINING_COMM_SHARE = 0.43
+
+# Costs closer than this share are equal: below what the inputs resolve (limits are rounded to round
+# values, probe windows spread by a few per cent). Among equals the fuller node wins (best fit).
+EQUAL_SHARE = 0.02
+
+ONE_RACK = PerfModel()  # the reference placement a duration is read on: 0.05 ms, 100 Gbit/s
+
+
+def card_speed(work_tflops: np.ndarray, cards: np.ndarray, has_accel: np.ndarray) -> np.ndarray:
+    """float64[N]: each node's per-card compute against the slowest accelerator card of the pool (1 for
+    that card, for a node without cards and where the capability is unknown). Worked: capabilities
+    [5280, 7920, 0] TFLOPS over [8, 8, 0] cards -> [1.0, 1.5, 1.0]."""
+    cards = np.asarray(cards, np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per = np.where(cards > 0, np.asarray(work_tflops, np.float64) / cards, np.nan)
+    ok = np.asarray(has_accel, bool) & np.isfinite(per) & (per > 0)
+    if not ok.any():
+        return np.ones(per.shape)
+    return np.where(ok, per / per[ok].min(), 1.0)
+
+
+def queue_price(waiting: int, cards: float) -> float:
+    """Seconds of the queue's completion one card-second costs: waiting tasks / cards (0 if none wait).
+    Worked: 100 tasks waiting for 1,024 cards -> 0.0977."""
+    return float(waiting) / float(cards) if waiting > 0 and cards > 0 else 0.0
+
+
+def run_seconds(work_s, speed, comm_share, n_nodes, worst_rtt_ms, narrowest_gbps,
+                model: PerfModel = ONE_RACK) -> np.ndarray:
+    """float64[...]: the run time of ``work_s`` (seconds on the slowest card in one rack) on cards
+    ``speed`` times as fast, over paths of ``worst_rtt_ms`` and ``narrowest_gbps`` (core.jobperf.job_time,
+    no data). Worked in tests/core/test_ect.py."""
+    work = np.asarray(work_s, np.float64)
+    shape = np.broadcast(work, np.asarray(speed), np.asarray(n_nodes), np.asarray(worst_rtt_ms)).shape
+    b = [np.broadcast_to(np.asarray(v, np.float64), shape) for v in (work, comm_share, n_nodes, worst_rtt_ms,
+                                                                    narrowest_gbps, speed)]
+    zero = np.zeros(shape)
+    return job_time(b[0], b[1], b[2], b[3], b[4], zero, np.ones(shape), model, speed=b[5])
+
+
+def cost(wait_s, load_s, run_s, cards, price: float) -> np.ndarray:
+    """float64[...]: ``wait + load + run + price x cards x (load + run)`` (see the module)."""
+    held = np.asarray(load_s, np.float64) + np.asarray(run_s, np.float64)
+    return np.asarray(wait_s, np.float64) + held + price * np.asarray(cards, np.float64) * held
+
+
+def single_order(costs: np.ndarray, left: np.ndarray, stock: np.ndarray) -> np.ndarray:
+    """int64[k]: the nodes of finite cost, best first: those within :data:`EQUAL_SHARE` of the least
+    cost first, among them the fewest cards ``left`` after the task (best fit), then the rack with the
+    fewest fitting nodes ``stock`` (whole racks stay for gangs), then cost, then index; every other node
+    after them by cost, then index. Worked: costs [100, 101, 150], left [6, 2, 0], stock [1, 1, 1]
+    -> [1, 0, 2]."""
+    costs = np.asarray(costs, np.float64)
+    ok = np.flatnonzero(np.isfinite(costs))
+    if not ok.size:
+        return ok
+    c = costs[ok]
+    tier = c <= c.min() * (1 + EQUAL_SHARE) + 1e-9
+    left_ok = np.where(tier, np.asarray(left, np.float64)[ok], 0.0)
+    stock_ok = np.where(tier, np.asarray(stock, np.float64)[ok], 0.0)
+    return ok[np.lexsort((ok, c, stock_ok, left_ok, ~tier))]
+
+
+def members_paths(rtt_ms: np.ndarray, gbps: np.ndarray, unknown_rtt_ms: float) -> tuple:
+    """(worst pair RTT ms, narrowest pair Gbit/s) over a gang's members: ``rtt_ms[..., i, j]`` and
+    ``gbps[..., i, j]`` from member i to member j (NaN RTT: not measured, taken as ``unknown_rtt_ms``;
+    leading axes: candidate sets, each its own); a member to itself is not a pair. One member: (0, inf).
+    Floats for one set ([g, g]), float64[K] arrays for [K, g, g]."""
+    rtt = np.asarray(rtt_ms, np.float64)
+    k = rtt.shape[-1]
+    lead = rtt.shape[:-2]
+    if k < 2:
+        worst, narrow = np.zeros(lead), np.full(lead, np.inf)
+    else:
+        off = ~np.eye(k, dtype=bool)
+        worst = np.where(np.isnan(rtt), unknown_rtt_ms, rtt)[..., off].max(axis=-1)
+        narrow = np.asarray(gbps, np.float64)[..., off].min(axis=-1)
+    return (float(worst), float(narrow)) if not lead else (worst, narrow)

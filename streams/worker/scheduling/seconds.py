@@ -1,0 +1,267 @@
+"""Placement in seconds (core.ect, issue 52): among the nodes a task's filters allow, the placement of
+least cost — expected wait + load + run, plus the queue's price on the card-seconds it holds.
+
+- one worker: every node's cost (its load from the data's endpoint over the measured path, its run on
+  that node's cards); among the nodes within core.ect.EQUAL_SHARE of the least, the fullest (best fit),
+  then the rack with the fewest fitting nodes (core.ect.single_order);
+- a gang: candidate sets that start now — each rack that holds it, each site (fewest racks first), the
+  whole pool (fewest sites, then racks) — and sets that start later, when each rack's or site's nodes
+  free by the running tasks' expected ends (Slurm's ``--switches=N@max-time``, made quantitative). Each
+  is costed with its members' worst measured pair RTT and narrowest pair bandwidth (core.ect.run_seconds);
+  the least wins, now on a tie. When a later set wins the gang waits (the reason says for what).
+The composite score stays for display and the audit trail only.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from core.ect import (
+    EQUAL_SHARE,
+    ONE_RACK,
+    TRAINING_COMM_SHARE,
+    cost,
+    members_paths,
+    queue_price,
+    run_seconds,
+    single_order,
+)
+from core.feasibility import covers
+from core.placement import Placement, place
+from core.quality import TCP_WINDOW_BYTES
+from core.scoring import load_seconds
+from schemas.sched import Task
+from streams.adapters.inventory import NodeView
+from streams.adapters.tasks import load_source, need
+from streams.worker.scheduling.gangs import FAR
+from streams.worker.scheduling.queue import free_times
+
+
+def comm_share(task: Task, types) -> float:
+    """The share of a task's time in one rack spent exchanging with its workers: training's measured
+    prior (core.ect.TRAINING_COMM_SHARE) for a training task on several nodes, else 0."""
+    return TRAINING_COMM_SHARE if task.peers > 1 and types[task.type].kind == "training" else 0.0
+
+
+def decided_in_seconds(task: Task, types) -> bool:
+    """Whether a task's placement is decided by its completion time (the time model covers it):
+    training (inference is worth its answers' latency; data-intensive and generic work stream their
+    data all along), not frugal (kept off strong cards by economy), without an energy preference (the
+    composite weighs price and carbon), and every endpoint it names a load of known size (an endpoint
+    without one is a path it uses all along). The others are placed by the composite (the points rule)."""
+    d = types[task.type]
+    loads = [e for e in (task.data_source, task.model_repo, task.image) if e is not None]
+    return d.kind == "training" and not d.frugal and not task.cost_sensitivity and all(e.size_gb for e in loads)
+
+
+class Costing:
+    """What one task's placements cost on a node view: the per-node parts and the queue's price."""
+
+    def __init__(self, sched, task: Task, net, nodes: NodeView, now: float) -> None:
+        self.task, self.net, self.nodes, self.now = task, net, nodes, now
+        n = len(nodes.ids)
+        self.speed = nodes.speed if nodes.speed.size == n else np.ones(n)
+        self.need = need(task)
+        self.cards = float(self.need[0]) * task.peers
+        self.comm = comm_share(task, sched.types)
+        waiting = len(sched.pending) - (task.id in sched.pending)
+        open_ = np.asarray(nodes.available, bool) & ~np.asarray(nodes.closed, bool)
+        self.price = queue_price(waiting, float(nodes.capacity[open_, 0].sum()))
+        self.load = self._load()
+        self.strands = np.zeros(len(nodes.ids))  # set by single and gang, on what is free then
+        self.sched = sched
+
+    def _stranding(self, usable: np.ndarray) -> np.ndarray:
+        """float64[N]: the queued workers each node could hold now and could not once this task's worker
+        takes its room, each shape's workers shared over the nodes that could hold one now (FGD's idea,
+        Weng et al., USENIX ATC 2023, against the queue's own demand): times the task's run there, the
+        seconds the queue may wait for that node to free."""
+        book = self.sched.pending
+        rows = book.ready()
+        rows = rows[rows != book._row.get(self.task.id, -1)]
+        out = np.zeros(len(self.nodes.ids))
+        if not rows.size:
+            return out
+        counts = np.bincount(book.code[rows], minlength=len(book.shape_peers)) * book.shape_peers
+        after = usable - self.need
+        for code in np.flatnonzero(counts).tolist():
+            before = covers(usable, book.shape_need[code]) & self.nodes.available
+            lost = before & ~covers(after, book.shape_need[code])
+            if lost.any():
+                out += lost * (counts[code] / before.sum())
+        return out
+
+    def _load(self) -> np.ndarray:
+        """float64[N] seconds to load the task's data, model and image at each node, over the path from
+        the biggest of them (as the scores count it; 0 when it loads nothing)."""
+        src, gb = load_source(self.task)
+        eps = self.net.endpoints or []
+        if src is None or gb <= 0 or src not in eps:
+            return np.zeros(len(self.nodes.ids))
+        bw = self.net.bandwidth[eps.index(src)].astype(np.float64)
+        return np.where(bw > 0, load_seconds(gb, bw), np.inf)
+
+    def of_sets(self, sets: np.ndarray, wait_s: np.ndarray, stranding: bool) -> np.ndarray:
+        """float64[K]: the cost of the task on each set of members (``sets`` int64[K, g] node rows)
+        starting ``wait_s`` (float64[K]) from now; ``stranding``: the sets start now, on what is free now
+        (what they strand of the queue counts). Vectorised over the sets."""
+        sets = np.asarray(sets, np.int64)
+        worst, narrow = self._paths(sets)
+        run = run_seconds(self.task.expected_duration_s, self.speed[sets].min(axis=1), self.comm, sets.shape[1],
+                          worst, narrow)
+        load = self.load[sets].max(axis=1)
+        out = cost(wait_s, load, run, self.cards, self.price)
+        return out + self.strands[sets].sum(axis=1) * (load + run) if stranding else out
+
+    def _paths(self, sets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(worst pair RTT, narrowest pair Gbit/s) of each set of members as measured (an unmeasured pair
+        at the worst measured one, or one rack's when none is measured): the members' p95 rows, gathered
+        once per member; bandwidth the slower link times the receiver's NIC headroom, at most one 64 MiB
+        window per round trip."""
+        k, g = sets.shape
+        if g < 2:
+            return np.zeros(k), np.full(k, np.inf)
+        uniq, inv = np.unique(sets, return_inverse=True)
+        rows = np.stack([self.net.from_node("p95", int(u)) for u in uniq.tolist()]).astype(np.float64)
+        rtt = rows[inv.reshape(k, g)[:, :, None], sets[:, None, :]]  # [K, g, g]: from member i to member j
+        off = ~np.eye(g, dtype=bool)
+        known = rtt[:, off][np.isfinite(rtt[:, off])]
+        unknown = float(known.max()) if known.size else ONE_RACK.ideal_rtt_ms
+        r = np.where(np.isfinite(rtt), rtt, unknown)
+        a = np.broadcast_to(sets[:, :, None], rtt.shape).ravel()
+        b = np.broadcast_to(sets[:, None, :], rtt.shape).ravel()
+        link = self.net.between_nodes(a, b).reshape(rtt.shape).astype(np.float64)
+        with np.errstate(divide="ignore"):
+            window = np.where(r > 0, TCP_WINDOW_BYTES * 8 / (r / 1000.0) / 1e9, np.inf)
+        return members_paths(r, np.minimum(link, window), unknown)
+
+    def single(self, ok: np.ndarray, usable: np.ndarray, reserve) -> Placement:
+        run = self.task.expected_duration_s / self.speed
+        self.strands = self._stranding(usable)
+        costs = cost(0.0, self.load, run, self.cards, self.price) + self.strands * (self.load + run)
+        costs = np.where(ok, costs, np.inf)
+        fits = ok & covers(usable, self.need)
+        rack = self._codes("racks")
+        stock = np.bincount(rack[fits], minlength=int(rack.max(initial=-1)) + 1)[rack] if fits.any() else rack
+        order = single_order(np.where(fits, costs, np.inf), usable[:, 0] - self.need[0], stock)
+        return place(_ranked(order, len(ok)), self.need, usable, reserve=reserve)
+
+    def gang(self, sched, ok: np.ndarray, usable: np.ndarray, reserve) -> Placement:
+        g = self.task.peers
+        fits = ok & covers(usable, self.need)
+        self.strands = self._stranding(usable)
+        rack, site = self._codes("racks"), self._codes("sites")
+        left = usable[:, 0] - self.need[0]
+        now_sets = [*_sets(fits, g, rack, site, self.speed, left), *self._near(np.where(fits, 0.0, np.inf), g)]
+        best, best_cost = None, math.inf
+        if now_sets:
+            sets = np.stack(now_sets)
+            plain = self.of_sets(sets, np.zeros(len(sets)), False)
+            costs = self.of_sets(sets, np.zeros(len(sets)), True)
+            # among equal costs (with what each strands of the queue): the fewest racks, then the fewest
+            # cards left on the members, then the first
+            tier = costs <= costs.min() * (1 + EQUAL_SHARE) + 1e-9
+            racks = np.array([np.unique(rack[m]).size for m in now_sets])
+            k = int(np.lexsort((np.arange(len(sets)), left[sets].sum(axis=1), racks, ~tier))[0])
+            # against a later set without it: what a later set strands is not known now, and counting it
+            # on one side only would hold gangs back for the queue behind them
+            best, best_cost = now_sets[k], float(plain[k])
+        free_at = free_times(sched, self.task, self.nodes, self.now, usable)
+        later_sets = [*_later_sets(free_at, g, rack, site, self.now),
+                      *((float(free_at[m].max()), m) for m in self._near(free_at - self.now, g))]
+        later_sets = [(t, m) for t, m in later_sets if t > self.now]
+        later, later_cost, when = None, math.inf, math.inf
+        if later_sets:
+            costs = self.of_sets(np.stack([m for _, m in later_sets]),
+                                 np.array([t - self.now for t, _ in later_sets]), False)
+            k = int(np.argmin(costs))
+            when, later = later_sets[k]
+            later_cost = float(costs[k])
+        if best is not None and best_cost <= later_cost * (1 + EQUAL_SHARE):
+            return place(_ranked(best, len(ok)), self.need, usable, gang=g, reserve=reserve)
+        if later is None:
+            return Placement(fallbacks=[(-1, f"gang incomplete: {int(fits.sum())} of {g} workers placed")])
+        where = _named(later, self.nodes, rack, site)
+        now_s = "no placement now" if best is None else f"{best_cost:.0f} s now"
+        return Placement(fallbacks=[(-1, f"{FAR}: {where} frees in {when - self.now:.0f} s; expected "
+                                         f"{later_cost:.0f} s to complete there against {now_s}")])
+
+    def _near(self, wait: np.ndarray, g: int, leads: int = 8) -> list[np.ndarray]:
+        """Member sets by measured closeness, when some nodes report no rack: for each of the
+        ``leads`` nodes of least ``wait`` (finite: a node that can take a worker then), it and the
+        ``g - 1`` others nearest it by measured p95 RTT (ties: the sooner free, then the lower index)."""
+        ok = np.flatnonzero(np.isfinite(wait))
+        if ok.size < g or g < 2 or all(self.nodes.racks):  # every node says its rack: the rack sets cover it
+            return []
+        out = []
+        for lead in ok[np.lexsort((ok, wait[ok]))][:leads].tolist():
+            rtt = self.net.from_node("p95", lead)[ok].astype(np.float64)
+            rtt = np.where(ok == lead, -np.inf, np.where(np.isnan(rtt), np.inf, rtt))
+            out.append(ok[np.lexsort((ok, wait[ok], rtt))][:g])
+        return out
+
+    def _codes(self, kind: str) -> np.ndarray:
+        """int64[N] a code per distinct name of the view's ``racks`` or ``sites``, once per list of names."""
+        names = getattr(self.nodes, kind)
+        memo = self.sched._cache.get(("seconds codes", kind))
+        if memo is not None and memo[0] is names:
+            return memo[1]
+        codes = np.unique(np.asarray(list(names), dtype=str), return_inverse=True)[1].astype(np.int64) \
+            if len(names) else np.zeros(0, np.int64)
+        self.sched._cache[("seconds codes", kind)] = (names, codes)
+        return codes
+
+
+def _named(members: np.ndarray, nodes: NodeView, rack: np.ndarray, site: np.ndarray) -> str:
+    """What a set of nodes is called: its rack, else its site, when they name one; else the nodes."""
+    first = int(members[0])
+    if len(set(rack[members].tolist())) == 1 and nodes.racks and nodes.racks[first]:
+        return nodes.racks[first]
+    if len(set(site[members].tolist())) == 1 and len(nodes.sites) and nodes.sites[first]:
+        return str(nodes.sites[first])
+    return ", ".join(nodes.ids[int(m)] for m in sorted(members.tolist()))
+
+
+def _ranked(order: np.ndarray, n: int) -> np.ndarray:
+    """Scores for core.placement.place that rank ``order`` first to last and rule out every other node."""
+    scores = np.full(n, -np.inf)
+    scores[np.asarray(order, np.int64)] = np.arange(len(order), 0, -1, dtype=np.float64)
+    return scores
+
+
+def _sets(fits: np.ndarray, g: int, rack: np.ndarray, site: np.ndarray, speed: np.ndarray, left: np.ndarray):
+    """Candidate member sets (node rows) of a gang of ``g`` among the nodes that ``fits`` now: each rack
+    that holds it, each site (racks with the most fitting nodes first), the whole pool (sites, then
+    racks with the most first); inside, faster cards, then best fit, then the lower index."""
+    ok = np.flatnonzero(fits)
+    if ok.size < g:
+        return
+    r_stock = np.bincount(rack[ok], minlength=int(rack.max()) + 1)[rack[ok]]
+    s_stock = np.bincount(site[ok], minlength=int(site.max()) + 1)[site[ok]]
+    order = ok[np.lexsort((ok, left[ok], -speed[ok], -r_stock, -s_stock))]  # most stocked site, rack first
+    yield order[:g]
+    for level in (site, rack):
+        ids, counts = np.unique(level[ok], return_counts=True)
+        for grp in ids[counts >= g].tolist():
+            inside = order[level[order] == grp]
+            if level is rack:
+                inside = inside[np.lexsort((inside, left[inside], -speed[inside]))]
+            yield inside[:g]
+
+
+def _later_sets(free_at: np.ndarray, g: int, rack: np.ndarray, site: np.ndarray, now: float):
+    """(start, members) for each rack and site whose ``g`` nodes that free first (``free_at``; ties: the
+    lower index) do so after ``now``: the gang in one rack or one site, later."""
+    ok = np.flatnonzero(np.isfinite(free_at))
+    for level in (rack, site):
+        order = ok[np.lexsort((ok, free_at[ok], level[ok]))]  # by group, then when it frees
+        grp = level[order]
+        starts = np.flatnonzero(np.r_[True, grp[1:] != grp[:-1]]) if order.size else order
+        counts = np.diff(np.r_[starts, order.size])
+        for st in starts[counts >= g].tolist():
+            first = order[st:st + g]
+            start = float(free_at[first[-1]])
+            if start > now:
+                yield start, first

@@ -1,0 +1,109 @@
+"""core.ect: the completion time in seconds, against worked examples written out by hand."""
+
+from __future__ import annotations
+
+import csv
+import statistics
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from core.ect import (
+    EQUAL_SHARE,
+    TRAINING_COMM_SHARE,
+    card_speed,
+    cost,
+    members_paths,
+    queue_price,
+    run_seconds,
+    single_order,
+)
+
+POLLUX = Path(__file__).resolve().parents[3] / "shared" / "data" / "models" / "pollux"
+
+
+def test_card_speed_against_the_slowest_card():
+    # 660 and 990 TFLOPS a card (5,280 and 7,920 over 8 cards); a node without cards counts 1
+    assert card_speed([5280.0, 7920.0, 0.0], [8, 8, 0], [True, True, False]).tolist() == [1.0, 1.5, 1.0]
+    assert card_speed([np.nan, 100.0], [8, 4], [True, True]).tolist() == [1.0, 1.0]  # unknown: 1
+    assert card_speed([], [], []).size == 0
+
+
+def test_queue_price_is_waiting_tasks_per_card():
+    assert queue_price(100, 1024) == pytest.approx(100 / 1024)
+    assert queue_price(0, 1024) == 0.0
+    assert queue_price(5, 0) == 0.0
+
+
+def test_run_seconds_worked():
+    # one node: the work on cards 1.5x as fast, whatever the paths
+    assert run_seconds(3600.0, 1.5, 0.43, 1, 80.0, 6.0).item() == pytest.approx(2400.0)
+    # two nodes 80 ms and 6 Gbit/s apart: all-reduce 2 x 0.08 + 1 x 8 / 6 = 1.49333 s a step against
+    # 2 x 0.00005 + 8 / 100 = 0.0801 s in one rack: 18.6433x; 3600 x (0.57 / 1.5 + 0.43 x 18.6433)
+    a, a0 = 0.16 + 8 / 6, 0.0001 + 0.08
+    want = 3600 * (0.57 / 1.5 + 0.43 * a / a0)
+    assert run_seconds(3600.0, 1.5, 0.43, 2, 80.0, 6.0).item() == pytest.approx(want)
+    assert want == pytest.approx(30227.9, abs=0.1)
+    # in one rack: the ideal, computing share faster
+    assert run_seconds(3600.0, 1.0, 0.43, 2, 0.05, 100.0).item() == pytest.approx(3600.0)
+    # vectorised over candidates
+    got = run_seconds(3600.0, np.array([1.0, 1.5]), 0.0, 1, 0.0, np.inf)
+    assert got.tolist() == pytest.approx([3600.0, 2400.0])
+
+
+def test_cost_prices_the_card_seconds_held():
+    # waits 100 s, loads 40 s, runs 2,400 s on 16 cards while 64 tasks wait for 1,024 cards
+    price = queue_price(64, 1024)
+    assert cost(100.0, 40.0, 2400.0, 16, price) == pytest.approx(100 + 40 + 2400 + 0.0625 * 16 * 2440)
+    assert cost(100.0, 40.0, 2400.0, 16, 0.0) == pytest.approx(2540.0)
+
+
+def test_single_order_best_fit_among_equals():
+    assert single_order([100.0, 101.0, 150.0], [6, 2, 0], [1, 1, 1]).tolist() == [1, 0, 2]
+    # beyond EQUAL_SHARE the cheaper wins whatever it leaves
+    far = 100.0 * (1 + EQUAL_SHARE) + 1
+    assert single_order([100.0, far], [7, 0], [1, 1]).tolist() == [0, 1]
+    # equal cost and fit: the rack with fewer fitting nodes, then the lower index
+    assert single_order([50.0, 50.0, 50.0], [0, 0, 0], [4, 1, 4]).tolist() == [1, 0, 2]
+    # infeasible (inf, nan) nodes are left out; nothing feasible: empty
+    assert single_order([np.inf, 3.0, np.nan], [0, 0, 0], [1, 1, 1]).tolist() == [1]
+    assert single_order([np.inf], [0], [0]).size == 0
+
+
+def test_single_order_against_a_plain_sort():
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        n = int(rng.integers(1, 12))
+        c = rng.choice([10.0, 10.1, 10.3, 20.0, np.inf], n)
+        left = rng.integers(0, 4, n)
+        stock = rng.integers(1, 4, n)
+        ok = [i for i in range(n) if np.isfinite(c[i])]
+        if not ok:
+            assert single_order(c, left, stock).size == 0
+            continue
+        low = min(c[i] for i in ok) * (1 + EQUAL_SHARE) + 1e-9
+        tier = sorted((i for i in ok if c[i] <= low), key=lambda i: (left[i], stock[i], c[i], i))
+        rest = sorted((i for i in ok if c[i] > low), key=lambda i: (c[i], i))
+        assert single_order(c, left, stock).tolist() == tier + rest
+
+
+def test_members_paths():
+    rtt = np.array([[np.nan, 0.2, 80.0], [0.2, np.nan, np.nan], [80.0, 75.0, np.nan]])
+    gbps = np.array([[np.inf, 100.0, 6.0], [100.0, np.inf, 8.0], [6.0, 8.0, np.inf]])
+    assert members_paths(rtt, gbps, 90.0) == (90.0, 6.0)  # the unmeasured 1 -> 2 at 90
+    assert members_paths(rtt[:2, :2], gbps[:2, :2], 90.0) == (0.2, 100.0)
+    assert members_paths(rtt[:1, :1], gbps[:1, :1], 90.0) == (0.0, float("inf"))
+
+
+@pytest.mark.skipif(not POLLUX.is_dir(), reason="needs ../shared/data beside the checkout")
+def test_training_comm_share_is_pollux_median():
+    """The prior is what the measurements say: each model's median sync share on several nodes, then
+    the median over models."""
+    shares = []
+    for model in sorted(p for p in POLLUX.iterdir() if (p / "placements.csv").is_file()):
+        with open(model / "placements.csv") as f:
+            rows = [r for r in csv.DictReader(f) if len(r["placement"]) > 1 and float(r["step_time"]) > 0]
+        shares.append(statistics.median(float(r["sync_time"]) / float(r["step_time"]) for r in rows))
+    assert len(shares) == 6
+    assert round(statistics.median(shares), 2) == TRAINING_COMM_SHARE
