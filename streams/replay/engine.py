@@ -5,7 +5,7 @@ reservation, backfill) and sees the same duration estimates (streams/replay/jobs
 trace's durations unless ``SimConfig.estimate`` is ``oracle`` (an ablation).
 
 Policies: ``ours`` (default alphas, rescheduling on), ``ours-static`` (no rescheduling),
-``compute-only`` (alpha 1), ``topology`` (core.placement.topology_scores through the same queue:
+``compute-only`` (alpha 1, and the seconds rule reads every gang's paths as one rack's), ``topology`` (core.placement.topology_scores through the same queue:
 data-local, faster cards first, a gang in one rack or one site or it waits, best fit — what Slurm's
 topology plugin, Volcano HyperNodes or Kueue's topology-aware scheduling do), ``random`` and
 ``fifo`` (their own greedy queue: strict first come, first served). Each sees identical jobs,
@@ -103,7 +103,8 @@ class Replay:
             kind = TopologyScheduler if policy == "topology" else Scheduler
             self.sched = kind(self.net, SimInventory(cluster, self.fast, cfg.card_kw, cfg.fast_speed),
                               ramps=self.power.book, node_timeout_s=math.inf, preemption=policy == "ours-quotas",
-                              freshness=Freshness(cfg.epoch_s, 3 * cfg.epoch_s), audit=False)
+                              freshness=Freshness(cfg.epoch_s, 3 * cfg.epoch_s), audit=False,
+                              sees_network=policy != "compute-only")
             self.index = {x: i for i, x in enumerate(cluster.node_ids)}
             if policy == "ours-quotas":
                 self.sched.quotas.replace(quota_set(jobs.team, jobs.ideal * jobs.cards * jobs.nodes,

@@ -123,6 +123,8 @@ class Costing:
         k, g = sets.shape
         if g < 2:
             return np.zeros(k), np.full(k, np.inf)
+        if not self.sched.sees_network:  # the compute-only baseline: every gang as if in one rack
+            return np.full(k, ONE_RACK.ideal_rtt_ms), np.full(k, ONE_RACK.ideal_gbps)
         uniq, inv = np.unique(sets, return_inverse=True)
         rows = np.stack([self.net.from_node("p95", int(u)) for u in uniq.tolist()]).astype(np.float64)
         rtt = rows[inv.reshape(k, g)[:, :, None], sets[:, None, :]]  # [K, g, g]: from member i to member j

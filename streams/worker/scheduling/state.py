@@ -62,6 +62,7 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
     # "seconds": the placement of least expected completion plus the queue's price on capacity (seconds.py,
     # core.ect); "points": the composite with the packing band and gang closeness below (before issue 52)
     placement_rule: str = "seconds"
+    sees_network: bool = True  # False (the replay's compute-only baseline): the seconds rule reads every path as one rack's
     packing_band: float = 20.0  # while tasks wait, a one-node task: among nodes this close to the best, the fullest
     gang_packing_band: float = 2.0  # a gang's next worker: among nodes this close to the best, the fullest
     # a gang waits for nodes this close to each other (share of its lead's best; 0: takes any) ...
