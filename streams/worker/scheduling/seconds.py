@@ -156,7 +156,8 @@ class Costing:
         self.strands = self._stranding(usable)
         rack, site = self._codes("racks"), self._codes("sites")
         left = usable[:, 0] - self.need[0]
-        now_sets = [*_sets(fits, g, rack, site, self.speed, left), *self._near(np.where(fits, 0.0, np.inf), g)]
+        p95 = None if not self.sched.sees_network else (lambda m: self.net.from_node("p95", m))
+        now_sets = [*_sets(fits, g, rack, site, self.speed, left, p95), *self._near(np.where(fits, 0.0, np.inf), g)]
         best, best_cost = None, math.inf
         if now_sets:
             sets = np.stack(now_sets)
@@ -233,17 +234,30 @@ def _ranked(order: np.ndarray, n: int) -> np.ndarray:
     return scores
 
 
-def _sets(fits: np.ndarray, g: int, rack: np.ndarray, site: np.ndarray, speed: np.ndarray, left: np.ndarray):
+def _sets(fits: np.ndarray, g: int, rack: np.ndarray, site: np.ndarray, speed: np.ndarray, left: np.ndarray,
+          p95_from=None):
     """Candidate member sets (node rows) of a gang of ``g`` among the nodes that ``fits`` now: each rack
-    that holds it, each site (racks with the most fitting nodes first), the whole pool (sites, then
-    racks with the most first); inside, faster cards, then best fit, then the lower index."""
+    that holds it, each site (racks with the most fitting nodes first), and across sites one set led
+    from each site: its nodes first, then the others by measured p95 RTT from its lead
+    (``p95_from(node)``: float[N], NaN unmeasured, taken last; None: by stock). Inside a group: faster
+    cards, then best fit, then the lower index."""
     ok = np.flatnonzero(fits)
     if ok.size < g:
         return
     r_stock = np.bincount(rack[ok], minlength=int(rack.max()) + 1)[rack[ok]]
     s_stock = np.bincount(site[ok], minlength=int(site.max()) + 1)[site[ok]]
     order = ok[np.lexsort((ok, left[ok], -speed[ok], -r_stock, -s_stock))]  # most stocked site, rack first
-    yield order[:g]
+    sites, counts = np.unique(site[ok], return_counts=True)
+    if p95_from is None or sites.size < 2:
+        yield order[:g]
+    else:
+        rank = np.empty(len(fits), np.int64)
+        rank[order] = np.arange(order.size)
+        for s in sites[counts < g].tolist():  # a site that holds the gang has its own set below
+            lead = int(order[site[order] == s][0])
+            rtt = np.asarray(p95_from(lead), np.float64)[order]
+            far = np.where(site[order] == s, -1.0, np.where(np.isnan(rtt), np.inf, rtt))
+            yield order[np.lexsort((rank[order], far))][:g]
     for level in (site, rack):
         ids, counts = np.unique(level[ok], return_counts=True)
         for grp in ids[counts >= g].tolist():
