@@ -38,6 +38,8 @@ from streams.adapters.tasks import load_source, need
 from streams.worker.scheduling.gangs import FAR
 from streams.worker.scheduling.queue import free_times
 
+SHORTLIST = 32  # candidate sets of a gang whose measured paths are read (Costing._shortlist)
+
 
 def comm_share(task: Task, types) -> float:
     """The share of a task's time in one rack spent exchanging with its workers: training's measured
@@ -103,17 +105,30 @@ class Costing:
         bw = self.net.bandwidth[eps.index(src)].astype(np.float64)
         return np.where(bw > 0, load_seconds(gb, bw), np.inf)
 
-    def of_sets(self, sets: np.ndarray, wait_s: np.ndarray, stranding: bool) -> np.ndarray:
-        """float64[K]: the cost of the task on each set of members (``sets`` int64[K, g] node rows)
-        starting ``wait_s`` (float64[K]) from now; ``stranding``: the sets start now, on what is free now
-        (what they strand of the queue counts). Vectorised over the sets."""
+    def of_sets(self, sets: np.ndarray, wait_s: np.ndarray, paths: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        """(cost, what it strands of the queue in seconds), float64[K] each, of the task on each set of
+        members (``sets`` int64[K, g] node rows) starting ``wait_s`` (float64[K]) from now (the
+        stranding is read on what is free now: it means something for sets that start now). ``paths``
+        False: every set as if in one rack (a shortlist's first cut). Vectorised over the sets."""
         sets = np.asarray(sets, np.int64)
-        worst, narrow = self._paths(sets)
+        if paths:
+            worst, narrow = self._paths(sets)
+        else:
+            worst, narrow = np.full(len(sets), ONE_RACK.ideal_rtt_ms), np.full(len(sets), ONE_RACK.ideal_gbps)
         run = run_seconds(self.task.expected_duration_s, self.speed[sets].min(axis=1), self.comm, sets.shape[1],
                           worst, narrow)
         load = self.load[sets].max(axis=1)
-        out = cost(wait_s, load, run, self.cards, self.price)
-        return out + self.strands[sets].sum(axis=1) * (load + run) if stranding else out
+        return cost(wait_s, load, run, self.cards, self.price), self.strands[sets].sum(axis=1) * (load + run)
+
+    def _shortlist(self, sets: np.ndarray, wait_s: np.ndarray, racks: np.ndarray) -> np.ndarray:
+        """The rows of the :data:`SHORTLIST` sets worth measuring: all when they are that few, else the
+        least by their cost as if each sat in one rack (cards, loads, waits: no paths), ties to the
+        fewest racks, then the first. Paths are read for those only: at 5,000 nodes a gang fits in
+        hundreds of racks, and a set's paths cost a row of the path table per member."""
+        if len(sets) <= SHORTLIST:
+            return np.arange(len(sets))
+        pre = self.of_sets(sets, wait_s, paths=False)[0]
+        return np.lexsort((np.arange(len(sets)), racks, pre))[:SHORTLIST]
 
     def _paths(self, sets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(worst pair RTT, narrowest pair Gbit/s) of each set of members as measured (an unmeasured pair
@@ -161,27 +176,31 @@ class Costing:
         best, best_cost = None, math.inf
         if now_sets:
             sets = np.stack(now_sets)
-            plain = self.of_sets(sets, np.zeros(len(sets)), False)
-            costs = self.of_sets(sets, np.zeros(len(sets)), True)
+            racks = np.array([np.unique(rack[m]).size for m in now_sets])
+            keep = self._shortlist(sets, np.zeros(len(sets)), racks)
+            sets, racks = sets[keep], racks[keep]
+            plain, strands = self.of_sets(sets, np.zeros(len(sets)))
+            costs = plain + strands
             # among equal costs (with what each strands of the queue): the fewest racks, then the fewest
             # cards left on the members, then the first
             tier = costs <= costs.min() * (1 + EQUAL_SHARE) + 1e-9
-            racks = np.array([np.unique(rack[m]).size for m in now_sets])
             k = int(np.lexsort((np.arange(len(sets)), left[sets].sum(axis=1), racks, ~tier))[0])
             # against a later set without it: what a later set strands is not known now, and counting it
             # on one side only would hold gangs back for the queue behind them
-            best, best_cost = now_sets[k], float(plain[k])
+            best, best_cost = sets[k], float(plain[k])
         free_at = free_times(sched, self.task, self.nodes, self.now, usable)
         later_sets = [*_later_sets(free_at, g, rack, site, self.now),
                       *((float(free_at[m].max()), m) for m in self._near(free_at - self.now, g))]
         later_sets = [(t, m) for t, m in later_sets if t > self.now]
         later, later_cost, when = None, math.inf, math.inf
         if later_sets:
-            costs = self.of_sets(np.stack([m for _, m in later_sets]),
-                                 np.array([t - self.now for t, _ in later_sets]), False)
-            k = int(np.argmin(costs))
+            sets = np.stack([m for _, m in later_sets])
+            waits = np.array([t - self.now for t, _ in later_sets])
+            keep = self._shortlist(sets, waits, np.array([np.unique(rack[m]).size for m in sets]))
+            costs = self.of_sets(sets[keep], waits[keep])[0]
+            k = int(keep[int(np.argmin(costs))])
             when, later = later_sets[k]
-            later_cost = float(costs[k])
+            later_cost = float(costs.min())
         if best is not None and best_cost <= later_cost * (1 + EQUAL_SHARE):
             return place(_ranked(best, len(ok)), self.need, usable, gang=g, reserve=reserve)
         if later is None:
