@@ -24,8 +24,8 @@ RTT = DATA / "rtt" / "real_labelled"
 def add_parsers(sub) -> None:
     p = sub.add_parser("simulate", help="replay a job trace over network measurements, every policy side by side")
     p.add_argument("--jobs", default=None,
-                   help=f"FORMAT:PATH, FORMAT philly, itp or generic (default philly:{PHILLY}; with --services "
-                        f"itp:{ITP})")
+                   help=f"FORMAT:PATH, FORMAT philly, itp or generic; itp:PATH#CLUSTER replays one of ITP's ten "
+                        f"clusters (default philly:{PHILLY}; with --services itp:{ITP})")
     p.add_argument("--network", default=f"skyplane:{SKYPLANE / 'latency.csv.gz'},{SKYPLANE / 'throughput.csv.gz'}",
                    help="skyplane:LATENCY,THROUGHPUT or generic:PATH")
     p.add_argument("--limit", type=int, default=0, help="replay the first N jobs only (0: all)")
@@ -98,9 +98,10 @@ def _jobs(spec: str):
     fmt, _, path = spec.partition(":")
     loaders = {"philly": load_philly, "itp": load_itp, "generic": load_generic_jobs}
     if fmt not in loaders or not path:
-        raise UsageError(f"--jobs: unknown trace format {fmt!r}: use philly:PATH, itp:PATH or generic:PATH")
+        raise UsageError(f"--jobs: unknown trace format {fmt!r}: use philly:PATH, itp:PATH[#CLUSTER] or generic:PATH")
+    path, _, cluster = path.partition("#") if fmt == "itp" else (path, "", "")
     try:
-        return loaders[fmt](path)
+        return loaders[fmt](path, cluster) if cluster else loaders[fmt](path)
     except TraceError as exc:
         raise UsageError(str(exc)) from None
 

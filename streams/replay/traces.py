@@ -112,10 +112,16 @@ def load_philly(path) -> JobTrace:
                             np.array(nodes, np.int64), users, status, skipped={"cpu_only": cpu_only} if cpu_only else {}))
 
 
-def load_itp(path) -> JobTrace:
+def load_itp(path, cluster: str | None = None) -> JobTrace:
+    """The ITP trace, or one of its clusters (``cluster``: its ten clusters' traces are concatenated,
+    each timed from its own start, so together they are ten clusters' load on one)."""
     path = Path(path)
-    submit, dur, gpus, cpu_only = [], [], [], 0
+    submit, dur, gpus, cpu_only, seen = [], [], [], 0, set()
     for i, rec in enumerate(_rows(path, ("submission_time", "duration", "num_gpu")), start=2):
+        if cluster is not None:
+            seen.add(rec.get("cluster"))
+            if rec.get("cluster") != cluster:
+                continue
         at, run, g = _num(path, i, rec, "submission_time"), _num(path, i, rec, "duration"), int(_num(path, i, rec, "num_gpu", 0))
         if g == 0:
             cpu_only += 1
@@ -123,9 +129,11 @@ def load_itp(path) -> JobTrace:
         submit.append(at)
         dur.append(run)
         gpus.append(g)
+    if cluster is not None and not submit:
+        raise TraceError(f"{path}: no jobs of cluster {cluster!r}; its clusters: {', '.join(sorted(map(str, seen)))}")
     g = np.array(gpus, np.int64)
     n = len(g)
-    return _sorted(JobTrace("itp", np.array(submit), np.array(dur), g, -(-g // 8), [""] * n, ["Pass"] * n,
+    return _sorted(JobTrace("itp" if cluster is None else f"itp {cluster}", np.array(submit), np.array(dur), g, -(-g // 8), [""] * n, ["Pass"] * n,
                             skipped={"cpu_only": cpu_only} if cpu_only else {}))
 
 

@@ -21,6 +21,11 @@ def test_itp_real_file():
     t = load_itp(DATA / "jobs/itp/itp_raw_all_clusters.csv.gz")
     assert len(t) == 69_351 and t.gpus.min() == 1 and t.gpus.max() == 64
     assert (t.nodes == np.ceil(t.gpus / 8)).all() and (np.diff(t.submit_s) >= 0).all()
+    # one cluster of the ten (zcat | awk: cluster05 has 3,629 rows, some of them CPU-only)
+    one = load_itp(DATA / "jobs/itp/itp_raw_all_clusters.csv.gz", "cluster05")
+    assert one.source == "itp cluster05" and 0 < len(one) <= 3_629 and len(one) + one.skipped.get("cpu_only", 0) == 3_629
+    with pytest.raises(TraceError, match="no jobs of cluster 'cluster11'; its clusters: cluster01, cluster02"):
+        load_itp(DATA / "jobs/itp/itp_raw_all_clusters.csv.gz", "cluster11")
 
 
 @needs_data
