@@ -32,6 +32,7 @@ from core.feasibility import covers
 class Placement:
     nodes: list[int] = field(default_factory=list)
     fallbacks: list[tuple[int, str]] = field(default_factory=list)
+    expected_s: float = float("nan")  # by the seconds rule: the expected wait + load + run there (core.ect)
 
     @property
     def placed(self) -> bool:

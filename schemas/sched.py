@@ -205,6 +205,9 @@ class Decision(BaseModel):
                            "over the workers (transfer volume)")
     start_at: float | None = Field(default=None, description=(
         "placed: start no earlier than this (epoch s), so the sites' power ramps stay within their limits"))
+    expected_completion_s: float | None = Field(default=None, description=(
+        "placed by the seconds rule (CNSCHED_PLACEMENT_RULE): the expected load + run there, seconds "
+        "(core.ect: the expected duration on those cards and measured paths)"))
     checkpoint_phase_s: float | None = Field(default=None, description=(
         "with site ramp limits: checkpoint when (epoch seconds mod CNSCHED_CHECKPOINT_INTERVAL_SECONDS) "
         "reaches this, so the checkpoints at a site are spread over the interval"))

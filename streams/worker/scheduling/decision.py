@@ -78,6 +78,7 @@ def decision(task: Task, profile: str, s: Scored, nodes: NodeView, placement: Pl
         decided_at=now, task_type=task.type, submitted_at=task.submitted_at, cards=task.resources.cards,
         peers=task.peers, cost_sensitivity=w, team=task.team, load_gb=round(load_gb(task) * len(chosen), 6),
         command=task.command,
+        expected_completion_s=round(placement.expected_s, 3) if chosen and math.isfinite(placement.expected_s) else None,
     )
 
 

@@ -120,6 +120,13 @@ class Costing:
         load = self.load[sets].max(axis=1)
         return cost(wait_s, load, run, self.cards, self.price), self.strands[sets].sum(axis=1) * (load + run)
 
+    def expected(self, members: np.ndarray) -> float:
+        """The task's expected load + run on ``members`` (node rows), seconds."""
+        worst, narrow = self._paths(members[None, :])
+        run = run_seconds(self.task.expected_duration_s, self.speed[members].min(), self.comm, members.size,
+                          worst[0], narrow[0])
+        return float(self.load[members].max() + run)
+
     def _shortlist(self, sets: np.ndarray, wait_s: np.ndarray, racks: np.ndarray) -> np.ndarray:
         """The rows of the :data:`SHORTLIST` sets worth measuring: all when they are that few, else the
         least by their cost as if each sat in one rack (cards, loads, waits: no paths), ties to the
@@ -163,7 +170,10 @@ class Costing:
         rack = self._codes("racks")
         stock = np.bincount(rack[fits], minlength=int(rack.max(initial=-1)) + 1)[rack] if fits.any() else rack
         order = single_order(np.where(fits, costs, np.inf), usable[:, 0] - self.need[0], stock)
-        return place(_ranked(order, len(ok)), self.need, usable, reserve=reserve)
+        p = place(_ranked(order, len(ok)), self.need, usable, reserve=reserve)
+        if p.placed:
+            p.expected_s = float(self.load[p.nodes[0]] + run[p.nodes[0]])
+        return p
 
     def gang(self, sched, ok: np.ndarray, usable: np.ndarray, reserve) -> Placement:
         g = self.task.peers
@@ -202,7 +212,10 @@ class Costing:
             when, later = later_sets[k]
             later_cost = float(costs.min())
         if best is not None and best_cost <= later_cost * (1 + EQUAL_SHARE):
-            return place(_ranked(best, len(ok)), self.need, usable, gang=g, reserve=reserve)
+            p = place(_ranked(best, len(ok)), self.need, usable, gang=g, reserve=reserve)
+            if p.placed:
+                p.expected_s = self.expected(np.asarray(p.nodes, np.int64))
+            return p
         if later is None:
             return Placement(fallbacks=[(-1, f"gang incomplete: {int(fits.sum())} of {g} workers placed")])
         where = _named(later, self.nodes, rack, site)

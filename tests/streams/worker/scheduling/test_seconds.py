@@ -62,16 +62,20 @@ def test_a_gang_waits_exactly_when_the_close_pair_completes_sooner(blocker_s, ra
         assert f"against {now_cost:.0f} s now" in why
         s.end("b")
         (placed,) = s.retry_pending(NOW + 60)
-        assert sorted(placed.nodes) == ["n0", "n1"]
+        assert sorted(placed.nodes) == ["n0", "n1"] and placed.expected_completion_s == pytest.approx(close, abs=1e-3)
     else:  # 400,000 s of waiting: the far pair now completes first
         assert d.status == "placed" and sorted(d.nodes) == ["n0", "n3"]
+        assert d.expected_completion_s == pytest.approx(now_cost, abs=1e-3)
+    s.placement_rule = "points"  # the points rule says nothing of seconds
+    assert s.decide(task("p", cards=1), NOW + 70).expected_completion_s is None
 
 
 def test_a_single_goes_to_the_faster_card_then_best_fit():
     s = make_scheduler([gpu_node("slow", NOW), gpu_node("fast", NOW, fp16=1500.0), gpu_node("fast2", NOW, fp16=1500.0)],
                        {})
     s.node_timeout_s = math.inf
-    assert s.decide(task("a", cards=4), NOW).nodes == ["fast"]  # 2,400 s against 3,600 s; ties: lower id
+    a = s.decide(task("a", cards=4), NOW)
+    assert a.nodes == ["fast"] and a.expected_completion_s == 2400.0  # 2,400 s against 3,600 s; ties: lower id
     assert s.decide(task("b", cards=2), NOW).nodes == ["fast"]  # as fast, fuller (best fit)
     assert s.decide(task("c", cards=4), NOW).nodes == ["fast2"]  # fast has 2 cards left
 
