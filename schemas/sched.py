@@ -116,6 +116,9 @@ class Task(BaseModel):
         "who submitted it: set by the API to the name of the token it came with (CNSCHED_API_TOKENS); without "
         "tokens (the loopback), as given, else 'api'"))
     expected_duration_s: float = Field(default=3600.0, gt=0, le=DURATION_MAX_S)
+    time_limit_s: float | None = Field(default=None, gt=0, le=DURATION_MAX_S, description=(
+        "the requested limit: the workload manager stops the task when it has run this long (the Slurm bridge: "
+        "sbatch --time, whole minutes rounded up); none: no limit"))
     checkpoint_gb: float = Field(default=0.0, ge=0, le=SIZE_MAX_GB, description="state moved on a migration")
     cost_sensitivity: float = Field(
         default=0.0, ge=0, le=1,
@@ -205,6 +208,7 @@ class Decision(BaseModel):
                            "over the workers (transfer volume)")
     start_at: float | None = Field(default=None, description=(
         "placed: start no earlier than this (epoch s), so the sites' power ramps stay within their limits"))
+    time_limit_s: float | None = Field(default=None, description="placed: the task's requested limit (its own)")
     expected_completion_s: float | None = Field(default=None, description=(
         "placed by the seconds rule (CNSCHED_PLACEMENT_RULE): the expected load + run there, seconds "
         "(core.ect: the expected duration on those cards and measured paths)"))

@@ -3,7 +3,8 @@ task events.
 
 - A ``placed`` decision is one ``sbatch`` (one job per task or gang: ``-w`` the chosen nodes, ``-N``
   their number, one task per node, ``--gres=<gres>:<cards>``, job name = task id, ``--comment`` = the
-  decision's time, ``--wrap`` the task's ``command``; the job's environment carries
+  decision's time, ``--wrap`` the task's ``command``, ``--time`` its requested limit ``time_limit_s``
+  in whole minutes, rounded up, where Slurm stops it (TIMEOUT, reported ``failed``); the job's environment carries
   ``CNSCHED_CHECKPOINT_FILE``). sbatch refusing it is a ``refused`` event (the scheduler's fallback
   takes the next candidate).
 - A ``cancelled`` or ``preempted`` decision cancels the task's job (``scancel``); a cancelled task's
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import subprocess
 import time
@@ -46,6 +48,13 @@ class Job:
     checkpoint_mtime: float = 0.0
     cards: int = 0  # per node, what a move submits again
     command: str | None = None
+    time_limit_s: float | None = None  # the task's requested limit, what a move submits again
+
+
+def slurm_minutes(seconds: float) -> int:
+    """sbatch's ``--time`` in whole minutes, rounded up (Slurm's smallest unit; at least 1). Worked:
+    90 s -> 2, 3,600 s -> 60."""
+    return max(1, -(-int(math.ceil(seconds)) // 60))
 
 
 @dataclass
@@ -94,7 +103,7 @@ class SlurmRunner:
         task, status = d["task_id"], d.get("status")
         if status == "placed" and d.get("nodes"):
             return self._submit(task, d["nodes"], int(d.get("cards") or 0), d.get("command"), str(d["decided_at"]),
-                                now)
+                                now, d.get("time_limit_s"))
         if status in ("cancelled", "preempted"):
             self._cancel(task, "cancel" if status == "cancelled" else "preempt")
         return []
@@ -105,10 +114,11 @@ class SlurmRunner:
         if old is None:
             return []  # not ours (placed before this bridge ran): nothing to move
         self._cancel(ev["task_id"], "move")
-        return self._submit(ev["task_id"], ev["to_nodes"], old.cards, old.command, f"move:{ev['at']}", now)
+        return self._submit(ev["task_id"], ev["to_nodes"], old.cards, old.command, f"move:{ev['at']}", now,
+                            old.time_limit_s)
 
     def _submit(self, task: str, nodes: list[str], cards: int, command: str | None, comment: str,
-                now: float) -> list[dict]:
+                now: float, time_limit_s: float | None = None) -> list[dict]:
         known = self.jobs.get(task)
         if known is not None and known.comment == comment:
             known.command = known.command or command  # an adopted job learns its command again
@@ -120,6 +130,8 @@ class SlurmRunner:
                 f"--export=ALL,CNSCHED_CHECKPOINT_FILE={ckpt},CNSCHED_TASK_ID={task}"]
         if cards > 0:
             argv.append(f"--gres={self.gres}:{cards}")
+        if time_limit_s:
+            argv.append(f"--time={slurm_minutes(time_limit_s)}")
         argv += ["--wrap", command or "sleep 3600"]
         out = self._run(*argv)
         if out.returncode != 0:
@@ -127,7 +139,8 @@ class SlurmRunner:
             log.warning("sbatch refused %s on %s: %s", task, ",".join(nodes), why)
             return [{"task_id": task, "event": "refused", "at": now, "nodes": nodes, "reason": why}]
         job_id = out.stdout.strip().split(";")[0]
-        self.jobs[task] = Job(task, job_id, comment, list(nodes), cards=cards, command=command)
+        self.jobs[task] = Job(task, job_id, comment, list(nodes), cards=cards, command=command,
+                              time_limit_s=time_limit_s)
         log.info("task %s is Slurm job %s on %s", task, job_id, ",".join(nodes))
         return []
 

@@ -98,10 +98,10 @@ async def test_tasks_run_as_slurm_jobs_where_cnsched_placed_them(make_settings, 
         await asyncio.wait_for(ready.wait(), 60)
         await nodes(port, 3)
         placed = {}
-        for k, secs in enumerate((4, 6, 8)):  # fill the three nodes
+        for k, secs in enumerate((4, 6, 8)):  # fill the three nodes; fill1 with a requested limit of 90 s
             status, body = await asyncio.to_thread(call, port, "POST", "/tasks", {
                 "id": f"fill{k}", "type": "training-data-parallel", "resources": {"cards": 8},
-                "command": f"sleep {secs}"})
+                "command": f"sleep {secs}", **({"time_limit_s": 90} if k == 1 else {})})
             assert status == 200 and body["status"] == "placed", body
             placed[f"fill{k}"] = body["nodes"]
         status, body = await asyncio.to_thread(call, port, "POST", "/tasks", {
@@ -116,6 +116,9 @@ async def test_tasks_run_as_slurm_jobs_where_cnsched_placed_them(make_settings, 
                 break
             await asyncio.sleep(0.3)
         assert {t: [n] for t, n in running.items()} == placed
+        # the requested limit is Slurm's time limit, in whole minutes rounded up (90 s: 2 min); none: the partition's
+        limits = dict(line.split() for line in slurm.run("squeue", "-h", "-o", "%j %l").splitlines())
+        assert limits["fill1"] == "2:00" and limits["fill0"] != "2:00", limits
         rec = await until_status(port, "fill0", ("finished",))
         fin = [h["event"] for h in rec["history"] if h.get("event", {}).get("event") == "finished"]
         assert len(fin) == 1 and 4 <= fin[0]["duration_s"] <= 6  # Slurm's run time of sleep 4

@@ -77,7 +77,7 @@ def decision(task: Task, profile: str, s: Scored, nodes: NodeView, placement: Pl
         compute_only_network_score=finite(s.network[co]) if co >= 0 and s.alpha < 1 else None,
         decided_at=now, task_type=task.type, submitted_at=task.submitted_at, cards=task.resources.cards,
         peers=task.peers, cost_sensitivity=w, team=task.team, load_gb=round(load_gb(task) * len(chosen), 6),
-        command=task.command,
+        command=task.command, time_limit_s=task.time_limit_s if chosen else None,
         expected_completion_s=round(placement.expected_s, 3) if chosen and math.isfinite(placement.expected_s) else None,
     )
 

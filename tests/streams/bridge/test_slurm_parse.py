@@ -61,3 +61,9 @@ def test_host_lists_and_run_times():
     assert expand_hostlist("gpu-a[01,03-04],gpu-b7") == ["gpu-a01", "gpu-a03", "gpu-a04", "gpu-b7"]
     assert expand_hostlist("(null)") == [] and expand_hostlist("n3") == ["n3"]
     assert [duration_s(x) for x in ("00:00:02", "12:34", "1-02:03:04", "INVALID")] == [2, 754, 93784, None]
+
+
+def test_a_requested_limit_is_whole_minutes_rounded_up():
+    from streams.bridge.slurm_jobs import slurm_minutes
+
+    assert [slurm_minutes(s) for s in (1, 59.5, 60, 60.1, 90, 3600)] == [1, 1, 1, 2, 2, 60]
