@@ -185,8 +185,8 @@ class Costing:
         now_sets = [*_sets(fits, g, rack, site, self.speed, left, p95), *self._near(np.where(fits, 0.0, np.inf), g)]
         best, best_cost = None, math.inf
         if now_sets:
-            sets = np.stack(now_sets)
-            racks = np.array([np.unique(rack[m]).size for m in now_sets])
+            sets = np.concatenate([np.atleast_2d(m) for m in now_sets])
+            racks = _distinct(rack[sets])
             keep = self._shortlist(sets, np.zeros(len(sets)), racks)
             sets, racks = sets[keep], racks[keep]
             plain, strands = self.of_sets(sets, np.zeros(len(sets)))
@@ -206,7 +206,7 @@ class Costing:
         if later_sets:
             sets = np.stack([m for _, m in later_sets])
             waits = np.array([t - self.now for t, _ in later_sets])
-            keep = self._shortlist(sets, waits, np.array([np.unique(rack[m]).size for m in sets]))
+            keep = self._shortlist(sets, waits, _distinct(rack[sets]))
             costs = self.of_sets(sets[keep], waits[keep])[0]
             k = int(keep[int(np.argmin(costs))])
             when, later = later_sets[k]
@@ -259,6 +259,12 @@ def _named(members: np.ndarray, nodes: NodeView, rack: np.ndarray, site: np.ndar
     return ", ".join(nodes.ids[int(m)] for m in sorted(members.tolist()))
 
 
+def _distinct(codes: np.ndarray) -> np.ndarray:
+    """int64[K]: how many distinct codes each row of ``codes`` (int64[K, g]) holds."""
+    s = np.sort(codes, axis=1)
+    return 1 + (np.diff(s, axis=1) != 0).sum(axis=1)
+
+
 def _ranked(order: np.ndarray, n: int) -> np.ndarray:
     """Scores for core.placement.place that rank ``order`` first to last and rule out every other node."""
     scores = np.full(n, -np.inf)
@@ -268,7 +274,8 @@ def _ranked(order: np.ndarray, n: int) -> np.ndarray:
 
 def _sets(fits: np.ndarray, g: int, rack: np.ndarray, site: np.ndarray, speed: np.ndarray, left: np.ndarray,
           p95_from=None):
-    """Candidate member sets (node rows) of a gang of ``g`` among the nodes that ``fits`` now: each rack
+    """Candidate member sets (node rows; int64[g] or blocks int64[k, g]) of a gang of ``g`` among the
+    nodes that ``fits`` now: each rack
     that holds it, each site (racks with the most fitting nodes first), and across sites one set led
     from each site: its nodes first, then the others by measured p95 RTT from its lead
     (``p95_from(node)``: float[N], NaN unmeasured, taken last; None: by stock). Inside a group: faster
@@ -290,13 +297,21 @@ def _sets(fits: np.ndarray, g: int, rack: np.ndarray, site: np.ndarray, speed: n
             rtt = np.asarray(p95_from(lead), np.float64)[order]
             far = np.where(site[order] == s, -1.0, np.where(np.isnan(rtt), np.inf, rtt))
             yield order[np.lexsort((rank[order], far))][:g]
-    for level in (site, rack):
-        ids, counts = np.unique(level[ok], return_counts=True)
-        for grp in ids[counts >= g].tolist():
-            inside = order[level[order] == grp]
-            if level is rack:
-                inside = inside[np.lexsort((inside, left[inside], -speed[inside]))]
-            yield inside[:g]
+    # a site's nodes in ``order``; a rack's by faster cards, best fit, index; groups by code, ascending
+    # (each level's sets as one int64[k, g] block)
+    for block in (_firsts(order[np.argsort(site[order], kind="stable")], site, g),
+                  _firsts(ok[np.lexsort((ok, left[ok], -speed[ok], rack[ok]))], rack, g)):
+        if len(block):
+            yield block
+
+
+def _firsts(by: np.ndarray, level: np.ndarray, g: int) -> np.ndarray:
+    """int64[k, g]: the first ``g`` nodes of each group (``level`` codes) of ``by`` — node rows sorted by
+    group, then by preference — that has ``g`` of them, groups in the order they come."""
+    grp = level[by]
+    starts = np.flatnonzero(np.r_[True, grp[1:] != grp[:-1]]) if by.size else by
+    counts = np.diff(np.r_[starts, by.size])
+    return by[starts[counts >= g][:, None] + np.arange(g)[None, :]]
 
 
 def _later_sets(free_at: np.ndarray, g: int, rack: np.ndarray, site: np.ndarray, now: float):
