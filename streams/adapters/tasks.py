@@ -21,7 +21,7 @@ def need(task: Task) -> np.ndarray:
     return np.array([r.cards, r.accel_mem_gb, r.host_mem_gb], np.float32)
 
 
-def _endpoints_of(task: Task) -> list:
+def endpoints_of(task: Task) -> list:
     """Where the task loads from at its start: data, model, container image (their sizes add up in the
     load time, over the path from the biggest)."""
     return [e for e in (task.data_source, task.model_repo, task.image) if e is not None]
@@ -29,14 +29,14 @@ def _endpoints_of(task: Task) -> list:
 
 def load_source(task: Task) -> tuple[str | None, float]:
     """(the endpoint the task's load time is counted over — its biggest — or None, the GB it loads)."""
-    eps = _endpoints_of(task)
+    eps = endpoints_of(task)
     big = max(eps, key=lambda e: e.size_gb, default=None)
     return (big.node if big is not None else None), float(sum(e.size_gb for e in eps))
 
 
 def load_gb(task: Task) -> float:
     """What one worker of the task loads at its start: data, model and image, in GB."""
-    return float(sum(e.size_gb for e in _endpoints_of(task)))
+    return float(sum(e.size_gb for e in endpoints_of(task)))
 
 
 class ByTaskList:
@@ -74,7 +74,7 @@ def endpoints(tasks: list[Task]) -> list[str]:
     row as an endpoint (a gang's first member) is read apart (NetworkInputs.from_node): gathering
     every node as an endpoint would make each decision O(nodes^2). Remembered per list of task objects
     (rescoring asks about the same running tasks at every window; a new list is a new question)."""
-    return list(_EPS.get(tasks, None, lambda: sorted({e.node for t in tasks for e in _endpoints_of(t)})))
+    return list(_EPS.get(tasks, None, lambda: sorted({e.node for t in tasks for e in endpoints_of(t)})))
 
 
 def compute_column(task: Task, kind: str, scope: str = "auto", frugal: bool = False) -> int:
@@ -102,7 +102,7 @@ def _row(t: Task, d: TypeDefaults, scope: str, class_names: list[str]) -> tuple:
     hit = _ROWS.get(id(t))
     if hit is not None and hit[0]() is t and hit[1] is d and hit[2] == scope and hit[3] == class_names:
         return hit[4]
-    eps = _endpoints_of(t)
+    eps = endpoints_of(t)
     big = max(eps, key=lambda e: e.size_gb, default=None)
     allowed = [class_names.index(c) for c in t.resources.accel_classes if c in class_names]
     row = ([e.node for e in eps], big.node if big is not None else None, sum(e.size_gb for e in eps),

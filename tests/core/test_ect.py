@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import statistics
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,8 +18,9 @@ from core.ect import (
     run_seconds,
     single_order,
 )
+from tests.helpers.data import DATA, needs_data
 
-POLLUX = Path(__file__).resolve().parents[3] / "shared" / "data" / "models" / "pollux"
+POLLUX = DATA / "models" / "pollux"
 
 
 def test_card_speed_against_the_slowest_card():
@@ -96,7 +96,7 @@ def test_members_paths():
     assert members_paths(rtt[:1, :1], gbps[:1, :1], 90.0) == (0.0, float("inf"))
 
 
-@pytest.mark.skipif(not POLLUX.is_dir(), reason="needs ../shared/data beside the checkout")
+@needs_data
 def test_training_comm_share_is_pollux_median():
     """The prior is what the measurements say: each model's median sync share on several nodes, then
     the median over models."""

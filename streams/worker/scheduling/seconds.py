@@ -30,11 +30,11 @@ from core.ect import (
 )
 from core.feasibility import covers
 from core.placement import Placement, place
-from core.quality import TCP_WINDOW_BYTES
+from core.quality import window_gbps
 from core.scoring import load_seconds
 from schemas.sched import Task
 from streams.adapters.inventory import NodeView
-from streams.adapters.tasks import load_source, need
+from streams.adapters.tasks import endpoints_of, load_source, need
 from streams.worker.scheduling.gangs import FAR
 from streams.worker.scheduling.queue import free_times
 
@@ -54,8 +54,8 @@ def decided_in_seconds(task: Task, types) -> bool:
     composite weighs price and carbon), and every endpoint it names a load of known size (an endpoint
     without one is a path it uses all along). The others are placed by the composite (the points rule)."""
     d = types[task.type]
-    loads = [e for e in (task.data_source, task.model_repo, task.image) if e is not None]
-    return d.kind == "training" and not d.frugal and not task.cost_sensitivity and all(e.size_gb for e in loads)
+    return d.kind == "training" and not d.frugal and not task.cost_sensitivity and \
+        all(e.size_gb for e in endpoints_of(task))
 
 
 class Costing:
@@ -157,9 +157,7 @@ class Costing:
         a = np.broadcast_to(sets[:, :, None], rtt.shape).ravel()
         b = np.broadcast_to(sets[:, None, :], rtt.shape).ravel()
         link = self.net.between_nodes(a, b).reshape(rtt.shape).astype(np.float64)
-        with np.errstate(divide="ignore"):
-            window = np.where(r > 0, TCP_WINDOW_BYTES * 8 / (r / 1000.0) / 1e9, np.inf)
-        return members_paths(r, np.minimum(link, window), unknown)
+        return members_paths(r, np.minimum(link, window_gbps(r)), unknown)
 
     def single(self, ok: np.ndarray, usable: np.ndarray, reserve) -> Placement:
         run = self.task.expected_duration_s / self.speed

@@ -12,7 +12,7 @@ import numpy as np
 from core.scoring import class_mask
 from core.sensitivity import accel_penalty
 from core.vocabulary import DEFAULT_TYPES
-from streams.adapters.tasks import _endpoints_of, compute_column, endpoints, need, scoring_inputs
+from streams.adapters.tasks import compute_column, endpoints, endpoints_of, need, scoring_inputs
 from streams.dev.bench.decide import _tasks, _world
 
 
@@ -21,7 +21,7 @@ def _reference(tasks, nodes, eps, types, scope):
     eindex = {x: i for i, x in enumerate(eps)}
     ep_idx, data_ep, data_gb, masks = [], [], [], []
     for t in tasks:
-        es = _endpoints_of(t)
+        es = endpoints_of(t)
         ep_idx += [eindex[e.node] for e in es]
         big = max(es, key=lambda e: e.size_gb, default=None)
         data_ep.append(eindex[big.node] if big is not None else -1)
@@ -41,7 +41,7 @@ def test_the_remembered_rows_are_the_plain_composition_and_follow_what_they_depe
     tasks = _tasks(40, 4, "s")
     tasks = [t.model_copy(update={"resources": t.resources.model_copy(update={"accel_classes": ["gpu"]})})
              if i % 2 else t for i, t in enumerate(tasks)]  # half name the class they accept
-    assert any(_endpoints_of(t) for t in tasks) and any(not _endpoints_of(t) for t in tasks)
+    assert any(endpoints_of(t) for t in tasks) and any(not endpoints_of(t) for t in tasks)
     eps = endpoints(tasks)
     net = sched.network(eps, nodes, "balanced")
     frugal = {k: dataclasses.replace(d, frugal=True, prefers_plain_nodes=True) for k, d in DEFAULT_TYPES.items()}
@@ -104,7 +104,7 @@ def test_a_task_lists_endpoints_are_remembered_per_task_objects():
     tasks = _tasks(12, 3, "ep")
 
     def plain(ts):
-        return sorted({e.node for t in ts for e in _endpoints_of(t)})
+        return sorted({e.node for t in ts for e in endpoints_of(t)})
 
     first = endpoints(tasks)
     assert first == plain(tasks) and first  # some tasks load data
