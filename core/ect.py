@@ -108,3 +108,30 @@ def members_paths(rtt_ms: np.ndarray, gbps: np.ndarray, unknown_rtt_ms: float) -
         worst = np.where(np.isnan(rtt), unknown_rtt_ms, rtt)[..., off].max(axis=-1)
         narrow = np.asarray(gbps, np.float64)[..., off].min(axis=-1)
     return (float(worst), float(narrow)) if not lead else (worst, narrow)
+
+
+def left_here(run_here_s, ran_s, min_share: float) -> np.ndarray:
+    """float64[...]: what is left of a run expected to take ``run_here_s`` where it is, having run
+    ``ran_s`` — at least ``min_share`` of it (a task past its estimate is not done). Worked: 1,000 s
+    here, 400 run, share 0.1 -> 600; 1,000 here, 1,200 run -> 100."""
+    run = np.asarray(run_here_s, np.float64)
+    return np.maximum(run - np.asarray(ran_s, np.float64), min_share * run)
+
+
+def move_gain(left_s, run_here_s, run_there_s, move_s, cards, price: float) -> tuple[np.ndarray, np.ndarray]:
+    """(seconds a move saves, the saving it must exceed), float64[...] each, of a running task with
+    ``left_s`` of its run left where it is (its run there ``run_here_s``) moving to a placement where
+    the same run takes ``run_there_s``, the move costing ``move_s`` (checkpoint, transfer, restore,
+    load again, queueing) during which it holds ``cards``. Saved: ``left x (1 - there / here)``, the
+    same work at the other rate. Required: the move's own time, plus the queue's price on the
+    card-seconds it holds meanwhile (``price x cards x move``), plus :data:`EQUAL_SHARE` of what is
+    left (a saving within it is none: the estimates resolve no finer). It moves when saved > required.
+    Worked: 10,000 s left here, runs 1.5x faster there (20,000 s against 13,333 s), move 300 s, 8 cards,
+    price 0.05: saved 3,333.3 s, required 300 + 0.05 x 8 x 300 + 200 = 620 s -> it moves."""
+    left = np.asarray(left_s, np.float64)
+    here, there = np.asarray(run_here_s, np.float64), np.asarray(run_there_s, np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        saved = np.where(here > 0, left * (1.0 - there / here), 0.0)
+    move = np.asarray(move_s, np.float64)
+    required = move + price * np.asarray(cards, np.float64) * move + EQUAL_SHARE * left
+    return np.where(np.isfinite(saved), saved, -np.inf), required

@@ -33,3 +33,27 @@ def limit_factors(n_jobs: int, f: float, seed: int) -> np.ndarray:
     if f < 1:
         raise ValueError("the limit factor f must be at least 1")
     return np.random.default_rng(seed).uniform(1.0, f, n_jobs)
+
+
+def like_completed(limits, completed, shape, seed: int) -> np.ndarray:
+    """float64[J]: ``limits`` with each job that did not complete (``completed`` False: it failed or was
+    killed) given the limit of a completed job drawn at random among those of its ``shape`` (any
+    hashable per job: nodes x cards), or among all completed jobs when none has its shape. A user asks
+    for a limit before knowing the job will fail: a failing job's own limit must not come from its time
+    to failure, or the queue would learn which jobs die early. Drawn reproducibly from ``seed``;
+    unchanged when no job, or every job, completed."""
+    limits = np.asarray(limits, np.float64).copy()
+    done = np.asarray(completed, bool)
+    if done.all() or not done.any():
+        return limits
+    rng = np.random.default_rng(seed)
+    keys = np.asarray(shape)
+    pool = {}
+    for j in np.flatnonzero(done).tolist():
+        pool.setdefault(keys[j].item(), []).append(j)
+    every = np.flatnonzero(done)
+    for j in np.flatnonzero(~done).tolist():
+        same = pool.get(keys[j].item())
+        src = same if same else every
+        limits[j] = limits[src[int(rng.integers(len(src)))]]
+    return limits

@@ -191,19 +191,30 @@ def evaluate(
     fresh: np.ndarray | None = None,  # a new window of the task's paths since the last evaluation
     node_failed: np.ndarray | None = None,  # the task's node is down or gone
     drained: np.ndarray | None = None,  # its node drains and its time to move has come (a checkpoint, the deadline)
+    saved: tuple[np.ndarray, np.ndarray] | None = None,  # (gain s, required s) in seconds (core.ect.move_gain)
 ) -> Evaluation:
+    """Which tasks move, and why. In points (the default): better by ``min_gain_points``, the gain
+    ``remaining x (1 - current / best)`` against the cost and the policy's margin. With ``saved``
+    (tasks placed in seconds): better when the seconds saved exceed the seconds required, and the
+    move is worth exactly that; ``current`` and ``best`` then only say whether there is an alternative
+    (``best`` finite)."""
     current = np.asarray(current, dtype=np.float64)
     best = np.asarray(best, dtype=np.float64)
-    better_now = better(current, best, policy)
+    cost = np.asarray(cost_s, dtype=np.float64)
+    if saved is None:
+        better_now = better(current, best, policy)
+        gain = expected_gain_s(current, best, remaining_s)
+        pays = gain > cost * (1.0 + policy.margin)
+    else:
+        gain, required = (np.asarray(v, np.float64) for v in saved)
+        better_now = pays = np.isfinite(best) & (gain > required)
     step = 1 if fresh is None else np.asarray(fresh, bool).astype(np.int64)
     new_streak = np.where(better_now, np.asarray(streak) + step, 0)
-    gain = expected_gain_s(current, best, remaining_s)
-    cost = np.asarray(cost_s, dtype=np.float64)
     failed = np.isfinite(best) & (np.zeros(current.shape, bool) if node_failed is None else np.asarray(node_failed, bool))
     drain = np.isfinite(best) & ~failed & (np.zeros(current.shape, bool) if drained is None
                                            else np.asarray(drained, bool))
     move = failed | drain | (better_now & (new_streak >= policy.patience(alpha)) & ~np.asarray(resting, bool)
-                     & (gain > cost * (1.0 + policy.margin)))
+                     & pays)
     fc = np.zeros(current.shape, bool) if forecast is None else np.asarray(forecast, bool)
     trigger = np.where(~move, "", np.where(failed, NODE_FAILED, np.where(drain, DRAIN, np.where(
         np.asarray(is_degraded, bool), DEGRADATION, np.where(fc, FORECAST, np.where(

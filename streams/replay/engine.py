@@ -354,8 +354,11 @@ class Replay:
         if self.policy == "ours":  # the worker re-evaluates running tasks on every window
             self._observe()
             if self.running:
-                for ev in self.sched.reschedule(T0 + self.now):
+                events = self.sched.reschedule(T0 + self.now)
+                for ev in events:
                     self._move(int(ev.task_id[1:]), [self.index[x] for x in ev.to_nodes], ev.start_at)
+                if events:  # what the moves left behind may take queued work (as the worker retries)
+                    self._place_queued()
         self._push(self.now + self.cfg.epoch_s, EPOCH, 0)
 
     def _move(self, j: int, to: list[int], start_at: float | None = None) -> None:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.estimates import limit_factors, requested_limits
+from core.estimates import like_completed, limit_factors, requested_limits
 from core.jobperf import comm_shares
 from schemas.sched import Task
 from streams.replay.cluster import Cluster
@@ -76,18 +76,23 @@ def sim_jobs(trace: JobTrace, cluster: Cluster, cfg: SimConfig) -> SimJobs:
     types = trace.job_type or ["training-data-parallel" if n > 1 or h >= 0 else "fine-tune"
                                for n, h in zip(nodes, home, strict=True)]
     ideal = np.maximum(trace.duration_s.astype(np.float64), 1.0)
+    done = np.array([s.strip().lower() in COMPLETED for s in trace.status], bool)
     return SimJobs(trace.submit_s.astype(np.float64), ideal, nodes.astype(np.int64), cards.astype(np.int64),
                    comm_shares(len(trace), cfg.perf, cfg.seed), home, data_gb.astype(np.float64), list(types),
-                   team_names(trace.user, cfg.teams, cfg.seed), estimates(ideal, cfg),
-                   np.array([s.strip().lower() in COMPLETED for s in trace.status], bool))
+                   team_names(trace.user, cfg.teams, cfg.seed), estimates(ideal, cfg, done, nodes * 1000 + cards), done)
 
 
-def estimates(ideal: np.ndarray, cfg: SimConfig) -> np.ndarray:
+def estimates(ideal: np.ndarray, cfg: SimConfig, completed: np.ndarray | None = None,
+              shape: np.ndarray | None = None) -> np.ndarray:
     """What every policy is told a job will take: its requested limit (core/estimates.py, the factors
-    drawn from the seed), or its trace duration under ``estimate="oracle"``."""
+    drawn from the seed; a job that failed or was killed gets a completed job's of its ``shape``,
+    core.estimates.like_completed), or its trace duration under ``estimate="oracle"``."""
     if cfg.estimate == "oracle":
         return ideal.copy()
-    return requested_limits(ideal, limit_factors(ideal.size, cfg.limit_factor, cfg.seed + 29))
+    limits = requested_limits(ideal, limit_factors(ideal.size, cfg.limit_factor, cfg.seed + 29))
+    if completed is None:
+        return limits
+    return like_completed(limits, completed, np.zeros(ideal.size, np.int64) if shape is None else shape, cfg.seed + 31)
 
 
 def task_of(jobs: SimJobs, j: int, cluster: Cluster, cfg: SimConfig, alpha: float | None = None) -> Task:

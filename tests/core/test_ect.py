@@ -107,3 +107,15 @@ def test_training_comm_share_is_pollux_median():
         shares.append(statistics.median(float(r["sync_time"]) / float(r["step_time"]) for r in rows))
     assert len(shares) == 6
     assert round(statistics.median(shares), 2) == TRAINING_COMM_SHARE
+
+
+def test_left_here_and_move_gain_worked_examples():
+    from core.ect import left_here, move_gain
+
+    assert left_here(1000.0, 400.0, 0.1) == 600.0 and left_here(1000.0, 1200.0, 0.1) == 100.0
+    saved, required = move_gain(10_000.0, 20_000.0, 20_000.0 / 1.5, 300.0, 8, 0.05)
+    assert saved == pytest.approx(10_000.0 / 3) and required == pytest.approx(300 + 0.05 * 8 * 300 + 200)
+    saved, _ = move_gain(10_000.0, 20_000.0, 25_000.0, 300.0, 8, 0.0)  # slower there: a negative saving
+    assert saved == pytest.approx(-2500.0)
+    saved, _ = move_gain(10_000.0, 20_000.0, np.inf, 300.0, 8, 0.0)  # no path there
+    assert saved == -np.inf

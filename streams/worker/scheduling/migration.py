@@ -120,6 +120,8 @@ def _migrate_group(sched, nodes: NodeView, group: list, profile: str, now: float
     for t, r in enumerate(group):  # residency, tiers, spread: a move keeps them too
         if r.task.constraints is not None:
             s[t] = masked(sched.running, r.task, nodes, nodes.usable, s[t])
+    if sched.reservation is not None:  # never onto the head of the queue's reservation
+        s[:, sched._reserved_mask(nodes)] = -np.inf
     best_node = np.argmax(s, axis=1)
     best = s[t_idx, best_node].astype(np.float64)
     if _quiet(sched, nodes, group, cur, best, current, now):  # no task could move: evaluate's verdict, directly
@@ -282,7 +284,7 @@ def migrate_gang(sched, r, nodes: NodeView, now: float, scored: GangScores | Non
         return None
     task, alpha, w = r.task, r.alpha, r.task.cost_sensitivity
     members = [nodes.index[n] for n in r.nodes]
-    usable, drained = _own_room(r, nodes, members, now)
+    usable, drained = own_room(sched, r, nodes, members, now)
     net, x, t, composite, network = (scored or GangScores(sched, [r], nodes)).of[task.id]
     raw = np.where(covers(np.asarray(usable, np.float32), np.asarray(x.need[t], np.float32)), composite,
                    np.float32(-np.inf))
@@ -370,10 +372,12 @@ def _headroom(g: GangScorer, scores: np.ndarray, usable: np.ndarray, needs: np.n
     return g.upper_bound(np.isfinite(scores) & covers(usable, needs), k) - current
 
 
-def _own_room(r, nodes: NodeView, members: list[int], now: float) -> tuple[np.ndarray, bool]:
-    """(what a gang's alternative may use: its own allocation given back, draining nodes closed when its
-    drain is due; whether it is)."""
+def own_room(sched, r, nodes: NodeView, members: list[int], now: float) -> tuple[np.ndarray, bool]:
+    """(what a gang's alternative may use: its own allocation given back, the head's reservation closed
+    but for its own nodes, draining nodes closed when its drain is due; whether it is)."""
     usable = nodes.usable.copy()
+    if sched.reservation is not None:  # never onto the head of the queue's reservation (its own nodes stay)
+        usable[sched._reserved_mask(nodes)] = 0.0
     usable[members] += need(r.task)
     drained = drain_due(r, nodes, now)
     if drained:  # its members on draining nodes must go: the alternative is elsewhere

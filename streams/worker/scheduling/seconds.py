@@ -58,6 +58,14 @@ def decided_in_seconds(task: Task, types) -> bool:
         all(e.size_gb for e in endpoints_of(task))
 
 
+def price_of(sched, task: Task, nodes: NodeView) -> float:
+    """The queue's price on a card-second (core.ect.queue_price): the tasks waiting besides ``task``
+    over the cards of the open, live nodes."""
+    waiting = len(sched.pending) - (task.id in sched.pending)
+    open_ = np.asarray(nodes.available, bool) & ~np.asarray(nodes.closed, bool)
+    return queue_price(waiting, float(nodes.capacity[open_, 0].sum()))
+
+
 class Costing:
     """What one task's placements cost on a node view: the per-node parts and the queue's price."""
 
@@ -68,9 +76,7 @@ class Costing:
         self.need = need(task)
         self.cards = float(self.need[0]) * task.peers
         self.comm = comm_share(task, sched.types)
-        waiting = len(sched.pending) - (task.id in sched.pending)
-        open_ = np.asarray(nodes.available, bool) & ~np.asarray(nodes.closed, bool)
-        self.price = queue_price(waiting, float(nodes.capacity[open_, 0].sum()))
+        self.price = price_of(sched, task, nodes)
         self.load = self._load()
         self.strands = np.zeros(len(nodes.ids))  # set by single and gang, on what is free then
         self.sched = sched
@@ -111,21 +117,24 @@ class Costing:
         stranding is read on what is free now: it means something for sets that start now). ``paths``
         False: every set as if in one rack (a shortlist's first cut). Vectorised over the sets."""
         sets = np.asarray(sets, np.int64)
+        run = self.runs(sets, paths)
+        load = self.load[sets].max(axis=1)
+        return cost(wait_s, load, run, self.cards, self.price), self.strands[sets].sum(axis=1) * (load + run)
+
+    def runs(self, sets: np.ndarray, paths: bool = True) -> np.ndarray:
+        """float64[K]: the task's expected run on each set of members (``sets`` int64[K, g] node rows),
+        over their measured paths (``paths`` False: as if in one rack)."""
+        sets = np.asarray(sets, np.int64)
         if paths:
             worst, narrow = self._paths(sets)
         else:
             worst, narrow = np.full(len(sets), ONE_RACK.ideal_rtt_ms), np.full(len(sets), ONE_RACK.ideal_gbps)
-        run = run_seconds(self.task.expected_duration_s, self.speed[sets].min(axis=1), self.comm, sets.shape[1],
-                          worst, narrow)
-        load = self.load[sets].max(axis=1)
-        return cost(wait_s, load, run, self.cards, self.price), self.strands[sets].sum(axis=1) * (load + run)
+        return run_seconds(self.task.expected_duration_s, self.speed[sets].min(axis=1), self.comm, sets.shape[1],
+                           worst, narrow)
 
     def expected(self, members: np.ndarray) -> float:
         """The task's expected load + run on ``members`` (node rows), seconds."""
-        worst, narrow = self._paths(members[None, :])
-        run = run_seconds(self.task.expected_duration_s, self.speed[members].min(), self.comm, members.size,
-                          worst[0], narrow[0])
-        return float(self.load[members].max() + run)
+        return float(self.load[members].max() + self.runs(np.asarray(members, np.int64)[None, :])[0])
 
     def _shortlist(self, sets: np.ndarray, wait_s: np.ndarray, racks: np.ndarray) -> np.ndarray:
         """The rows of the :data:`SHORTLIST` sets worth measuring: all when they are that few, else the
@@ -173,29 +182,37 @@ class Costing:
             p.expected_s = float(self.load[p.nodes[0]] + run[p.nodes[0]])
         return p
 
-    def gang(self, sched, ok: np.ndarray, usable: np.ndarray, reserve) -> Placement:
+    def now_best(self, fits: np.ndarray, usable: np.ndarray) -> tuple[np.ndarray | None, float]:
+        """(members, cost without what they strand) of the gang's best set among the nodes that ``fits``
+        now (``usable``: what is free): each rack, each site, across sites led from each site, nearest
+        by RTT where nodes lack racks; shortlisted, then costed over measured paths. Among costs equal
+        with what each strands of the queue: the fewest racks, then the fewest cards left, then the
+        first. (None, inf): no set."""
         g = self.task.peers
-        fits = ok & covers(usable, self.need)
         self.strands = self._stranding(usable)
         rack, site = self._codes("racks"), self._codes("sites")
         left = usable[:, 0] - self.need[0]
         p95 = None if not self.sched.sees_network else (lambda m: self.net.from_node("p95", m))
         now_sets = [*_sets(fits, g, rack, site, self.speed, left, p95), *self._near(np.where(fits, 0.0, np.inf), g)]
-        best, best_cost = None, math.inf
-        if now_sets:
-            sets = np.concatenate([np.atleast_2d(m) for m in now_sets])
-            racks = _distinct(rack[sets])
-            keep = self._shortlist(sets, np.zeros(len(sets)), racks)
-            sets, racks = sets[keep], racks[keep]
-            plain, strands = self.of_sets(sets, np.zeros(len(sets)))
-            costs = plain + strands
-            # among equal costs (with what each strands of the queue): the fewest racks, then the fewest
-            # cards left on the members, then the first
-            tier = costs <= costs.min() * (1 + EQUAL_SHARE) + 1e-9
-            k = int(np.lexsort((np.arange(len(sets)), left[sets].sum(axis=1), racks, ~tier))[0])
-            # against a later set without it: what a later set strands is not known now, and counting it
-            # on one side only would hold gangs back for the queue behind them
-            best, best_cost = sets[k], float(plain[k])
+        if not now_sets:
+            return None, math.inf
+        sets = np.concatenate([np.atleast_2d(m) for m in now_sets])
+        racks = _distinct(rack[sets])
+        keep = self._shortlist(sets, np.zeros(len(sets)), racks)
+        sets, racks = sets[keep], racks[keep]
+        plain, strands = self.of_sets(sets, np.zeros(len(sets)))
+        costs = plain + strands
+        tier = costs <= costs.min() * (1 + EQUAL_SHARE) + 1e-9
+        k = int(np.lexsort((np.arange(len(sets)), left[sets].sum(axis=1), racks, ~tier))[0])
+        # against a later set without it: what a later set strands is not known now, and counting it
+        # on one side only would hold gangs back for the queue behind them
+        return sets[k], float(plain[k])
+
+    def gang(self, sched, ok: np.ndarray, usable: np.ndarray, reserve) -> Placement:
+        g = self.task.peers
+        fits = ok & covers(usable, self.need)
+        rack, site = self._codes("racks"), self._codes("sites")
+        best, best_cost = self.now_best(fits, usable)
         free_at = free_times(sched, self.task, self.nodes, self.now, usable)
         later_sets = [*_later_sets(free_at, g, rack, site, self.now),
                       *((float(free_at[m].max()), m) for m in self._near(free_at - self.now, g))]

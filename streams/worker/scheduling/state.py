@@ -32,6 +32,7 @@ from core.vocabulary import DEFAULT_TYPES
 from schemas.sched import Decision, RescheduleEvent, Task
 from streams.adapters.inventory import NodeView, node_view
 from streams.adapters.tasks import endpoint_rows, need
+from streams.worker.scheduling import moves
 from streams.worker.scheduling.batch import QUEUE_CHUNK, BatchScores, by_profile, profile_of
 from streams.worker.scheduling.books import PendingBook, RunningBook
 from streams.worker.scheduling.constraints import allowed, constrained
@@ -378,9 +379,12 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
         if not self.running:
             return []
         nodes = self.nodes(now)  # each gang sees the moves before it (the ledger, read again after a move)
-        singles = [r for r in self.running.values() if len(r.nodes) == 1 and r.nodes[0] in nodes.index]
-        gangs = [r for r in self.running.values() if len(r.nodes) > 1 and all(n in nodes.index for n in r.nodes)]
-        events, view, scored = [], nodes, None
+        timed, runs = moves.in_seconds(self, [r for r in self.running.values() if all(n in nodes.index for n in r.nodes)])
+        events = moves.all_of(self, timed, nodes, now)  # placed in seconds: moved in seconds
+        nodes = self.nodes(now) if events else nodes
+        singles = [r for r in runs if len(r.nodes) == 1]
+        gangs = [r for r in runs if len(r.nodes) > 1]
+        view, scored = nodes, None
         for k, r in enumerate(gangs):
             view = self.nodes(now) if view is None else view
             scored = GangScores(self, gangs[k:], view) if scored is None else scored  # again after a move

@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from core.estimates import limit_factors, requested_limits
+from core.estimates import like_completed, limit_factors, requested_limits
 from core.jobperf import PerfModel
 from core.placement import topology_scores
 from streams.replay.cluster import ClusterSpec, build_cluster
@@ -45,6 +45,24 @@ def test_requested_limits_round_up_to_the_values_users_pick():
     assert (f >= 1).all() and (f <= 5).all() and np.array_equal(f, limit_factors(1000, 5.0, 3))
     with pytest.raises(ValueError):
         limit_factors(3, 0.5, 0)
+
+
+def test_a_failing_jobs_limit_is_a_completed_jobs_of_its_shape_never_its_own():
+    # jobs 0-2 completed (limits 600, 1,200 s of shape 8; 5,400 s of shape 16); 3 (shape 8) and 4
+    # (shape 16) failed early, their own limits 300 s; 5 failed with a shape no completed job has
+    limits, done = [600.0, 1200.0, 5400.0, 300.0, 300.0, 300.0], [True, True, True, False, False, False]
+    got = like_completed(limits, done, [8, 8, 16, 8, 16, 32], seed=7)
+    np.testing.assert_array_equal(got[:3], limits[:3])
+    assert got[3] in (600.0, 1200.0) and got[4] == 5400.0 and got[5] in (600.0, 1200.0, 5400.0)
+    np.testing.assert_array_equal(got, like_completed(limits, done, [8, 8, 16, 8, 16, 32], seed=7))
+    assert like_completed([1.0, 2.0], [True, True], [1, 1], 0).tolist() == [1.0, 2.0]
+    # in the replay: a failed job of the trace is told a completed one's limit
+    t = trace([0, 1], [3600.0, 10.0], [8, 8], [1, 1])
+    t = dataclasses.replace(t, status=["Pass", "Failed"])
+    cluster = build_cluster(sites(["a", "b"], [[0, 5], [5, 0]], [[np.nan, 10], [10, np.nan]]),
+                            ClusterSpec(sites=2, racks_per_site=1, nodes_per_rack=1))
+    jobs = sim_jobs(t, cluster, SimConfig(cluster=cluster.spec, limit_factor=1.0))
+    np.testing.assert_array_equal(jobs.estimate, [3600.0, 3600.0])  # not 5 min
 
 
 def test_the_queue_is_told_the_estimate_and_the_oracle_only_when_asked():

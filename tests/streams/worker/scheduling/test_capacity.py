@@ -46,6 +46,7 @@ def test_two_moves_in_one_pass_do_not_overbook_the_target():
     paths = {("n0", "store"): {"rtt_ms": win(now, 0.5)}, ("n1", "store"): {"rtt_ms": win(now, 0.5)},
              ("n2", "store"): {"rtt_ms": win(now, 50.0)}}
     s = make_scheduler([gpu_node(n, now) for n in ("n0", "n1", "n2")], paths)
+    s.placement_rule = "points"  # moved on its paths' scores (in seconds, a load done once is done: test_moves)
     assert {tuple(s.decide(task(t, 5), now).nodes) for t in ("a", "b")} == {("n0",), ("n1",)}
     for n, p95 in (("n0", 300.0), ("n1", 300.0), ("n2", 0.5)):
         s.net.put(f"{n}|store".encode(), {"src": n, "dst": "store", "metrics": {"rtt_ms": win(now + 10, p95, lost=10)}})

@@ -74,6 +74,7 @@ def _degrade_home(s, now):
 def _moved(now):
     """A task started on n0 whose home paths degrade: the reschedule event moving it."""
     s = world(now)
+    s.placement_rule = "points"  # moved on its home paths' scores (test_moves: the same books in seconds)
     s.decide(job(), now)
     s.start("j", ["n0"])
     _degrade_home(s, now + 10)

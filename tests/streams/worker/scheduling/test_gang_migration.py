@@ -31,6 +31,7 @@ def test_gang_value_worked_example():
 def test_a_gang_moves_off_a_degraded_member_path():
     now = time.time()
     s = scheduler(now)
+    s.placement_rule = "points"  # moved in points (in seconds: test_moves)
     task = Task(id="g", type="training-data-parallel", peers=2, resources={"cards": 1}, checkpoint_gb=1,
                 expected_duration_s=7200, data_source={"node": "store", "size_gb": 1})
     d = s.decide(task, now)

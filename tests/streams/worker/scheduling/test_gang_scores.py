@@ -12,7 +12,7 @@ from core.feasibility import covers
 from core.scoring import evolved, score_parts
 from schemas.sched import Task
 from streams.adapters.tasks import endpoint_rows, endpoints, scoring_inputs
-from streams.worker.scheduling.migration import GangScores, _own_room
+from streams.worker.scheduling.migration import GangScores, own_room
 from tests.helpers.scheduling import gpu_node, make_scheduler, win
 
 
@@ -21,7 +21,7 @@ def alone(s, r, nodes, now):
     eps = endpoints([r.task])
     net = s.network(eps, nodes, r.profile)
     members = [nodes.index[n] for n in r.nodes]
-    usable, _ = _own_room(r, nodes, members, now)
+    usable, _ = own_room(s, r, nodes, members, now)
     x = evolved(scoring_inputs([r.task], [r.alpha], nodes, eps, net, s.types, scope=s.compute_scope), usable=usable)
     raw, network = score_parts(x)
     return raw[0], network[0], usable, net.end[endpoint_rows(x, 0)]

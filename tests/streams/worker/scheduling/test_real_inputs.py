@@ -138,6 +138,7 @@ def test_a_moves_cost_counts_the_targets_headroom_the_measured_save_and_restore_
     now = time.time()
     paths = {("a", "store"): {"rtt_ms": win(now, 0.5)}, ("b", "store"): {"rtt_ms": win(now, 40.0)}}
     s = make_scheduler([gpu_node("a", now), gpu_node("b", now)], paths)
+    s.placement_rule = "points"  # its data path decides (in seconds a load done once is done: test_moves)
     d = s.decide(dp("t", 4, checkpoint_gb=100, expected_duration_s=86_400,
                     data_source={"node": "store", "size_gb": 50}), now)
     assert d.nodes == ["a"]

@@ -47,6 +47,7 @@ def test_learned_alpha_is_the_type_default_and_an_explicit_alpha_still_wins():
 def test_a_forecast_degradation_moves_the_task_before_the_path_degrades():
     now = time.time()
     s = scheduler(now)
+    s.placement_rule = "points"  # forecasts move tasks whose paths matter all along (scored in points)
     d = s.decide(task(network_profile="latency", alpha=0.2), now)  # latency weighs rtt most; its path matters all along
     home = d.nodes[0]
     other = "n1" if home == "n0" else "n0"
