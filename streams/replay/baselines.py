@@ -16,6 +16,12 @@ from streams.worker.scheduling.state import Scheduler
 
 
 class TopologyScheduler(Scheduler):
+    """Slurm's backfill plans with the limits users request: no run-time prediction."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.durations = None
+
     def _codes(self, nodes: NodeView) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(site names, each node's site code, its rack code), once per node list."""
         memo = self._cache.get("topology")

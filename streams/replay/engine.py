@@ -269,7 +269,7 @@ class Replay:
         self.out.end[j], self.out.state[j] = self.now, "finished"
         self.left -= 1
         if self.sched is not None:
-            self.sched.end(f"j{j}")
+            self.sched.finished(f"j{j}", T0 + self.now)
         self._place_queued()
 
     def _fail(self, node: int) -> None:

@@ -32,6 +32,7 @@ class SimJobs:
     team: list[str] = None  # each job's team (its user's; streams/replay/teams.py)
     estimate: np.ndarray = None  # float64[J] the duration every policy's queue is told (SimConfig.estimate)
     completed: np.ndarray = None  # bool[J] the trace says the job completed (streams/replay/stats.py)
+    user: list[str] = None  # who submitted each job (the trace's user; what run-time predictions key on)
 
     def __len__(self) -> int:
         return int(self.submit.size)
@@ -79,7 +80,8 @@ def sim_jobs(trace: JobTrace, cluster: Cluster, cfg: SimConfig) -> SimJobs:
     done = np.array([s.strip().lower() in COMPLETED for s in trace.status], bool)
     return SimJobs(trace.submit_s.astype(np.float64), ideal, nodes.astype(np.int64), cards.astype(np.int64),
                    comm_shares(len(trace), cfg.perf, cfg.seed), home, data_gb.astype(np.float64), list(types),
-                   team_names(trace.user, cfg.teams, cfg.seed), estimates(ideal, cfg, done, nodes * 1000 + cards), done)
+                   team_names(trace.user, cfg.teams, cfg.seed), estimates(ideal, cfg, done, nodes * 1000 + cards), done,
+                   [str(u) for u in trace.user])
 
 
 def estimates(ideal: np.ndarray, cfg: SimConfig, completed: np.ndarray | None = None,
@@ -100,4 +102,5 @@ def task_of(jobs: SimJobs, j: int, cluster: Cluster, cfg: SimConfig, alpha: floa
             if jobs.home[j] >= 0 else {})
     return Task(id=f"j{j}", type=jobs.types[j], resources={"cards": int(jobs.cards[j])}, peers=int(jobs.nodes[j]),
                 submitted_at=T0 + float(jobs.submit[j]), expected_duration_s=float(jobs.estimate[j]),
-                checkpoint_gb=cfg.checkpoint_gb, alpha=alpha, team=jobs.team[j] if jobs.team else "", **data)
+                checkpoint_gb=cfg.checkpoint_gb, alpha=alpha, team=jobs.team[j] if jobs.team else "",
+                submitted_by=(jobs.user[j][:128] or None) if jobs.user else None, **data)

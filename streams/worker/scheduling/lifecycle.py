@@ -19,6 +19,16 @@ def known(v: float) -> float | None:
 
 
 class LifecycleMixin:
+    def finished(self, task_id: str, now: float) -> bool:
+        """The task finished: its run joins its submitter's history (durations.py), then it ends."""
+        run = self.running.get(task_id)
+        if run is not None and self.durations is not None:
+            nodes = self.nodes(now)
+            rows = [nodes.index[n] for n in run.nodes if n in nodes.index]
+            speed = float(nodes.speed[rows].min()) if rows and nodes.speed.size == len(nodes.ids) else 1.0
+            self.durations.finished(run.task, run.ran_for(now), speed)
+        return self.end(task_id)
+
     def start(self, task_id: str, nodes: list[str], restore_s: float | None = None) -> None:
         """The runner started the task (where it was placed or moved to); ``restore_s``: how long
         resuming from its checkpoint took there (what a move's cost counts)."""

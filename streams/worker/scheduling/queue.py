@@ -151,6 +151,8 @@ class QueueMixin:
         Per queued task only arrays are read (a queue of thousands is retried at every change; the
         pending book keeps them)."""
         now = time.time() if now is None else now
+        if self.durations is not None:  # a task past its predicted run is planned with its user's figure
+            self.durations.overdue(self.running, self.pending, now)
         self.reservation = None
         nodes = self.nodes(now)
         rows, order, waited = self._ordered(nodes, now)

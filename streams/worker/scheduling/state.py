@@ -38,6 +38,7 @@ from streams.worker.scheduling.books import PendingBook, RunningBook
 from streams.worker.scheduling.constraints import allowed, constrained
 from streams.worker.scheduling.control import ControlMixin
 from streams.worker.scheduling.decision import Scored, decision
+from streams.worker.scheduling.durations import Durations
 from streams.worker.scheduling.failures import IncidentBook, health
 from streams.worker.scheduling.gangs import FAR, by_points
 from streams.worker.scheduling.held import Pending, Running
@@ -99,10 +100,8 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
     made_room: dict = field(default_factory=dict)  # task id -> the tasks preempted to place it (incidents say so)
     stopping: dict = field(default_factory=dict)  # cancelled task id -> when: its cards held until it stopped
     maintenance: MaintenanceBook = field(default_factory=MaintenanceBook)  # cordoned and draining nodes
-    # decisions carry their ranked candidates, rejections and compute-only counterfactual (the audit
-    # trail); the replay turns it off: it reads where tasks go and when, never why
-    audit: bool = True
-
+    audit: bool = True  # decisions carry candidates, rejections, compute-only (the audit trail; off in the replay)
+    durations: Durations | None = field(default_factory=Durations)  # runs from history (None: users' figures)
     on_touch: object = None  # called after every change (the worker's rescoring loop waits on it)
 
     def __post_init__(self) -> None:
@@ -205,6 +204,8 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
         feasibility is checked again at each reservation), then a placement each. ``queue``: a retry's
         pass (queue.QueuePass): a task that no longer fits on enough nodes stays queued, undecided."""
         now = time.time() if now is None else now
+        if self.durations is not None and queue is None:  # a new task is planned with its predicted run
+            tasks = [t if t.id in self.running or t.id in self.pending else self.durations.planned(t) for t in tasks]
         nodes = self.nodes(now)
         if exclude:
             nodes = dataclasses.replace(nodes, available=nodes.available & ~np.isin(nodes.ids, list(exclude)))

@@ -1,0 +1,65 @@
+"""Run times predicted from history (issue 52): a task is planned with the mean of its submitter's last
+two runs, never more than its own expected duration (core.estimates.predicted_runs, after Tsafrir,
+Etsion & Feitelson, IEEE TPDS 2007); the figure the user gave stays what a task that runs past its
+prediction is planned with from then on, and its time limit (``time_limit_s``) stays the kill bound.
+
+A submitter is the task's ``submitted_by`` (the API sets it to the token's name), else its team; a
+task with neither is planned with its own figure. A run is counted in the reference's seconds (the
+pool's slowest card, as expected durations are read): its wall time from placement to finish times
+its slowest member's card speed. Kept in memory: a restarted worker learns again from its next
+finishes."""
+
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+
+from core.estimates import predicted_runs
+from schemas.sched import Task
+
+KEEP = 2  # runs per submitter (Tsafrir et al.: the last two)
+
+
+def submitter(task: Task) -> str:
+    return task.submitted_by or task.team or ""
+
+
+class Durations:
+    def __init__(self) -> None:
+        self.runs: dict[str, deque] = {}  # submitter -> its last KEEP runs, reference seconds
+        self.given: dict[str, float] = {}  # task id -> the expected duration its user gave, while a prediction stands
+
+    def planned(self, task: Task) -> Task:
+        """``task`` with its predicted expected duration (itself when the prediction is its own figure,
+        or it was predicted already)."""
+        who = submitter(task)
+        if task.id in self.given or not who or who not in self.runs:
+            return task
+        last = np.full((1, KEEP), np.nan)
+        got = list(self.runs[who])
+        last[0, :len(got)] = got
+        p = max(float(predicted_runs([task.expected_duration_s], last)[0]), 1.0)
+        if p >= task.expected_duration_s:
+            return task
+        self.given[task.id] = task.expected_duration_s
+        return task.model_copy(update={"expected_duration_s": p})
+
+    def finished(self, task: Task, wall_s: float, slowest_speed: float) -> None:
+        """A task finished after ``wall_s`` on members whose slowest card is ``slowest_speed`` times the
+        reference: its submitter's history gains the run."""
+        self.given.pop(task.id, None)
+        who = submitter(task)
+        if who and np.isfinite(wall_s) and wall_s > 0:
+            self.runs.setdefault(who, deque(maxlen=KEEP)).append(wall_s * max(slowest_speed, 1e-9))
+
+    def overdue(self, running, pending, now: float) -> None:
+        """Running tasks past their prediction are planned with the figure their user gave from now on;
+        tasks neither running nor queued are forgotten."""
+        for tid in list(self.given):
+            r = running.get(tid)
+            if r is None:
+                if tid not in pending:
+                    del self.given[tid]
+            elif r.ran_for(now) > r.task.expected_duration_s:
+                r.task = r.task.model_copy(update={"expected_duration_s": self.given.pop(tid)})

@@ -1,0 +1,62 @@
+"""Run times from history (streams/worker/scheduling/durations.py, core.estimates.predicted_runs): a task
+is planned with the mean of its submitter's last two runs, never more than its own figure; past its
+prediction it is planned with its own figure again; its time limit stays. Numbers by hand."""
+
+import math
+
+import numpy as np
+import pytest
+
+from core.estimates import predicted_runs
+from schemas.sched import Task
+from tests.helpers.scheduling import gpu_node, make_scheduler
+
+NOW = 1_000_000.0
+
+
+def test_predicted_runs_worked_examples():
+    got = predicted_runs([3600.0, 3600.0, 3600.0, 3600.0],
+                         [[600.0, 1000.0], [5000.0, 9000.0], [np.nan, np.nan], [np.nan, 200.0]])
+    np.testing.assert_array_equal(got, [800.0, 3600.0, 3600.0, 200.0])
+    assert predicted_runs([], np.zeros((0, 2))).size == 0
+
+
+def task(tid, duration=3600.0, by="alice", **kw):
+    return Task(id=tid, type="fine-tune", resources={"cards": 8}, submitted_at=NOW, expected_duration_s=duration,
+                submitted_by=by, **kw)
+
+
+def scheduler():
+    s = make_scheduler([gpu_node("n0", NOW, fp16=1500.0), gpu_node("n1", NOW)], {})
+    s.node_timeout_s, s.freshness = math.inf, None
+    return s
+
+
+def test_a_submitters_last_two_runs_plan_the_next_task():
+    s = scheduler()
+    assert s.decide(task("a"), NOW).nodes == ["n0"]  # the faster card (1.5x the slowest)
+    assert s.decide(task("b"), NOW).nodes == ["n1"]
+    assert s.finished("a", NOW + 400) and s.finished("b", NOW + 1000)
+    # runs in the slowest card's seconds: 400 x 1.5 = 600 and 1,000 x 1 = 1,000 -> mean 800 s
+    assert list(s.durations.runs["alice"]) == [600.0, 1000.0]
+    s.decide(task("c", time_limit_s=7200.0), NOW + 1000)
+    run = s.running["c"]
+    assert run.task.expected_duration_s == pytest.approx(800.0) and run.task.time_limit_s == 7200.0
+    s.decide(task("d", by="bob"), NOW + 1000)  # bob has no run yet: his own figure
+    assert s.running["d"].task.expected_duration_s == 3600.0
+    # c runs past its 800 s: from then on it is planned with the 3,600 s its user gave
+    s.retry_pending(NOW + 1500)
+    assert s.running["c"].task.expected_duration_s == pytest.approx(800.0)
+    s.retry_pending(NOW + 1801)
+    assert s.running["c"].task.expected_duration_s == 3600.0
+
+
+def test_a_prediction_never_exceeds_the_users_figure_and_the_topology_baseline_makes_none():
+    s = scheduler()
+    s.decide(task("a"), NOW)
+    s.finished("a", NOW + 5000)  # ran 5,000 s x 1.5 = 7,500 s: longer than the next task's 3,600 s
+    s.decide(task("b"), NOW + 5000)
+    assert s.running["b"].task.expected_duration_s == 3600.0
+    from streams.replay.baselines import TopologyScheduler
+
+    assert TopologyScheduler(s.net, s.inv).durations is None
