@@ -48,8 +48,9 @@ from streams.replay.world import (
     observe_epoch,
 )
 
-POLICIES = ("ours", "ours-static", "compute-only", "topology", "random", "ours-quotas", "fifo")
-SCHEDULED = ("ours", "ours-static", "compute-only", "topology", "ours-quotas")  # one queue: the Scheduler's
+POLICIES = ("ours", "ours-static", "compute-only", "topology", "random", "ours-quotas", "fifo", "oracle-ect")
+SCHEDULED = ("ours", "ours-static", "compute-only", "topology", "ours-quotas", "oracle-ect")  # one queue: the Scheduler's
+MOVING = ("ours", "oracle-ect")  # re-evaluate running tasks every epoch
 DEFAULT_POLICIES = ("ours", "topology", "compute-only")  # cnsched simulate's default: the headline's
 
 
@@ -106,6 +107,9 @@ class Replay:
                               freshness=Freshness(cfg.epoch_s, 3 * cfg.epoch_s), audit=False,
                               sees_network=policy != "compute-only")
             self.index = {x: i for i, x in enumerate(cluster.node_ids)}
+            if policy == "oracle-ect":  # ours' rule told the replay's truth: each job's run and communication
+                self.sched.durations = None
+                self.sched.comm_of = {f"j{j}": float(jobs.comm[j]) for j in np.flatnonzero(jobs.nodes > 1).tolist()}
             if policy == "ours-quotas":
                 self.sched.quotas.replace(quota_set(jobs.team, jobs.ideal * jobs.cards * jobs.nodes,
                                                     len(cluster.node_ids) * spec.cards_per_node, cfg.quota_max_factor))
@@ -167,7 +171,7 @@ class Replay:
             bad = int(np.flatnonzero((self.free < 0) | (self.free > cap))[0])
             raise InvariantError(f"node {self.cluster.node_ids[bad]} over-allocated after event {kind} ({a}) "
                                  f"at t={self.now:.0f}: {cap - self.free[bad]} of {cap} cards")
-        if self.sched is None or (kind == EPOCH and self.policy != "ours"):  # what can change the books
+        if self.sched is None or (kind == EPOCH and self.policy not in MOVING):  # what can change the books
             return
         books = (self.sched.ledger.changes, self.sched.inv.version)
         if books != self.checked or self.sched.quotas.active:
@@ -298,7 +302,10 @@ class Replay:
         if self.sched is not None:
             self._observe()
             alpha = 1.0 if self.policy == "compute-only" else None
-            d = self.sched.decide(task_of(self.jobs, j, self.cluster, self.cfg, alpha), T0 + self.now)
+            task = task_of(self.jobs, j, self.cluster, self.cfg, alpha)
+            if self.policy == "oracle-ect":
+                task = task.model_copy(update={"expected_duration_s": float(self.jobs.ideal[j])})
+            d = self.sched.decide(task, T0 + self.now)
             stop_preempted(self)
             if d.status == "placed":
                 self._placed(j, d.nodes, d.start_at)
@@ -351,7 +358,7 @@ class Replay:
                           seed, self.ahead, seed + 1)
 
     def _epoch(self) -> None:
-        if self.policy == "ours":  # the worker re-evaluates running tasks on every window
+        if self.policy in MOVING:  # the worker re-evaluates running tasks on every window
             self._observe()
             if self.running:
                 events = self.sched.reschedule(T0 + self.now)

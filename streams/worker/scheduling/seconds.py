@@ -75,7 +75,7 @@ class Costing:
         self.speed = nodes.speed if nodes.speed.size == n else np.ones(n)
         self.need = need(task)
         self.cards = float(self.need[0]) * task.peers
-        self.comm = comm_share(task, sched.types)
+        self.comm = sched.comm_of.get(task.id, comm_share(task, sched.types))
         self.price = price_of(sched, task, nodes)
         self.load = self._load()
         self.strands = np.zeros(len(nodes.ids))  # set by single and gang, on what is free then

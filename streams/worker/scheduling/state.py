@@ -102,6 +102,7 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
     maintenance: MaintenanceBook = field(default_factory=MaintenanceBook)  # cordoned and draining nodes
     audit: bool = True  # decisions carry candidates, rejections, compute-only (the audit trail; off in the replay)
     durations: Durations | None = field(default_factory=Durations)  # runs from history (None: users' figures)
+    comm_of: dict = field(default_factory=dict)  # task id -> its true communication share (the replay's oracle-ect)
     on_touch: object = None  # called after every change (the worker's rescoring loop waits on it)
 
     def __post_init__(self) -> None:

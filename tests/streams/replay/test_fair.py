@@ -95,6 +95,9 @@ def test_an_oracle_would_backfill_where_the_estimate_must_not(policy):
         assert o.state == ["finished"] * 3, (est, o.reason)
         starts[est] = o.start
     assert starts["oracle"][2] == pytest.approx(2.0)
+    if policy == "oracle-ect":  # the upper reference is told each job's true run whatever the others are told
+        assert starts["limit"][2] == pytest.approx(2.0)
+        return
     assert starts["limit"][1] == pytest.approx(10_000.0)
     assert starts["limit"][2] >= 11_000.0 - 1e-6
 
@@ -210,3 +213,21 @@ def test_a_data_job_goes_where_its_data_is_for_every_policy_that_knows_it(tmp_pa
         run = replay(t, build_cluster(paths, spec), cfg, ("ours", "topology", "compute-only"), seeds=(seed,))
         for p in ("ours", "topology", "compute-only"):
             assert run.outcomes[(p, seed)].end[0] == pytest.approx(3640.0), (p, seed)
+
+
+def test_oracle_ect_is_ours_rule_told_the_truth():
+    # gangs get their true communication share, every job its true run; no run-time prediction
+    from streams.replay.engine import Replay
+
+    spec = ClusterSpec(sites=1, racks_per_site=2, nodes_per_rack=2)
+    cluster = build_cluster(sites(["solo"], [[0.0]], [[np.nan]]), spec)
+    t = trace([0, 1], [5000.0, 300.0], [16, 8], [2, 1])
+    jobs = sim_jobs(t, cluster, SimConfig(cluster=spec, **QUIET))
+    r = Replay(jobs, cluster, SimConfig(cluster=spec, **QUIET), "oracle-ect", [])
+    assert r.sched.comm_of == {"j0": float(jobs.comm[0])} and r.sched.durations is None
+    assert r.sched.placement_rule == "seconds" and jobs.estimate[0] > jobs.ideal[0]
+    seen = []
+    decide = r.sched.decide
+    r.sched.decide = lambda task, now: seen.append(task.expected_duration_s) or decide(task, now)
+    assert r.run().state == ["finished"] * 2
+    assert seen == [5000.0, 300.0]
