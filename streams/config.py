@@ -144,7 +144,9 @@ class Settings(BaseSettings):
     benchmark_work: dict[str, float] | None = Field(
         default=None, description="JSON: benchmark name -> FLOP per unit of its throughput"
     )
-    resource_margin: float = Field(default=0.15, ge=0, lt=1, description="share of each resource kept free")
+    resource_margin: float = Field(default=0.15, ge=0, lt=1, description=(
+        "headroom on memory a node reports in use beyond the scheduler's books: this share of its capacity once "
+        "the report is CNSCHED_NODE_TIMEOUT_SECONDS old, less for fresher ones; never off cards or the books"))
     start_timeout_seconds: float = Field(default=300.0, ge=0, description="a placed or moved task not reported started by then goes to the next candidate; 0: never")
     drain_deadline_seconds: float = Field(default=3600.0, ge=0, le=10 * 366 * 86_400, description=(
         "a draining node's work waits this long for its next checkpoint, then moves anyway (nowhere to go: "
