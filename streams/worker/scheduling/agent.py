@@ -80,6 +80,7 @@ METRICS = {
     "queue_starving_tasks": "queued tasks (not held) that waited past CNSCHED_MAX_WAIT_SECONDS",
     "queue_oldest_wait_seconds": "how long the longest-waiting queued task (not held) has waited",
     "tasks_expired_total": "queued tasks that waited past CNSCHED_QUEUE_TIMEOUT_SECONDS and left the queue",
+    "tasks_time_limit_total": "running tasks cancelled at their time limit (time_limit_s)",
     "task_events_unknown_total": "task events about no known task, sent to sched.deadletter",
     "task_events_refused_total": "operator commands the task's status does not allow, sent to sched.deadletter",
 }
@@ -343,6 +344,9 @@ class SchedulingService:
             for task, d in self.sched.expire_queued(time.time(), self.queue_timeout_s):
                 self.counters.inc("tasks_expired_total")
                 await self.publish_decision(task, d, "expired")
+            for task, d in self.sched.expire_limits(time.time()):
+                self.counters.inc("tasks_time_limit_total")
+                await self.publish_decision(task, d, "cancelled")
             if self.sched.pending and self.sched.capacity_key() != self.retried_key:
                 for d in self.sched.retry_pending():  # only when what is free may have changed
                     await self.publish_decision(self.sched.running[d.task_id].task, d)

@@ -79,6 +79,13 @@ class ControlMixin:
         self.books_changed()
         return self.ended_decision(task, "cancelled", nodes, f"cancelled by {by or 'an operator'}", now)
 
+    def expire_limits(self, now: float) -> list[tuple[Task, Decision]]:
+        """Running tasks that ran past their time limit (``time_limit_s``, every placement counted):
+        cancelled, the reason saying so — what Slurm's ``--time`` does on Slurm, for every runner."""
+        late = [r.task for r in self.running.values()
+                if r.task.time_limit_s is not None and r.started and r.ran_for(now) > r.task.time_limit_s]
+        return [(t, self.cancel(t.id, now, f"its time limit ({t.time_limit_s:g} s)")) for t in late]
+
     def stopped(self, task_id: str) -> bool:
         """A cancelled task's runner confirmed it stopped: its cards are free. True if they were held."""
         if self.stopping.pop(task_id, None) is None:

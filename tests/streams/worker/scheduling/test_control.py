@@ -45,6 +45,19 @@ def test_a_stop_no_runner_confirms_frees_the_cards_after_the_timeout():
     assert s.decide(task("b"), NOW + 302).nodes == ["n0"]
 
 
+def test_an_overdue_task_is_stopped_at_its_limit():
+    # a (limit 90 s) and b (no limit) start at NOW; at 90 s a is at its limit, past it cancelled; b runs on
+    s = cluster(2)
+    assert s.decide(task("a", time_limit_s=90.0), NOW).nodes and s.decide(task("b"), NOW).nodes
+    assert s.expire_limits(NOW + 95) == []  # not started: nothing runs to stop
+    s.start("a", s.running["a"].nodes), s.start("b", s.running["b"].nodes)
+    assert s.expire_limits(NOW + 90) == []
+    ((t, d),) = s.expire_limits(NOW + 90.5)
+    assert t.id == "a" and d.status == "cancelled" and d.fallbacks[0].reason == "cancelled by its time limit (90 s)"
+    assert "a" not in s.running and "b" in s.running and s.expire_limits(NOW + 10_000) == []
+    assert s.stopped("a")  # its cards were held until its runner stopped it
+
+
 def test_a_held_task_is_not_placed_until_released_and_only_queued_tasks_are_held():
     s = cluster(1)
     s.decide(task("a"), NOW)
