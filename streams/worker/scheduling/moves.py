@@ -183,11 +183,11 @@ def _decide(sched, r, nodes: NodeView, members: list[int], to: list[int], saved:
     """core.reschedule.evaluate on one task's seconds (degradation named when a gang's own paths
     degraded against its placement's baseline); the move booked (migration.moved) when it says so."""
     task = r.task
-    net, x, t, composite, network = GangScores(sched, [r], nodes).of[task.id]  # composites, for display
-    rows = endpoint_rows(x, t)
+    scored = GangScores(sched, [r], nodes)  # scored on first use: a gang's paths, the display of a move
     deg = np.zeros(1, bool)
     if len(members) > 1 and not failed:
-        p95, loss = gang_path_state(net.p95, net.loss, rows, members, net.from_node("loss", members[0]))
+        net, x, t, _, _ = scored.of[task.id]
+        p95, loss = gang_path_state(net.p95, net.loss, endpoint_rows(x, t), members, net.from_node("loss", members[0]))
         deg = degraded(np.array([p95]), np.array([r.baseline_p95]), np.array([loss]), sched.policy,
                        np.array([r.alpha]), loss_baseline=np.array([r.baseline_loss]))
     joined = bool((nodes.joined_at[[m for m in to if m not in members]] > r.placed_at).any())
@@ -198,6 +198,8 @@ def _decide(sched, r, nodes: NodeView, members: list[int], to: list[int], saved:
     r.streak = int(ev.streak[0])
     if not ev.move[0]:
         return None
+    net, x, t, composite, network = scored.of[task.id]
+    rows = endpoint_rows(x, t)
     g = GangScorer(r.alpha, composite.astype(np.float64), x.compute[:, x.kind[t]], net, x.unknown_quality,
                    nodes.energy, task.cost_sensitivity)
 
