@@ -62,12 +62,9 @@ def run_seconds(work_s, speed, comm_share, n_nodes, worst_rtt_ms, narrowest_gbps
     """float64[...]: the run time of ``work_s`` (seconds on the slowest card in one rack) on cards
     ``speed`` times as fast, over paths of ``worst_rtt_ms`` and ``narrowest_gbps`` (core.jobperf.job_time,
     no data). Worked in tests/core/test_ect.py."""
-    work = np.asarray(work_s, np.float64)
-    shape = np.broadcast(work, np.asarray(speed), np.asarray(n_nodes), np.asarray(worst_rtt_ms)).shape
-    b = [np.broadcast_to(np.asarray(v, np.float64), shape) for v in (work, comm_share, n_nodes, worst_rtt_ms,
-                                                                    narrowest_gbps, speed)]
-    zero = np.zeros(shape)
-    return job_time(b[0], b[1], b[2], b[3], b[4], zero, np.ones(shape), model, speed=b[5])
+    work, comm, n, rtt, gbps, spd = np.broadcast_arrays(*(np.asarray(v, np.float64) for v in (
+        work_s, comm_share, n_nodes, worst_rtt_ms, narrowest_gbps, speed)))
+    return job_time(work, comm, n, rtt, gbps, np.zeros(work.shape), np.ones(work.shape), model, speed=spd)
 
 
 def cost(wait_s, load_s, run_s, cards, price: float) -> np.ndarray:

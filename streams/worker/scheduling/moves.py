@@ -37,7 +37,18 @@ def in_seconds(sched, runs: list) -> tuple[list, list]:
     """(the running tasks moved in seconds, the others) — by the placement rule that placed them."""
     if sched.placement_rule != "seconds":
         return [], list(runs)
-    mine = [r for r in runs if decided_in_seconds(r.task, sched.types)]
+    memo = sched._cache.get("in seconds")
+    if memo is None or memo[0] is not sched.types or len(memo[1]) > 2 * len(runs) + 1000:
+        memo = sched._cache["in seconds"] = (sched.types, {})  # task id -> (task object, placed in seconds)
+    seen = memo[1]
+
+    def timed(task) -> bool:
+        hit = seen.get(task.id)
+        if hit is None or hit[0] is not task:
+            hit = seen[task.id] = (task, decided_in_seconds(task, sched.types))
+        return hit[1]
+
+    mine = [r for r in runs if timed(r.task)]
     ids = {id(r) for r in mine}
     return mine, [r for r in runs if id(r) not in ids]
 
