@@ -52,7 +52,9 @@ def test_a_node_whose_paths_are_all_lost_is_a_network_failure():
     now = time.time()
     s = world(now)
     home = place(s, now)
-    t = now + 40  # past the 30 s grace of a node's and a path's first window (core.failures.FailureRule)
+    # past the 30 s grace of a node's and a path's first window (core.failures.FailureRule), also when the
+    # path table is aged to a time up to 12 s earlier (path_table.aged_to: steps of (300 - 60) / 20 s)
+    t = now + 45
     for n in ("n0", "n1", "n2"):
         s.inv.put(n.encode(), gpu_node(n, t))  # every node reports, in time
     for key in list(s.net.table):  # a new window on every path: those touching home lost every probe
