@@ -83,18 +83,41 @@ def dominant_shares(use: np.ndarray, capacity: np.ndarray) -> np.ndarray:
     return share.max(axis=1) if share.size else np.zeros(use.shape[0])
 
 
-def queue_order(priority: np.ndarray, share: np.ndarray, waited_s: np.ndarray, max_wait_s: float) -> np.ndarray:
-    """Service order of the queue: starving tasks (waited at least ``max_wait_s``) first, longest wait
-    first; then priority (high first), then the team's dominant share (small first), then wait
-    (long first), then arrival."""
+def response_ratio(waited_s: np.ndarray, run_s: np.ndarray) -> np.ndarray:
+    """float64: (wait + predicted run) / predicted run, the order of highest response ratio next (Brinch
+    Hansen, "Short-term scheduling in multiprogramming systems", SOSP 1971): a short task goes before
+    a long one that waited as long, and every task's ratio grows while it waits, so none starves.
+    Runs below one second count as one. Worked: waited 1,000 s, run 100 s -> 11; waited 40,000 s,
+    run 36,000 s -> 2.11; waited 0 -> 1."""
+    run = np.maximum(np.asarray(run_s, np.float64), 1.0)
+    return (np.asarray(waited_s, np.float64) + run) / run
+
+
+def queue_order(priority: np.ndarray, share: np.ndarray, waited_s: np.ndarray, max_wait_s: float,
+                run_s: np.ndarray | None = None) -> np.ndarray:
+    """Service order of the queue. Without ``run_s`` (first come, first served): starving tasks
+    (waited at least ``max_wait_s``) first, longest wait first; then priority (high first), then the
+    team's dominant share (small first), then wait (long first), then arrival. With each task's
+    predicted run ``run_s`` (highest response ratio next, :func:`response_ratio`): a task starves once
+    it waited ``max_wait_s`` and as long as it would run (ratio at least 2); starving tasks first,
+    then priority, then share, each by highest ratio, then arrival."""
     priority = np.asarray(priority, np.float64)
     share = np.asarray(share, np.float64)
     waited = np.asarray(waited_s, np.float64)
-    starving = waited >= max_wait_s
     idx = np.arange(priority.size)
+    starving = starving_tasks(waited, max_wait_s, run_s)
+    rank = waited if run_s is None else response_ratio(waited, run_s)
     # lexsort: the last key is the primary one
-    return np.lexsort((idx, -waited, share, -np.where(starving, 0.0, priority),
-                       -np.where(starving, waited, -1.0), ~starving))
+    return np.lexsort((idx, -rank, share, -np.where(starving, 0.0, priority),
+                       -np.where(starving, rank, -1.0), ~starving))
+
+
+def starving_tasks(waited_s: np.ndarray, max_wait_s: float, run_s: np.ndarray | None = None) -> np.ndarray:
+    """bool: the tasks :func:`queue_order` serves first whatever their priority — waited at least
+    ``max_wait_s`` and, with predicted runs ``run_s``, at least as long as they would run."""
+    waited = np.asarray(waited_s, np.float64)
+    starving = waited >= max_wait_s
+    return starving if run_s is None else starving & (waited >= np.asarray(run_s, np.float64))
 
 
 def deadline_wait(waited_s: np.ndarray, slack_s: np.ndarray, max_wait_s: float) -> np.ndarray:

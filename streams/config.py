@@ -155,7 +155,13 @@ class Settings(BaseSettings):
     max_restarts: int = Field(default=3, ge=0, description="a failed task is re-queued from its checkpoint this often")
     max_queued_tasks: int = Field(default=100_000, ge=1, description=(
         "a new task beyond this many waiting is refused (sched.deadletter reason queue_full; POST /tasks: 503)"))
-    max_wait_seconds: float = Field(default=600.0, gt=0, description="anti-starvation: past it a task goes first")
+    max_wait_seconds: float = Field(default=600.0, gt=0, description=(
+        "anti-starvation: a task that waited this long (and, under queue_order response, as long as its predicted "
+        "run) goes first whatever its priority"))
+    queue_order: Literal["response", "fifo"] = Field(default="response", description=(
+        "response: within a priority, the queued task of highest (wait + predicted run) / predicted run first "
+        "(short tasks before long ones that waited as long; every task's ratio grows while it waits); fifo: "
+        "longest wait first, as Slurm's age factor"))
     placement_rule: Literal["seconds", "points"] = Field(default="seconds", description=(
         "seconds: training tasks go where their expected completion (wait + load + run on those cards and "
         "paths) plus the queue's price on the card-seconds they hold is least, and a gang waits for a closer "

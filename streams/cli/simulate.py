@@ -41,7 +41,7 @@ def add_parsers(sub) -> None:
                         "not depend on it")
     p.add_argument("--ablations", nargs="?", const="all", metavar="NAMES",
                    help="instead of the headline: the replay with one ingredient taken away at a time (all, or "
-                        "of as-is, one-site, no-data, equal-cards, static-network, no-migrations, oracle)")
+                        "of as-is, one-site, no-data, equal-cards, static-network, no-migrations, oracle, first-come)")
     p.add_argument("--sweep", action="store_true",
                    help="instead of the headline: the assumed parameters (communication share, gradient size, data "
                         "size) one at a time, ours against each baseline for each")

@@ -7,7 +7,8 @@ awareness itself adds and what comes from elsewhere (card speeds, data, waiting,
 - ``equal-cards``: every card as fast as the trace's reference card;
 - ``static-network``: the network stays as measured (no series over time);
 - ``no-migrations``: ours never moves a running job (``ours-static`` in ours' place);
-- ``oracle``: every policy is told the trace's durations (what the estimate costs).
+- ``oracle``: every policy is told the trace's durations (what the estimate costs);
+- ``first-come``: ours serves its queue by age, as the topology baseline does (what the order adds).
 
 Each is ours against each baseline with the same seeds; a row per variant, baseline and job kind
 (completion time: streams/replay/stats.py).
@@ -21,7 +22,7 @@ from streams.replay.cluster import build_cluster
 from streams.replay.results import replay
 from streams.replay.stats import HEADLINE_BASELINES, compare
 
-ABLATIONS = ("as-is", "one-site", "no-data", "equal-cards", "static-network", "no-migrations", "oracle")
+ABLATIONS = ("as-is", "one-site", "no-data", "equal-cards", "static-network", "no-migrations", "oracle", "first-come")
 KINDS = ("gang", "data", "all")
 
 
@@ -31,7 +32,8 @@ def variant(name: str, cfg, rtt_series):
     if name == "one-site":
         spec = dataclasses.replace(spec, sites=1, racks_per_site=spec.sites * spec.racks_per_site)
         return dataclasses.replace(cfg, cluster=spec), None, "ours"
-    changes = {"no-data": {"data_share": 0.0}, "equal-cards": {"fast_speed": 1.0}, "oracle": {"estimate": "oracle"}}
+    changes = {"no-data": {"data_share": 0.0}, "equal-cards": {"fast_speed": 1.0}, "oracle": {"estimate": "oracle"},
+               "first-come": {"queue_order": "fifo"}}
     series = None if name == "static-network" else rtt_series
     return dataclasses.replace(cfg, **changes.get(name, {})), series, "ours-static" if name == "no-migrations" else "ours"
 

@@ -16,11 +16,13 @@ from streams.worker.scheduling.state import Scheduler
 
 
 class TopologyScheduler(Scheduler):
-    """Slurm's backfill plans with the limits users request: no run-time prediction."""
+    """Slurm's backfill plans with the limits users request (no run-time prediction) and serves the
+    queue by age (its multifactor priority's age factor)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
         self.durations = None
+        self.queue_rule = "fifo"
 
     def _codes(self, nodes: NodeView) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(site names, each node's site code, its rack code), once per node list."""

@@ -106,6 +106,8 @@ class Replay:
                               ramps=self.power.book, node_timeout_s=math.inf, preemption=policy == "ours-quotas",
                               freshness=Freshness(cfg.epoch_s, 3 * cfg.epoch_s), audit=False,
                               sees_network=policy != "compute-only")
+            if policy != "topology":  # the topology baseline serves by age (baselines.py)
+                self.sched.queue_rule = cfg.queue_order
             self.index = {x: i for i, x in enumerate(cluster.node_ids)}
             if policy == "oracle-ect":  # ours' rule told the replay's truth: each job's run and communication
                 self.sched.durations = None

@@ -57,6 +57,9 @@ class SimConfig:
     # (run time x U[1, limit_factor], rounded up to round values), or "oracle", the trace's (an ablation)
     estimate: str = "limit"
     limit_factor: float = 5.0  # assumed: Mu'alem & Feitelson 2001 sweep f; users over-ask by a few times
+    # the queue's order under ours' rule (core.quota.queue_order; topology serves by age whatever this says):
+    # "response", the worker's default, or "fifo" (an ablation: what the order adds)
+    queue_order: str = "response"
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -66,6 +69,8 @@ class SimConfig:
                 raise ValueError(f"{name} must be > 0")
         if self.estimate not in ("limit", "oracle") or not self.limit_factor >= 1:
             raise ValueError("estimate is limit or oracle, and limit_factor at least 1")
+        if self.queue_order not in ("response", "fifo"):
+            raise ValueError("queue_order is response or fifo")
         if not 0 <= self.data_share <= 1 or not 0 <= self.burst_loss < 1:
             raise ValueError("data_share in [0, 1] and burst_loss in [0, 1)")
         for name in ("data_gb", "checkpoint_gb", "reroutes_per_day", "bursts_per_day", "failures_per_node_day",

@@ -9,6 +9,8 @@ from core.quota import (
     dominant_shares,
     eligible_victims,
     queue_order,
+    response_ratio,
+    starving_tasks,
     usage,
     within_guarantee,
     within_maximum,
@@ -63,6 +65,27 @@ def test_queue_order_priority_then_share_then_wait():
     # task 4 starves (waited 2000 >= 1000); then 2 (priority 90); then the smaller shares: 3 (waited
     # longer) before 1, then 0 (share 0.7)
     assert queue_order(priority, share, waited, 1000).tolist() == [4, 2, 3, 1, 0]
+
+
+def test_response_ratio_worked_examples():
+    np.testing.assert_allclose(response_ratio([1000, 40_000, 0, 5], [100, 36_000, 50, 0]),
+                               [11.0, 76_000 / 36_000, 1.0, 6.0])  # a run under 1 s counts as 1 s
+
+
+def test_queue_order_by_response_ratio_against_first_come():
+    """Three tasks: short (100 s run, waited 1,000 s: ratio 11), long (36,000 s, waited 40,000 s: 2.11),
+    mid (3,600 s, waited 3,000 s: 1.83, priority 90); the longest wait is 600 s."""
+    priority = np.array([50, 50, 90])
+    waited = np.array([1000.0, 40_000.0, 3000.0])
+    run = np.array([100.0, 36_000.0, 3600.0])
+    # first come: all three waited past 600 s, so all starve: longest wait first, priority aside
+    assert queue_order(priority, np.zeros(3), waited, 600).tolist() == [1, 2, 0]
+    # by ratio: short and long waited as long as they run (they starve), mid not: its priority
+    # counts only after them; among the starving the higher ratio first
+    assert starving_tasks(waited, 600, run).tolist() == [True, True, False]
+    assert queue_order(priority, np.zeros(3), waited, 600, run).tolist() == [0, 1, 2]
+    # none starving (a longer longest wait): priority first, then the ratio
+    assert queue_order(priority, np.zeros(3), waited, 50_000, run).tolist() == [2, 0, 1]
 
 
 def test_who_may_be_preempted():

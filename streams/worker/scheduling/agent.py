@@ -77,7 +77,7 @@ METRICS = {
     "task_restarts_total": "failed tasks re-queued to resume from their last checkpoint",
     "task_fallbacks_total": "tasks placed again because a node refused them or they failed to start, by reason",
     "incidents_open": "node failures not recovered yet",
-    "queue_starving_tasks": "queued tasks (not held) that waited past CNSCHED_MAX_WAIT_SECONDS",
+    "queue_starving_tasks": "queued tasks (not held) that starve: waited past CNSCHED_MAX_WAIT_SECONDS (and their predicted run)",
     "queue_oldest_wait_seconds": "how long the longest-waiting queued task (not held) has waited",
     "tasks_expired_total": "queued tasks that waited past CNSCHED_QUEUE_TIMEOUT_SECONDS and left the queue",
     "tasks_time_limit_total": "running tasks cancelled at their time limit (time_limit_s)",
@@ -93,6 +93,7 @@ def _nan(v: float | None) -> float:
 def make_scheduler(settings: Settings, net, inv) -> Scheduler:
     sched = Scheduler(
         net, inv, margin=settings.resource_margin, max_wait_s=settings.max_wait_seconds,
+        queue_rule=settings.queue_order,
         placement_rule=settings.placement_rule, packing_band=settings.packing_band,
         gang_packing_band=settings.gang_packing_band, gang_closeness=settings.gang_closeness,
         gang_patience=settings.gang_patience,
@@ -379,7 +380,7 @@ class SchedulingService:
         self.counters.set("scheduler_tasks", started, state="running")
         now = time.time()
         waits = [now - p.submitted_at for p in self.sched.pending.values() if not p.held]  # as the queue counts
-        self.counters.set("queue_starving_tasks", sum(w > self.sched.max_wait_s for w in waits))
+        self.counters.set("queue_starving_tasks", self.sched.starving_now(now))
         self.counters.set("queue_oldest_wait_seconds", max(waits, default=0.0))
         self.counters.set("scheduler_tasks", sum(p.held for p in self.sched.pending.values()), state="held")
         available = self.sched.nodes(now).available

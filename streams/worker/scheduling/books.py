@@ -101,6 +101,10 @@ class RowBook(dict):
         return self
 
     # ------------------------------------------------------------------ the rows
+    def row_of(self, task_id: str) -> int:
+        """The row of an entry (-1 when there is none); rows move only when the arrays are read."""
+        return self._row.get(task_id, -1)
+
     def _rows(self) -> np.ndarray:
         """The live rows in the dict's order."""
         if self._used > 64 and self._used > 2 * len(self):

@@ -11,7 +11,7 @@ from operator import attrgetter
 import numpy as np
 
 from core.feasibility import covers, fitting
-from core.quota import deadline_wait, queue_order
+from core.quota import deadline_wait, queue_order, starving_tasks
 from core.reservation import held_back, node_free_times, reserve
 from schemas.sched import Decision, Fallback, Task
 from streams.adapters.inventory import NodeView
@@ -31,7 +31,7 @@ class Reservation:
     start: float
     end: float
     priority: int
-    starving: bool  # waited past CNSCHED_MAX_WAIT_SECONDS: everyone waits behind it
+    starving: bool  # core.quota.starving_tasks (waited past CNSCHED_MAX_WAIT_SECONDS): everyone waits behind it
 
 
 def expected_end(run, now: float) -> float:
@@ -126,19 +126,34 @@ class QueueMixin:
         return (getattr(self.inv, "version", self.version), self.allocation_version, len(self.pending))
 
     def _ordered(self, nodes: NodeView, now: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(the rows of the queued tasks not held in the pending book, their service order, how long
-        each counts as having waited)."""
+        """(the rows of the queued tasks not held in the pending book, their service order, which of
+        them starve). Under ``queue_rule`` "response" a task whose deadline is near counts as
+        running no time (it starves once its slack is down to the longest wait), and so does the
+        task holding the reservation: the head keeps its place while it waits for its nodes (shorter
+        tasks whose ratios grow faster would otherwise take it, and a gang would never start)."""
         book = self.pending
         rows = book.ready()
         if not rows.size:
-            return rows, np.zeros(0, np.int64), np.zeros(0)
+            return rows, np.zeros(0, np.int64), np.zeros(0, bool)
         table = book.order[rows]  # priority, expected duration, deadline
         # slack_s(task, 0, now) of every task at once (the same arithmetic, elementwise)
         slack = table[:, 2] - now - np.maximum(table[:, 1] - 0.0, 0.0)
         waited = deadline_wait(now - book.submitted[rows], slack, self.max_wait_s)
         shares = self.quotas.shares([p.task for p in book.entries[rows]], list(self.running.values()), nodes) \
             if self.quotas.active else np.zeros(len(rows))
-        return rows, queue_order(table[:, 0], shares, waited, self.max_wait_s), waited
+        run = None
+        if self.queue_rule == "response":
+            with np.errstate(invalid="ignore"):
+                run = np.where(slack <= self.max_wait_s, 0.0, table[:, 1])
+            res = self.reservation
+            if res is not None and res.task_id in book:
+                run[rows == book.row_of(res.task_id)] = 0.0
+        return (rows, queue_order(table[:, 0], shares, waited, self.max_wait_s, run),
+                starving_tasks(waited, self.max_wait_s, run))
+
+    def starving_now(self, now: float) -> int:
+        """How many queued tasks (not held) starve (core.quota.starving_tasks): they go first."""
+        return int(self._ordered(self.nodes(now), now)[2].sum())
 
     def queue_order(self, now: float) -> list[Task]:
         """The queued tasks that are not held, in the order they are served."""
@@ -153,9 +168,9 @@ class QueueMixin:
         now = time.time() if now is None else now
         if self.durations is not None:  # a task past its predicted run is planned with its user's figure
             self.durations.overdue(self.running, self.pending, now)
-        self.reservation = None
         nodes = self.nodes(now)
-        rows, order, waited = self._ordered(nodes, now)
+        rows, order, starving = self._ordered(nodes, now)  # the last reservation's holder keeps its place
+        self.reservation = None
         if not rows.size:
             return []
         book, ranked = self.pending, rows[order]
@@ -175,7 +190,7 @@ class QueueMixin:
         head = int(missing[0]) if missing.size else len(queued)
         if missing.size:
             self.reservation = reservation_for(self, queued[head].task, nodes, now,
-                                               bool(waited[order[head]] >= self.max_wait_s))
+                                               bool(starving[order[head]]))
         # held back by the head's reservation: behind it (after it in the order) and _behind's rule
         behind = (np.arange(len(queued)) > head) & self._behind_all(book.order[ranked], now)
         kept = np.flatnonzero(keep)

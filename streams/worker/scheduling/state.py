@@ -61,14 +61,14 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
     inv: object  # streams.worker.state_tables.Inventory
     margin: float = 0.15
     max_wait_s: float = 600.0
+    queue_rule: str = "response"  # the queue's order (core.quota.queue_order): "response" (highest ratio next) or "fifo"
     # "seconds": the placement of least expected completion plus the queue's price on capacity (seconds.py,
     # core.ect); "points": the composite with the packing band and gang closeness below (before issue 52)
     placement_rule: str = "seconds"
     sees_network: bool = True  # False (the replay's compute-only baseline): the seconds rule reads every path as one rack's
     packing_band: float = 20.0  # while tasks wait, a one-node task: among nodes this close to the best, the fullest
     gang_packing_band: float = 2.0  # a gang's next worker: among nodes this close to the best, the fullest
-    # a gang waits for nodes this close to each other (share of its lead's best; 0: takes any) ...
-    gang_closeness: float = 0.8
+    gang_closeness: float = 0.8  # a gang waits for nodes this close to each other (share of its lead's best; 0: any) ...
     gang_patience: float = 4.0  # ... for at most this many times its expected duration
     node_timeout_s: float = 60.0
     failure_rule: FailureRule = field(default_factory=FailureRule)  # what a network failure needs (core.failures)

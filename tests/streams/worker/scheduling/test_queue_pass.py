@@ -35,19 +35,26 @@ def scheduler(pending):
     return s
 
 
+@pytest.mark.parametrize("rule", ["fifo", "response"])
 @pytest.mark.parametrize("seed", range(5))
-def test_the_wait_and_the_order_are_the_per_task_ones(seed):
+def test_the_wait_and_the_order_are_the_per_task_ones(seed, rule):
     s = scheduler(queue(seed))
-    rows, order, waited = s._ordered(s.nodes(NOW), NOW)
+    s.queue_rule = rule
+    rows, order, starving = s._ordered(s.nodes(NOW), NOW)
     items = list(s.pending.entries[rows])
     assert items == list(s.pending.values())  # none held: every entry, in the dict's order
     # the plain composition: slack_s and the wait task by task, then the order
-    ref_wait = deadline_wait(np.array([NOW - p.submitted_at for p in items]),
-                             np.array([slack_s(p.task, 0.0, NOW) for p in items]), s.max_wait_s)
-    assert np.array_equal(waited, ref_wait)
+    slack = [slack_s(p.task, 0.0, NOW) for p in items]
+    ref_wait = deadline_wait(np.array([NOW - p.submitted_at for p in items]), np.array(slack), s.max_wait_s)
+    # under "response" a task whose deadline is near runs no time: it starves from the longest wait on
+    run = None if rule == "fifo" else np.array([0.0 if d <= s.max_wait_s else p.task.expected_duration_s
+                                                for p, d in zip(items, slack, strict=True)])
+    ref_starving = [w >= s.max_wait_s and (run is None or w >= r)
+                    for w, r in zip(ref_wait, ref_wait if run is None else run, strict=True)]
+    assert starving.tolist() == ref_starving
     assert np.array_equal(order, queue_order(np.array([p.task.priority for p in items]), np.zeros(len(items)),
-                                             ref_wait, s.max_wait_s))
-    assert (ref_wait >= s.max_wait_s).any() and (ref_wait < s.max_wait_s).any()  # both kinds are in it
+                                             ref_wait, s.max_wait_s, run))
+    assert any(ref_starving) and not all(ref_starving)  # both kinds are in it
     assert s.pending.order[rows, 0].tolist() == [p.task.priority for p in items]
 
 

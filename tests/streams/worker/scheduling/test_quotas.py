@@ -121,10 +121,13 @@ def test_the_queue_serves_the_team_with_the_smaller_share_first():
     np.testing.assert_allclose(shares, [16 / 24, 8 / 24, 0.0])
 
 
-def test_the_head_of_the_queue_gets_a_reservation_and_backfill_cannot_delay_it():
+@pytest.mark.parametrize("rule", ["fifo", "response"])
+def test_the_head_of_the_queue_gets_a_reservation_and_backfill_cannot_delay_it(rule):
     s = make_scheduler([gpu_node(n, NOW) for n in ("n1", "n2")], {})
     s.node_timeout_s = float("inf")
     s.preemption = False
+    # by response ratio long2 (500 s) would overtake head (1,000 s) at +100: the holder keeps its place
+    s.queue_rule = rule
 
     def t(tid, cards, duration, priority=50):
         return Task(id=tid, type="fine-tune", priority=priority, resources={"cards": cards},
@@ -183,10 +186,12 @@ def test_tidal_lending_to_deferrable_tasks_and_reclaim_before_the_peak():
     assert tidal_reclaim(s, NOW + 601) == []  # room made: nothing more
 
 
-def test_a_starving_task_holds_its_reservation_against_any_priority():
+@pytest.mark.parametrize("rule", ["fifo", "response"])
+def test_a_starving_task_holds_its_reservation_against_any_priority(rule):
     s = make_scheduler([gpu_node(n, NOW) for n in ("n1", "n2")], {})
     s.node_timeout_s = float("inf")
     s.preemption = False
+    s.queue_rule = rule
 
     def t(tid, cards, duration, priority=50, submitted=NOW):
         return Task(id=tid, type="fine-tune", priority=priority, resources={"cards": cards},
@@ -194,9 +199,9 @@ def test_a_starving_task_holds_its_reservation_against_any_priority():
 
     s.decide(t("a", 6, 100), NOW)
     s.decide(t("b", 6, 300), NOW)
-    # a low-priority task that has waited past CNSCHED_MAX_WAIT_SECONDS (600): it goes first and
-    # holds n1 from +100 (a ends) against everyone, whatever their priority
-    s.decide(t("old", 8, 1000, priority=10, submitted=NOW - 700), NOW)
+    # a low-priority task that has waited past CNSCHED_MAX_WAIT_SECONDS (600) and its predicted run
+    # (1,000 s): it goes first and holds n1 from +100 (a ends) against everyone, whatever their priority
+    s.decide(t("old", 8, 1000, priority=10, submitted=NOW - 1100), NOW)
     s.retry_pending(NOW)
     assert (s.reservation.task_id, s.reservation.nodes, s.reservation.starving) == ("old", ["n1"], True)
     d = s.decide(t("urgent", 2, 500, priority=90), NOW + 1)  # would hold n1 past +100: n2 only
