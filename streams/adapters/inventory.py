@@ -193,6 +193,11 @@ class NodeView:
     drain_since: np.ndarray = field(default_factory=lambda: np.zeros(0))
     drain_due: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
+    def speeds(self) -> np.ndarray:
+        """float64[N]: each node's card speed (``speed``), 1 on every node of a view built without it."""
+        n = len(self.ids)
+        return self.speed.astype(np.float64, copy=False) if self.speed.size == n else np.ones(n)
+
 
 def _col(records: list[dict], key: str, default: float = math.nan) -> np.ndarray:
     return np.array([default if r.get(key) is None else float(r[key]) for r in records], np.float64)

@@ -25,7 +25,7 @@ class LifecycleMixin:
         if run is not None and self.durations is not None:
             nodes = self.nodes(now)
             rows = [nodes.index[n] for n in run.nodes if n in nodes.index]
-            speed = float(nodes.speed[rows].min()) if rows and nodes.speed.size == len(nodes.ids) else 1.0
+            speed = float(nodes.speeds()[rows].min()) if rows else 1.0
             self.durations.finished(run.task, run.ran_for(now), speed)
         return self.end(task_id)
 

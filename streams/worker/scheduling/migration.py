@@ -121,7 +121,7 @@ def _migrate_group(sched, nodes: NodeView, group: list, profile: str, now: float
         if r.task.constraints is not None:
             s[t] = masked(sched.running, r.task, nodes, nodes.usable, s[t])
     if sched.reservation is not None:  # never onto the head of the queue's reservation
-        s[:, sched._reserved_mask(nodes)] = -np.inf
+        s[:, sched.reserved_mask(nodes)] = -np.inf
     best_node = np.argmax(s, axis=1)
     best = s[t_idx, best_node].astype(np.float64)
     if _quiet(sched, nodes, group, cur, best, current, now):  # no task could move: evaluate's verdict, directly
@@ -377,7 +377,7 @@ def own_room(sched, r, nodes: NodeView, members: list[int], now: float) -> tuple
     but for its own nodes, draining nodes closed when its drain is due; whether it is)."""
     usable = nodes.usable.copy()
     if sched.reservation is not None:  # never onto the head of the queue's reservation (its own nodes stay)
-        usable[sched._reserved_mask(nodes)] = 0.0
+        usable[sched.reserved_mask(nodes)] = 0.0
     usable[members] += need(r.task)
     drained = drain_due(r, nodes, now)
     if drained:  # its members on draining nodes must go: the alternative is elsewhere

@@ -69,12 +69,7 @@ def all_of(sched, runs: list, nodes: NodeView, now: float) -> list[RescheduleEve
 def closed_to_moves(sched, nodes: NodeView) -> np.ndarray:
     """bool[N]: where no running task may move: the head's reservation, cordoned and failed nodes."""
     shut = np.asarray(nodes.closed, bool) | ~np.asarray(nodes.available, bool)
-    return shut | sched._reserved_mask(nodes) if sched.reservation is not None else shut
-
-
-def _speeds(nodes: NodeView) -> np.ndarray:
-    n = len(nodes.ids)
-    return nodes.speed.astype(np.float64) if nodes.speed.size == n else np.ones(n)
+    return shut | sched.reserved_mask(nodes)
 
 
 def _save_restore(r, policy) -> float:
@@ -89,7 +84,7 @@ def singles(sched, runs: list, nodes: NodeView, now: float) -> list[RescheduleEv
     pays (see the module); moves of one pass take room from each other."""
     if not runs:
         return []
-    speed, shut = _speeds(nodes), closed_to_moves(sched, nodes)
+    speed, shut = nodes.speeds(), closed_to_moves(sched, nodes)
     free = nodes.usable.copy()
     cur = np.array([nodes.index[r.nodes[0]] for r in runs])
     here = np.array([r.task.expected_duration_s for r in runs]) / speed[cur]
@@ -148,7 +143,7 @@ def gang(sched, r, nodes: NodeView, now: float) -> RescheduleEvent | None:
     members = [nodes.index[n] for n in r.nodes]
     usable, drained = own_room(sched, r, nodes, members, now)
     failed = not nodes.available[members].all()
-    speed, shut = _speeds(nodes), closed_to_moves(sched, nodes)
+    speed, shut = nodes.speeds(), closed_to_moves(sched, nodes)
     shut[members] = ~nodes.available[members]  # its own live nodes stay open to it
     net = sched.network(endpoints([task]), nodes, r.profile)
     costing = Costing(sched, task, net, nodes, now)

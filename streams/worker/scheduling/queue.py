@@ -81,7 +81,7 @@ class QueueMixin:
         end before the reservation starts. Read-only (shared by every task held back)."""
         if not self._behind(task, now):
             return np.zeros(len(nodes.ids), bool)
-        return self._reserved_mask(nodes)
+        return self.reserved_mask(nodes)
 
     def _behind(self, task: Task, now: float) -> bool:
         """Whether the head's reservation holds ``task`` back (see :meth:`blocked`)."""
@@ -90,11 +90,13 @@ class QueueMixin:
             return False
         return bool(self._behind_all(np.array([[task.priority, task.expected_duration_s, math.nan]]), now)[0])
 
-    def _reserved_mask(self, nodes: NodeView) -> np.ndarray:
-        """bool[N] the reservation's nodes, once per reservation and node list."""
+    def reserved_mask(self, nodes: NodeView) -> np.ndarray:
+        """bool[N] the reservation's nodes (none without one), once per reservation and node list.
+        Read-only."""
         res, memo = self.reservation, self._cache.get("reserved")
         if memo is None or memo[0] is not res or memo[1] is not nodes.ids:
-            memo = self._cache["reserved"] = (res, nodes.ids, np.isin(nodes.ids, res.nodes))
+            mask = np.zeros(len(nodes.ids), bool) if res is None else np.isin(nodes.ids, res.nodes)
+            memo = self._cache["reserved"] = (res, nodes.ids, mask)
             memo[2].flags.writeable = False  # handed out as is: nobody may change it
         return memo[2]
 
@@ -197,7 +199,7 @@ class QueueMixin:
         combo = code[kept] * 2 + behind[kept]
         placeable = np.zeros(2 * len(shapes), bool)  # (shape, held back) -> could be placed on the room now
         for c in np.unique(combo):
-            room = fits[c // 2] & ~self._reserved_mask(nodes) if c % 2 else fits[c // 2]
+            room = fits[c // 2] & ~self.reserved_mask(nodes) if c % 2 else fits[c // 2]
             placeable[c] = self.could_hold(queued[kept[np.argmax(combo == c)]].task, room, nodes)
         # what cannot be placed on the room there is now cannot later in this pass: not decided
         take = placeable[combo]

@@ -71,8 +71,7 @@ class Costing:
 
     def __init__(self, sched, task: Task, net, nodes: NodeView, now: float) -> None:
         self.task, self.net, self.nodes, self.now = task, net, nodes, now
-        n = len(nodes.ids)
-        self.speed = nodes.speed if nodes.speed.size == n else np.ones(n)
+        self.speed = nodes.speeds()
         self.need = need(task)
         self.cards = float(self.need[0]) * task.peers
         self.comm = sched.comm_of.get(task.id, comm_share(task, sched.types))

@@ -213,7 +213,7 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
         usable = nodes.usable.copy()  # what each placement of the batch leaves to the next
         # a queue's retry places few of the tasks it is given: they are scored as it reaches them
         scores = by_profile(self, tasks, nodes, *((QUEUE_CHUNK, queue.kinds) if queue is not None else (None, None)))
-        reserved = self._reserved_mask(nodes) if queue is not None and queue.behind.any() else None
+        reserved = self.reserved_mask(nodes) if queue is not None and queue.behind.any() else None
         holds = reserved is not None and bool(reserved.any())  # a task held back keeps off some node
         if queue is not None:  # as Python values: the loop reads one of each per task
             shapes, behind = queue.shape.tolist(), (queue.behind if holds else np.zeros(len(tasks), bool)).tolist()
