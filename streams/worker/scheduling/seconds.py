@@ -156,8 +156,9 @@ class Costing:
         if not self.sched.sees_network:  # the compute-only baseline: every gang as if in one rack
             return np.full(k, ONE_RACK.ideal_rtt_ms), np.full(k, ONE_RACK.ideal_gbps)
         uniq, inv = np.unique(sets, return_inverse=True)
-        rows = np.stack([self.net.from_node("p95", int(u)) for u in uniq.tolist()]).astype(np.float64)
-        rtt = rows[inv.reshape(k, g)[:, :, None], sets[:, None, :]]  # [K, g, g]: from member i to member j
+        among = np.stack([self.net.from_node("p95", u)[uniq] for u in uniq.tolist()])  # [U, U] between members
+        inv = inv.reshape(k, g)
+        rtt = among[inv[:, :, None], inv[:, None, :]].astype(np.float64)  # [K, g, g]: from member i to member j
         off = ~np.eye(g, dtype=bool)
         known = rtt[:, off][np.isfinite(rtt[:, off])]
         unknown = float(known.max()) if known.size else ONE_RACK.ideal_rtt_ms
