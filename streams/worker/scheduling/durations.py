@@ -54,12 +54,12 @@ class Durations:
             self.runs.setdefault(who, deque(maxlen=KEEP)).append(wall_s * max(slowest_speed, 1e-9))
 
     def overdue(self, running, pending, now: float) -> None:
-        """Running tasks past their prediction are planned with the figure their user gave from now on;
-        tasks neither running nor queued are forgotten."""
-        for tid in list(self.given):
-            r = running.get(tid)
-            if r is None:
-                if tid not in pending:
-                    del self.given[tid]
-            elif r.ran_for(now) > r.task.expected_duration_s:
+        """Running tasks past their prediction are planned with the figure their user gave from now on
+        (only the predicted ones that run are looked at: the queue may hold thousands); tasks neither
+        running nor queued are forgotten once they are as many as the live ones."""
+        for tid in self.given.keys() & running.keys():
+            r = running[tid]
+            if r.ran_for(now) > r.task.expected_duration_s:
                 r.task = r.task.model_copy(update={"expected_duration_s": self.given.pop(tid)})
+        if len(self.given) > 2 * (len(running) + len(pending)) + 64:
+            self.given = {t: v for t, v in self.given.items() if t in running or t in pending}

@@ -51,6 +51,20 @@ def test_a_submitters_last_two_runs_plan_the_next_task():
     assert s.running["c"].task.expected_duration_s == 3600.0
 
 
+def test_predictions_of_tasks_gone_without_finishing_are_forgotten():
+    s = scheduler()
+    s.decide(task("a"), NOW)
+    s.finished("a", NOW + 400)  # alice's runs: 600 s
+    for k in range(100):  # predicted at 600 s each, queued (n0 and n1 are taken), then cancelled
+        s.decide(task(f"q{k}"), NOW + 400)
+    s.decide(task("x"), NOW + 400)
+    assert len(s.durations.given) >= 100
+    for k in range(100):
+        s.cancel(f"q{k}", NOW + 401)
+    s.retry_pending(NOW + 402)
+    assert set(s.durations.given) <= set(s.running) | set(s.pending)
+
+
 def test_a_prediction_never_exceeds_the_users_figure_and_the_topology_baseline_makes_none():
     s = scheduler()
     s.decide(task("a"), NOW)
