@@ -3,7 +3,8 @@ task events.
 
 - A ``placed`` decision is one ``sbatch`` (one job per task or gang: ``-w`` the chosen nodes, ``-N``
   their number, one task per node, ``--gres=<gres>:<cards>``, job name = task id, ``--comment`` = the
-  decision's time, ``--wrap`` the task's ``command``, ``--time`` its requested limit ``time_limit_s``
+  decision's time, ``--wrap`` the task's ``command`` (a task without one is cancelled at once, by a
+  ``cancel`` event from ``slurm-bridge``: Slurm has nothing to run), ``--time`` its requested limit ``time_limit_s``
   in whole minutes, rounded up, where Slurm stops it (TIMEOUT, reported ``failed``); the job's environment carries
   ``CNSCHED_CHECKPOINT_FILE``). sbatch refusing it is a ``refused`` event (the scheduler's fallback
   takes the next candidate).
@@ -34,6 +35,7 @@ from pathlib import Path
 from streams.bridge.slurm_parse import FAILED_STATES, gres_count, jobs
 
 log = logging.getLogger(__name__)
+NO_COMMAND = "the task has no command: the Slurm bridge runs a task's command (POST /tasks with \"command\")"
 LIVE_STATES = frozenset({"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING"})
 
 
@@ -123,6 +125,10 @@ class SlurmRunner:
         if known is not None and known.comment == comment:
             known.command = known.command or command  # an adopted job learns its command again
             return []  # redelivered: submitted already
+        if not (command or "").strip():  # nothing to run: never a placeholder job holding the cards
+            log.warning("task %s has no command: cancelled, not submitted", task)
+            return [{"task_id": task, "event": "cancel", "at": now, "by": "slurm-bridge",
+                     "reason": NO_COMMAND}]
         ckpt = self.checkpoint_file(task)
         ckpt.parent.mkdir(parents=True, exist_ok=True)
         argv = ["sbatch", "--parsable", "-J", task, f"--comment={comment}", "-w", ",".join(nodes), "-N",
@@ -132,7 +138,7 @@ class SlurmRunner:
             argv.append(f"--gres={self.gres}:{cards}")
         if time_limit_s:
             argv.append(f"--time={slurm_minutes(time_limit_s)}")
-        argv += ["--wrap", command or "sleep 3600"]
+        argv += ["--wrap", command]
         out = self._run(*argv)
         if out.returncode != 0:
             why = (out.stderr.strip() or out.stdout.strip())[:500]

@@ -301,6 +301,10 @@ def test_a_bridge_killed_between_sbatch_and_saving_adopts_its_job_instead_of_sub
     assert again.jobs["t1"].command == "sleep 20"
     refused = again.on_decision({**decision, "task_id": "t2", "cards": 64, "decided_at": 1001.0}, time.time())
     assert [(e["event"], e["nodes"]) for e in refused] == [("refused", ["n1"])]  # sbatch turned it away
+    # a task without a command: nothing to run, so no job holds the cards; cancelled, saying why
+    (cancel,) = again.on_decision({**decision, "task_id": "t3", "decided_at": 1002.0, "command": None}, time.time())
+    assert (cancel["event"], cancel["by"]) == ("cancel", "slurm-bridge") and "no command" in cancel["reason"]
+    assert "t3" not in again.jobs and slurm.run("squeue", "-h", "-o", "%j").split() == ["t1"]
 
 
 async def test_a_degraded_path_moves_the_job_to_the_new_node(make_settings, tmp_path, slurm):

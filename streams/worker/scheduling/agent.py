@@ -279,7 +279,8 @@ class SchedulingService:
         not allow it: hold and release are for queued tasks)."""
         task, sched = Task.model_validate(rec.task), self.sched
         if ev.event == "cancel":
-            d = sched.cancel(ev.task_id, ev.at, ev.by)
+            who = ev.by or "an operator"
+            d = sched.cancel(ev.task_id, ev.at, f"{who} ({ev.reason})" if ev.reason else who)
             if d is None:
                 return NOT_APPLICABLE
             await self.publish_decision(task, d, "cancelled", also=entry)
