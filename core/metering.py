@@ -43,16 +43,57 @@ DEFAULT_TASK_WEIGHTS: dict[str, dict[str, float]] = {
 DEFAULT_TASK_PRECISION = {"training": "fp16", "inference": "int8", "generic": "fp32"}
 
 
-# Per accelerator model: factor from the vendor's stated peak to standard dense units. Vendors
-# often quote fp16/int8 with 2:4 sparsity; 0.5 turns those into dense figures.
-DEFAULT_MODEL_CONVERSION: dict[str, dict[str, float]] = {
-    "H100-SXM": {"fp32": 1.0, "fp16": 0.5, "int8": 0.5},
-    "H200-SXM": {"fp32": 1.0, "fp16": 0.5, "int8": 0.5},
-    "B200": {"fp32": 1.0, "fp16": 0.5, "int8": 0.5},
-    "L40S": {"fp32": 1.0, "fp16": 0.5, "int8": 0.5},
-    "A100-SXM": {"fp32": 1.0, "fp16": 1.0, "int8": 1.0},
-    "MI300X": {"fp32": 1.0, "fp16": 1.0, "int8": 1.0},
+# Per accelerator model, per card, as its vendor's datasheet states it: peaks in TFLOPS (int8 in
+# TOPS; fp16 and int8 with 2:4 sparsity where ``sparse``, as NVIDIA quotes them since Ampere's
+# successors; None where the datasheet gives none), memory in GB, and the datasheet.
+@dataclass(frozen=True)
+class Accelerator:
+    peaks: dict
+    sparse: bool
+    mem_gb: float
+    source: str
+
+
+ACCELERATORS: dict[str, Accelerator] = {
+    "A100-SXM": Accelerator({"fp32": 19.5, "fp16": 312.0, "int8": 624.0}, False, 80.0,
+                            "NVIDIA A100 Tensor Core GPU datasheet (2021), dense column"),
+    "A100-PCIE": Accelerator({"fp32": 19.5, "fp16": 312.0, "int8": 624.0}, False, 80.0,
+                             "NVIDIA A100 Tensor Core GPU datasheet (2021), dense column"),
+    "H100-SXM": Accelerator({"fp32": 67.0, "fp16": 1979.0, "int8": 3958.0}, True, 80.0,
+                            "NVIDIA H100 Tensor Core GPU datasheet (2023)"),
+    "H100-PCIE": Accelerator({"fp32": 51.0, "fp16": 1513.0, "int8": 3026.0}, True, 80.0,
+                             "NVIDIA H100 Tensor Core GPU datasheet (2022)"),
+    "H100-NVL": Accelerator({"fp32": 60.0, "fp16": 1671.0, "int8": 3341.0}, True, 94.0,
+                            "NVIDIA H100 Tensor Core GPU datasheet (2023), H100 NVL column"),
+    "H200-SXM": Accelerator({"fp32": 67.0, "fp16": 1979.0, "int8": 3958.0}, True, 141.0,
+                            "NVIDIA H200 Tensor Core GPU datasheet (2024)"),
+    "B200": Accelerator({"fp32": 75.0, "fp16": 4500.0, "int8": 9000.0}, True, 180.0,
+                        "NVIDIA HGX B200 specifications (2024), per GPU"),
+    "GB200": Accelerator({"fp32": 80.0, "fp16": 5000.0, "int8": 10000.0}, True, 186.0,
+                         "NVIDIA GB200 NVL72 specifications (2024), per Blackwell GPU"),
+    "L40S": Accelerator({"fp32": 91.6, "fp16": 733.0, "int8": 1466.0}, True, 48.0,
+                        "NVIDIA L40S datasheet (2023)"),
+    "MI300X": Accelerator({"fp32": 163.4, "fp16": 1307.4, "int8": 2614.9}, False, 192.0,
+                          "AMD Instinct MI300X accelerator datasheet (2023), dense"),
+    "Gaudi3": Accelerator({"fp32": None, "fp16": 1835.0, "int8": None}, False, 128.0,
+                          "Intel Gaudi 3 AI accelerator white paper (2024): BF16 matrix engines"),
 }
+
+# Per accelerator model: factor from the vendor's stated peak to standard dense units (0.5 where the
+# datasheet quotes fp16 and int8 with 2:4 sparsity), from ACCELERATORS.
+DEFAULT_MODEL_CONVERSION: dict[str, dict[str, float]] = {
+    model: {"fp32": 1.0, "fp16": 0.5 if a.sparse else 1.0, "int8": 0.5 if a.sparse else 1.0}
+    for model, a in ACCELERATORS.items()
+}
+
+
+def datasheet_peaks(model: str) -> dict | None:
+    """The model's per-card peaks as its datasheet states them (precisions it gives none of left
+    out), or None for a model ACCELERATORS does not hold."""
+    a = ACCELERATORS.get(model)
+    return None if a is None else {p: v for p, v in a.peaks.items() if v is not None}
+
+
 # Dense fp16 FLOP one tensor core does per clock, by model (its generation): Volta 128, Ampere 512,
 # Ada 256, Hopper 1,024 (datasheet dense fp16 TFLOPS / (tensor cores x boost clock)).
 TENSOR_FLOP_PER_CLOCK: dict[str, float] = {

@@ -11,6 +11,7 @@ import numpy as np
 from core.ect import card_speed
 from core.energy import energy_scores
 from core.metering import (
+    ACCELERATORS,
     DEFAULT_METERING,
     DIMENSIONS,
     PRECISIONS,
@@ -129,6 +130,7 @@ def scored(records: list[dict], conversion, benchmark_work, now: float, timeout_
     if not records:
         return []
     mt = meter(records, conversion, benchmark_work, now, timeout_s, model)
+    known = set(ACCELERATORS) | set(conversion)
     return [{
         "node": r["node"],
         "class": mt.classes[mt.metrics.node_class[i]],
@@ -140,7 +142,7 @@ def scored(records: list[dict], conversion, benchmark_work, now: float, timeout_
         "first_seen": r.get("first_seen_at") or r["received_at"],
         "last_seen": r["received_at"],
         "age_s": round(now - r["received_at"], 3),
-        "warnings": compute_warnings(r, float(mt.work_tflops[i])),
+        "warnings": compute_warnings(r, float(mt.work_tflops[i]), known),
     } for i, r in enumerate(records)]
 
 
@@ -149,12 +151,19 @@ NO_COMPUTE_FIGURES = ("no compute figures (peak_tflops, tensor_cores with clock_
                       "apart from a faster or slower card")
 
 
-def compute_warnings(record: dict, work_tflops: float) -> list[str]:
+def compute_warnings(record: dict, work_tflops: float, known=ACCELERATORS) -> list[str]:
     """What an operator should fix in a node's report: an accelerator node whose compute nothing
-    measures or states (every such node would score alike, an H100 as an L40S)."""
+    measures or states (every such node would score alike, an H100 as an L40S), and an accelerator
+    model of neither the datasheets' table nor the conversion table (``known``: their models)."""
+    out = []
+    model = record.get("accel_model")
+    if model and float(record.get("cards") or 0) > 0 and model not in known:
+        out.append(f"accel_model {model!r} is not a model cnsched knows ({', '.join(sorted(known))}): no "
+                   "datasheet fills its peaks, and peaks it reports are read as dense; name one of these models "
+                   "or add it to CNSCHED_MODEL_CONVERSION")
     if float(record.get("cards") or 0) > 0 and not work_tflops > 0:
-        return [NO_COMPUTE_FIGURES]
-    return []
+        out.append(NO_COMPUTE_FIGURES)
+    return out
 
 
 @dataclass

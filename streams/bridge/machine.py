@@ -7,25 +7,17 @@ from __future__ import annotations
 import math
 import re
 
+from core.metering import ACCELERATORS, datasheet_peaks
+
 QUERY = "index,name,memory.total,memory.used,utilization.gpu,power.draw,power.limit"
 NVIDIA_SMI = ["nvidia-smi", f"--query-gpu={QUERY}", "--format=csv,noheader,nounits"]
 
-# nvidia-smi's product names -> the models of the metering's conversion table (core/metering.py)
+# nvidia-smi's product names -> the models of the metering's tables (core.metering.ACCELERATORS)
 MODELS = (
     (r"H100 80GB HBM3|H100 SXM", "H100-SXM"), (r"H100 PCIe", "H100-PCIE"), (r"H100 NVL", "H100-NVL"),
     (r"H200", "H200-SXM"), (r"A100[- ]SXM", "A100-SXM"), (r"A100.*PCI[Ee]", "A100-PCIE"), (r"L40S", "L40S"),
-    (r"V100", "V100"), (r"B200", "B200"),
+    (r"V100", "V100"), (r"GB200", "GB200"), (r"B200", "B200"),
 )
-# Per-card vendor peaks (TFLOPS; fp16 and int8 as the datasheets state them, with sparsity where they do:
-# the conversion table turns those into dense figures). H100 SXM/PCIe and A100 from NVIDIA's H100 and
-# A100 datasheets, L40S from its datasheet.
-PEAKS = {
-    "H100-SXM": {"fp32": 67.0, "fp16": 1979.0, "int8": 3958.0},
-    "H100-PCIE": {"fp32": 51.0, "fp16": 1513.0, "int8": 3026.0},
-    "A100-SXM": {"fp32": 19.5, "fp16": 312.0, "int8": 624.0},
-    "A100-PCIE": {"fp32": 19.5, "fp16": 312.0, "int8": 624.0},
-    "L40S": {"fp32": 91.6, "fp16": 733.0, "int8": 1466.0},
-}
 
 
 def _num(text: str) -> float | None:
@@ -93,14 +85,18 @@ def machine_report(node: str, now: float, gpus: list[dict], meminfo: tuple[float
         mem = [g["mem_mib"] for g in gpus if g["mem_mib"] is not None]
         if mem:
             report["mem_gb"] = round(min(mem) / 1024, 3)
-        if model in PEAKS:
-            report["peak_tflops"] = PEAKS[model]
         limits = [g["power_limit_w"] for g in gpus if g["power_limit_w"] is not None]
         if limits:
             report["accel_power_kw"] = round(sum(limits) / 1000, 3)
     for key in ("cards", "accel_model", "accel_class", "peak_tflops", "mem_gb", "power_kw", "inter_bw_gbps"):
         if config.get(key) is not None:
             report[key] = config[key]
+    # a known model's datasheet fills what neither nvidia-smi nor the configuration said
+    peaks, sheet = datasheet_peaks(report.get("accel_model", "")), ACCELERATORS.get(report.get("accel_model", ""))
+    if peaks and "peak_tflops" not in report and report.get("cards"):
+        report["peak_tflops"] = peaks
+    if sheet is not None and "mem_gb" not in report and report.get("cards"):
+        report["mem_gb"] = sheet.mem_gb
     total, avail = meminfo
     if total is not None:
         report["host_mem_gb"] = total

@@ -5,7 +5,8 @@ report they make is one the worker accepts, and it is not flagged as lacking com
 from pathlib import Path
 
 from schemas.compute import ComputeReport
-from streams.adapters.inventory import compute_warnings
+from core.metering import ACCELERATORS, DEFAULT_MODEL_CONVERSION
+from streams.adapters.inventory import NO_COMPUTE_FIGURES, compute_warnings
 from streams.bridge.machine import (
     accel_model,
     benchmark_value,
@@ -55,6 +56,38 @@ def test_the_report_of_an_h100_server_is_accepted_and_carries_compute_figures():
     assert plain["cards"] == 0 and "free" in plain and "cards" not in plain["free"]
     configured = machine_report("acc-01", NOW, [], (None, None), 8, {"cards": 4, "accel_class": "npu"}, free_cards=9)
     assert (configured["cards"], configured["accel_class"], configured["free"]["cards"]) == (4, "npu", 4)
+
+
+def test_a_node_without_nvidia_smi_gets_its_models_datasheet_and_an_unknown_model_is_named():
+    """Issue 55 item 4: ``--cards 8 --accel-model A100-SXM`` without nvidia-smi filled nothing (every node
+    scored alike); an unknown name (``H100``) went unremarked."""
+    from streams.adapters.inventory import scored
+
+    a100 = machine_report("a-01", NOW, [], (None, None), 8, {"cards": 8, "accel_model": "A100-SXM"})
+    assert a100["peak_tflops"] == {"fp32": 19.5, "fp16": 312.0, "int8": 624.0} and a100["mem_gb"] == 80.0
+    gaudi = machine_report("g-01", NOW, [], (None, None), 8, {"cards": 8, "accel_model": "Gaudi3", "mem_gb": 96})
+    assert gaudi["peak_tflops"] == {"fp16": 1835.0} and gaudi["mem_gb"] == 96  # the configuration wins
+    h100 = machine_report("h-01", NOW, [], (None, None), 8, {"cards": 8, "accel_model": "H100"})
+    assert "peak_tflops" not in h100 and "mem_gb" not in h100
+    rows = {r["node"]: r for r in scored([{**x, "received_at": NOW} for x in (a100, gaudi, h100)],
+                                         DEFAULT_MODEL_CONVERSION, {}, NOW, 60.0)}
+    assert rows["a-01"]["warnings"] == [] and rows["g-01"]["warnings"] == []
+    unknown, no_figures = rows["h-01"]["warnings"]
+    assert unknown.startswith("accel_model 'H100' is not a model cnsched knows (A100-PCIE, A100-SXM, B200")
+    assert no_figures == NO_COMPUTE_FIGURES
+
+
+def test_the_datasheets_in_dense_units():
+    """Every model's datasheet peaks turned dense by the conversion table: H100 PCIe's 1,513 sparse fp16
+    TFLOPS are 756.5 dense (it was counted sparse, twice an A100's share too many), MI300X's 1,307.4
+    dense stay; each model has a fp16 figure and its memory."""
+    for model, a in ACCELERATORS.items():
+        assert a.peaks["fp16"] > 0 and a.mem_gb > 0 and a.source, model
+        assert DEFAULT_MODEL_CONVERSION[model]["fp16"] == (0.5 if a.sparse else 1.0)
+    dense = {m: ACCELERATORS[m].peaks["fp16"] * DEFAULT_MODEL_CONVERSION[m]["fp16"]
+             for m in ("A100-SXM", "H100-PCIE", "H100-SXM", "H200-SXM", "B200", "MI300X")}
+    assert dense == {"A100-SXM": 312.0, "H100-PCIE": 756.5, "H100-SXM": 989.5, "H200-SXM": 989.5, "B200": 2250.0,
+                     "MI300X": 1307.4}
 
 
 def test_the_agent_reads_nvidia_smi_proc_and_its_benchmark(tmp_path):

@@ -146,7 +146,7 @@ def test_a_nic_gone_dark_is_still_a_network_failure_and_the_work_moves_within_a_
     now = time.time()
     s = world(now)
     home = place(s, now)
-    dark = now + 40  # established: past the grace; its peers answered before
+    dark = now + 45  # established: past the grace, also aged to a step of 12 s (see above); its peers answered before
     _report_all(s, dark)
     _lose(s, dark, touching=home)
     (opened,) = s.watch(dark)
@@ -161,7 +161,7 @@ def test_every_node_losing_its_paths_at_once_is_an_incident_on_the_observers_not
     now = time.time()
     s = world(now)
     home = place(s, now)
-    t = now + 40
+    t = now + 45  # past the grace, also aged to a step of 12 s
     _report_all(s, t)
     for key in list(s.net.table):
         rec = s.net.get_key(key)
