@@ -4,8 +4,8 @@ report they make is one the worker accepts, and it is not flagged as lacking com
 
 from pathlib import Path
 
-from schemas.compute import ComputeReport
 from core.metering import ACCELERATORS, DEFAULT_MODEL_CONVERSION
+from schemas.compute import ComputeReport
 from streams.adapters.inventory import NO_COMPUTE_FIGURES, compute_warnings
 from streams.bridge.machine import (
     accel_model,
