@@ -76,7 +76,7 @@ def cmd_node_agent(args, settings: Settings) -> int:
                       slurm_gres=args.slurm_gres, benchmark_cmd=args.benchmark_cmd, benchmark_name=args.benchmark_name,
                       benchmark_unit=args.benchmark_unit, benchmark_every_s=args.benchmark_every)
     try:
-        first = agent.report()
+        first = agent.report(wait_benchmark=args.once)  # --once: with its benchmark
     except ValidationError as exc:
         raise UsageError(f"node-agent: the report would be refused: {exc.errors()[0]['msg']}") from None
     if args.send and not args.once:

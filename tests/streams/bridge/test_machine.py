@@ -99,8 +99,8 @@ def test_the_agent_reads_nvidia_smi_proc_and_its_benchmark(tmp_path):
     smi.write_text(f"#!/bin/sh\ncat {FIX / 'h100_sxm_idle.csv'}\n")
     smi.chmod(0o755)
     agent = NodeAgent("gpu-01", {"zone": "dc1"}, nvidia_smi=[str(smi)], benchmark_cmd="echo 'step 10'; echo '2950.5 samples/s'",
-                      benchmark_name="resnet50-train")
-    r = agent.report(NOW)
+                      benchmark_name="resnet50-train", clock=lambda: NOW)
+    r = agent.report(NOW, wait_benchmark=True)
     assert (r["cards"], r["accel_model"], r["zone"]) == (2, "H100-SXM", "dc1")
     assert r["benchmarks"] == [{"name": "resnet50-train", "value": 2950.5, "unit": "samples/s", "measured_at": NOW}]
     assert r["host_mem_gb"] > 0 and 0 < r["free"]["host_mem_gb"] <= r["host_mem_gb"]  # this machine's /proc
@@ -108,3 +108,25 @@ def test_the_agent_reads_nvidia_smi_proc_and_its_benchmark(tmp_path):
     assert agent.report(NOW + 10)["benchmarks"][0]["value"] == 2950.5  # not due again: the last measurement stands
     broken = NodeAgent("gpu-02", nvidia_smi=[str(tmp_path / "missing-smi")], config={"cards": 4, "accel_class": "npu"})
     assert broken.report(NOW)["cards"] == 4  # configured cards when there is no nvidia-smi
+
+
+def test_a_long_benchmark_never_delays_a_report():
+    """Issue 55 item 3: the benchmark ran inside the report, so one longer than the node timeout made the
+    node look failed. It runs beside the reports now: they go on at once, it joins them when done."""
+    import time
+
+    from streams.bridge.node_agent import NodeAgent
+
+    agent = NodeAgent("gpu-03", {"cards": 8, "accel_model": "A100-SXM"}, benchmark_cmd="sleep 2; echo 900 samples/s",
+                      benchmark_name="resnet50-train")
+    began = time.monotonic()
+    reports = [agent.report(NOW + k) for k in range(3)]
+    assert time.monotonic() - began < 1.0 and all("benchmarks" not in r for r in reports)  # not waited for
+    agent._thread.join(timeout=10)
+    assert agent.report(NOW + 5)["benchmarks"][0]["value"] == 900.0  # measured: in the next report
+    slow = NodeAgent("gpu-04", {"cards": 8}, benchmark_cmd="sleep 90; echo 1 samples/s")
+    slow.report(NOW)
+    began = time.monotonic()
+    slow.close()  # the agent stops: the 90 s benchmark with it
+    slow._thread.join(timeout=10)
+    assert not slow._thread.is_alive() and time.monotonic() - began < 5 and slow._benchmark is None
