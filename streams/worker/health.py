@@ -46,7 +46,7 @@ class Readiness:
         if getattr(self.app, "rebalancing", False):
             out.append("partitions are being rebalanced")
         if self.warmer is not None and not self.warmer.done.is_set():
-            out.append("compiling the forecast and scoring kernels")
+            out.append("compiling the forecast, scoring and decision kernels")
         if self.broker_lost:
             out.append(f"the broker lost our topics ({self.broker_lost[:300]}): restarting")
         recent: dict[str, list[str]] = {}

@@ -29,7 +29,7 @@ def test_not_ready_while_kernels_compile_or_after_the_broker_lost_our_topics():
 
     r = Readiness(SimpleNamespace(in_recovery=False, rebalancing=False))
     r.warmer = KernelWarmer()  # not started: still compiling
-    assert r.problems() == ["compiling the forecast and scoring kernels"]
+    assert r.problems() == ["compiling the forecast, scoring and decision kernels"]
     r.warmer.start()
     assert r.warmer.done.wait(120) and r.warmer.seconds is not None
     assert r.problems() == []
