@@ -209,9 +209,27 @@ class QueueMixin:
         if not take.size:
             return []
         tasks = list(map(_TASK, queued[take]))
-        return [d for d in self.decide_many(tasks, now, queue=QueuePass(code[take], behind[take],
-                                                                             (book.kind[ranked[take]], book.kinds)))
-                if d.status == "placed" and d.task_id in self.running]
+        self.waiting_for.clear()
+        decided = self.decide_many(tasks, now, queue=QueuePass(code[take], behind[take],
+                                                               (book.kind[ranked[take]], book.kinds)))
+        self._reserve_for_waiting_gang(decided, tasks, take, head, starving[order])
+        return [d for d in decided if d.status == "placed" and d.task_id in self.running]
+
+    def _reserve_for_waiting_gang(self, decided, tasks, take, head: int, starving: np.ndarray) -> None:
+        """A gang that could start now but waits for a closer set (the seconds rule: that completes
+        sooner) and comes before the head of the queue holds the reservation, on that very set from
+        when it frees (Slurm's ``--switches=N@max-time``, made quantitative): otherwise work behind it
+        would take the set's nodes as they free, and the gang, never the head, would wait on."""
+        placed = {d.task_id for d in decided if d.status == "placed"}
+        for k, t in zip(take.tolist(), tasks, strict=True):
+            if k >= head:
+                return
+            hit = self.waiting_for.get(t.id)
+            if hit is not None and t.id not in placed and t.id in self.pending:
+                when, members = hit
+                self.reservation = Reservation(t.id, members, when, when + t.expected_duration_s, t.priority,
+                                               bool(starving[k]))
+                return
 
     def _behind_all(self, facts: np.ndarray, now: float) -> np.ndarray:
         """bool[T]: :meth:`_behind` of tasks of these facts (float64[T, 3]: held.Facts.order), other than the head."""

@@ -233,6 +233,8 @@ class Costing:
             return p
         if later is None:
             return Placement(fallbacks=[(-1, f"gang incomplete: {int(fits.sum())} of {g} workers placed")])
+        # the set it waits for: the queue reserves it when the gang comes first (queue.QueueMixin)
+        sched.waiting_for[self.task.id] = (when, [self.nodes.ids[i] for i in later.tolist()])
         where = _named(later, self.nodes, rack, site)
         now_s = "no placement now" if best is None else f"{best_cost:.0f} s now"
         return Placement(fallbacks=[(-1, f"{FAR}: {where} frees in {when - self.now:.0f} s; expected "

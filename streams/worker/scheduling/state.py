@@ -1,7 +1,6 @@
-"""The scheduler's state and its decisions: running and queued tasks over the worker's network and
-inventory views. A decision is filter -> score -> rank -> reserve (core.scoring, core.placement);
-migrations live in :mod:`.migration`, the message assembly in :mod:`.decision`, the network side in
-:mod:`.path_table`. Owned by the worker that holds the single-partition state topics."""
+"""The scheduler's state and its decisions over the worker's network and inventory views: filter -> score ->
+rank -> reserve (core.scoring, core.placement); migrations in :mod:`.migration`, messages in :mod:`.decision`,
+the network in :mod:`.path_table`. Owned by the worker that holds the single-partition state topics."""
 
 from __future__ import annotations
 
@@ -103,6 +102,7 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
     audit: bool = True  # decisions carry candidates, rejections, compute-only (the audit trail; off in the replay)
     durations: Durations | None = field(default_factory=Durations)  # runs from history (None: users' figures)
     comm_of: dict = field(default_factory=dict)  # task id -> its true communication share (the replay's oracle-ect)
+    waiting_for: dict = field(default_factory=dict)  # gang id -> (when, nodes) of the closer set it waits for
     on_touch: object = None  # called after every change (the worker's rescoring loop waits on it)
 
     def __post_init__(self) -> None:

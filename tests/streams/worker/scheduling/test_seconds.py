@@ -153,3 +153,27 @@ def test_a_gang_among_many_racks_goes_to_the_fast_rack_whatever_the_shortlist(fa
     assert sorted(got.nodes) == [f"n{fast_rack}-0", f"n{fast_rack}-1"]
     monkeypatch.setattr(seconds, "SHORTLIST", 10_000)  # every set measured: the same choice
     assert racked(40, fast_rack).decide(task("g", peers=2), NOW).nodes == got.nodes
+
+
+def test_a_gang_waiting_for_a_closer_set_holds_it_against_work_behind():
+    """Issue 52: a gang that could start now but waits for a closer set was never the head of the queue,
+    so it held no reservation, and work behind it took the set's nodes as they freed. Now it holds that
+    set from when it frees: behind it, what would not end by then is kept off; what would, may go."""
+    s = cluster(racks=True)
+    for t, d in (("a", 3600.0), ("b", 3600.0), ("c", 3600.0)):
+        s.decide(task(t, duration=d), NOW)
+    s.end("a")  # free: n0 and n3 (150 ms apart); n1 (its rack-mate) frees when b ends at +3,600
+    assert s.decide(task("g", peers=2), NOW + 10).status == "unschedulable"  # waits for n0 + n1
+    assert s.retry_pending(NOW + 20) == []
+    r = s.reservation
+    assert (r.task_id, sorted(r.nodes), r.start) == ("g", ["n0", "n1"], NOW + 3600)
+    # a long one-node task behind it takes n3, the next finds only n0 (held for g) and waits, saying so
+    assert s.decide(task("x", duration=7200.0), NOW + 21).nodes == ["n3"]
+    y = s.decide(task("y", duration=7200.0), NOW + 22)
+    assert y.status == "unschedulable" and y.rejected["n0"] == "reserved_for_queue_head"
+    # a short one that ends before n1 frees may use n0 meanwhile (backfill)
+    assert s.decide(task("z", duration=1000.0), NOW + 23).nodes == ["n0"]
+    s.end("b")
+    s.end("z")
+    (placed,) = s.retry_pending(NOW + 3600)
+    assert placed.task_id == "g" and sorted(placed.nodes) == ["n0", "n1"]
