@@ -24,7 +24,7 @@ from schemas.topics import (
 from sinks.duckdb_store import DuckStore, StoreError
 from streams.kafka import consumer, ensure_topics, producer
 from streams.runtime.processes import start_command, start_worker, stop_process
-from tests.helpers.http import call
+from tests.helpers.http import call, get_text
 from tests.helpers.scheduling import gpu_node, win
 
 pytestmark = pytest.mark.integration
@@ -162,3 +162,42 @@ async def test_a_refusing_node_hands_the_task_to_the_next_candidate(make_setting
     assert second["fallbacks"][0] == {"node": first["nodes"][0], "reason": "refused"}
     assert status == 200 and rec["nodes"] == second["nodes"]
     assert [next(iter(h)) for h in rec["history"]] == ["decision", "event", "decision"]
+
+
+async def test_a_failure_reported_twice_does_not_end_the_task_it_requeued(make_settings, tmp_path):
+    """Issue 55: a runner that crashed between sending events and saving its state sends them again. A
+    second ``failed`` for a task the first one re-queued ended it for good ("failed"). It names nodes the
+    task no longer holds, so it is counted as stale and not applied."""
+    settings = make_settings(rescore_interval_seconds=0.3)
+    await ensure_topics(settings)
+    worker = start_worker(settings, tmp_path / "w.log")
+    try:
+        p = producer(settings)
+        await p.start()
+        await _report(p, settings, ("n0",), time.time())
+        await _inventory_holds(settings, 1)
+        for tid in ("a", "b"):  # a runs on n0; b (a higher priority) waits for it
+            task = {"id": tid, "type": "fine-tune", "resources": {"cards": 8}, "priority": 90 if tid == "b" else 50}
+            await p.send_and_wait(settings.topic(SCHED_TASKS), json.dumps(task).encode(), key=tid.encode())
+        got = await _collect(settings, lambda g: len(g[SCHED_DECISIONS]) >= 2, 60)
+        assert [(d["task_id"], d["status"]) for d in got[SCHED_DECISIONS][:2]] == [("a", "placed"), ("b", "unschedulable")]
+        started = {"task_id": "a", "event": "started", "at": time.time(), "nodes": ["n0"]}
+        failed = {"task_id": "a", "event": "failed", "at": time.time() + 1, "nodes": ["n0"], "reason": "exit 1"}
+        for ev in (started, failed):
+            await p.send_and_wait(settings.topic(SCHED_EVENTS), json.dumps(ev).encode(), key=b"a")
+        # a is re-queued; b, of the higher priority, takes n0
+        got = await _collect(settings, lambda g: any(d["task_id"] == "b" and d["status"] == "placed"
+                                                     for d in g[SCHED_DECISIONS]), 30)
+        assert any(d["task_id"] == "b" and d["status"] == "placed" for d in got[SCHED_DECISIONS])
+        await p.send_and_wait(settings.topic(SCHED_EVENTS), json.dumps(failed).encode(), key=b"a")  # again
+        await p.stop()
+        deadline = time.monotonic() + 30
+        stale = ""
+        while time.monotonic() < deadline and "task_events_stale_total" not in stale:
+            stale = await asyncio.to_thread(get_text, settings.web_port, "/metrics")
+            await asyncio.sleep(0.3)
+        status, rec = await asyncio.to_thread(call, settings.web_port, "GET", "/tasks/a")
+    finally:
+        stop_process(worker)
+    assert 'cnsched_task_events_stale_total{event="failed"} 1.0' in stale
+    assert status == 200 and rec["status"] == "queued" and rec["history"][-1]["event"]["event"] == "failed"

@@ -59,6 +59,7 @@ METRICS = {
     "decisions_total": "decisions sent to sched.decisions, by status",
     "reschedules_total": "migrations sent to sched.reschedules, by trigger",
     "task_events_total": "task lifecycle events applied from sched.events, by event",
+    "task_events_stale_total": "failed, refused or started events about nodes the task no longer holds: not applied",
     "quota_used_cards": "cards a team holds, of any class (quotas set)",
     "quota_guaranteed_cards": "cards a team is guaranteed, of any class",
     "quota_borrowed_cards": "cards a team holds beyond its guarantee (reclaimable by preemption)",
@@ -244,9 +245,13 @@ class SchedulingService:
                 return await self.book.forget(ev.task_id) if rec.status in ENDED else NOT_APPLICABLE
             if rec.status in ENDED:
                 return NOT_APPLICABLE if ev.event in COMMANDS else None  # else redelivered after the end
-            self.counters.inc("task_events_total", event=ev.event)
             if ev.task_id in self.sched.services:
+                self.counters.inc("task_events_total", event=ev.event)
                 return NOT_APPLICABLE if ev.event in COMMANDS else await services.on_event(self, rec, ev)
+            if self.sched.stale(ev.task_id, ev.event, ev.nodes):  # applied, it would end the placement it has now
+                self.counters.inc("task_events_stale_total", event=ev.event)
+                return None
+            self.counters.inc("task_events_total", event=ev.event)
             if ev.event in COMMANDS:
                 return await self._command(rec, ev, entry)
             if ev.event in ("load", "stopped"):

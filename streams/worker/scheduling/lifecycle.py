@@ -109,6 +109,16 @@ class LifecycleMixin:
                 run.save_s = save_s
             self.touch()
 
+    def stale(self, task_id: str, event: str, nodes: list[str]) -> bool:
+        """A runner's failed, refused or started report that names nodes other than the task's placement
+        now (or the task is queued: placed nowhere) — a redelivery after the runner crashed, or news of a
+        placement it has left. Applied, it would end or move the placement it has now; reports naming no
+        nodes are applied as they come."""
+        if event not in ("failed", "refused", "started") or not nodes:
+            return False
+        run = self.running.get(task_id)
+        return run is None or set(nodes) != set(run.nodes)
+
     def fail(self, task_id: str, at: float, max_restarts: int) -> float | None:
         """The task failed where it ran: re-queued to resume from its last checkpoint (the work since
         then is lost, returned in seconds), or ended for good (None) after ``max_restarts``."""

@@ -156,3 +156,14 @@ def test_a_queued_task_that_can_never_run_on_the_cluster_as_it_is_says_so():
     w = s.waiting("g", NOW)
     assert w.reason == "never" and w.detail.startswith("cannot run on the cluster as it is: 1/2 nodes can take")
     assert "1 not of accelerator class h100 (a1)" in w.detail
+
+
+def test_a_runners_report_about_nodes_the_task_no_longer_holds_is_stale():
+    s = cluster(2)
+    d = s.decide(task("a"), NOW)
+    other = [n for n in ("n0", "n1") if n not in d.nodes]
+    assert not s.stale("a", "failed", d.nodes) and not s.stale("a", "started", d.nodes)  # its placement now
+    assert s.stale("a", "failed", other) and s.stale("a", "refused", other) and s.stale("a", "started", other)
+    assert not s.stale("a", "failed", []) and not s.stale("a", "checkpoint", other)  # no nodes named; not judged
+    s.fail("a", NOW + 5, max_restarts=3)
+    assert "a" in s.pending and s.stale("a", "failed", d.nodes)  # re-queued: placed nowhere
