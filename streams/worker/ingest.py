@@ -134,7 +134,7 @@ class Ingest:
         for partition, (batches, offsets, evs) in by_partition.items():
             state = self.partition_state(partition)
             self.pending[partition].extend(evs)
-            late, start = 0, 0
+            late, start, replayed = 0, 0, state.replayed_samples
             for index, expected in jumps(offsets, state.mark.applied_offset):
                 late += await self._apply(state, batches[start:index], offsets[start:index], evs[start:index])
                 late += await self._read_back(partition, state, expected, offsets[index])
@@ -142,6 +142,8 @@ class Ingest:
             late += await self._apply(state, batches[start:], offsets[start:], evs[start:])
             if late:
                 self.counters.inc("samples_late_total", late, reason=LATE_WINDOW_CLOSED)
+            if state.replayed_samples > replayed:
+                self.counters.inc("samples_replayed_total", state.replayed_samples - replayed)
             self.last_arrival[partition] = (time.monotonic(), state.mark.max_ts)
             await self._emit(state.close_ready())
         self.counters.set("ingest_last_event_unixtime", time.time())
@@ -345,6 +347,8 @@ def register(app: faust.App, topics, settings: Settings, counters: Counters, sam
     counters.describe("samples_rejected_total", "probe samples sent to the dead-letter topic, by reason")
     counters.describe("messages_rejected_total", "whole probe messages sent to the dead-letter topic, by reason")
     counters.describe("samples_late_total", "samples later than the allowed lateness, dropped, by reason")
+    counters.describe("samples_replayed_total", "samples of messages applied before (read again after a restart, "
+                                                "or sent twice): skipped, counted once")
     counters.describe("windows_emitted_total", "window results sent to netstate.windows")
     counters.describe("idle_closes_total", "times an idle partition's event time followed the wall clock")
     describe_metrics(counters)

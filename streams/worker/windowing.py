@@ -125,6 +125,9 @@ class PartitionWindows:
         if late:
             batch = batch.take(on_time)
             pane = pane[on_time]
+        if late and 0 <= offset <= self.mark.applied_offset:  # a message applied before (replayed after a
+            self.replayed_samples += late  # restore, or sent twice): its samples in closed windows were
+            late = 0  # counted when it first came; they are replayed, not late
         if len(batch):
             self._apply(batch, pane, offset)
             self.mark.max_ts = max(self.mark.max_ts, float(batch.ts.max()))

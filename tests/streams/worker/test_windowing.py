@@ -108,6 +108,20 @@ def test_replayed_messages_are_applied_once():
     assert w.replayed_samples == 2
 
 
+def test_a_replayed_message_whose_windows_closed_is_replayed_not_late():
+    """Issue 55: after a restart the consumer reads again from its committed offset; a message whose
+    windows closed meanwhile counted as late, so every restart looked like a burst of late data."""
+    w = PartitionWindows(size_s=10, step_s=10, lateness_s=2)
+    w.add(batch([100.0, 101.0], [1.0, 3.0]), offset=7)
+    w.add(batch([115.0], [2.0]), offset=8)
+    (closed,) = w.close_ready()  # [100, 110) is out
+    assert closed["count"] == 2
+    assert w.add(batch([100.0, 101.0], [1.0, 3.0]), offset=7) == 0  # read again: not late
+    assert (w.late_samples, w.replayed_samples) == (0, 2)
+    assert w.add(batch([105.0], [9.0]), offset=9) == 1  # a new message for the closed window is late
+    assert (w.late_samples, w.replayed_samples) == (1, 2)
+
+
 def test_persist_and_restore_round_trip_gives_the_same_results():
     rng = np.random.default_rng(9)
     ts = np.sort(rng.uniform(0, 40, 4000)) + 1e9
