@@ -62,6 +62,17 @@ async def _inventory_holds(settings, n: int) -> None:
         await asyncio.sleep(0.3)
 
 
+async def _worker_on(settings, tmp_path, nodes: tuple[str, ...]):
+    """A worker whose inventory holds ``nodes`` (reported now), and a started producer."""
+    await ensure_topics(settings)
+    worker = start_worker(settings, tmp_path / "w.log")
+    p = producer(settings)
+    await p.start()
+    await _report(p, settings, nodes, time.time())
+    await _inventory_holds(settings, len(nodes))
+    return worker, p
+
+
 def _stored_incidents(path) -> list[tuple]:
     try:
         with DuckStore.open(path, read_only=True, timeout_s=2) as s:
@@ -140,13 +151,8 @@ async def test_a_silent_node_is_detected_and_its_task_moves(make_settings, tmp_p
 
 async def test_a_refusing_node_hands_the_task_to_the_next_candidate(make_settings, tmp_path):
     settings = make_settings(rescore_interval_seconds=0.3)
-    await ensure_topics(settings)
-    worker = start_worker(settings, tmp_path / "w.log")
+    worker, p = await _worker_on(settings, tmp_path, ("n0", "n1"))
     try:
-        p = producer(settings)
-        await p.start()
-        await _report(p, settings, ("n0", "n1"), time.time())
-        await _inventory_holds(settings, 2)
         task = {"id": "r1", "type": "fine-tune", "resources": {"cards": 2}}
         await p.send_and_wait(settings.topic(SCHED_TASKS), json.dumps(task).encode(), key=b"r1")
         first = (await _collect(settings, lambda g: g[SCHED_DECISIONS], 60))[SCHED_DECISIONS][0]
@@ -169,13 +175,8 @@ async def test_a_failure_reported_twice_does_not_end_the_task_it_requeued(make_s
     second ``failed`` for a task the first one re-queued ended it for good ("failed"). It names nodes the
     task no longer holds, so it is counted as stale and not applied."""
     settings = make_settings(rescore_interval_seconds=0.3)
-    await ensure_topics(settings)
-    worker = start_worker(settings, tmp_path / "w.log")
+    worker, p = await _worker_on(settings, tmp_path, ("n0",))
     try:
-        p = producer(settings)
-        await p.start()
-        await _report(p, settings, ("n0",), time.time())
-        await _inventory_holds(settings, 1)
         for tid in ("a", "b"):  # a runs on n0; b (a higher priority) waits for it
             task = {"id": tid, "type": "fine-tune", "resources": {"cards": 8}, "priority": 90 if tid == "b" else 50}
             await p.send_and_wait(settings.topic(SCHED_TASKS), json.dumps(task).encode(), key=tid.encode())
