@@ -69,6 +69,9 @@ def test_single_order_best_fit_among_equals():
     # infeasible (inf, nan) nodes are left out; nothing feasible: empty
     assert single_order([np.inf, 3.0, np.nan], [0, 0, 0], [1, 1, 1]).tolist() == [1]
     assert single_order([np.inf], [0], [0]).size == 0
+    assert single_order([100.0, 101.0, 150.0], [6, 2, 0], [1, 1, 1], 2).tolist() == [1, 0]
+    assert single_order([np.nan, np.inf], [0, 0], [1, 1], 3).size == 0
+    assert single_order(np.zeros(0), np.zeros(0), np.zeros(0), 3).size == 0
 
 
 def test_single_order_against_a_plain_sort():
@@ -86,6 +89,8 @@ def test_single_order_against_a_plain_sort():
         tier = sorted((i for i in ok if c[i] <= low), key=lambda i: (left[i], stock[i], c[i], i))
         rest = sorted((i for i in ok if c[i] > low), key=lambda i: (c[i], i))
         assert single_order(c, left, stock).tolist() == tier + rest
+        for k in (1, 2, 5, 20):  # the compiled first k: the same order's head
+            assert single_order(c, left, stock, k).tolist() == (tier + rest)[:k]
 
 
 def test_members_paths():

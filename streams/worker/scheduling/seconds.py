@@ -176,8 +176,13 @@ class Costing:
         fits = ok & covers(usable, self.need)
         rack = self._codes("racks")
         stock = np.bincount(rack[fits], minlength=int(rack.max(initial=-1)) + 1)[rack] if fits.any() else rack
-        order = single_order(np.where(fits, costs, np.inf), usable[:, 0] - self.need[0], stock)
-        p = place(_ranked(order, len(ok)), self.need, usable, reserve=reserve)
+        costs, left = np.where(fits, costs, np.inf), usable[:, 0] - self.need[0]
+        if reserve is None:  # every node of the order fits and takes it: the first is the placement
+            first = single_order(costs, left, stock, 1)
+            p = Placement(nodes=first.tolist())
+            usable[first] -= self.need
+        else:  # a node may refuse: down the order
+            p = place(_ranked(single_order(costs, left, stock), len(ok)), self.need, usable, reserve=reserve)
         if p.placed:
             p.expected_s = float(self.load[p.nodes[0]] + run[p.nodes[0]])
         return p
@@ -214,17 +219,19 @@ class Costing:
         rack, site = self._codes("racks"), self._codes("sites")
         best, best_cost = self.now_best(fits, usable)
         free_at = free_times(sched, self.task, self.nodes, self.now, usable)
-        later_sets = [*_later_sets(free_at, g, rack, site, self.now),
-                      *((float(free_at[m].max()), m) for m in self._near(free_at - self.now, g))]
-        later_sets = [(t, m) for t, m in later_sets if t > self.now]
+        starts, sets = _later_sets(free_at, g, rack, site, self.now)
+        near = self._near(free_at - self.now, g)
+        if near:  # nearest by RTT where nodes lack racks
+            near = np.stack(near)
+            near_at = free_at[near].max(axis=1)
+            starts, sets = np.r_[starts, near_at[near_at > self.now]], np.r_[sets, near[near_at > self.now]]
         later, later_cost, when = None, math.inf, math.inf
-        if later_sets:
-            sets = np.stack([m for _, m in later_sets])
-            waits = np.array([t - self.now for t, _ in later_sets])
+        if len(sets):
+            waits = starts - self.now
             keep = self._shortlist(sets, waits, _distinct(rack[sets]))
             costs = self.of_sets(sets[keep], waits[keep])[0]
             k = int(keep[int(np.argmin(costs))])
-            when, later = later_sets[k]
+            when, later = float(starts[k]), sets[k]
             later_cost = float(costs.min())
         if best is not None and best_cost <= later_cost * (1 + EQUAL_SHARE):
             p = place(_ranked(best, len(ok)), self.need, usable, gang=g, reserve=reserve)
@@ -331,17 +338,14 @@ def _firsts(by: np.ndarray, level: np.ndarray, g: int) -> np.ndarray:
     return by[starts[counts >= g][:, None] + np.arange(g)[None, :]]
 
 
-def _later_sets(free_at: np.ndarray, g: int, rack: np.ndarray, site: np.ndarray, now: float):
-    """(start, members) for each rack and site whose ``g`` nodes that free first (``free_at``; ties: the
-    lower index) do so after ``now``: the gang in one rack or one site, later."""
+def _later_sets(free_at: np.ndarray, g: int, rack: np.ndarray, site: np.ndarray,
+                now: float) -> tuple[np.ndarray, np.ndarray]:
+    """(start float64[K], members int64[K, g]) for each rack, then each site (ascending codes), whose
+    ``g`` nodes that free first (``free_at``; ties: the lower index) do so after ``now``: the gang in
+    one rack or one site, later."""
     ok = np.flatnonzero(np.isfinite(free_at))
-    for level in (rack, site):
-        order = ok[np.lexsort((ok, free_at[ok], level[ok]))]  # by group, then when it frees
-        grp = level[order]
-        starts = np.flatnonzero(np.r_[True, grp[1:] != grp[:-1]]) if order.size else order
-        counts = np.diff(np.r_[starts, order.size])
-        for st in starts[counts >= g].tolist():
-            first = order[st:st + g]
-            start = float(free_at[first[-1]])
-            if start > now:
-                yield start, first
+    blocks = [_firsts(ok[np.lexsort((ok, free_at[ok], level[ok]))], level, g) for level in (rack, site)]
+    sets = np.concatenate(blocks) if ok.size else np.zeros((0, g), np.int64)
+    start = free_at[sets[:, -1]] if len(sets) else np.zeros(0)
+    later = start > now
+    return start[later], sets[later]
