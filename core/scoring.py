@@ -31,11 +31,12 @@ from core.quality import UNKNOWN_QUALITY
 
 # filter reasons (0 = feasible)
 (FEASIBLE, UNAVAILABLE, CLASS_NOT_ALLOWED, NO_CARDS, NO_ACCEL_MEM, NO_HOST_MEM, TEAM_QUOTA, RESERVED,
- REGION_NOT_ALLOWED, TIER_NOT_ALLOWED, ANTI_AFFINITY, OTHER_RACK, CORDONED) = range(13)
+ REGION_NOT_ALLOWED, TIER_NOT_ALLOWED, ANTI_AFFINITY, OTHER_RACK, CORDONED, OTHER_CLUSTER) = range(14)
 REASONS = ("feasible", "unavailable", "accelerator_class_not_allowed", "insufficient_cards",
            "insufficient_accelerator_memory", "insufficient_host_memory", "team_quota_exceeded",
            "reserved_for_queue_head", "region_not_allowed", "tier_not_allowed", "anti_affinity",
-           "outside_the_gangs_rack", "node_cordoned")  # node_cordoned: cordoned, draining or leaving
+           "outside_the_gangs_rack", "node_cordoned",  # node_cordoned: cordoned, draining or leaving
+           "outside_the_gangs_cluster")  # a gang's workers in one workload manager's cluster (one Slurm)
 NOTHING_FITS = 1 << 62  # class mask of a task whose allowed classes no node has (no class code reaches 62)
 
 

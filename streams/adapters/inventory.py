@@ -191,6 +191,9 @@ class NodeView:
     regions: np.ndarray = field(default_factory=lambda: np.zeros(0, object))  # each node's region ("" unknown)
     tiers: np.ndarray = field(default_factory=lambda: np.zeros(0, object))  # centre, province, edge or ""
     sites: np.ndarray = field(default_factory=lambda: np.zeros(0, object))  # zone, else region (power ramps)
+    # each node's workload manager cluster (its report's ``slurm_cluster``), a code into cluster_names
+    clusters: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    cluster_names: list[str] = field(default_factory=list)  # "" for nodes no cluster claims
     power_kw: np.ndarray = field(default_factory=lambda: np.zeros(0))  # full-load draw (NaN: not reported)
     speed: np.ndarray = field(default_factory=lambda: np.zeros(0))  # per-card compute / the pool's slowest card's (core.ect)
     at: float | None = None  # the time the view is for (what the scheduler ages paths to)
@@ -206,6 +209,14 @@ class NodeView:
         """float64[N]: each node's card speed (``speed``), 1 on every node of a view built without it."""
         n = len(self.ids)
         return self.speed.astype(np.float64, copy=False) if self.speed.size == n else np.ones(n)
+
+
+def _clusters(records: list[dict]) -> dict:
+    """``clusters`` (int64 codes) and ``cluster_names`` of the reports' ``slurm_cluster``."""
+    names = [str(r.get("slurm_cluster") or "") for r in records]
+    distinct = sorted(set(names))
+    at = {x: k for k, x in enumerate(distinct)}
+    return {"clusters": np.array([at[x] for x in names], np.int64), "cluster_names": distinct}
 
 
 def _col(records: list[dict], key: str, default: float = math.nan) -> np.ndarray:
@@ -244,6 +255,7 @@ def node_view(records: list[dict], conversion, benchmark_work, now: float, timeo
         regions=np.array([r.get("region") or "" for r in records], object),
         tiers=np.array([r.get("tier") or "" for r in records], object),
         sites=np.array([r.get("zone") or r.get("region") or "" for r in records], object),
+        **_clusters(records),
         power_kw=_col(records, "power_kw"),
         speed=card_speed(mt.work_tflops, cards, cards > 0) if n else np.zeros(0),
         leaving=np.array([r.get("status") == "leaving" for r in records], bool),

@@ -5,7 +5,8 @@ task events.
   their number, one task per node, ``--gres=<gres>:<cards>``, job name = task id, ``--comment`` = the
   decision's time, ``--wrap`` the task's ``command`` (a task without one is cancelled at once, by a
   ``cancel`` event from ``slurm-bridge``: Slurm has nothing to run), ``--time`` its requested limit ``time_limit_s``
-  in whole minutes, rounded up, where Slurm stops it (TIMEOUT, reported ``failed``); the job's environment carries
+  in whole minutes, rounded up, where Slurm stops it (TIMEOUT, reported ``failed``); ``--begin`` its
+  ``start_at`` (a site's power ramp: not to start before), seconds from now; the job's environment carries
   ``CNSCHED_CHECKPOINT_FILE``). sbatch refusing it is a ``refused`` event (the scheduler's fallback
   takes the next candidate).
 - A ``cancelled`` or ``preempted`` decision cancels the task's job (``scancel``); a cancelled task's
@@ -17,8 +18,15 @@ task events.
   FAILED / NODE_FAIL / TIMEOUT / OUT_OF_MEMORY / BOOT_FAIL / DEADLINE -> ``failed``; a checkpoint file
   that changed -> ``checkpoint`` (its time and size).
 - Never twice: a decision whose job (name and comment) Slurm already has is not submitted again, and
-  what was reported of each job is kept in a state file (``<data dir>/slurm-bridge.json``), written
-  before offsets are committed; a restarted bridge reads it and Slurm's jobs and goes on.
+  what was reported of each job is kept in a state file (``<work dir>/slurm-bridge-<cluster>.json``),
+  written before offsets are committed; a restarted bridge reads it and Slurm's jobs and goes on.
+- One bridge per cluster: a runner submits only decisions whose nodes are all its cluster's (what
+  ``sinfo`` lists, read again at most every :data:`NODES_TTL_S` when a decision names a node it does not
+  know); another cluster's decision is that bridge's. A decision spread over clusters (Slurm runs a job
+  in one; the scheduler keeps gangs inside one, so only a worker without the clusters' reports sends
+  one) is ``refused`` by the bridge of its first node, naming all its nodes. A move to this cluster's
+  nodes of a task another cluster ran is submitted from what the task's decision said (remembered for
+  the last :data:`FOREIGN_KEPT` tasks decided elsewhere); the other bridge cancels its job.
 """
 
 from __future__ import annotations
@@ -37,6 +45,8 @@ from streams.bridge.slurm_parse import FAILED_STATES, gres_count, jobs
 log = logging.getLogger(__name__)
 NO_COMMAND = "the task has no command: the Slurm bridge runs a task's command (POST /tasks with \"command\")"
 LIVE_STATES = frozenset({"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING"})
+NODES_TTL_S = 5.0  # the cluster's node list is read again at most this often (a node added to Slurm)
+FOREIGN_KEPT = 10_000  # tasks decided on other clusters whose command and cards are kept (a move here)
 
 
 @dataclass
@@ -65,16 +75,44 @@ class SlurmRunner:
     work_dir: Path  # job output and checkpoint files
     env: dict | None = None
     jobs: dict[str, Job] = field(default_factory=dict)  # task id -> its current job
+    cluster: str = ""  # its Slurm cluster's name ("": the only one)
+    own: frozenset[str] = frozenset()  # the cluster's nodes (sinfo)
+    nodes_read_at: float = -math.inf
+    foreign: dict[str, Job] = field(default_factory=dict)  # decided on another cluster: what a move here submits
 
     @property
     def state_file(self) -> Path:
-        return self.work_dir / "slurm-bridge.json"
+        return self.work_dir / (f"slurm-bridge-{self.cluster}.json" if self.cluster else "slurm-bridge.json")
+
+    def _read_nodes(self, now: float) -> None:
+        out = self._run("sinfo", "-h", "-N", "-o", "%N")
+        if out.returncode == 0:
+            self.own = frozenset(line.strip() for line in out.stdout.splitlines() if line.strip())
+            self.nodes_read_at = now
+        else:
+            log.warning("sinfo: %s", out.stderr.strip())
+
+    def mine(self, nodes: list[str], now: float) -> list[str]:
+        """The ones of ``nodes`` this cluster has (its node list read again when one is unknown and the
+        last read is older than :data:`NODES_TTL_S`)."""
+        if any(n not in self.own for n in nodes) and now - self.nodes_read_at >= NODES_TTL_S:
+            self._read_nodes(now)
+        return [n for n in nodes if n in self.own]
+
+    def _elsewhere(self, d: dict) -> None:
+        """A decision placed on another cluster: kept, so a move of the task here can submit it."""
+        self.foreign.pop(d["task_id"], None)
+        self.foreign[d["task_id"]] = Job(d["task_id"], "", "", list(d["nodes"]), cards=int(d.get("cards") or 0),
+                                         command=d.get("command"), time_limit_s=d.get("time_limit_s"))
+        while len(self.foreign) > FOREIGN_KEPT:
+            self.foreign.pop(next(iter(self.foreign)))
 
     def load(self) -> None:
         """What a previous run reported (a restart goes on from there), and the jobs Slurm has that it
         did not get to write down (killed between sbatch and saving): adopted by name and comment, so a
         redelivered decision finds its job and is not submitted twice."""
         self.work_dir.mkdir(parents=True, exist_ok=True)
+        self._read_nodes(time.time())
         if self.state_file.exists():
             self.jobs = {t: Job(**j) for t, j in json.loads(self.state_file.read_text()).items()}
         out = self._run("scontrol", "show", "job", "-o")
@@ -104,23 +142,54 @@ class SlurmRunner:
         """The events a decision causes at once (``refused`` when sbatch turns it away)."""
         task, status = d["task_id"], d.get("status")
         if status == "placed" and d.get("nodes"):
-            return self._submit(task, d["nodes"], int(d.get("cards") or 0), d.get("command"), str(d["decided_at"]),
-                                now, d.get("time_limit_s"))
+            nodes = list(d["nodes"])
+            if (why := self._not_here(task, nodes, now, d)) is not None:
+                return why
+            return self._submit(task, nodes, int(d.get("cards") or 0), d.get("command"), str(d["decided_at"]),
+                                now, d.get("time_limit_s"), d.get("start_at"))
         if status in ("cancelled", "preempted"):
             self._cancel(task, "cancel" if status == "cancelled" else "preempt")
         return []
 
+    def _not_here(self, task: str, nodes: list[str], now: float, spec: dict | None = None) -> list[dict] | None:
+        """None when every node is this cluster's (the job is ours to submit); else the events: none
+        for another cluster's placement (kept from ``spec``, the decision, for a move here later), a
+        ``refused`` from the bridge of the first node for one spread over clusters."""
+        mine = self.mine(nodes, now)
+        if len(mine) == len(nodes):
+            return None
+        if not mine:
+            if spec is not None:
+                self._elsewhere(spec)
+            return []
+        if nodes[0] not in mine:
+            return []  # the first node's bridge answers
+        return [{"task_id": task, "event": "refused", "at": now, "nodes": nodes, "reason":
+                 f"spans Slurm clusters: {', '.join(n for n in nodes if n not in mine)} not in {self.cluster or 'this one'}"
+                 " (a Slurm job runs in one cluster)"}]
+
     def on_move(self, ev: dict, now: float) -> list[dict]:
-        """A reschedule: the job is cancelled and submitted again on the new nodes."""
-        old = self.jobs.get(ev["task_id"])
-        if old is None:
+        """A reschedule: the job is cancelled and submitted again on the new nodes — each by its own
+        cluster's bridge (a move between clusters: one cancels, the other submits)."""
+        task = ev["task_id"]
+        old = self.jobs.get(task)
+        if old is not None and old.comment == f"move:{ev['at']}":
+            return []  # redelivered: this move's job runs already (cancelling would stop the moved task)
+        if old is not None:
+            self._cancel(task, "move")
+        spec = old or self.foreign.get(task)
+        nodes = list(ev["to_nodes"])
+        if (why := self._not_here(task, nodes, now)) is not None:
+            if old is not None and not why:  # moved to another cluster: its bridge runs it from now
+                self._elsewhere({"task_id": task, "nodes": nodes, "cards": old.cards, "command": old.command,
+                                 "time_limit_s": old.time_limit_s})
+            return why
+        if spec is None:
             return []  # not ours (placed before this bridge ran): nothing to move
-        self._cancel(ev["task_id"], "move")
-        return self._submit(ev["task_id"], ev["to_nodes"], old.cards, old.command, f"move:{ev['at']}", now,
-                            old.time_limit_s)
+        return self._submit(task, nodes, spec.cards, spec.command, f"move:{ev['at']}", now, spec.time_limit_s)
 
     def _submit(self, task: str, nodes: list[str], cards: int, command: str | None, comment: str,
-                now: float, time_limit_s: float | None = None) -> list[dict]:
+                now: float, time_limit_s: float | None = None, start_at: float | None = None) -> list[dict]:
         known = self.jobs.get(task)
         if known is not None and known.comment == comment:
             known.command = known.command or command  # an adopted job learns its command again
@@ -138,6 +207,8 @@ class SlurmRunner:
             argv.append(f"--gres={self.gres}:{cards}")
         if time_limit_s:
             argv.append(f"--time={slurm_minutes(time_limit_s)}")
+        if start_at and start_at > now:  # a site's power ramp: not before (relative: no time zone to agree on)
+            argv.append(f"--begin=now+{math.ceil(start_at - now)}")
         argv += ["--wrap", command]
         out = self._run(*argv)
         if out.returncode != 0:

@@ -61,9 +61,10 @@ def status_of(state: str, drain_as: str = "down") -> str:
 
 
 def node_report(fields: dict[str, str], now: float, gres: str = "card", site: dict | None = None,
-                drain_as: str = "down") -> dict:
+                drain_as: str = "down", cluster: str = "") -> dict:
     """A ``compute.nodes`` report of one Slurm node (``site``: its region, zone, rack, tier, accelerator
-    model and class from the bridge's configuration)."""
+    model and class from the bridge's configuration; ``cluster``: the Slurm cluster it belongs to, as
+    ``slurm_cluster``: a gang is kept inside one)."""
     cards = gres_count(fields.get("Gres"), gres)
     used = gres_count(fields.get("GresUsed"), gres)
     mem_mb = _number(fields.get("RealMemory"))
@@ -74,17 +75,19 @@ def node_report(fields: dict[str, str], now: float, gres: str = "card", site: di
         report["host_mem_gb"] = round(mem_mb / 1024, 3)
     if fields.get("Reason"):
         report["slurm_reason"] = fields["Reason"][:512]
+    if cluster:
+        report["slurm_cluster"] = cluster
     return report | {k: v for k, v in (site or {}).items() if v not in (None, "")}
 
 
 def node_reports(text: str, now: float, gres: str = "card", sites: dict[str, dict] | None = None,
-                 drain_as: str = "down") -> list[dict]:
+                 drain_as: str = "down", cluster: str = "") -> list[dict]:
     """Every node of ``scontrol show node -o -d`` output."""
     out = []
     for line in text.splitlines():
         fields = parse_line(line)
         if "NodeName" in fields:
-            out.append(node_report(fields, now, gres, (sites or {}).get(fields["NodeName"]), drain_as))
+            out.append(node_report(fields, now, gres, (sites or {}).get(fields["NodeName"]), drain_as, cluster))
     return out
 
 

@@ -14,6 +14,8 @@ def add_parsers(sub) -> None:
     s = sub.add_parser("slurm", help="bridge a Slurm cluster: its nodes on compute.nodes, decisions as jobs, "
                                      "job states as task events")
     s.add_argument("--gres", default="gpu", help="the GRES that counts as cards (default gpu)")
+    s.add_argument("--cluster", default=None,
+                   help="this Slurm cluster's name, one bridge per cluster (default: its ClusterName)")
     s.add_argument("--sites", default=None, metavar="FILE.json",
                    help='per node: {"n1": {"region", "zone", "rack", "tier", "accel_model", "accel_class"}}')
     s.add_argument("--interval", type=float, default=5.0, help="seconds between inventory reports (default 5)")
@@ -131,7 +133,13 @@ def cmd_event(args, settings: Settings) -> int:
 
 
 def cmd_slurm(args, settings: Settings) -> int:
-    from streams.bridge.slurm import SlurmError, run_bridge, run_inventory, scontrol_nodes
+    from streams.bridge.slurm import (
+        SlurmError,
+        cluster_name,
+        run_bridge,
+        run_inventory,
+        scontrol_nodes,
+    )
 
     if args.interval <= 0:
         raise UsageError("slurm: --interval must be positive")
@@ -146,8 +154,11 @@ def cmd_slurm(args, settings: Settings) -> int:
             raise UsageError(f"slurm: --sites {args.sites}: {exc}") from None
         if not isinstance(sites, dict) or not all(isinstance(v, dict) for v in sites.values()):
             raise UsageError(f"slurm: --sites {args.sites}: an object of node -> {{region, zone, rack, ...}}")
+    if args.cluster is not None and not args.cluster.strip():
+        raise UsageError("slurm: --cluster must name the cluster")
     try:
         scontrol_nodes()  # Slurm answers, before anything is sent
+        cluster = args.cluster or cluster_name()
     except SlurmError as exc:
         print(f"cnsched: slurm: {exc}", file=sys.stderr)
         return 1
@@ -156,9 +167,9 @@ def cmd_slurm(args, settings: Settings) -> int:
     async def main(stop) -> int:
         if args.once or args.inventory_only:
             return await run_inventory(settings, args.gres, sites, args.interval, stop, once=args.once,
-                                       drain_as=args.drain_as)
+                                       drain_as=args.drain_as, cluster=cluster)
         await run_bridge(settings, args.gres, sites, args.interval, stop, work_dir, drain_as=args.drain_as,
-                         with_inventory=not args.no_inventory)
+                         with_inventory=not args.no_inventory, cluster=cluster)
         return 0
 
     work_dir = args.work_dir or str(settings.data_dir / "slurm")

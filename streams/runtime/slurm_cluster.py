@@ -42,6 +42,7 @@ class SlurmCluster:
 
     root: Path
     nodes: tuple[str, ...] = ("n1", "n2", "n3")
+    name: str = "cnsched"  # its ClusterName: a site's own cluster beside another's (one bridge each)
     cards: int = 8
     cpus: int = field(default_factory=lambda: os.cpu_count() or 1)  # each node claims the machine's CPUs
     mem_mb: int = 8000
@@ -62,7 +63,7 @@ class SlurmCluster:
         ports = [_free_port() for _ in self.nodes]
         names = ",".join(self.nodes)
         lines = [
-            "ClusterName=cnsched", "SlurmctldHost=localhost", f"SlurmctldPort={_free_port()}",
+            f"ClusterName={self.name}", "SlurmctldHost=localhost", f"SlurmctldPort={_free_port()}",
             "AuthType=auth/none", "CredType=cred/none", "SlurmUser=root", "SlurmdUser=root",
             "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none", "SelectType=select/cons_tres",
             "SelectTypeParameters=CR_Core", "ReturnToService=2", "MpiDefault=none", "GresTypes=card",
@@ -108,7 +109,16 @@ class SlurmCluster:
             raise RuntimeError(f"{' '.join(argv)}: {out.stderr.strip() or out.stdout.strip()}")
         return out.stdout
 
-    def stop(self) -> None:
+    def stop(self, drain_s: float = 20.0) -> None:
+        """Cancel the cluster's jobs and wait (up to ``drain_s``) until Slurm has ended them, then stop the
+        daemons: a slurmd stopped first leaves its jobs' slurmstepd running after the cluster is gone."""
+        if self.procs and self.procs[0].poll() is None:
+            jobs = self.run("squeue", "-h", "-o", "%i", check=False).split()
+            if jobs:
+                self.run("scancel", *jobs, check=False)
+                deadline = time.monotonic() + drain_s
+                while self.run("squeue", "-h", "-o", "%i", check=False).strip() and time.monotonic() < deadline:
+                    time.sleep(0.3)
         for p in self.procs:
             if p.poll() is None:
                 p.terminate()

@@ -272,7 +272,7 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
         reasons = np.where((reasons == FEASIBLE) & held, RESERVED, reasons).astype(np.int8)
         if nodes.closed.any():  # no room there because no new work goes there: say so
             reasons = np.where(nodes.closed & (reasons != UNAVAILABLE), CORDONED, reasons).astype(np.int8)
-        if task.constraints is not None:
+        if task.constraints is not None or task.peers > 1:  # constraints; a gang in one cluster
             reasons = constrained(self.running, task, nodes, usable, reasons, b.composite[t])
         fits = reasons == 0
         s = Scored(alpha, np.where(fits, b.composite[t], -np.inf), nodes.compute[:, x.kind[t]], b.network[t],

@@ -139,3 +139,22 @@ def test_preemption_clears_room_only_where_the_constraints_allow():
     assert d.status == "placed" and d.nodes[0].startswith("us-")
     (p,) = s.preemptions
     assert where[p.task_id] == d.nodes[0]
+
+
+def test_a_gang_stays_in_one_slurm_cluster():
+    # two Slurm clusters (each site's bridge names its own in its reports): eu-a and us-a are the two
+    # best nodes, so a free gang of two would take them across clusters; Slurm runs a job in one cluster
+    now = time.time()
+    reports = [gpu_node(n, now, fp16=f, region=reg, rack=rack, slurm_cluster=reg)
+               for n, (reg, rack, _, f) in NODES.items()]
+    s = make_scheduler(reports, {(n, "hub"): {"rtt_ms": win(now, 1.0)} for n in NODES})
+    d = s.decide(task("g", cards=8, peers=2), now)
+    # us-a + us-b (1900 + 1800) beat eu-a + eu-b (2000 + 1000)
+    assert sorted(d.nodes) == ["us-a", "us-b"] and d.rejected_counts == {"outside_the_gangs_cluster": 2}
+    assert s.decide(task("one", cards=8), now).nodes == ["eu-a"]  # one node: any cluster
+    d = s.decide(task("g2", cards=8, peers=2), now)  # eu-b alone is left whole: no cluster holds it
+    assert d.status == "unschedulable" and d.rejected_counts.get("outside_the_gangs_cluster") == 1
+    # a move of a gang keeps to one cluster too
+    t = task("mv", cards=8, peers=2)
+    out = masked(s.running, t, s.nodes(now), np.full((4, 3), 8.0, np.float32), np.array([50.0, 40.0, 99.0, 98.0]))
+    assert out.tolist() == [-np.inf, -np.inf, 99.0, 98.0]
