@@ -7,8 +7,14 @@ task events.
   ``cancel`` event from ``slurm-bridge``: Slurm has nothing to run), ``--time`` its requested limit ``time_limit_s``
   in whole minutes, rounded up, where Slurm stops it (TIMEOUT, reported ``failed``); ``--begin`` its
   ``start_at`` (a site's power ramp: not to start before), seconds from now; the job's environment carries
-  ``CNSCHED_CHECKPOINT_FILE``). sbatch refusing it is a ``refused`` event (the scheduler's fallback
-  takes the next candidate).
+  ``CNSCHED_CHECKPOINT_FILE`` and ``CNSCHED_PROGRESS_FILE``). sbatch refusing it is a ``refused`` event
+  (the scheduler's fallback takes the next candidate).
+- Progress: a job may write a JSON object to ``$CNSCHED_PROGRESS_FILE`` as it runs (rewritten whole:
+  ``{"throughput": 1520.5, "unit": "samples/s", "steps": 1200, "save_s": 42.0}``, every key optional).
+  The last throughput goes with ``finished`` (what the learned alphas rank); ``save_s`` (how long its
+  last checkpoint took) with the next ``checkpoint``; after a move or a restart from a checkpoint, the
+  first write ends the restore: a second ``started`` carries its ``duration_s`` (Slurm's start to that
+  write). The move cost counts both.
 - A ``cancelled`` or ``preempted`` decision cancels the task's job (``scancel``); a cancelled task's
   job ending is its ``stopped`` event.
 - A move (``sched.reschedules``) cancels the job and submits it again on the new nodes (cancel and
@@ -61,6 +67,13 @@ class Job:
     cards: int = 0  # per node, what a move submits again
     command: str | None = None
     time_limit_s: float | None = None  # the task's requested limit, what a move submits again
+    resumed: bool = False  # a move, or a restart with a checkpoint: its first progress ends the restore
+    started_at: float = 0.0  # when Slurm started it (epoch seconds)
+    progress_mtime: float = 0.0  # the progress file as last read
+    restore_reported: bool = False
+    throughput: float | None = None  # the last the job wrote in its progress file, in ``unit``
+    unit: str = "samples/s"
+    save_s: float | None = None  # how long its last checkpoint took to save, as the job wrote it
 
 
 def slurm_minutes(seconds: float) -> int:
@@ -137,6 +150,31 @@ class SlurmRunner:
     def checkpoint_file(self, task_id: str) -> Path:
         return self.work_dir / "checkpoints" / f"{task_id}.ckpt"
 
+    def progress_file(self, task_id: str) -> Path:
+        return self.work_dir / "progress" / f"{task_id}.json"
+
+    def _progress(self, task: str, job: Job) -> float | None:
+        """Read the job's progress file when it changed (its throughput, unit, save time kept on ``job``);
+        the time it was written, or None (unchanged, absent, or half-written: read at the next poll)."""
+        path = self.progress_file(task)
+        try:
+            mtime = path.stat().st_mtime
+            if mtime <= job.progress_mtime:
+                return None
+            doc = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+        if not isinstance(doc, dict):
+            return None
+        job.progress_mtime = mtime
+        rate, save = doc.get("throughput"), doc.get("save_s")
+        if isinstance(rate, int | float) and math.isfinite(rate) and rate >= 0:
+            job.throughput = float(rate)
+            job.unit = str(doc.get("unit") or "samples/s")[:64]
+        if isinstance(save, int | float) and math.isfinite(save) and save >= 0:
+            job.save_s = float(save)
+        return mtime
+
     # ------------------------------------------------------------------ decisions
     def on_decision(self, d: dict, now: float) -> list[dict]:
         """The events a decision causes at once (``refused`` when sbatch turns it away)."""
@@ -198,11 +236,13 @@ class SlurmRunner:
             log.warning("task %s has no command: cancelled, not submitted", task)
             return [{"task_id": task, "event": "cancel", "at": now, "by": "slurm-bridge",
                      "reason": NO_COMMAND}]
-        ckpt = self.checkpoint_file(task)
+        ckpt, progress = self.checkpoint_file(task), self.progress_file(task)
         ckpt.parent.mkdir(parents=True, exist_ok=True)
+        progress.parent.mkdir(parents=True, exist_ok=True)
+        progress.unlink(missing_ok=True)  # a previous run's: this run's first write ends its restore
         argv = ["sbatch", "--parsable", "-J", task, f"--comment={comment}", "-w", ",".join(nodes), "-N",
                 str(len(nodes)), "--ntasks-per-node=1", "-o", str(self.work_dir / f"{task}-%j.out"),
-                f"--export=ALL,CNSCHED_CHECKPOINT_FILE={ckpt},CNSCHED_TASK_ID={task}"]
+                f"--export=ALL,CNSCHED_CHECKPOINT_FILE={ckpt},CNSCHED_PROGRESS_FILE={progress},CNSCHED_TASK_ID={task}"]
         if cards > 0:
             argv.append(f"--gres={self.gres}:{cards}")
         if time_limit_s:
@@ -217,7 +257,7 @@ class SlurmRunner:
             return [{"task_id": task, "event": "refused", "at": now, "nodes": nodes, "reason": why}]
         job_id = out.stdout.strip().split(";")[0]
         self.jobs[task] = Job(task, job_id, comment, list(nodes), cards=cards, command=command,
-                              time_limit_s=time_limit_s)
+                              time_limit_s=time_limit_s, resumed=comment.startswith("move:") or ckpt.exists())
         log.info("task %s is Slurm job %s on %s", task, job_id, ",".join(nodes))
         return []
 
@@ -250,7 +290,14 @@ class SlurmRunner:
         state, events = j["state"], []
         if j["started"] and job.reported == "":
             job.reported = "RUNNING"
+            job.started_at = now - float(j["run_s"] or 0.0)
             events.append({"task_id": task, "event": "started", "at": now, "nodes": j["nodes"] or job.nodes})
+        wrote = self._progress(task, job) if job.reported == "RUNNING" else None
+        if wrote is not None and job.resumed and not job.restore_reported:
+            # its first progress after resuming: the restore took from its start to here (a move's cost)
+            job.restore_reported = True
+            events.append({"task_id": task, "event": "started", "at": now, "nodes": j["nodes"] or job.nodes,
+                           "duration_s": round(max(wrote - job.started_at, 0.0), 3)})
         ckpt = self.checkpoint_file(task)
         if ckpt.exists() and job.reported == "RUNNING":
             st = ckpt.stat()
@@ -258,7 +305,8 @@ class SlurmRunner:
                 job.checkpoint_mtime = st.st_mtime
                 events.append({"task_id": task, "event": "checkpoint", "at": now, "nodes": job.nodes,
                                "checkpoint_at": st.st_mtime, "checkpoint_gb": round(st.st_size / 1e9, 9),
-                               "checkpoint_location": str(ckpt)})
+                               "checkpoint_location": str(ckpt)} | (
+                                   {"duration_s": job.save_s} if job.save_s is not None else {}))
         if state in LIVE_STATES or job.reported in ("COMPLETED", "FAILED", "CANCELLED"):
             return events
         end = {"task_id": task, "at": now, "nodes": job.nodes}
@@ -267,7 +315,8 @@ class SlurmRunner:
                 events.append(end | {"event": "stopped"})
             job.reported = "CANCELLED"
         elif state == "COMPLETED":
-            events.append(end | {"event": "finished", "duration_s": float(j["run_s"] or 0.0)})
+            events.append(end | {"event": "finished", "duration_s": float(j["run_s"] or 0.0)} | (
+                {"throughput": job.throughput, "unit": job.unit} if job.throughput is not None else {}))
             job.reported = "COMPLETED"
         elif state in FAILED_STATES or state == "CANCELLED":
             events.append(end | {"event": "failed", "reason": f"{state} {j['reason']} exit {j['exit_code']}"})

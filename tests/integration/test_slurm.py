@@ -365,3 +365,35 @@ async def test_a_degraded_path_moves_the_job_to_the_new_node(make_settings, tmp_
         stop.set()
         await bridge
         stop_process(worker)
+
+
+def test_a_jobs_progress_file_gives_throughput_restore_and_save_times(tmp_path, slurm):
+    from streams.bridge.slurm_jobs import SlurmRunner, wait_for
+
+    runner = SlurmRunner("card", tmp_path / "b", slurm.env)
+    runner.load()
+    now = time.time()
+
+    def run(task: str, node: str, command: str) -> None:
+        d = {"task_id": task, "status": "placed", "nodes": [node], "cards": 1, "decided_at": now, "command": command}
+        assert runner.on_decision(d, time.time()) == []
+
+    # the throughput it wrote last goes with finished (what the learned alphas rank)
+    run("fast", "n1", "echo '{\"throughput\": 99}' > $CNSCHED_PROGRESS_FILE; sleep 1; "
+                      "echo '{\"throughput\": 1520.5, \"unit\": \"tokens/s\", \"steps\": 40}' > $CNSCHED_PROGRESS_FILE")
+    # resumed from a checkpoint (a restart): its first progress, ~2 s after it started, ends the restore
+    runner.checkpoint_file("resumed").parent.mkdir(parents=True, exist_ok=True)
+    runner.checkpoint_file("resumed").write_text("state")
+    run("resumed", "n2", "sleep 2; echo '{\"throughput\": 10}' > $CNSCHED_PROGRESS_FILE; sleep 1")
+    # the save time it states goes with its checkpoint
+    run("saves", "n3", "echo '{\"save_s\": 7.5}' > $CNSCHED_PROGRESS_FILE; echo x > $CNSCHED_CHECKPOINT_FILE; sleep 2")
+    got = wait_for(runner, lambda ev: sum(e["event"] == "finished" for e in ev) == 3, timeout_s=60)
+    by = {t: [e for e in got if e["task_id"] == t] for t in ("fast", "resumed", "saves")}
+    (fin,) = [e for e in by["fast"] if e["event"] == "finished"]
+    assert (fin["throughput"], fin["unit"]) == (1520.5, "tokens/s")
+    assert [e.get("duration_s") for e in by["fast"] if e["event"] == "started"] == [None]  # not resumed
+    first, restored = [e for e in by["resumed"] if e["event"] == "started"]
+    assert "duration_s" not in first and 1.0 <= restored["duration_s"] <= 4.5, restored
+    assert [e["duration_s"] for e in by["saves"] if e["event"] == "checkpoint"] == [7.5]
+    fin = next(e for e in by["saves"] if e["event"] == "finished")
+    assert "throughput" not in fin  # it wrote none
