@@ -397,3 +397,57 @@ def test_a_jobs_progress_file_gives_throughput_restore_and_save_times(tmp_path, 
     assert [e["duration_s"] for e in by["saves"] if e["event"] == "checkpoint"] == [7.5]
     fin = next(e for e in by["saves"] if e["event"] == "finished")
     assert "throughput" not in fin  # it wrote none
+
+
+async def test_the_learned_alpha_moves_to_what_slurm_jobs_measured(make_settings, tmp_path, slurm):
+    """The learning loop under a real Slurm: placed decisions on sched.decisions (made here, each with
+    the chosen node's compute and network scores: the planted truth is alpha 0.8, the type's default
+    0.2) -> the bridge runs them as Slurm jobs whose progress files report the throughput that alpha
+    gives -> finished events with it -> the sink's DuckDB -> the learner finds the planted alpha."""
+    import json
+
+    import numpy as np
+
+    from schemas.topics import SCHED_DECISIONS
+    from sinks.duckdb_store import DuckStore
+    from streams.analytics.alphas import learned_alphas
+    from streams.bridge.slurm import run_bridge
+    from streams.kafka import producer
+    from streams.runtime.sink_runner import WindowSink
+
+    settings = make_settings()
+    await ensure_topics(settings)
+    stop, ready = asyncio.Event(), asyncio.Event()
+    bridge = asyncio.create_task(run_bridge(settings, "card", {}, 1.0, stop, tmp_path / "bridge", slurm.env, ready,
+                                            with_inventory=False))
+    sink = WindowSink(settings)
+    stored = asyncio.create_task(sink.run())
+    truth, tasks, rng, now = 0.8, 18, np.random.default_rng(7), time.time()
+    try:
+        await asyncio.wait_for(ready.wait(), 60)
+        p = producer(settings)
+        await p.start()
+        for k in range(tasks):
+            c, n = (float(v) for v in rng.uniform(40, 100, 2).round(2))
+            rate = 1000 * (truth * c + (1 - truth) * n) / 100  # what the job measures, by the planted alpha
+            node = f"n{k % 3 + 1}"
+            d = {"task_id": f"learn{k}", "status": "placed", "nodes": [node], "alpha": 0.2,
+                 "network_profile": "bandwidth", "state_version": 1, "decided_at": now + k / 1000,
+                 "task_type": "training-data-parallel", "cards": 1, "peers": 1,
+                 "candidates": [{"node": node, "compute_score": c, "network_score": n, "alpha": 0.2,
+                                 "composite": 0.2 * c + 0.8 * n}],
+                 "command": f"echo '{{\"throughput\": {rate:.3f}}}' > $CNSCHED_PROGRESS_FILE"}
+            await p.send_and_wait(settings.topic(SCHED_DECISIONS), json.dumps(d).encode(), key=d["task_id"].encode())
+        await p.stop()
+        deadline = time.monotonic() + 120
+        while sink.stored < 3 * tasks and time.monotonic() < deadline:  # each: its decision, started, finished
+            await asyncio.sleep(0.5)
+    finally:
+        stop.set()
+        await bridge
+        sink.stop.set()
+        assert await stored == 0
+    with DuckStore(settings.duckdb_path, read_only=True) as store:
+        (row,) = [r for r in learned_alphas(store.con) if r["task_type"] == "training-data-parallel"]
+    assert row["tasks"] == tasks and row["default_alpha"] == 0.2
+    assert abs(row["learned_alpha"] - truth) <= 0.1 and row["spearman"] > 0.95, row
