@@ -103,6 +103,7 @@ class DuckStore:
                 config.update(enable_external_access=False, autoinstall_known_extensions=False,
                               autoload_known_extensions=False)
             self.con = duckdb.connect(self.path, read_only=read_only, config=config)
+            self.con.execute("SET enable_progress_bar = false")  # a long query prints no bar into a command's output
         except duckdb.Error as exc:
             if _is_lock_error(exc):
                 raise StoreBusy(f"{self.path} is in use by another process: {exc}") from None

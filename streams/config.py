@@ -116,6 +116,13 @@ class Settings(BaseSettings):
         "many bytes are kept in sink_rejects (with its size; the whole message stays in Kafka at its offset)")
     sink_rejects_max_rows: int = Field(default=50_000, ge=1, description="sink_rejects keeps the newest this many")
     sink_rejects_max_age_days: float = Field(default=7.0, gt=0, description="sink_rejects keeps this many days")
+    retention_raw_days: float = Field(default=7.0, gt=0, description=(
+        "probe windows are kept raw this many days, then as per-minute roll-ups (sinks/retention.py); compute "
+        "reports older than this thin to the last of each node's hour"))
+    retention_minute_days: float = Field(default=90.0, gt=0, description="per-minute roll-ups this many days, then per hour")
+    retention_hour_days: float = Field(default=730.0, gt=0, description="per-hour roll-ups (and reports) this many days")
+    retention_every_seconds: float = Field(default=3600.0, ge=0, description=(
+        "the sink applies the retention this often (first at its first batch; 0: never)"))
     data_dir: Path = Field(default=Path(".cnsched-data"), description="worker scratch data")
     log_level: LogLevel = "INFO"
     node_timeout_seconds: float = Field(default=60.0, gt=0, description="silent longer: unavailable")
@@ -250,6 +257,9 @@ class Settings(BaseSettings):
             problems.append(
                 f"{env_name('window_step_seconds')} must not exceed {env_name('window_seconds')}"
             )
+        if not self.retention_raw_days <= self.retention_minute_days <= self.retention_hour_days:
+            problems.append(f"{env_name('retention_raw_days')} <= {env_name('retention_minute_days')} <= "
+                            f"{env_name('retention_hour_days')} must hold")
         if not divides_day(self.forecast_step_seconds):
             problems.append(f"{env_name('forecast_step_seconds')} must divide a day (e.g. 60, 300, 3600)")
         if self.web_request_timeout_seconds <= self.decision_timeout_seconds:

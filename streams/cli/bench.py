@@ -36,6 +36,12 @@ def _path_benches(bsub) -> list:
     bs.add_argument("--endpoints", type=int, default=1000, help="distinct endpoints (data sources, repos, peers)")
     bk = bsub.add_parser("sink", help="window results through Kafka into DuckDB by the real sink")
     bk.add_argument("--results", type=int, default=500_000)
+    bret = bsub.add_parser("retention", help="the DuckDB file day by day: kept whole vs the sink's retention")
+    bret.add_argument("--series", type=int, default=200, help="paths, each a 10-s window all day")
+    bret.add_argument("--days", type=int, default=12, help="simulated days")
+    bret.add_argument("--raw-days", type=float, default=2.0)
+    bret.add_argument("--minute-days", type=float, default=4.0)
+    bret.add_argument("--hour-days", type=float, default=8.0)
     br = bsub.add_parser("reschedule", help="window result in -> reschedule event out, with running tasks")
     br.add_argument("--nodes", type=int, default=1000)
     br.add_argument("--peers", type=int, default=10, help="paths per node (x 4 metrics each)")
@@ -48,7 +54,7 @@ def _path_benches(bsub) -> list:
     ba.add_argument("--requests", type=int, default=1000, help="concurrent GETs per path")
     ba.add_argument("--rounds", type=int, default=2, help="workers of each revision, in turn (medians)")
     ba.add_argument("--baseline-rev", default="6fdafa7", help="the git revision beside ours")
-    return [bi, bs, bk, br, bd, ba]
+    return [bi, bs, bk, bret, br, bd, ba]
 
 
 def _analysis_benches(bsub) -> list:
@@ -173,6 +179,17 @@ def _bench_decide(args) -> int:
     return 0
 
 
+def _bench_retention(args) -> int:
+    from streams.dev.bench.retention import bench_retention
+
+    if args.series < 1 or args.days < 1:
+        raise UsageError("--series and --days must be at least 1")
+    if not 0 < args.raw_days <= args.minute_days <= args.hour_days:
+        raise UsageError("retention must grow: 0 < --raw-days <= --minute-days <= --hour-days")
+    print_result(bench_retention(args.series, args.days, args.raw_days, args.minute_days, args.hour_days), args.json)
+    return 0
+
+
 def _bench_api(args, settings: Settings) -> int:
     from streams.dev.bench.api import bench_api
 
@@ -206,7 +223,8 @@ def cmd_bench(args, settings: Settings) -> int:
             raise UsageError("--window must be at least 1 and --samples at least --window")
         print_result(bench_battery(args.samples, args.window), args.json)
         return 0
-    own = {"forecast": _bench_forecast, "decide": _bench_decide, "detect": _bench_detect, "replay": _bench_replay}
+    own = {"forecast": _bench_forecast, "decide": _bench_decide, "detect": _bench_detect, "replay": _bench_replay,
+           "retention": _bench_retention}
     if args.bench in own:
         return own[args.bench](args)
     if args.bench == "sink":

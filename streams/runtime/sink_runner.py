@@ -17,8 +17,11 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
+import os
 import signal
 import time
+from pathlib import Path
 
 import duckdb
 import pyarrow as pa
@@ -39,6 +42,7 @@ from schemas.topics import (
     SCHED_RESCHEDULES,
 )
 from sinks.duckdb_store import DuckStore
+from sinks.retention import Retention, compact, copy_due, copy_fresh
 from streams.config import Settings
 from streams.kafka import consumer
 
@@ -86,6 +90,8 @@ class WindowSink:
         self.stored = 0  # new rows in DuckDB (window results, decisions, migrations)
         self.skipped = 0  # not stored (each one a row of sink_rejects)
         self.first_batch_at: float | None = None  # perf_counter of the first non-empty batch
+        self.compacted_at = -math.inf  # monotonic time of the last retention pass (sinks/retention.py)
+        self.copied_bytes: int | None = None  # the file's size after the last fresh copy
         self.stop = asyncio.Event()
 
     async def run(self) -> int:
@@ -166,6 +172,7 @@ class WindowSink:
     def _write_batch(self, rows: dict[str, list[tuple[dict, object]]], raw_windows: list, rejects: list[dict],
                      names: dict[str, str]) -> None:
         store = DuckStore.open(self.settings.duckdb_path, False, 60.0)
+        fresh = None
         try:
             if raw_windows:
                 values = [m.value or b"" for m in raw_windows]
@@ -180,8 +187,35 @@ class WindowSink:
                 log.warning("%d message(s) not stored; see the sink_rejects table", len(rejects))
                 store.write_rejects(rejects, self.settings.sink_rejects_max_rows,
                                     self.settings.sink_rejects_max_age_days * 86_400)
+            fresh = self._retain(store)
         finally:
             store.close()
+        if fresh is not None:  # the copy in place of the file, now that it is closed
+            os.replace(fresh, self.settings.duckdb_path)
+
+    def _retain(self, store: DuckStore) -> Path | None:
+        """The retention pass when it is due (CNSCHED_RETENTION_EVERY_SECONDS); a fresh copy of the file
+        to put in its place when the pass removed rows and the file has grown half again since the
+        last copy (DuckDB does not give a deleted row's space back)."""
+        every = self.settings.retention_every_seconds
+        if every <= 0 or time.monotonic() - self.compacted_at < every:
+            return None
+        self.compacted_at = time.monotonic()
+        s = self.settings
+        done = compact(store.con, time.time(), Retention(s.retention_raw_days, s.retention_minute_days,
+                                                         s.retention_hour_days))
+        if not any(done.values()):
+            return None
+        log.info("retention: %s", ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in done.items()))
+        path = Path(s.duckdb_path)
+        store.con.execute("CHECKPOINT")
+        size = path.stat().st_size
+        if not copy_due(size, self.copied_bytes):
+            return None
+        fresh = path.with_name(path.name + ".fresh")
+        self.copied_bytes = copy_fresh(store.con, fresh)
+        log.info("retention: %s copied fresh, %.1f MB -> %.1f MB", path, size / 1e6, self.copied_bytes / 1e6)
+        return fresh
 
     def _write(self, store: DuckStore, method: str, items: list[tuple[dict, object]], rejects: list[dict]) -> None:
         write = getattr(store, method)

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.integration
 
 
 async def test_sink_stores_each_message_once_under_redelivery(make_settings):
-    settings = make_settings()
+    settings = make_settings(retention_every_seconds=0)  # its windows are of 1970: retention would roll them up
     await ensure_topics(settings)
     rows = [dict(src="a", dst="b", metric="rtt_ms", window_start=float(s), window_end=s + 10.0,
                  count=5, kept=5, outliers=0, lost=0, mean=1.0, p50=1.0, p95=1.0, p99=1.0,
@@ -74,3 +74,37 @@ async def test_sink_stores_each_message_once_under_redelivery(make_settings):
     assert store.query("SELECT count(*) FROM decisions") == [(2,)]
     assert store.query("SELECT count(*) FROM reschedules") == [(1,)]
     store.close()
+
+
+async def test_the_sink_applies_the_retention(make_settings):
+    # windows of 8 days ago (raw is kept 7) become one row a minute; this minute's stay raw
+    import time
+
+    settings = make_settings()
+    await ensure_topics(settings)
+    now = time.time()
+    old, new = 60 * (int(now - 8 * 86_400) // 60), 60 * (int(now) // 60) - 120
+    rows = [dict(src="a", dst="b", metric="rtt_ms", window_start=float(t0 + k * 10), window_end=t0 + k * 10 + 10.0,
+                 count=5, kept=5, outliers=0, lost=0, mean=float(k), p50=1.0, p95=1.0, p99=1.0, min=1.0, max=1.0)
+            for t0 in (old, new) for k in range(12)]  # two minutes of 10-s windows at each time
+    p = producer(settings)
+    await p.start()
+    for r in rows:
+        await p.send_and_wait(settings.topic(NETSTATE_WINDOWS), json.dumps(r).encode(), key=b"k")
+    await p.stop()
+    sink = WindowSink(settings)
+    task = asyncio.create_task(sink.run())
+    for _ in range(240):
+        await asyncio.sleep(0.25)
+        if sink.messages >= len(rows):
+            break
+    sink.stop.set()
+    assert await task == 0
+    # the pass removed rows: the file was copied fresh and put in place (what follows reads the copy)
+    assert sink.copied_bytes == settings.duckdb_path.stat().st_size
+    assert not settings.duckdb_path.with_name(settings.duckdb_path.name + ".fresh").exists()
+    with DuckStore(settings.duckdb_path, read_only=True) as store:
+        got = store.query("SELECT window_start, window_end - window_start, kept, mean FROM windows "
+                          "WHERE window_start < $t ORDER BY 1", {"t": now - 86_400})
+        assert got == [(float(old), 60.0, 30, 2.5), (old + 60.0, 60.0, 30, 8.5)]  # means 0..5 and 6..11
+        assert store.query("SELECT count(*) FROM windows WHERE window_start >= $t", {"t": now - 86_400}) == [(12,)]

@@ -31,7 +31,7 @@ def window(start):
 
 
 async def test_queries_while_the_sink_writes(make_settings):
-    settings = make_settings()
+    settings = make_settings(retention_every_seconds=0)  # its windows are of 1970: retention would roll them up
     await ensure_topics(settings)
     sink = WindowSink(settings)
     task = asyncio.create_task(sink.run())

@@ -47,11 +47,13 @@ def test_cross_field_rules(monkeypatch):
     monkeypatch.setenv("CNSCHED_SECURITY_PROTOCOL", "SASL_SSL")
     monkeypatch.setenv("KAFKA_BOOTSTRAP", "no-port")
     monkeypatch.setenv("CNSCHED_FORECAST_STEP_SECONDS", "7")
+    monkeypatch.setenv("CNSCHED_RETENTION_RAW_DAYS", "100")  # raw kept longer than its minute roll-ups
     with pytest.raises(ConfigError) as err:
         load_settings()
     msg = str(err.value)
     assert "CNSCHED_WINDOW_STEP_SECONDS must not exceed CNSCHED_WINDOW_SECONDS" in msg
     assert "CNSCHED_FORECAST_STEP_SECONDS must divide a day" in msg
+    assert "CNSCHED_RETENTION_RAW_DAYS <= CNSCHED_RETENTION_MINUTE_DAYS <= CNSCHED_RETENTION_HOUR_DAYS must hold" in msg
     for name in ("CNSCHED_SASL_MECHANISM", "CNSCHED_SASL_USERNAME", "CNSCHED_SASL_PASSWORD"):
         assert f"{name} is required with CNSCHED_SECURITY_PROTOCOL=SASL_SSL" in msg
     assert "KAFKA_BOOTSTRAP entry 'no-port' is not host:port" in msg
