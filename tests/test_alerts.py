@@ -36,16 +36,16 @@ tests:
       - series: 'cnsched_queue_starving_tasks{{instance="w1"}}'
         values: '0 2 2 2 2 2 2 2 2 2 2 2 2'
     alert_rule_test:
-      - eval_time: 3m
+      - eval_time: 2m
         alertname: CnschedNodeDown
         exp_alerts: []
-      - eval_time: 5m
+      - eval_time: 3m
         alertname: CnschedNodeDown
         exp_alerts:
           - exp_labels: {{severity: page, node: n1}}
             exp_annotations:
               summary: "node n1 is down"
-              description: "cnsched sees n1 down (failed, silent past CNSCHED_NODE_TIMEOUT_SECONDS, or reported down) for 2 minutes; its tasks are moved or re-queued (GET /incidents)."
+              description: "cnsched sees n1 down (failed, silent past CNSCHED_NODE_TIMEOUT_SECONDS, or reported down) for 30 seconds; its tasks are moved or re-queued (GET /incidents)."
       - eval_time: 7m
         alertname: CnschedPathDegraded
         exp_alerts:

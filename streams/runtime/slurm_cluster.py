@@ -5,8 +5,10 @@ are a GRES named ``card`` without devices). What FIELD-NOTES.md verified: ``Auth
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -24,6 +26,17 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def _with_descendants(pids: list[int]) -> list[int]:
+    """``pids`` and every process below them (``pgrep -P``), parents first."""
+    out, todo = [], list(pids)
+    while todo:
+        pid = todo.pop(0)
+        out.append(pid)
+        kids = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
+        todo += [int(k) for k in kids]
+    return out
 
 
 def missing() -> str | None:
@@ -101,6 +114,19 @@ class SlurmCluster:
             time.sleep(0.5)
         self.stop()
         raise SlurmUnavailable(f"the local Slurm did not come up within {timeout_s:g} s (see {self.root / 'log'})")
+
+    def kill_node(self, name: str) -> None:
+        """The node's software dies: its slurmd and the processes of the jobs it runs are killed
+        (SIGKILL; the machine itself, and its network, stay up); slurmctld finds out by its pings."""
+        proc = self.procs[1 + self.nodes.index(name)]
+        jobs = [line.split()[0] for line in self.run("squeue", "-h", "-w", name, "-o", "%i %N", check=False).splitlines()]
+        proc.kill()
+        proc.wait()
+        for job in jobs:  # its steps' processes (slurmstepd and all it ran) die with the machine
+            steps = subprocess.run(["pgrep", "-f", f"slurmstepd: \\[{job}\\."], capture_output=True, text=True)
+            for pid in _with_descendants([int(p) for p in steps.stdout.split()]):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
 
     def run(self, *argv: str, check: bool = True) -> str:
         """A Slurm client command's standard output."""

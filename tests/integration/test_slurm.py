@@ -451,3 +451,68 @@ async def test_the_learned_alpha_moves_to_what_slurm_jobs_measured(make_settings
         (row,) = [r for r in learned_alphas(store.con) if r["task_type"] == "training-data-parallel"]
     assert row["tasks"] == tasks and row["default_alpha"] == 0.2
     assert abs(row["learned_alpha"] - truth) <= 0.1 and row["spearman"] > 0.95, row
+
+
+async def test_a_dead_node_is_detected_located_and_its_work_runs_again_within_the_seeds_bounds(make_settings,
+                                                                                             tmp_path, slurm):
+    """Issue 55, faults timed on the real Slurm: a node's software dies (its slurmd and its job's
+    processes killed at t0) while its paths go on carrying probes; detection (the incident opens),
+    location (its cause: compute) and recovery (the work running again on another node, reported by
+    Slurm) are held to the seeds' 1, 5 and 10 minutes. The figures are in the README ("Running on Slurm")."""
+    import json
+
+    from schemas.topics import NETSTATE_WINDOWS
+    from streams.bridge.slurm import run_bridge
+    from streams.kafka import producer
+    from tests.helpers.scheduling import win
+
+    settings = make_settings(rescore_interval_seconds=0.3, node_timeout_seconds=60)
+    await ensure_topics(settings)
+    worker = start_worker(settings, tmp_path / "w.log")
+    port = settings.web_port
+    stop, ready = asyncio.Event(), asyncio.Event()
+    bridge = asyncio.create_task(run_bridge(settings, "card", {}, 1.0, stop, tmp_path / "bridge", slurm.env, ready))
+
+    async def probes() -> None:  # a probe agent's windows: every node's path from the store answers
+        p = producer(settings)
+        await p.start()
+        try:
+            while not stop.is_set():
+                for n in slurm.nodes:
+                    w = {"src": "store", "dst": n, "metric": "rtt_ms", **win(time.time(), 0.5)}
+                    await p.send_and_wait(settings.topic(NETSTATE_WINDOWS), json.dumps(w).encode(), key=n.encode())
+                await asyncio.sleep(2)
+        finally:
+            await p.stop()
+
+    probing = asyncio.create_task(probes())
+    try:
+        await asyncio.wait_for(ready.wait(), 60)
+        await nodes(port, 3)
+        status, body = await asyncio.to_thread(call, port, "POST", "/tasks", {
+            "id": "victim", "type": "training-data-parallel", "resources": {"cards": 8}, "command": "sleep 600"})
+        home = body["nodes"][0]
+        await until_status(port, "victim", ("running",))
+        t0 = time.time()
+        slurm.kill_node(home)
+        deadline, inc, again = time.monotonic() + 600, None, None
+        while time.monotonic() < deadline and (inc is None or inc["located_at"] is None or again is None):
+            _, incidents = await asyncio.to_thread(call, port, "GET", "/incidents")
+            inc = next((i for i in incidents["open"] if i["node"] == home), inc)
+            _, rec = await asyncio.to_thread(call, port, "GET", "/tasks/victim")
+            again = next((h["event"] for h in rec["history"] if h.get("event", {}).get("event") == "started"
+                          and h["event"]["at"] > t0 and home not in h["event"]["nodes"]), None)
+            await asyncio.sleep(0.5)
+        assert inc is not None and again is not None, (inc, rec["history"])
+        detect, locate, recover = inc["detected_at"] - t0, inc["located_at"] - t0, again["at"] - t0
+        print(f"\nfault timing: detected {detect:.1f} s, located {locate:.1f} s, running again {recover:.1f} s "
+              f"(cause {inc['cause']}, on {again['nodes']})")
+        assert detect <= 60 and locate <= 300 and recover <= 600, (detect, locate, recover)
+        assert inc["cause"] == "compute" and inc["tasks"] == ["victim"]
+        running = dict(line.split() for line in slurm.run("squeue", "-h", "-t", "running", "-o", "%j %N").splitlines())
+        assert running.get("victim") == again["nodes"][0] != home  # Slurm runs it there
+    finally:
+        stop.set()
+        await bridge
+        await probing
+        stop_process(worker)
