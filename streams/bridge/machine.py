@@ -9,7 +9,8 @@ import re
 
 from core.metering import ACCELERATORS, datasheet_peaks
 
-QUERY = "index,name,memory.total,memory.used,utilization.gpu,power.draw,power.limit"
+QUERY = "index,name,memory.total,memory.used,utilization.gpu,power.draw,power.limit,clocks.sm,clocks.max.sm"
+BUSY_PCT = 50.0  # a card this busy runs at the clock it can hold now: its current clock shows throttling
 NVIDIA_SMI = ["nvidia-smi", f"--query-gpu={QUERY}", "--format=csv,noheader,nounits"]
 
 # nvidia-smi's product names -> the models of the metering's tables (core.metering.ACCELERATORS)
@@ -31,14 +32,49 @@ def _num(text: str) -> float | None:
 
 def parse_nvidia_smi(text: str) -> list[dict]:
     """The GPU rows of ``NVIDIA_SMI``'s output: ``{index, name, mem_mib, used_mib, util_pct, power_w,
-    power_limit_w}`` (None where nvidia-smi has no figure)."""
+    power_limit_w, clock_mhz, max_clock_mhz}`` (None where nvidia-smi has no figure, or an older query
+    without the clocks)."""
     out = []
     for line in text.splitlines():
         cols = [c.strip() for c in line.split(",")]
         if len(cols) < 7 or not cols[0].isdigit():
             continue
+        clocks = [_num(c) for c in cols[7:9]] + [None, None]
         out.append({"index": int(cols[0]), "name": cols[1], "mem_mib": _num(cols[2]), "used_mib": _num(cols[3]),
-                    "util_pct": _num(cols[4]), "power_w": _num(cols[5]), "power_limit_w": _num(cols[6])})
+                    "util_pct": _num(cols[4]), "power_w": _num(cols[5]), "power_limit_w": _num(cols[6]),
+                    "clock_mhz": clocks[0], "max_clock_mhz": clocks[1]})
+    return out
+
+
+def held_clock(g: dict) -> float | None:
+    """The SM clock a card can run at now: its current clock when it is busy (``BUSY_PCT``: power
+    capping and thermal throttling show there), else its maximum (an idle card clocks down by design:
+    its current clock says nothing of how fast it would run)."""
+    busy = g.get("util_pct") is not None and g["util_pct"] >= BUSY_PCT
+    return g.get("clock_mhz") if busy and g.get("clock_mhz") else g.get("max_clock_mhz")
+
+
+def _gpu_figures(gpus: list[dict]) -> dict:
+    """What the cards' readings add to a report: memory per card, the power limits as the cards' full
+    draw (``accel_power_kw``, and ``power_kw`` — the energy score's — unless configured), their draw now
+    (``power_draw_kw``), how busy they are (``accel_util``), and the slowest card's held clock as
+    ``clock_mhz`` (the metering scales its peaks by clock / boost clock)."""
+    out: dict = {}
+    mem = [g["mem_mib"] for g in gpus if g["mem_mib"] is not None]
+    if mem:
+        out["mem_gb"] = round(min(mem) / 1024, 3)
+    limits = [g["power_limit_w"] for g in gpus if g["power_limit_w"] is not None]
+    if limits:
+        out["accel_power_kw"] = out["power_kw"] = round(sum(limits) / 1000, 3)
+    draw = [g["power_w"] for g in gpus if g["power_w"] is not None]
+    if draw:
+        out["power_draw_kw"] = round(sum(draw) / 1000, 3)
+    util = [g["util_pct"] for g in gpus if g["util_pct"] is not None]
+    if util:  # reported and stored; not scored (it mostly shows the work cnsched placed there)
+        out["accel_util"] = round(sum(util) / len(util) / 100, 4)
+    clocks = [c for c in (held_clock(g) for g in gpus) if c]
+    if clocks:
+        out["clock_mhz"] = min(clocks)
     return out
 
 
@@ -81,13 +117,7 @@ def machine_report(node: str, now: float, gpus: list[dict], meminfo: tuple[float
             report[key] = config[key]
     if gpus:
         model = accel_model(gpus[0]["name"])
-        report |= {"cards": len(gpus), "accel_model": model, "gpu_name": gpus[0]["name"]}
-        mem = [g["mem_mib"] for g in gpus if g["mem_mib"] is not None]
-        if mem:
-            report["mem_gb"] = round(min(mem) / 1024, 3)
-        limits = [g["power_limit_w"] for g in gpus if g["power_limit_w"] is not None]
-        if limits:
-            report["accel_power_kw"] = round(sum(limits) / 1000, 3)
+        report |= {"cards": len(gpus), "accel_model": model, "gpu_name": gpus[0]["name"]} | _gpu_figures(gpus)
     for key in ("cards", "accel_model", "accel_class", "peak_tflops", "mem_gb", "power_kw", "inter_bw_gbps"):
         if config.get(key) is not None:
             report[key] = config[key]

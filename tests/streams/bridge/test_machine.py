@@ -4,7 +4,7 @@ report they make is one the worker accepts, and it is not flagged as lacking com
 
 from pathlib import Path
 
-from core.metering import ACCELERATORS, DEFAULT_MODEL_CONVERSION
+from core.metering import ACCELERATORS, DEFAULT_MODEL_CONVERSION, clock_factor
 from schemas.compute import ComputeReport
 from streams.adapters.inventory import NO_COMPUTE_FIGURES, compute_warnings
 from streams.bridge.machine import (
@@ -130,3 +130,22 @@ def test_a_long_benchmark_never_delays_a_report():
     slow.close()  # the agent stops: the 90 s benchmark with it
     slow._thread.join(timeout=10)
     assert not slow._thread.is_alive() and time.monotonic() - began < 5 and slow._benchmark is None
+
+
+def test_clocks_power_and_utilisation_reach_the_report_and_the_metering():
+    # constructed rows in the agent's nine-column form (the fixtures are real readings of the older seven)
+    row = "{i}, NVIDIA H100 80GB HBM3, 81559, 40000, {util}, {draw}, 700.00, {clock}, 1980"
+    busy = parse_nvidia_smi("\n".join(row.format(i=i, util=100, draw=690.0, clock=c) for i, c in enumerate((1980, 1485))))
+    assert [(g["clock_mhz"], g["max_clock_mhz"]) for g in busy] == [(1980.0, 1980.0), (1485.0, 1980.0)]
+    r = machine_report("gpu-02", NOW, busy, (None, None), 2, {})
+    # the slower card holds 1,485 MHz under load: the node's peaks run at 1,485 / 1,980 = 0.75 of the datasheet's
+    assert (r["clock_mhz"], r["power_kw"], r["power_draw_kw"], r["accel_util"]) == (1485.0, 1.4, 1.38, 1.0)
+    ComputeReport.model_validate(r)
+    assert clock_factor(r["accel_model"], r["clock_mhz"]) == 0.75
+    # idle cards clock down by design: their maximum is what they would run at, nothing is scaled
+    idle = parse_nvidia_smi("\n".join(row.format(i=i, util=0, draw=80.0, clock=345) for i in range(2)))
+    assert machine_report("gpu-03", NOW, idle, (None, None), 2, {})["clock_mhz"] == 1980.0
+    # a configured full-load draw wins over the cards' limits; the seven-column form has no clock
+    old = parse_nvidia_smi((FIX / "h100_sxm_idle.csv").read_text())
+    r = machine_report("gpu-04", NOW, old, (None, None), 2, {"power_kw": 10.2})
+    assert r["power_kw"] == 10.2 and r["accel_power_kw"] == 1.4 and "clock_mhz" not in r
