@@ -171,7 +171,7 @@ def create_app(
 
     topics = declare_topics(app, settings)
 
-    from streams.runtime.faust_patches import use_idle_timeout
+    from streams.runtime.faust_patches import cancel_on_disconnect, use_idle_timeout
     from streams.web import routes as web
     from streams.worker import ingest, state_tables
     from streams.worker.health import Readiness
@@ -192,5 +192,6 @@ def create_app(
     web.register(app, counters, settings, net, inv, tasks, topics.tasks, readiness, quotas, topics.quotas, view,
                  topics.events, topics.maintenance)
     use_idle_timeout(app, settings.web_idle_timeout_seconds)
+    cancel_on_disconnect(app)
     watch_broker(app, settings, sample_partitions or settings.partitions, readiness, on_broker_lost)
     return app, topics, counters

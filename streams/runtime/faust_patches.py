@@ -67,6 +67,12 @@ def use_idle_timeout(app, seconds: float) -> None:
     app.web._runner._kwargs["keepalive_timeout"] = seconds
 
 
+def cancel_on_disconnect(app) -> None:
+    """Cancel a request's handler when its client goes away (aiohttp >= 3.9 lets it run to the end by
+    default): its heavy work then stops at its next check (streams.web.base.WebContext.heavy)."""
+    app.web._runner._kwargs["handler_cancellation"] = True
+
+
 # set in the environment of a worker that restarted itself because the broker lost our topics
 # (streams/worker/broker_watch.py): only then can a changelog hold offsets with nothing behind them
 AFTER_BROKER_LOSS_ENV = "_CNSCHED_AFTER_BROKER_LOSS"

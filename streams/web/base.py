@@ -13,6 +13,7 @@ import faust
 from faust.web import Request, Response, View
 
 from schemas.api import ApiModel, ErrorBody, Page, TaskAnswer
+from streams.analytics import Abandoned
 from streams.config import Settings
 from streams.metrics import Counters
 from streams.web.params import paging
@@ -64,8 +65,16 @@ class WebContext:
         finally:
             self._heavy_waiting -= 1
         cancel = threading.Event()
+
+        def run():
+            try:
+                return fn(*args, cancel=cancel, **kw)
+            except Abandoned:
+                self.counters.inc("api_work_abandoned_total")  # its request went: stopped at a check
+                raise
+
         try:
-            return await asyncio.to_thread(fn, *args, cancel=cancel, **kw)
+            return await asyncio.to_thread(run)
         finally:
             cancel.set()  # done, or the request went: either way the thread need not go on
             self._heavy.release()

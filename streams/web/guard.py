@@ -123,6 +123,8 @@ def scope_of(settings: Settings, header: str | None) -> str | None:
 def guard_middleware(settings: Settings, counters: Counters):
     buckets = TokenBuckets(settings.api_task_rate, 2 * settings.api_task_rate)
     counters.describe("api_refused_total", "API requests refused before a view ran, by status")
+    counters.describe("api_work_abandoned_total", "heavy API work (sizing, forecasts) stopped because its request "
+                      "went: its time limit, or its client disconnected")
 
     @web.middleware
     async def guard(request: web.Request, handler):

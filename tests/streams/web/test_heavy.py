@@ -90,3 +90,57 @@ def test_a_forecast_waiting_for_its_kernels_stops_when_its_request_went():
     cancel.set()
     with pytest.raises(Abandoned, match="before the kernels were compiled"):
         after_warm(warmed, lambda a: a, 2, cancel=cancel)
+
+
+async def test_a_client_that_disconnects_cancels_its_heavy_work(tmp_path):
+    # a real aiohttp server on Faust's runner as the worker sets it up (streams.app: cancel_on_disconnect)
+    import socket
+
+    import faust
+    from aiohttp import web
+
+    from streams.metrics import Counters
+    from streams.runtime.faust_patches import cancel_on_disconnect
+
+    app = faust.App("heavy-test", broker="kafka://localhost:1", datadir=str(tmp_path))
+    cancel_on_disconnect(app)
+    ctx = WebContext(None, Counters(), Settings(api_heavy_requests=1), None, None, None, None)
+    started, told = threading.Event(), []
+
+    def work(cancel):
+        started.set()
+        told.append(cancel.wait(10))  # a step of the work: the request going must cut it short
+        from streams.analytics import stop_if_abandoned
+
+        stop_if_abandoned(cancel, "its next step")
+        return "done"
+
+    async def slow(request):
+        return web.Response(text=await ctx.heavy(work))
+
+    app.web.web_app.router.add_get("/slow", slow)
+    runner = app.web._runner
+    await runner.setup()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    site = web.TCPSite(runner, "127.0.0.1", port)
+    await site.start()
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+        await writer.drain()
+        await asyncio.to_thread(started.wait, 5)
+        writer.close()  # the client goes before the answer
+        for _ in range(100):
+            if told:
+                break
+            await asyncio.sleep(0.05)
+        assert told == [True]  # told at once, not after its 10 s
+        for _ in range(100):
+            if ctx.counters.get("api_work_abandoned_total"):
+                break
+            await asyncio.sleep(0.05)
+        assert ctx.counters.get("api_work_abandoned_total") == 1
+    finally:
+        await runner.cleanup()
