@@ -244,7 +244,7 @@ class TaskEvent(BaseModel):
     service's utilisation and request rate, under the service's id),
     finished (with duration and achieved throughput), failed (it is re-queued and resumes from its last
     checkpoint, up to CNSCHED_MAX_RESTARTS times), stopped (it stopped as a `cancelled` decision told
-    it). Reported by whatever runs the task; the audit joins it to decisions.
+    it), progress (steps done of the run's total: what a move reads its remaining work from). Reported by whatever runs the task; the audit joins it to decisions.
 
     An operator's commands travel the same way (DELETE /tasks/{id}, POST /tasks/{id}/hold|release|
     priority, ``cnsched cancel|hold|release|priority``): cancel (a queued or held task ends; a placed
@@ -255,7 +255,7 @@ class TaskEvent(BaseModel):
     model_config = ConfigDict(extra="allow", allow_inf_nan=False)
 
     task_id: str = Field(pattern=ID_PATTERN)
-    event: Literal["started", "refused", "checkpoint", "finished", "failed", "load", "stopped",
+    event: Literal["started", "refused", "checkpoint", "finished", "failed", "load", "stopped", "progress",
                    "cancel", "hold", "release", "priority", "delete"]
     at: float = Field(gt=0, le=EPOCH_MAX, description="epoch seconds")
     nodes: list[Annotated[str, Field(pattern=ID_PATTERN)]] = Field(default_factory=list, max_length=4096)
@@ -271,6 +271,9 @@ class TaskEvent(BaseModel):
     request_rate: float | None = Field(default=None, ge=0, le=1e12, description="load: requests/s the service received")
     latency_ms: float | None = Field(default=None, ge=0, le=1e9, description="load: the service's p95 request latency")
     replicas: int | None = Field(default=None, ge=0, le=4096, description="load: replicas the utilisation is over")
+    steps_done: int | None = Field(default=None, ge=0, le=10**15, description="progress: steps (or samples) done")
+    steps_total: int | None = Field(default=None, ge=1, le=10**15, description=(
+        "progress: steps in the whole run; with steps_done, the share done that a move's remaining work is read from"))
     priority: int | None = Field(default=None, ge=0, le=100, description="priority: the task's new priority")
     by: str | None = Field(default=None, max_length=128, description="cancel, hold, release, priority: who asked")
     reason: str | None = Field(default=None, max_length=1024, description="cancel, hold, release, priority: why")
@@ -279,6 +282,10 @@ class TaskEvent(BaseModel):
     def _priority(self):
         if self.event == "priority" and self.priority is None:
             raise ValueError("a priority event carries the new priority")
+        if self.event == "progress" and (self.steps_done is None or self.steps_total is None):
+            raise ValueError("a progress event carries steps_done and steps_total")
+        if self.steps_done is not None and self.steps_total is not None and self.steps_done > self.steps_total:
+            raise ValueError("steps_done exceeds steps_total")
         return self
 
 

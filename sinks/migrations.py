@@ -148,5 +148,9 @@ MIGRATIONS: dict[int, str] = {
     14: """
     ALTER TABLE sink_rejects ADD COLUMN original_size BIGINT;
     """,
+    15: """
+    ALTER TABLE task_events ADD COLUMN steps_done BIGINT;
+    ALTER TABLE task_events ADD COLUMN steps_total BIGINT;
+    """,
 }
 SCHEMA_VERSION = max(MIGRATIONS)

@@ -10,9 +10,11 @@ task events.
   ``CNSCHED_CHECKPOINT_FILE`` and ``CNSCHED_PROGRESS_FILE``). sbatch refusing it is a ``refused`` event
   (the scheduler's fallback takes the next candidate).
 - Progress: a job may write a JSON object to ``$CNSCHED_PROGRESS_FILE`` as it runs (rewritten whole:
-  ``{"throughput": 1520.5, "unit": "samples/s", "steps": 1200, "save_s": 42.0}``, every key optional).
-  The last throughput goes with ``finished`` (what the learned alphas rank); ``save_s`` (how long its
-  last checkpoint took) with the next ``checkpoint``; after a move or a restart from a checkpoint, the
+  ``{"throughput": 1520.5, "unit": "samples/s", "steps": 1200, "total_steps": 50000, "save_s": 42.0}``,
+  every key optional). The last throughput goes with ``finished`` (what the learned alphas rank);
+  ``steps`` of ``total_steps`` go as a ``progress`` event at most every :data:`PROGRESS_EVERY_S` (a
+  move reads what is left of the run from them); ``save_s`` (how long its last checkpoint took) with
+  the next ``checkpoint``; after a move or a restart from a checkpoint, the
   first write ends the restore: a second ``started`` carries its ``duration_s`` (Slurm's start to that
   write). The move cost counts both.
 - A ``cancelled`` or ``preempted`` decision cancels the task's job (``scancel``); a cancelled task's
@@ -53,6 +55,7 @@ NO_COMMAND = "the task has no command: the Slurm bridge runs a task's command (P
 LIVE_STATES = frozenset({"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING"})
 NODES_TTL_S = 5.0  # the cluster's node list is read again at most this often (a node added to Slurm)
 FOREIGN_KEPT = 10_000  # tasks decided on other clusters whose command and cards are kept (a move here)
+PROGRESS_EVERY_S = 60.0  # a job's steps done go to the scheduler at most this often
 
 
 @dataclass
@@ -74,6 +77,9 @@ class Job:
     throughput: float | None = None  # the last the job wrote in its progress file, in ``unit``
     unit: str = "samples/s"
     save_s: float | None = None  # how long its last checkpoint took to save, as the job wrote it
+    steps: int | None = None  # steps done and in the whole run, as the job wrote them
+    total_steps: int | None = None
+    steps_sent: tuple = (None, -math.inf)  # (steps, when) of the last progress event
 
 
 def slurm_minutes(seconds: float) -> int:
@@ -173,6 +179,9 @@ class SlurmRunner:
             job.unit = str(doc.get("unit") or "samples/s")[:64]
         if isinstance(save, int | float) and math.isfinite(save) and save >= 0:
             job.save_s = float(save)
+        steps, total = doc.get("steps"), doc.get("total_steps")
+        if isinstance(steps, int) and isinstance(total, int) and 0 <= steps <= total and total > 0:
+            job.steps, job.total_steps = steps, total
         return mtime
 
     # ------------------------------------------------------------------ decisions
@@ -298,6 +307,10 @@ class SlurmRunner:
             job.restore_reported = True
             events.append({"task_id": task, "event": "started", "at": now, "nodes": j["nodes"] or job.nodes,
                            "duration_s": round(max(wrote - job.started_at, 0.0), 3)})
+        if job.steps is not None and job.steps != job.steps_sent[0] and now - job.steps_sent[1] >= PROGRESS_EVERY_S:
+            job.steps_sent = (job.steps, now)  # at most one a minute: what a move reads its remaining work from
+            events.append({"task_id": task, "event": "progress", "at": now, "nodes": job.nodes,
+                           "steps_done": job.steps, "steps_total": job.total_steps})
         ckpt = self.checkpoint_file(task)
         if ckpt.exists() and job.reported == "RUNNING":
             st = ckpt.stat()

@@ -379,8 +379,8 @@ def test_a_jobs_progress_file_gives_throughput_restore_and_save_times(tmp_path, 
         assert runner.on_decision(d, time.time()) == []
 
     # the throughput it wrote last goes with finished (what the learned alphas rank)
-    run("fast", "n1", "echo '{\"throughput\": 99}' > $CNSCHED_PROGRESS_FILE; sleep 1; "
-                      "echo '{\"throughput\": 1520.5, \"unit\": \"tokens/s\", \"steps\": 40}' > $CNSCHED_PROGRESS_FILE")
+    run("fast", "n1", "echo '{\"throughput\": 99, \"steps\": 10, \"total_steps\": 40}' > $CNSCHED_PROGRESS_FILE; "
+                      "sleep 3; echo '{\"throughput\": 1520.5, \"unit\": \"tokens/s\", \"steps\": 40}' > $CNSCHED_PROGRESS_FILE")
     # resumed from a checkpoint (a restart): its first progress, ~2 s after it started, ends the restore
     runner.checkpoint_file("resumed").parent.mkdir(parents=True, exist_ok=True)
     runner.checkpoint_file("resumed").write_text("state")
@@ -392,6 +392,8 @@ def test_a_jobs_progress_file_gives_throughput_restore_and_save_times(tmp_path, 
     (fin,) = [e for e in by["fast"] if e["event"] == "finished"]
     assert (fin["throughput"], fin["unit"]) == (1520.5, "tokens/s")
     assert [e.get("duration_s") for e in by["fast"] if e["event"] == "started"] == [None]  # not resumed
+    # steps of the whole run: a progress event (the second write says no total: no event of its own)
+    assert [(e["steps_done"], e["steps_total"]) for e in by["fast"] if e["event"] == "progress"] == [(10, 40)]
     first, restored = [e for e in by["resumed"] if e["event"] == "started"]
     assert "duration_s" not in first and 1.0 <= restored["duration_s"] <= 4.5, restored
     assert [e["duration_s"] for e in by["saves"] if e["event"] == "checkpoint"] == [7.5]

@@ -193,3 +193,15 @@ def test_rejects_are_kept_within_their_count_and_age(tmp_path):
     # 100 s before the newest (1104): rows rejected before 1004 go
     assert [r[0] for r in store.query('SELECT "offset" FROM sink_rejects ORDER BY 1')] == [4, 5, 6, 7, 8, 9, 99]
     store.close()
+
+
+def test_progress_events_keep_their_steps(tmp_path):
+
+    ev = TaskEvent.model_validate({"task_id": "t1", "event": "progress", "at": 10.0, "nodes": ["n1"],
+                                   "steps_done": 1200, "steps_total": 50000}).model_dump(exclude_none=True)
+    with DuckStore(tmp_path / "e.duckdb") as s:
+        assert s.write_task_events([ev, ev]) == 1  # redelivered: once
+        assert s.query("SELECT event, steps_done, steps_total FROM task_events") == [("progress", 1200, 50000)]
+    for bad in ({"steps_done": 5}, {"steps_done": 6, "steps_total": 5}):  # no total; more done than the run has
+        with pytest.raises(ValueError, match="steps"):
+            TaskEvent.model_validate({"task_id": "t1", "event": "progress", "at": 10.0, **bad})

@@ -254,8 +254,8 @@ class SchedulingService:
             self.counters.inc("task_events_total", event=ev.event)
             if ev.event in COMMANDS:
                 return await self._command(rec, ev, entry)
-            if ev.event in ("load", "stopped"):
-                return None  # a load report about a task that does not scale, a stop not asked for: stored only
+            if ev.event in ("load", "stopped", "progress"):  # stored only, but steps done (None: no answer) are
+                return self.sched.progress(ev.task_id, ev.steps_done, ev.steps_total)  # what moves read from
             status = rec.status
             if ev.event == "started":
                 self.sched.start(ev.task_id, ev.nodes, ev.duration_s)

@@ -10,6 +10,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from core.ect import left_here
 from schemas.sched import Task
 from streams.adapters.tasks import need
 
@@ -95,6 +96,14 @@ class Running(_Needs):
     start_at: float = 0.0  # not to start before (power-aware starts); its start timeout counts from then
     save_s: float = math.nan  # how long its last checkpoint took to save (its checkpoint event's duration_s)
     restore_s: float = math.nan  # how long its last resume took (a started event's duration_s after a move)
+    done_share: float = math.nan  # the share of its run done, as its runner's last progress event said
+
+    def left_s(self, here_s, now: float, min_share: float):
+        """What is left of its run, which takes ``here_s`` where it is: the share its runner says is not
+        done yet, else estimated from the time it ran (core.ect.left_here); never below ``min_share``."""
+        if math.isfinite(self.done_share):
+            return np.maximum((1.0 - self.done_share) * np.asarray(here_s, np.float64), min_share * np.asarray(here_s))
+        return left_here(here_s, self.ran_for(now), min_share)
 
     def deadline_near(self, now: float, max_wait_s: float) -> bool:
         """A deferrable task whose slack is down to ``max_wait_s``: pausing it could cost its

@@ -109,6 +109,14 @@ class LifecycleMixin:
                 run.save_s = save_s
             self.touch()
 
+    def progress(self, task_id: str, done: int | None, total: int | None) -> None:
+        """Its runner says ``done`` of ``total`` steps are done: a move reads its remaining work from
+        that share (Running.left_s) instead of from the time it ran (None: nothing said)."""
+        run = self.running.get(task_id)
+        if run is not None and done is not None and total:
+            run.done_share = min(max(done / total, 0.0), 1.0)
+            self.touch()
+
     def stale(self, task_id: str, event: str, nodes: list[str]) -> bool:
         """A runner's failed, refused or started report that names nodes other than the task's placement
         now (or the task is queued: placed nowhere) — a redelivery after the runner crashed, or news of a

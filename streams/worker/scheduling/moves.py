@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.ect import ONE_RACK, left_here, move_gain, run_seconds
+from core.ect import ONE_RACK, move_gain, run_seconds
 from core.feasibility import covers
 from core.reschedule import degraded, evaluate, gang_path_state, migration_cost_s
 from schemas.sched import RescheduleEvent
@@ -88,7 +88,7 @@ def singles(sched, runs: list, nodes: NodeView, now: float) -> list[RescheduleEv
     free = nodes.usable.copy()
     cur = np.array([nodes.index[r.nodes[0]] for r in runs])
     here = np.array([r.task.expected_duration_s for r in runs]) / speed[cur]
-    left = left_here(here, [r.ran_for(now) for r in runs], sched.policy.min_remaining_share)
+    left = np.array([r.left_s(h, now, sched.policy.min_remaining_share) for r, h in zip(runs, here, strict=True)])
     # the fastest node that fits each distinct need now: no task of that need could gain more
     needs = np.array([need(r.task) for r in runs], np.float32)
     shapes, of = np.unique(needs, axis=0, return_inverse=True)
@@ -122,7 +122,7 @@ def _single(sched, r, nodes: NodeView, free: np.ndarray, shut: np.ndarray, speed
         return None
     here = task.expected_duration_s / speed[c]
     there = task.expected_duration_s / speed
-    left = float(left_here(here, r.ran_for(now), sched.policy.min_remaining_share))
+    left = float(r.left_s(here, now, sched.policy.min_remaining_share))
     move_s = migration_cost_s(np.full(len(ok), r.state_gb), net.between_nodes(np.full(len(ok), c),
                                                                                    np.arange(len(ok))),
                               nodes.queue_s, sched.policy, save_s=np.full(len(ok), r.save_s),
@@ -148,7 +148,7 @@ def gang(sched, r, nodes: NodeView, now: float) -> RescheduleEvent | None:
     net = sched.network(endpoints([task]), nodes, r.profile)
     costing = Costing(sched, task, net, nodes, now)
     here = float(costing.runs(np.array([members]))[0]) if not failed else np.inf
-    left = float(left_here(here, r.ran_for(now), sched.policy.min_remaining_share)) if not failed else np.inf
+    left = float(r.left_s(here, now, sched.policy.min_remaining_share)) if not failed else np.inf
     fits = covers(usable, costing.need) & ~shut
     if task.constraints is not None:
         fits = np.isfinite(masked(sched.running, task, nodes, usable, np.where(fits, 0.0, -np.inf)))

@@ -32,9 +32,9 @@ def task(tid, duration, peers=1, **kw):
                 submitted_at=NOW, expected_duration_s=duration, **kw)
 
 
-def slow_b_then_fast_frees(duration_b, ran_b, waiting=0):
+def slow_b_then_fast_frees(duration_b, ran_b, waiting=0, steps=None):
     """a (1 h) on the fast n1, b on the slow n0; ``waiting`` 3-node gangs queue (they never fit); a ends
-    and the pass runs ``ran_b`` s after b was placed."""
+    and the pass runs ``ran_b`` s after b was placed; ``steps``: (done, total) b's runner reported."""
     s = cluster()
     assert s.nodes(NOW).speed.tolist() == [1.0, 1.5]
     assert s.decide(task("a", 3600.0), NOW).nodes == ["n1"]
@@ -44,6 +44,8 @@ def slow_b_then_fast_frees(duration_b, ran_b, waiting=0):
         s.decide(task(f"q{k}", 3600.0, peers=3), NOW)
     assert len(s.pending) == waiting
     s.end("a")
+    if steps is not None:
+        s.progress("b", *steps)
     return s, s.reschedule(NOW + ran_b)
 
 
@@ -63,6 +65,20 @@ def test_a_task_nearly_done_stays():
     # 1,100 s run of 1,200: left max(100, 10 % of 1,200) = 120 s; saved 40 s against 60.02 + 2.4 = 62.4 s
     s, events = slow_b_then_fast_frees(1200.0, 1100.0)
     assert events == [] and s.running["b"].nodes == ["n0"]
+
+
+def test_what_is_left_comes_from_the_runners_progress_when_it_reports_one():
+    # as the first test (100 s run of 1,200: 1,100 s left by the time run, the move pays), but its runner
+    # says 1,140 of 1,200 steps are done: left max(5 %, 10 %) x 1,200 = 120 s, saved 40 s < 62.4 s: it stays
+    s, events = slow_b_then_fast_frees(1200.0, 100.0, steps=(1140, 1200))
+    assert events == [] and s.running["b"].nodes == ["n0"]
+    # 120 of 1,200 done: left 0.9 x 1,200 = 1,080 s, saved 1,080 x (1 - 1 / 1.5) = 360 s > 60.02 + 21.6: it moves
+    s, events = slow_b_then_fast_frees(1200.0, 100.0, steps=(120, 1200))
+    (ev,) = events
+    assert ev.expected_gain_s == pytest.approx(360.0, abs=1e-3)
+    # and 1,100 s run of 1,200 (nearly done by the time) but only 10 % of its steps: it moves as well
+    s, events = slow_b_then_fast_frees(1200.0, 1100.0, steps=(120, 1200))
+    assert [e.to_nodes for e in events] == [["n1"]]
 
 
 def test_the_queues_price_on_the_move_keeps_a_task_where_it_is():
