@@ -2,7 +2,8 @@
 re-evaluated in the currency it was placed in.
 
 What is left of its run where it is — its expected run on its members (core.ect.run_seconds over their
-cards and measured paths) less what it has run, at least the policy's ``min_remaining_share`` of it —
+cards and measured paths) less what it has run — or the share of its steps its runner says are not
+done (a ``progress`` event; held.Running.left_s) —, at least the policy's ``min_remaining_share`` of it —
 is set against the same work on the best other placement that starts now (its own room given back;
 the head of the queue's reservation, cordoned and failed nodes, and what its constraints forbid
 closed). It moves when the seconds saved exceed the move's own seconds (checkpoint save, transfer,
