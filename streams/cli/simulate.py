@@ -19,6 +19,7 @@ PHILLY = DATA / "jobs" / "philly" / "philly_data_training.csv"
 SKYPLANE = DATA / "network" / "skyplane"
 ITP = DATA / "jobs" / "itp" / "itp_raw_all_clusters.csv.gz"
 RTT = DATA / "rtt" / "real_labelled"
+MODELS = DATA / "models"
 
 
 def add_parsers(sub) -> None:
@@ -41,7 +42,8 @@ def add_parsers(sub) -> None:
                         "not depend on it")
     p.add_argument("--ablations", nargs="?", const="all", metavar="NAMES",
                    help="instead of the headline: the replay with one ingredient taken away at a time (all, or "
-                        "of as-is, one-site, no-data, equal-cards, static-network, no-migrations, oracle, first-come)")
+                        "of as-is, one-site, no-data, equal-cards, static-network, no-migrations, oracle, first-come, "
+                        "assumed-timing)")
     p.add_argument("--sweep", action="store_true",
                    help="instead of the headline: the assumed parameters (communication share, gradient size, data "
                         "size) one at a time, ours against each baseline for each")
@@ -53,6 +55,10 @@ def add_parsers(sub) -> None:
                    help="real RTT series (epoch;rtt;cp files) driving every site pair over time, assigned by "
                         "seed; 'none': the network stays as measured (a generic network with t_s uses its own "
                         f"series instead) (default {RTT})")
+    p.add_argument("--models", default=str(MODELS), metavar="DIR|none",
+                   help="measured models (pollux/ and gavel/ as upstream ships them) each job draws its "
+                        "communication share and card speed from; 'none': the assumed ones (a share drawn "
+                        f"from 0.1-0.5, every job 1.5x on the newer card) (default {MODELS})")
     p.add_argument("--reroutes-per-day", type=float, default=0.0,
                    help="synthetic reroutes per site pair and day (RTT x 2 for 4 h); off by default")
     p.add_argument("--bursts-per-day", type=float, default=0.0,
@@ -168,6 +174,19 @@ def _rtt(args) -> list | None:
         raise UsageError(f"--rtt-dynamics: {exc}") from None
 
 
+def _models(args):
+    """The measured models of ``--models`` (None: 'none'); bad input: one usage line."""
+    if args.models == "none":
+        return None
+    from streams.replay.models import load_models
+    from streams.replay.traces import TraceError
+
+    try:
+        return load_models(args.models)
+    except TraceError as exc:
+        raise UsageError(f"--models: {exc}") from None
+
+
 def _jct_png(path: str, jobs: list[dict], policies) -> None:
     import numpy as np
 
@@ -201,7 +220,7 @@ def cmd_simulate(args, settings: Settings) -> int:
                         quota_max_factor=args.quota_max_factor, card_kw=args.card_kw,
                         ramp_limit_mw_per_min=args.ramp_limit, estimate="oracle" if args.oracle else "limit",
                         limit_factor=args.limit_factor, reroutes_per_day=args.reroutes_per_day,
-                        bursts_per_day=args.bursts_per_day)
+                        bursts_per_day=args.bursts_per_day, models=_models(args))
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     trace, paths = _load(args)

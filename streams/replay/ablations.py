@@ -8,7 +8,9 @@ awareness itself adds and what comes from elsewhere (card speeds, data, waiting,
 - ``static-network``: the network stays as measured (no series over time);
 - ``no-migrations``: ours never moves a running job (``ours-static`` in ours' place);
 - ``oracle``: every policy is told the trace's durations (what the estimate costs);
-- ``first-come``: ours serves its queue by age, as the topology baseline does (what the order adds).
+- ``first-come``: ours serves its queue by age, as the topology baseline does (what the order adds);
+- ``assumed-timing``: jobs timed by the assumed model instead of the measured models (issue 53): a
+  communication share drawn from 0.1-0.5 and every job ``fast_speed`` times faster on the newer card.
 
 Each is ours against each baseline with the same seeds; a row per variant, baseline and job kind
 (completion time: streams/replay/stats.py).
@@ -22,7 +24,8 @@ from streams.replay.cluster import build_cluster
 from streams.replay.results import replay
 from streams.replay.stats import HEADLINE_BASELINES, compare
 
-ABLATIONS = ("as-is", "one-site", "no-data", "equal-cards", "static-network", "no-migrations", "oracle", "first-come")
+ABLATIONS = ("as-is", "one-site", "no-data", "equal-cards", "static-network", "no-migrations", "oracle", "first-come",
+             "assumed-timing")
 KINDS = ("gang", "data", "all")
 
 
@@ -33,7 +36,7 @@ def variant(name: str, cfg, rtt_series):
         spec = dataclasses.replace(spec, sites=1, racks_per_site=spec.sites * spec.racks_per_site)
         return dataclasses.replace(cfg, cluster=spec), None, "ours"
     changes = {"no-data": {"data_share": 0.0}, "equal-cards": {"fast_speed": 1.0}, "oracle": {"estimate": "oracle"},
-               "first-come": {"queue_order": "fifo"}}
+               "first-come": {"queue_order": "fifo"}, "assumed-timing": {"models": None}}
     series = None if name == "static-network" else rtt_series
     return dataclasses.replace(cfg, **changes.get(name, {})), series, "ours-static" if name == "no-migrations" else "ours"
 
@@ -42,7 +45,7 @@ def variant(name: str, cfg, rtt_series):
 # multi-node job, gradient bytes per step, a data job's data), to show how the conclusion moves
 SWEEP = (
     ("comm 0.05-0.2", {"perf": {"comm_share_low": 0.05, "comm_share_high": 0.2}}),
-    ("comm 0.1-0.5", {}),
+    ("comm 0.1-0.5", {"perf": {"comm_share_low": 0.1, "comm_share_high": 0.5}}),
     ("comm 0.3-0.7", {"perf": {"comm_share_low": 0.3, "comm_share_high": 0.7}}),
     ("grad 0.25 GB", {"perf": {"grad_gb": 0.25}}),
     ("grad 4 GB", {"perf": {"grad_gb": 4.0}}),
@@ -54,6 +57,8 @@ SWEEP = (
 def swept(changes: dict, cfg, rtt_series):
     perf = dataclasses.replace(cfg.perf, **changes.get("perf", {}))
     rest = {k: v for k, v in changes.items() if k != "perf"}
+    if "comm_share_low" in changes.get("perf", {}):
+        rest["models"] = None  # a swept share is an assumed one: the measured models give their own
     return dataclasses.replace(cfg, perf=perf, **rest), rtt_series, "ours"
 
 

@@ -65,7 +65,6 @@ class Replay:
         g = cluster.node_site * spec.racks_per_site + cluster.node_rack
         self.rack = g
         self.fast = (cluster.node_rack % 2) == 0  # half the racks of each site: the newer card
-        self.speed = np.where(self.fast, cfg.fast_speed, 1.0)
         self.free = np.full(n, spec.cards_per_node, np.int64)
         self.up = np.ones(n, bool)
         self.truth = Truth.of(cluster)
@@ -206,7 +205,12 @@ class Replay:
         rtt, gbps = placement_paths(members, c.node_site, c.node_rack, self.truth.site_rtt(), self.truth.site_gbps(),
                                     self.uplink, self.truth.fabric)
         return float(job_time([1.0], [self.jobs.comm[j]], [len(members)], [rtt], [gbps], [0.0], [1.0],
-                              self.cfg.perf, speed=[self.speed[members].min()])[0])
+                              self.cfg.perf, speed=[self._speed(j, members)])[0])
+
+    def _speed(self, j: int, members: list[int]) -> float:
+        """Job j's compute speed on ``members``: its speed on the newer card when every member has one
+        (the slowest card sets a gang's pace), else the reference card's 1."""
+        return float(self.jobs.fast[j]) if self.fast[members].all() else 1.0
 
     def _load_s(self, j: int, members: list[int]) -> float:
         """Extra time to load the job's data from its home site (over the slowest member's path)."""

@@ -33,6 +33,8 @@ class SimJobs:
     estimate: np.ndarray = None  # float64[J] the duration every policy's queue is told (SimConfig.estimate)
     completed: np.ndarray = None  # bool[J] the trace says the job completed (streams/replay/stats.py)
     user: list[str] = None  # who submitted each job (the trace's user; what run-time predictions key on)
+    model: np.ndarray = None  # int64[J] its measured model (a row of SimConfig.models; -1: assumed timing)
+    fast: np.ndarray = None  # float64[J] its speed on the newer card against the reference card
 
     def __len__(self) -> int:
         return int(self.submit.size)
@@ -78,10 +80,23 @@ def sim_jobs(trace: JobTrace, cluster: Cluster, cfg: SimConfig) -> SimJobs:
                                for n, h in zip(nodes, home, strict=True)]
     ideal = np.maximum(trace.duration_s.astype(np.float64), 1.0)
     done = np.array([s.strip().lower() in COMPLETED for s in trace.status], bool)
+    model, comm, fast = timing(len(trace), nodes, cfg)
     return SimJobs(trace.submit_s.astype(np.float64), ideal, nodes.astype(np.int64), cards.astype(np.int64),
-                   comm_shares(len(trace), cfg.perf, cfg.seed), home, data_gb.astype(np.float64), list(types),
+                   comm, home, data_gb.astype(np.float64), list(types),
                    team_names(trace.user, cfg.teams, cfg.seed), estimates(ideal, cfg, done, nodes * 1000 + cards), done,
-                   [str(u) for u in trace.user])
+                   [str(u) for u in trace.user], model, fast)
+
+
+def timing(n: int, nodes: np.ndarray, cfg: SimConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(model int64[J], communication share float64[J], speed on the newer card float64[J]) of the
+    jobs: with measured models (``cfg.models``) each job draws one (uniformly, seeded) and takes its
+    share on its node count and its speed ratio (1 when every card is the same, ``fast_speed`` 1);
+    without, a share drawn from ``cfg.perf``'s range and ``fast_speed`` for every job."""
+    if cfg.models is None:
+        return np.full(n, -1, np.int64), comm_shares(n, cfg.perf, cfg.seed), np.full(n, cfg.fast_speed)
+    model = np.random.default_rng(cfg.seed + 53).integers(0, len(cfg.models), n)
+    fast = cfg.models.speed[model] if cfg.fast_speed != 1.0 else np.ones(n)
+    return model, cfg.models.comm_at(model, nodes), fast.astype(np.float64)
 
 
 def estimates(ideal: np.ndarray, cfg: SimConfig, completed: np.ndarray | None = None,

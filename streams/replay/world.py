@@ -24,6 +24,7 @@ from core.observe import ProbeModel, medians_from_draws, observe_medians, probe_
 from core.topology import Fabric
 from streams.adapters.network import PathColumns
 from streams.replay.cluster import Cluster, ClusterSpec
+from streams.replay.models import ModelTable
 
 ARRIVE, FINISH, EPOCH, NET, FAIL, REPAIR, STEP = range(7)  # the replay's event kinds
 T0 = 1_700_000_000.0  # the scheduler's clock at the trace's second 0 (its messages want epoch seconds)
@@ -60,6 +61,10 @@ class SimConfig:
     # the queue's order under ours' rule (core.quota.queue_order; topology serves by age whatever this says):
     # "response", the worker's default, or "fifo" (an ablation: what the order adds)
     queue_order: str = "response"
+    # the measured models jobs are drawn from (streams/replay/models.py, issue 53): each job's
+    # communication share and speed on the newer card from its model; None: the assumed ones (a
+    # communication share drawn from perf's range, every job fast_speed times faster on the newer card)
+    models: ModelTable | None = None
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -81,8 +86,10 @@ class SimConfig:
     def flat(self) -> dict:
         """Every parameter, flat (printed and stored with the results)."""
         out = {}
-        for k, v in dataclasses.asdict(self).items():
-            if isinstance(v, dict):
+        for k, v in dataclasses.asdict(dataclasses.replace(self, models=None)).items():
+            if k == "models":
+                out[k] = self.models.source if self.models is not None else "assumed"
+            elif isinstance(v, dict):
                 out.update({f"{k}.{a}": b for a, b in v.items()})
             else:
                 out[k] = v
