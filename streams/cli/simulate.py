@@ -31,6 +31,9 @@ def add_parsers(sub) -> None:
                    help="skyplane:LATENCY,THROUGHPUT or generic:PATH")
     p.add_argument("--limit", type=int, default=0, help="replay the first N jobs only (0: all)")
     p.add_argument("--sites", type=int, default=4)
+    p.add_argument("--regions", choices=("best", "random"), default="best",
+                   help="which measured regions the sites are: the best-connected (default) or drawn at random "
+                        "per seed among those measured with each other (issue 53, E1)")
     p.add_argument("--racks-per-site", type=int, default=4)
     p.add_argument("--nodes-per-rack", type=int, default=8)
     p.add_argument("--cards-per-node", type=int, default=8)
@@ -214,7 +217,7 @@ def cmd_simulate(args, settings: Settings) -> int:
         raise UsageError("--seeds and --workers must be at least 1 and --limit at least 0")
     try:
         spec = ClusterSpec(args.sites, args.racks_per_site, args.nodes_per_rack, args.cards_per_node,
-                           oversubscription=args.oversubscription)
+                           oversubscription=args.oversubscription, regions=args.regions)
         cfg = SimConfig(cluster=spec, epoch_s=args.epoch, data_share=args.data_share,
                         failures_per_node_day=args.failures_per_node_day, teams=args.teams,
                         quota_max_factor=args.quota_max_factor, card_kw=args.card_kw,
@@ -268,12 +271,14 @@ def _result(args, trace, cluster, run, cfg, t0: float, settings: Settings) -> tu
 
     rows = summary(run, len(cluster.node_ids) * cfg.cluster.cards_per_node)
     delta = changes(run)
-    config = {**cfg.flat(), "jobs": args.jobs, "network": args.network, "sites": cluster.sites,
+    drawn = args.regions == "random"
+    config = {**cfg.flat(), "jobs": args.jobs, "network": args.network,
+              "sites": {str(k): v for k, v in run.sites.items()} if drawn else cluster.sites,
               "limit": args.limit, "seeds": args.seeds, "fill_rule_missing_gbps": FILL_RULE,
               "network_over_time": "the network's own t_s series" if cluster.series is not None
               else ("none" if args.rtt_dynamics == "none" else f"real RTT series from {args.rtt_dynamics}")}
     result = {"trace": trace.source, "jobs": len(trace), "skipped": trace.skipped, "nodes": len(cluster.node_ids),
-              "sites": cluster.sites,
+              "sites": [f"{len(cluster.sites)} drawn per seed"] if drawn else cluster.sites,
               "wall_s": round(time.perf_counter() - t0, 1), "config": config, "summary": rows, "changes": delta,
               "headline": headline(run), "excluded": excluded(run), "teams": team_summary(run),
               "power": power_summary(run, settings.card_prices.get("*", 1.0), settings.energy_price_per_mwh)}

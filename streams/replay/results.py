@@ -7,7 +7,7 @@ from __future__ import annotations
 import multiprocessing
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -31,6 +31,7 @@ class ReplayRun:
     jobs: dict[int, SimJobs]  # per seed
     outcomes: dict[tuple[str, int], Outcome]
     wall_s: dict[tuple[str, int], float]
+    sites: dict[int, list[str]] = field(default_factory=dict)  # per seed (they differ with regions drawn per seed)
 
 
 def replay(trace: JobTrace, cluster: Cluster, cfg: SimConfig, policies=POLICIES, seeds=(0,), progress=None,
@@ -40,14 +41,15 @@ def replay(trace: JobTrace, cluster: Cluster, cfg: SimConfig, policies=POLICIES,
     (streams.analytics.rtt_series.LabelledSeries): real RTT series that drive every site pair over
     time, assigned by seed (streams/replay/dynamics.py). ``workers``: runs at once, in processes
     (each run is independent and seeded: the results do not depend on it)."""
-    outcomes, walls, jobs, runs = {}, {}, {}, []
+    outcomes, walls, jobs, runs, sites = {}, {}, {}, [], {}
     for seed in seeds:
         c = replace(cfg, seed=seed)
         seeded = cluster.seeded(seed)  # ties between equal sites fall by the seed, not by name
+        sites[seed] = seeded.sites
         jobs[seed] = sim_jobs(trace, seeded, c)
         horizon = float(jobs[seed].submit.max() + 3 * jobs[seed].ideal.max()) if len(trace) else 0.0
         if rtt_series:
-            seeded = replace(seeded, series=rtt_dynamics(cluster.rtt_ms, rtt_series, horizon, seed))
+            seeded = replace(seeded, series=rtt_dynamics(seeded.rtt_ms, rtt_series, horizon, seed))
         events = network_events(c, len(cluster.sites), len(cluster.node_ids), horizon)
         runs += [(p, seed, jobs[seed], seeded, c, events) for p in policies]
 
@@ -68,7 +70,7 @@ def replay(trace: JobTrace, cluster: Cluster, cfg: SimConfig, policies=POLICIES,
                 if tick is not None:
                     tick(len(trace))
     return ReplayRun(cfg, trace.source, tuple(policies), tuple(seeds), jobs,
-                     {(p, seed): outcomes[(p, seed)] for seed in seeds for p in policies}, walls)
+                     {(p, seed): outcomes[(p, seed)] for seed in seeds for p in policies}, walls, sites)
 
 
 def _one(policy: str, seed: int, jobs: SimJobs, cluster: Cluster, cfg: SimConfig, events: list,

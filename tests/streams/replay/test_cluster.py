@@ -51,3 +51,28 @@ def test_real_skyplane_sites():
     off = ~np.eye(6, dtype=bool)
     assert np.isfinite(c.rtt_ms[off]).all() and (c.rtt_ms[off] > 0).all() and np.isfinite(c.gbps[off]).all()
     assert len(set(c.sites)) == 6 and len(c.node_ids) == 6 * 4 * 8
+
+
+def test_random_regions_are_drawn_per_seed_among_fully_measured_ones():
+    n = np.nan
+    # s3 lacks s3->s1 throughput: no draw may hold both s1 and s3
+    rtt = [[0, 10, 20, 30, 40], [10, 0, 15, 25, 35], [20, 15, 0, 5, 6], [30, 25, 5, 0, 7], [40, 35, 6, 7, 0]]
+    gbps = [[n, 5, 5, 5, 5], [5, n, 5, 5, 5], [5, 5, n, 5, 5], [5, n, 5, n, 5], [5, 5, 5, 5, n]]
+    p = paths(rtt, gbps)
+    spec = ClusterSpec(sites=3, racks_per_site=1, nodes_per_rack=2, cards_per_node=8, regions="random")
+    c = build_cluster(p, spec)
+    drawn = {tuple(c.seeded(seed).sites) for seed in range(40)}
+    assert len(drawn) >= 4  # seeds draw different regions
+    for sites in drawn:
+        assert len(set(sites)) == 3 and not {"s1", "s3"} <= set(sites)
+    one = c.seeded(7)
+    assert one.sites == c.seeded(7).sites  # the same seed, the same regions
+    idx = [p.sites.index(s) for s in one.sites]
+    np.testing.assert_array_equal(one.rtt_ms, np.where(np.eye(3, dtype=bool), 0.0, p.rtt_ms[np.ix_(idx, idx)]))
+    assert all(x.split("-", 1)[1].split(".")[0] in one.sites for x in one.node_ids)
+    assert build_cluster(p, ClusterSpec(sites=3, racks_per_site=1, nodes_per_rack=2)).seeded(7).sites == \
+        build_cluster(p, ClusterSpec(sites=3, racks_per_site=1, nodes_per_rack=2)).seeded(8).sites  # best: fixed
+    with pytest.raises(TraceError, match="no 5 sites"):
+        build_cluster(p, ClusterSpec(sites=5, racks_per_site=1, nodes_per_rack=2, regions="random"))
+    with pytest.raises(ValueError, match="regions is best or random"):
+        ClusterSpec(regions="nearest")
