@@ -76,8 +76,9 @@ class PathColumns:
     the scheduler's path table is numpy over arrays instead of Python over dicts.
 
     One row per record (paths and node-local records, ``dst`` empty); names are interned to codes.
-    Columns: rtt p95/p50, probes lost and counted, and the means of loss_rate, bw_util and
-    retrans_rate (NaN where the record has no such metric). ``hist`` keeps each path's last
+    Columns: rtt p95/p50, probes lost and counted, the means of loss_rate, bw_util and
+    retrans_rate, and the median measured throughput (bw_gbps p50; NaN where the record has no such
+    metric). ``hist`` keeps each path's last
     ``HISTORY`` rtt p95s (a ring per row), one per detector step of ``step_s`` seconds (the last window's of each step:
     a window ending in a newer step than the last pushed is pushed, a newer one in the same step takes
     the newest place; ``step_s`` 0: every newer window is a step): the degradation detector's memory
@@ -91,7 +92,7 @@ class PathColumns:
 
     FIELDS = (("p95", "rtt_ms", "p95"), ("p50", "rtt_ms", "p50"), ("lost", "rtt_ms", "lost"),
               ("count", "rtt_ms", "count"), ("loss_rate", "loss_rate", "mean"), ("bw_util", "bw_util", "mean"),
-              ("retrans", "retrans_rate", "mean"), ("end", "rtt_ms", "window_end"))
+              ("retrans", "retrans_rate", "mean"), ("end", "rtt_ms", "window_end"), ("gbps", "bw_gbps", "p50"))
 
     def __init__(self, records: list[dict] | None = None, step_s: float = 0.0) -> None:
         self.step_s = float(step_s)

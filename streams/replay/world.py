@@ -132,10 +132,14 @@ class SimNet:
     def columns(self) -> PathColumns:
         return self._cols
 
-    def put(self, src: list[str], dst: list[str], res: dict[str, np.ndarray], util: np.ndarray, end: float) -> None:
-        """One window per path: RTT statistics (``res``, core.observe) and bandwidth utilisation."""
+    def put(self, src: list[str], dst: list[str], res: dict[str, np.ndarray], util: np.ndarray, end: float,
+            gbps: np.ndarray | None = None) -> None:
+        """One window per path: RTT statistics (``res``, core.observe), bandwidth utilisation and
+        measured throughput (``gbps``; None: not measured)."""
         values = {"p95": res["p95"], "p50": res["p50"], "lost": res["lost"], "count": res["count"],
                   "bw_util": util, "end": np.full(len(src), end)}
+        if gbps is not None:
+            values["gbps"] = gbps
         same = self._rows is not None and self._rows[0] == (src, dst)
         self._rows = ((src, dst), self._cols.set_many(src, dst, values, self._rows[1] if same else None))
         self.version += 1
@@ -218,6 +222,18 @@ class Truth:
         util = np.where(lay.same_rack, 0.0, 1.0 - 1.0 / (1.0 + np.maximum(crossing[lay.ra], crossing[lay.rb])))
         return lay.src, lay.dst, rtt, loss, util
 
+    def probe_gbps(self, uplink_jobs: np.ndarray) -> np.ndarray:
+        """float64[P] the throughput a new transfer measures on each probed path (probe_paths' order; an
+        iperf-like probe, taken as exact): inside a rack the node link; across racks the node link or
+        a share of the busier rack uplink among the jobs crossing it and the new one, whichever is
+        smaller; between sites no more than the measured site throughput (cut by loss in force)."""
+        f, lay = self.fabric, self._layout()
+        crossing = uplink_jobs.ravel()
+        share = f.uplink_gbps / (1.0 + np.maximum(crossing[lay.ra], crossing[lay.rb]))
+        across = np.minimum(f.node_gbps, share)
+        wan = self.site_gbps()[lay.sa, lay.sb]
+        return np.where(lay.same_rack, f.node_gbps, np.where(lay.same_site, across, np.minimum(across, wan)))
+
     def _layout(self) -> _Probed:
         """The probed paths, which never change: rack pairs (every ordered pair, a rack to itself
         included), then each site's store to every rack; built once."""
@@ -263,7 +279,7 @@ def observe_epoch(net: SimNet, truth: Truth, uplink_jobs: np.ndarray, probes: Pr
         res = observe_medians(rtt, loss, probes, seed, jitter)
     else:
         res = ahead.windows(rtt, loss, jitter, seed, next_seed)
-    net.put(src, dst, res, util, end)
+    net.put(src, dst, res, util, end, truth.probe_gbps(uplink_jobs))
 
 
 class DrawAhead:

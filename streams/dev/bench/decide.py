@@ -19,12 +19,12 @@ SITES = 4
 RACK = 8
 
 
-def _world(nodes: int, seed: int):
+def _world(nodes: int, seed: int, now: float | None = None):
     from streams.worker.scheduling.state import Scheduler
     from streams.worker.state_tables import Inventory, NetState
 
     rng = np.random.default_rng(seed)
-    now = time.time()
+    now = time.time() if now is None else now  # two worlds compared: the same clock (bookings read it)
     racks = max(nodes // RACK, 1)
     inv: dict = {}
     net: dict = {}
@@ -71,7 +71,7 @@ def bench_decide(node_counts=(1000, 5000), tasks: int = 500, seed: int = 0) -> d
     warm.decide_many(_tasks(2, seed, "w"), now)  # the kernel's compiled code loaded before timing
     for n in node_counts:
         one, now, paths = _world(n, seed)
-        many, _, _ = _world(n, seed)
+        many, _, _ = _world(n, seed, now)
         burst = _tasks(tasks, seed, "t")
         one.nodes(now), many.nodes(now)  # the node view is built once per inventory version, not per burst
         t = time.perf_counter()

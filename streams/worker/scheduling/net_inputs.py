@@ -62,9 +62,16 @@ class NetworkInputs:
 
     def between_nodes(self, a, b) -> np.ndarray:
         """Usable Gbit/s from node rows ``a`` to node rows ``b`` (elementwise): the slower link, times
-        the receiving node's NIC headroom."""
+        the receiving node's NIC headroom, and no more than the path's measured throughput where a
+        probe measures it (``bw_gbps``)."""
+        a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
         link = self.nodes.link_gbps
-        return (np.minimum(link[a], link[b]) * np.maximum(self.table.headroom[b], HEADROOM_FLOOR)).astype(np.float32)
+        out = (np.minimum(link[a], link[b]) * np.maximum(self.table.headroom[b], HEADROOM_FLOOR)).astype(np.float32)
+        if self.table.gbps is not None and np.isfinite(self.table.gbps).any() and a.size:
+            for u in np.unique(a).tolist():
+                at = a == u
+                out[at] = np.fmin(out[at], self.from_node("gbps", u)[b[at]])
+        return out
 
 
 def network_inputs(pt: PathTable, endpoints: list[str], nodes: NodeView) -> NetworkInputs:
@@ -76,7 +83,10 @@ def network_inputs(pt: PathTable, endpoints: list[str], nodes: NodeView) -> Netw
     ep_link = np.array([nodes.link_gbps[nodes.index[ep]] if ep in nodes.index else DEFAULT_LINK_GBPS
                         for ep in endpoints], np.float32)
     p95 = pt.gather("p95", endpoints, n)
-    return NetworkInputs(quality=quality, bandwidth=path_bandwidth_gbps(nodes.link_gbps, ep_link, pt.headroom, p95),
+    bandwidth = path_bandwidth_gbps(nodes.link_gbps, ep_link, pt.headroom, p95)
+    if pt.gbps is not None and np.isfinite(pt.gbps).any():  # no more than a probe measured on the path
+        bandwidth = np.fmin(bandwidth, pt.gather("gbps", endpoints, n)).astype(np.float32)
+    return NetworkInputs(quality=quality, bandwidth=bandwidth,
                          node_quality=pt.node_q, p95=p95, loss=pt.gather("loss", endpoints, n),
                          probes=pt.gather("probes", endpoints, n), end=pt.gather("end", endpoints, n),
                          table=pt, nodes=nodes, endpoints=list(endpoints))

@@ -58,6 +58,7 @@ class PathTable:
     _shift_known: np.ndarray | None = None  # bool[P] where _shift is computed
     _rack_rows: dict = field(default_factory=dict)  # (column, rack endpoint) -> its row over the nodes
     inputs: dict = field(default_factory=dict)  # endpoints -> (node ids, links, NetworkInputs) (Scheduler.network)
+    gbps: np.ndarray | None = None  # float64[P] measured throughput, median of the latest window (NaN: none)
 
     def shift_at(self, rows: np.ndarray) -> np.ndarray:
         """float64[P] core.detect.ratio_now of every path (0: none), computed for ``rows`` where not
@@ -166,13 +167,13 @@ def build_path_table(cols: PathColumns, node_ids: list[str], profile: str,
     q = q.astype(np.float32)
     if profile in BOTH_WAYS:  # traffic both ways: a path is as good as its worse direction
         q = worse_direction(q, src, dst)
-    loss, probes, end = x["loss"], cols.column("count", rows), cols.column("end", rows)
+    loss, probes, end, gbps = x["loss"], cols.column("count", rows), cols.column("end", rows), cols.column("gbps", rows)
     aging = ages_of(cols, rows, now, freshness)
     if aging is not None:
         age, stale = aging
         q = aged_quality(q, age, freshness).astype(np.float32)
         if stale.any():
-            p95, p95_eff, loss, probes = (np.where(stale, np.nan, v) for v in (p95, p95_eff, loss, probes))
+            p95, p95_eff, loss, probes, gbps = (np.where(stale, np.nan, v) for v in (p95, p95_eff, loss, probes, gbps))
     shape = _shape(cols, rows, node_ids, node_racks, rack_aliases)
     bw = cols.cols["bw_util"]
     util = np.where(shape.local >= 0, bw[np.maximum(shape.local, 0)] if bw.size else np.nan, np.nan)
@@ -183,6 +184,7 @@ def build_path_table(cols: PathColumns, node_ids: list[str], profile: str,
         end=end, path_nodes=shape.path_nodes, by_ep=shape.by_ep,
         node_q=node_q, headroom=np.where(np.isnan(util), 1.0, 1.0 - util), history=(cols, rows),
         node_rack=shape.node_rack, to_racks=shape.to_racks, rack_of=shape.rack_of, rack_index=shape.rack_index,
+        gbps=gbps,
     )
 
 

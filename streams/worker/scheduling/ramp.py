@@ -91,3 +91,15 @@ def draw_of(nodes, members: list[int], cards: float) -> dict[str, float]:
         share = min(cards / total, 1.0) if total > 0 else 1.0
         out[nodes.sites[i]] += kw * share / 1000.0
     return dict(out)
+
+
+def power_timing(sched, run, nodes, members: list[int], now: float) -> dict:
+    """With site ramp limits (``sched.ramps``): the placed task's start time and checkpoint phase
+    (decision fields; ``run.start_at`` set)."""
+    if not sched.ramps.limits:
+        return {}
+    draw = draw_of(nodes, members, run.task.resources.cards)
+    run.start_at = sched.ramps.book(draw, now)
+    phase = sched.ramps.phase(run.task.id, draw)
+    timing = {"start_at": round(run.start_at, 3)} if run.start_at > now else {}
+    return timing | ({"checkpoint_phase_s": phase} if phase is not None else {})

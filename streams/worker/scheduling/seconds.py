@@ -35,6 +35,7 @@ from core.scoring import load_seconds
 from schemas.sched import Task
 from streams.adapters.inventory import NodeView
 from streams.adapters.tasks import endpoints_of, load_source, need
+from streams.worker.scheduling.bandwidth import booked_between, booked_from, left, rack_codes
 from streams.worker.scheduling.gangs import FAR
 from streams.worker.scheduling.queue import free_times
 
@@ -76,6 +77,9 @@ class Costing:
         self.cards = float(self.need[0]) * task.peers
         self.comm = sched.comm_of.get(task.id, comm_share(task, sched.types))
         self.price = price_of(sched, task, nodes)
+        # what earlier placements booked on paths the probes have not seen them on (bandwidth.py)
+        self.booked = sched.path_book.unseen(net.table, now) if net.table is not None and sched.sees_network else {}
+        self.load_gbps = np.zeros(len(nodes.ids))
         self.load = self._load()
         self.strands = np.zeros(len(nodes.ids))  # set by single and gang, on what is free then
         self.sched = sched
@@ -108,6 +112,10 @@ class Costing:
         if src is None or gb <= 0 or src not in eps:
             return np.zeros(len(self.nodes.ids))
         bw = self.net.bandwidth[eps.index(src)].astype(np.float64)
+        if self.booked:
+            t = self.net.table
+            bw = left(bw, booked_from(self.booked, src, rack_codes(t), t.node_rack))
+        self.load_gbps = bw
         return np.where(bw > 0, load_seconds(gb, bw), np.inf)
 
     def of_sets(self, sets: np.ndarray, wait_s: np.ndarray, paths: bool = True) -> tuple[np.ndarray, np.ndarray]:
@@ -166,7 +174,36 @@ class Costing:
         a = np.broadcast_to(sets[:, :, None], rtt.shape).ravel()
         b = np.broadcast_to(sets[:, None, :], rtt.shape).ravel()
         link = self.net.between_nodes(a, b).reshape(rtt.shape).astype(np.float64)
+        if self.booked:
+            t = self.net.table
+            nr = t.node_rack
+            link = left(link, booked_between(self.booked, rack_codes(t), nr[a], nr[b]).reshape(rtt.shape))
         return members_paths(r, np.minimum(link, window_gbps(r)), unknown)
+
+    def book(self, members) -> None:
+        """Book what the task will send across paths placed on ``members`` (bandwidth.py): its load from
+        the data's endpoint to each of its racks (once per rack, at the rate it was costed with), for
+        the load; a gang across racks, its communication share of the narrowest bandwidth between every
+        two of its racks, for its load and run."""
+        t = self.net.table
+        if t is None or not self.sched.sees_network:
+            return
+        members = np.asarray(members, np.int64)
+        racks = [t.rack_of.get(self.nodes.ids[m], "") for m in members.tolist()]
+        src, gb = load_source(self.task)
+        if src is not None and gb > 0:
+            first = {ep: m for m, ep in zip(members.tolist(), racks, strict=True) if ep}
+            for ep, m in first.items():
+                if np.isfinite(self.load[m]):
+                    self.sched.path_book.add(self.task.id, [(src, ep)], float(self.load_gbps[m]), self.now,
+                                             self.now + self.load[m])
+        distinct = sorted({ep for ep in racks if ep})
+        if len(distinct) > 1 and self.comm > 0:
+            narrow = float(self._paths(members[None, :])[1][0])
+            until = self.now + self.expected(members)
+            if np.isfinite(narrow):
+                self.sched.path_book.add(self.task.id, [(x, y) for x in distinct for y in distinct if x != y],
+                                         self.comm * narrow, self.now, until)
 
     def single(self, ok: np.ndarray, usable: np.ndarray, reserve) -> Placement:
         run = self.task.expected_duration_s / self.speed
@@ -185,6 +222,7 @@ class Costing:
             p = place(_ranked(single_order(costs, left, stock), len(ok)), self.need, usable, reserve=reserve)
         if p.placed:
             p.expected_s = float(self.load[p.nodes[0]] + run[p.nodes[0]])
+            self.book(p.nodes)
         return p
 
     def now_best(self, fits: np.ndarray, usable: np.ndarray) -> tuple[np.ndarray | None, float]:
@@ -237,6 +275,7 @@ class Costing:
             p = place(_ranked(best, len(ok)), self.need, usable, gang=g, reserve=reserve)
             if p.placed:
                 p.expected_s = self.expected(np.asarray(p.nodes, np.int64))
+                self.book(p.nodes)
             return p
         if later is None:
             return Placement(fallbacks=[(-1, f"gang incomplete: {int(fits.sum())} of {g} workers placed")])

@@ -32,6 +32,7 @@ from schemas.sched import Decision, RescheduleEvent, Task
 from streams.adapters.inventory import NodeView, node_view
 from streams.adapters.tasks import endpoint_rows, need
 from streams.worker.scheduling import moves
+from streams.worker.scheduling.bandwidth import PathBook
 from streams.worker.scheduling.batch import QUEUE_CHUNK, BatchScores, by_profile, profile_of
 from streams.worker.scheduling.books import PendingBook, RunningBook
 from streams.worker.scheduling.constraints import allowed, constrained
@@ -50,7 +51,7 @@ from streams.worker.scheduling.path_table import PathTable, aged_to, build_path_
 from streams.worker.scheduling.preemption import Preemption, may_preempt, plan, preempt
 from streams.worker.scheduling.queue import QueueMixin, QueuePass, Reservation
 from streams.worker.scheduling.quotas import QuotaBook
-from streams.worker.scheduling.ramp import RampBook, draw_of
+from streams.worker.scheduling.ramp import RampBook, power_timing
 from streams.worker.scheduling.seconds import Costing, decided_in_seconds
 
 
@@ -93,6 +94,7 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
     reservation: Reservation | None = None  # the head of the queue's nodes and start (queue.py)
     tidal_forecast: dict = field(default_factory=dict)  # tidal team -> cards it is forecast to need soon
     ramps: RampBook = field(default_factory=RampBook)  # power-aware starts per site (CNSCHED_SITE_RAMP_LIMITS)
+    path_book: PathBook = field(default_factory=PathBook)  # bandwidth placements booked on paths (bandwidth.py)
     services: dict = field(default_factory=dict)  # service id -> scheduling.services.Service (elastic)
     freshness: Freshness | None = field(default_factory=Freshness)  # how paths age (None: never)
     _cache: dict = field(default_factory=dict)  # derived state by kind: (key, value) (_cached; the reservation's mask)
@@ -324,7 +326,7 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
                           seen_forecast_version=self.forecast_version,
                           restarts=prior.restarts if prior else 0,
                           checkpoint_at=prior.resume_from if prior and prior.resume_from else math.nan)
-            timing = self._power_timing(run, nodes, p.nodes, now)
+            timing = power_timing(self, run, nodes, p.nodes, now)
             self.add_running(run)
         else:
             waiting = self.pending.setdefault(task.id, Pending(task, task.submitted_at or now, queued_at=now))
@@ -341,16 +343,6 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
         elif queued is not None and (queued.restarts or queued.resume_from is not None):
             d = d.model_copy(update={"restarts": queued.restarts, "resume_from": queued.resume_from})
         return d
-
-    def _power_timing(self, run: Running, nodes: NodeView, members: list[int], now: float) -> dict:
-        """With site ramp limits: the placed task's start time and checkpoint phase (decision fields)."""
-        if not self.ramps.limits:
-            return {}
-        draw = draw_of(nodes, members, run.task.resources.cards)
-        run.start_at = self.ramps.book(draw, now)
-        phase = self.ramps.phase(run.task.id, draw)
-        timing = {"start_at": round(run.start_at, 3)} if run.start_at > now else {}
-        return timing | ({"checkpoint_phase_s": phase} if phase is not None else {})
 
     def add_running(self, run: Running) -> None:
         """A task runs (placed now, or restored after a restart): it holds its nodes in the ledger."""
@@ -371,6 +363,7 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
         self.made_room.pop(task_id, None)
         self.ledger.release(task_id)
         self.ramps.release(task_id)
+        self.path_book.release(task_id)
         if ran:
             self.books_changed()
         return ran

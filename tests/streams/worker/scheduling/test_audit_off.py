@@ -6,7 +6,7 @@ from streams.dev.bench.decide import _tasks, _world
 
 def test_without_the_audit_trail_every_decision_places_the_same():
     full, now, _ = _world(16, 4)
-    lean, _, _ = _world(16, 4)
+    lean, _, _ = _world(16, 4, now)
     lean.audit = False
     tasks = _tasks(60, 4, "a")  # more than fit: some wait, some gangs
     a = full.decide_many(tasks, now)

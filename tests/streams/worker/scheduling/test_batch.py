@@ -11,7 +11,7 @@ from streams.dev.bench.decide import _tasks, _world
 @pytest.mark.parametrize("nodes,tasks,seed", [(64, 40, 0), (64, 150, 1), (200, 120, 2)])
 def test_batch_decides_what_one_call_each_decides(nodes, tasks, seed):
     one, now, _ = _world(nodes, seed)
-    many, _, _ = _world(nodes, seed)
+    many, _, _ = _world(nodes, seed, now)
     burst = _tasks(tasks, seed, "t")
     a = [one.decide(t, now) for t in burst]
     b = many.decide_many(burst, now)

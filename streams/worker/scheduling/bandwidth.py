@@ -1,0 +1,119 @@
+"""Bandwidth booked by placements (issue 53): a placement that will send across a path books the rate
+it expects to send there, and the decisions after it read what is left of the path — not only what the
+last probe window measured, which cannot show traffic that has not started yet.
+
+- A gang whose members sit in several racks books, on every path between two of its racks (both
+  ways), its communication share times the narrowest bandwidth it was costed with: the mean rate its
+  all-reduce sends (core.ect's model: it communicates that share of its time at that bandwidth).
+- A task that loads data books, on the path from the data's endpoint to each member's rack, the
+  bandwidth its load was costed with, for as long as the load is expected to take.
+- A booking counts against its path until the path's next probe window ends after it (from then the
+  window measures the traffic itself: counting both would count it twice), until it is expected to
+  end, or until its task ends, whichever is first. Paths are the rack-level paths the path table reads (a node without a rack
+  books nothing).
+- What is left of a path: its bandwidth less what is booked on it, at least ``HEADROOM_FLOOR`` of it
+  (a shared path still moves some data).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from core.quality import HEADROOM_FLOOR
+
+
+class PathBook:
+    """Rates booked on paths by endpoint names (rack endpoints, or a data endpoint as source)."""
+
+    def __init__(self) -> None:
+        # (task, source endpoint, destination endpoint, Gbit/s, booked at, until)
+        self.entries: list[tuple[str, str, str, float, float, float]] = []
+
+    def add(self, task: str, pairs: list[tuple[str, str]], gbps: float, at: float, until: float) -> None:
+        if gbps > 0 and until > at:
+            self.entries += [(task, a, b, float(gbps), at, float(until)) for a, b in pairs if a != b]
+
+    def release(self, task: str) -> None:
+        """The task ended: what it booked goes."""
+        if self.entries:
+            self.entries = [e for e in self.entries if e[0] != task]
+
+    def unseen(self, table, now: float) -> dict[tuple[str, str], float]:
+        """{(source, destination): Gbit/s} booked and not yet seen by a window of the path's (``table``:
+        a path table, its latest window ends) nor ended; entries seen or ended are dropped."""
+        if not self.entries:
+            return {}
+        keep, out = [], {}
+        for e in self.entries:
+            _, src, dst, gbps, at, until = e
+            if until <= now or _window_end(table, src, dst) > at:
+                continue
+            keep.append(e)
+            out[(src, dst)] = out.get((src, dst), 0.0) + gbps
+        self.entries = keep
+        return out
+
+
+def _window_end(table, src: str, dst: str) -> float:
+    """End of the latest window of the rack-level path ``src`` -> ``dst`` (-inf: none)."""
+    if table is None or table.end is None:
+        return -np.inf
+    towards = table.to_racks.get(src)
+    code = rack_codes(table).get(dst)
+    if towards is None or code is None or towards[code] < 0:
+        return -np.inf
+    end = float(table.end[towards[code]])
+    return end if np.isfinite(end) else -np.inf
+
+
+def rack_names(table) -> list[str]:
+    """The rack endpoint of each rack code of ``table.node_rack`` (path_table._racks numbers the racks
+    the nodes report in sorted order), once per table."""
+    hit = table._rack_rows.get("rack names")
+    if hit is None:
+        hit = table._rack_rows["rack names"] = sorted(set(table.rack_of.values()))
+    return hit
+
+
+def rack_codes(table) -> dict[str, int]:
+    """{rack endpoint: its code in ``table.node_rack``}, once per table."""
+    hit = table._rack_rows.get("rack codes")
+    if hit is None:
+        hit = table._rack_rows["rack codes"] = {name: i for i, name in enumerate(rack_names(table))}
+    return hit
+
+
+def left(bandwidth: np.ndarray, booked: np.ndarray) -> np.ndarray:
+    """float64[...]: what is left of ``bandwidth`` with ``booked`` on it, at least HEADROOM_FLOOR of it.
+    Worked: 10 Gbit/s with 4 booked -> 6; with 12 booked -> 0.5."""
+    bw = np.asarray(bandwidth, np.float64)
+    return np.maximum(bw - np.asarray(booked, np.float64), HEADROOM_FLOOR * bw)
+
+
+def booked_between(book: dict[tuple[str, str], float], code: dict[str, int], ra, rb) -> np.ndarray:
+    """float64[...] booked Gbit/s from rack code ``ra`` to rack code ``rb`` (elementwise; -1: no rack,
+    nothing booked; ``code``: each rack endpoint's code, :func:`rack_codes`)."""
+    ra, rb = np.asarray(ra, np.int64), np.asarray(rb, np.int64)
+    out = np.zeros(ra.shape)
+    keys, vals = [], []
+    for (a, b), g in book.items():
+        if a in code and b in code:
+            keys.append(code[a] * len(code) + code[b])
+            vals.append(g)
+    if not keys:
+        return out
+    order = np.argsort(keys)
+    keys, vals = np.asarray(keys, np.int64)[order], np.asarray(vals)[order]
+    k = np.where((ra >= 0) & (rb >= 0), ra * len(code) + rb, -1)
+    at = np.clip(np.searchsorted(keys, k), 0, keys.size - 1)
+    return np.where((k >= 0) & (keys[at] == k), vals[at], 0.0)
+
+
+def booked_from(book: dict[tuple[str, str], float], src: str, code: dict[str, int], node_rack) -> np.ndarray:
+    """float64[N] booked Gbit/s from ``src`` to each node's rack (``node_rack`` int[N] codes, -1: none)."""
+    per = np.zeros(len(code) + 1)  # the last: no rack
+    for (a, b), g in book.items():
+        if a == src and b in code:
+            per[code[b]] += g
+    nr = np.asarray(node_rack, np.int64)
+    return per[np.where(nr >= 0, nr, len(code))]

@@ -1,0 +1,114 @@
+"""Bandwidth booked by placements (streams/worker/scheduling/bandwidth.py, issue 53): what a placement
+will send across a path counts against that path for the decisions after it until a probe window can
+see it; numbers by hand."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from core.ect import TRAINING_COMM_SHARE
+from schemas.sched import Task
+from streams.worker.scheduling.bandwidth import PathBook, booked_between, booked_from, left
+from tests.helpers.scheduling import gpu_node, make_scheduler, win
+
+NOW = 1_000_000.0
+E1, E2 = "rack:east/e1", "rack:east/e2"
+
+
+def gbps(end: float, value: float) -> dict:
+    """A bw_gbps window result: the median throughput ``value``."""
+    return {"window_start": end - 10, "window_end": end, "count": 5, "kept": 5, "outliers": 0, "lost": 0,
+            "mean": value, "p50": value, "p95": value, "p99": value, "min": value, "max": value}
+
+
+def test_left_and_lookups_worked_examples():
+    np.testing.assert_allclose(left([10.0, 10.0, 0.0], [4.0, 12.0, 1.0]), [6.0, 0.5, 0.0])
+    book = {(E1, E2): 3.0, (E2, E1): 1.0, ("store.west", E1): 8.0, ("store.west", "rack:x"): 2.0}
+    code = {E1: 0, E2: 1}
+    np.testing.assert_allclose(booked_between(book, code, [0, 1, 0, -1], [1, 0, 0, 1]), [3.0, 1.0, 0.0, 0.0])
+    np.testing.assert_allclose(booked_from(book, "store.west", code, [0, 1, -1, 0]), [8.0, 0.0, 0.0, 8.0])
+    assert booked_between({}, code, [0], [1]).tolist() == [0.0]
+
+
+def data_cluster(e1_gbps: float = 8.0, e2_gbps: float = 4.0):
+    """Racks e1 (n0-n3) and e2 (n4-n7) in one site, the data at store.west 20 ms away: its path to e1
+    measures 8 Gbit/s, to e2 4 Gbit/s."""
+    nodes = [gpu_node(f"n{i}", NOW, rack="e1" if i < 4 else "e2", region="east") for i in range(8)]
+    paths = {(a, b): {"rtt_ms": win(NOW, 0.05 if a == b else 0.2)} for a in (E1, E2) for b in (E1, E2)}
+    paths[("store.west", E1)] = {"rtt_ms": win(NOW, 20.0), "bw_gbps": gbps(NOW, e1_gbps)}
+    paths[("store.west", E2)] = {"rtt_ms": win(NOW, 20.0), "bw_gbps": gbps(NOW, e2_gbps)}
+    s = make_scheduler(nodes, paths)
+    s.node_timeout_s, s.freshness = math.inf, None
+    return s
+
+
+def loader(tid: str, peers: int = 2) -> Task:
+    return Task(id=tid, type="training-data-parallel", peers=peers, resources={"cards": 8}, submitted_at=NOW,
+                expected_duration_s=3600.0, data_source={"node": "store.west", "size_gb": 500})
+
+
+def test_two_gangs_in_one_pass_do_not_both_count_on_the_same_free_bandwidth(monkeypatch):
+    # g1: 500 GB over 8 Gbit/s = 500 s to e1 against 1,000 s to e2: e1. It books 8 Gbit/s on
+    # store.west -> e1 for its load. g2 then reads max(8 - 8, 5 % of 8) = 0.4 Gbit/s there (10,000 s)
+    # against 1,000 s to e2: e2, although e1 still has room for it.
+    s = data_cluster()
+    d1, d2 = s.decide_many([loader("g1"), loader("g2")], NOW)
+    assert set(d1.nodes) <= {"n0", "n1", "n2", "n3"} and set(d2.nodes) <= {"n4", "n5", "n6", "n7"}
+    # each books its load: 8 Gbit/s to e1 for 500 s, 4 Gbit/s to e2 for 1,000 s
+    assert [(t, a, b, round(g, 6), until - at) for t, a, b, g, at, until in s.path_book.entries] == \
+        [("g1", "store.west", E1, 8.0, pytest.approx(500.0)), ("g2", "store.west", E2, 4.0, pytest.approx(1000.0))]
+    # without the booking both count on e1's 8 Gbit/s: g2 goes there too
+    monkeypatch.setattr(PathBook, "add", lambda *a, **k: None)
+    s = data_cluster()
+    d1, d2 = s.decide_many([loader("g1"), loader("g2")], NOW)
+    assert set(d1.nodes) | set(d2.nodes) <= {"n0", "n1", "n2", "n3"}
+
+
+def test_a_booking_counts_until_a_window_of_its_path_ends_after_it():
+    s = data_cluster()
+    s.decide_many([loader("g1")], NOW)
+    assert len(s.path_book.entries) == 1
+    # a window of store.west -> e1 that ended before the booking: still unseen, g2 avoids e1
+    d = s.decide_many([loader("g2")], NOW + 5)[0]
+    assert set(d.nodes) <= {"n4", "n5", "n6", "n7"}
+    s.end("g2")
+    # the next window (ending after the booking) measures the load itself: the booking is dropped and
+    # the path's own throughput is what the next decision reads (here 8 Gbit/s again: g3 goes to e1)
+    s.net.put(f"store.west|{E1}".encode(), {"src": "store.west", "dst": E1,
+                                            "metrics": {"rtt_ms": win(NOW + 30, 20.0), "bw_gbps": gbps(NOW + 30, 8.0)}})
+    d = s.decide_many([loader("g3")], NOW + 31)[0]
+    assert set(d.nodes) <= {"n0", "n1", "n2", "n3"}
+    assert [(e[0], e[4]) for e in s.path_book.entries] == [("g3", NOW + 31)]  # g2's went when it ended
+
+
+def test_a_booking_ends_when_its_transfer_is_expected_to_end():
+    book = PathBook()
+    book.add("t", [("a", "b"), ("b", "a"), ("c", "c")], 4.0, at=100.0, until=160.0)
+    assert len(book.entries) == 2  # a path to itself carries nothing
+    book.add("u", [("a", "b")], 0.0, at=100.0, until=200.0)  # nothing to send: nothing booked
+    book.add("v", [("a", "b")], 1.0, at=100.0, until=200.0)
+    assert book.unseen(None, 150.0) == {("a", "b"): 5.0, ("b", "a"): 4.0}
+    book.release("v")
+    assert book.unseen(None, 150.0) == {("a", "b"): 4.0, ("b", "a"): 4.0}
+    assert book.unseen(None, 160.0) == {} and book.entries == []
+
+
+def test_a_gang_across_racks_books_its_all_reduce_rate_between_them():
+    # one node per rack; the path between the racks measures 20 Gbit/s (the 400 Gbit/s NICs and the
+    # 0.2 ms window bound are wider): the pair books 0.43 x 20 = 8.6 Gbit/s each way for its run
+    nodes = [gpu_node("a0", NOW, rack="a", region="east"), gpu_node("b0", NOW, rack="b", region="east")]
+    ra, rb = "rack:east/a", "rack:east/b"
+    paths = {(x, y): {"rtt_ms": win(NOW, 0.05 if x == y else 0.2), **({} if x == y else {"bw_gbps": gbps(NOW, 20.0)})}
+             for x in (ra, rb) for y in (ra, rb)}
+    s = make_scheduler(nodes, paths)
+    s.node_timeout_s, s.freshness = math.inf, None
+    d = s.decide(Task(id="g", type="training-data-parallel", peers=2, resources={"cards": 8}, submitted_at=NOW,
+                      expected_duration_s=3600.0), NOW)
+    assert sorted(d.nodes) == ["a0", "b0"]
+    got = sorted((e[1], e[2], round(e[3], 6)) for e in s.path_book.entries)
+    rate = round(TRAINING_COMM_SHARE * 20.0, 6)
+    assert got == [(ra, rb, rate), (rb, ra, rate)]
+    assert all(e[5] > NOW + 3600.0 for e in s.path_book.entries)  # its run, stretched by the path, at least
