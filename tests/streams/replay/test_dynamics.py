@@ -189,3 +189,24 @@ def test_an_in_rack_path_is_not_loaded_by_the_jobs_crossing_its_uplink():
     assert by[(r0, r1)] == by[(r1, r0)] == pytest.approx(2 / 3)
     store = next(s for s, d in by if s.startswith("store.") and d == r0)
     assert by[(store, r0)] == pytest.approx(2 / 3)
+
+
+def test_the_probes_measure_what_a_new_transfer_gets_on_each_path():
+    """Issue 53: the throughput probes report. Two sites 5 Gbit/s apart, one rack each (1 node of
+    100 Gbit/s, uplink 1 x 100 / 4 = 25 Gbit/s), two jobs crossing site a's uplink: in a rack the node
+    link (100); a -> b the busier uplink shared three ways (25 / 3 = 8.3) but no more than the site
+    throughput (5); b -> b's store through b's idle uplink (25); a's store -> a's rack 25 / 3."""
+    from streams.replay.traces import SitePaths
+
+    rtt = np.array([[0, 10.0], [10.0, 0]])
+    paths = SitePaths(["a", "b"], rtt, rtt, rtt, rtt * np.nan, np.array([[np.nan, 5.0], [5.0, np.nan]]))
+    truth = Truth.of(build_cluster(paths, ClusterSpec(sites=2, racks_per_site=1, nodes_per_rack=1)))
+    uplinks = np.zeros((2, 1), np.int64)
+    uplinks[0, 0] = 2
+    src, dst, *_ = truth.probe_paths(uplinks)
+    by = dict(zip(zip(src, dst, strict=True), truth.probe_gbps(uplinks).tolist(), strict=True))
+    ra, rb = "rack:a.r0", "rack:b.r0"
+    assert by[(ra, ra)] == by[(rb, rb)] == 100.0
+    assert by[(ra, rb)] == by[(rb, ra)] == 5.0
+    assert by[("store.b", rb)] == 25.0 and by[("store.a", ra)] == pytest.approx(25 / 3)
+    assert by[("store.a", rb)] == 5.0
