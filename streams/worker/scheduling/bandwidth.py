@@ -28,21 +28,34 @@ class PathBook:
     def __init__(self) -> None:
         # (task, source endpoint, destination endpoint, Gbit/s, booked at, until)
         self.entries: list[tuple[str, str, str, float, float, float]] = []
+        # the last sum: (table it was read on, the first ``until`` among the entries, the sum); entries
+        # added since are added to it (a burst of decisions reads one table: no pass over them all)
+        self._sum: tuple | None = None
 
     def add(self, task: str, pairs: list[tuple[str, str]], gbps: float, at: float, until: float) -> None:
         if gbps > 0 and until > at:
-            self.entries += [(task, a, b, float(gbps), at, float(until)) for a, b in pairs if a != b]
+            new = [(task, a, b, float(gbps), at, float(until)) for a, b in pairs if a != b]
+            self.entries += new
+            if self._sum is not None and new:
+                table, first, out = self._sum
+                for _, a, b, g, _, _ in new:
+                    out[(a, b)] = out.get((a, b), 0.0) + g
+                self._sum = (table, min(first, float(until)), out)
 
     def release(self, task: str) -> None:
         """The task ended: what it booked goes."""
-        if self.entries:
+        if any(e[0] == task for e in self.entries):
             self.entries = [e for e in self.entries if e[0] != task]
+            self._sum = None
 
     def unseen(self, table, now: float) -> dict[tuple[str, str], float]:
         """{(source, destination): Gbit/s} booked and not yet seen by a window of the path's (``table``:
-        a path table, its latest window ends) nor ended; entries seen or ended are dropped."""
+        a path table, its latest window ends) nor ended; entries seen or ended are dropped. Read it,
+        never write it."""
         if not self.entries:
             return {}
+        if self._sum is not None and self._sum[0] is table and now < self._sum[1]:
+            return self._sum[2]  # the same windows, nothing ended: the entries added since are in it
         keep, out = [], {}
         for e in self.entries:
             _, src, dst, gbps, at, until = e
@@ -51,6 +64,7 @@ class PathBook:
             keep.append(e)
             out[(src, dst)] = out.get((src, dst), 0.0) + gbps
         self.entries = keep
+        self._sum = (table, min((e[5] for e in keep), default=np.inf), out)
         return out
 
 
