@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from core.quality import window_gbps
+
 REGIONS = ("eu", "us", "asia")
 REGION_UTC_OFFSET_H = {"eu": 1, "us": -5, "asia": 8}
 INTER_REGION_RTT_MS = {
@@ -170,7 +172,19 @@ class ProbeSimulator:
                 producer.add(float(int(t1)), src, "", "bw_util", util)
                 producer.add(float(int(t1)), src, "", "retrans_rate", retrans)
                 total += 2
+            if int(t1 / 10) != int(t0 / 10):  # every 10 s a throughput test to each peer (iperf-like)
+                total += self._throughput(producer, float(int(t1)), i, dst_idx, factor, loss, cong)
         return total
+
+    def _throughput(self, producer, ts: float, i: int, dst_idx: np.ndarray, factor, loss, cong) -> int:
+        """bw_gbps samples from node ``i`` to ``dst_idx``: 100 Gbit/s links less half the busier end's
+        load, at most one 64 MiB window per round trip, cut by loss; a few per cent of noise."""
+        rtt = self.topo.base_rtt_ms[i, dst_idx] * factor[i, dst_idx]
+        cap = np.minimum(100.0 * (1 - 0.5 * np.maximum(cong[i], cong[dst_idx])), window_gbps(rtt))
+        gbps = cap * np.clip(1 - 10 * loss[i, dst_idx], 0.05, 1) * self.rng.lognormal(0.0, 0.05, dst_idx.size)
+        producer.add_many(np.full(dst_idx.size, ts), self.topo.nodes[i],
+                          np.array(self.topo.nodes, dtype=object)[dst_idx], "bw_gbps", gbps)
+        return int(dst_idx.size)
 
     async def run(self, producer, seconds: float, period_s: float = 0.1) -> int:
         sent = 0
