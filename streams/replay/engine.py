@@ -208,8 +208,7 @@ class Replay:
                               self.cfg.perf, speed=[self._speed(j, members)])[0])
 
     def _speed(self, j: int, members: list[int]) -> float:
-        """Job j's compute speed on ``members``: its speed on the newer card when every member has one
-        (the slowest card sets a gang's pace), else the reference card's 1."""
+        """Job j's speed on ``members``: on the newer card where every member has one, else 1."""
         return float(self.jobs.fast[j]) if self.fast[members].all() else 1.0
 
     def _load_s(self, j: int, members: list[int]) -> float:
