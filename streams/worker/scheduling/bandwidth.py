@@ -42,6 +42,18 @@ class PathBook:
                     out[(a, b)] = out.get((a, b), 0.0) + g
                 self._sum = (table, min(first, float(until)), out)
 
+    def others(self, task: str, total: dict[tuple[str, str], float]) -> dict[tuple[str, str], float]:
+        """``total`` (:meth:`unseen`'s) less what ``task`` booked itself: what a running task's move is
+        costed against (its own traffic is not in its way)."""
+        own = [e for e in self.entries if e[0] == task]
+        if not own:
+            return total
+        out = dict(total)
+        for _, a, b, g, _, _ in own:
+            if (a, b) in out:
+                out[(a, b)] = max(out[(a, b)] - g, 0.0)
+        return out
+
     def release(self, task: str) -> None:
         """The task ended: what it booked goes."""
         if any(e[0] == task for e in self.entries):

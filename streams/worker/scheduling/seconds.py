@@ -79,6 +79,8 @@ class Costing:
         self.price = price_of(sched, task, nodes)
         # what earlier placements booked on paths the probes have not seen them on (bandwidth.py)
         self.booked = sched.path_book.unseen(net.table, now) if net.table is not None and sched.sees_network else {}
+        if self.booked and task.id in sched.running:  # a move: its own traffic is not in its way
+            self.booked = sched.path_book.others(task.id, self.booked)
         self.load_gbps = np.zeros(len(nodes.ids))
         self.load = self._load()
         self.strands = np.zeros(len(nodes.ids))  # set by single and gang, on what is free then

@@ -91,6 +91,8 @@ def test_a_booking_ends_when_its_transfer_is_expected_to_end():
     book.add("u", [("a", "b")], 0.0, at=100.0, until=200.0)  # nothing to send: nothing booked
     book.add("v", [("a", "b")], 1.0, at=100.0, until=200.0)
     assert book.unseen(None, 150.0) == {("a", "b"): 5.0, ("b", "a"): 4.0}
+    assert book.others("v", book.unseen(None, 150.0)) == {("a", "b"): 4.0, ("b", "a"): 4.0}
+    assert book.others("w", book.unseen(None, 150.0)) is book.unseen(None, 150.0)  # nothing of its own
     book.release("v")
     assert book.unseen(None, 150.0) == {("a", "b"): 4.0, ("b", "a"): 4.0}
     assert book.unseen(None, 160.0) == {} and book.entries == []
