@@ -21,6 +21,7 @@ from streams.web.params import paging
 ROUTE_KEY = "state"  # any key: the state tables have one partition
 HEAVY_QUEUE_FACTOR = 4  # requests waiting for a heavy slot, per slot, before more are refused
 POLL_S = 0.05  # how often a write's answer is looked for in the state it changes (until_applied)
+WARM_WAIT_S = 120.0  # the longest a write's answer waits for this worker's kernels to compile (until_applied)
 PAGES_PER_VERSION = 64  # rendered pages of one list kept per version of what it was built from
 
 
@@ -196,7 +197,12 @@ async def until_gone(ctx: WebContext, read, ident: str, status: str, detail: str
 async def until_applied(ctx: WebContext, read, done):
     """A write's outcome: ``await read()`` (the state as its owner answers) every POLL_S until
     ``done(answer)``, for at most CNSCHED_DECISION_TIMEOUT_SECONDS. The answer that was done, or None
-    (the caller answers 202: sent, not applied yet)."""
+    (the caller answers 202: sent, not applied yet). While this worker still compiles its decision
+    kernels (a fresh checkout: seconds), the clock starts once they are ready (at most WARM_WAIT_S):
+    the worker deciding is compiling them too, and the first tasks would otherwise all get 202."""
+    warmer = getattr(ctx.readiness, "warmer", None)
+    if warmer is not None and not warmer.done.is_set():
+        await asyncio.to_thread(warmer.done.wait, WARM_WAIT_S)
     deadline = time.monotonic() + ctx.settings.decision_timeout_seconds
     while time.monotonic() < deadline:
         answer = await read()
