@@ -60,14 +60,14 @@ class NetworkInputs:
             hit = self._rows[("filled q", unknown)] = np.where(np.isnan(q), unknown, q)
         return hit
 
-    def between_nodes(self, a, b) -> np.ndarray:
+    def between_nodes(self, a, b, measured: bool = True) -> np.ndarray:
         """Usable Gbit/s from node rows ``a`` to node rows ``b`` (elementwise): the slower link, times
-        the receiving node's NIC headroom, and no more than the path's measured throughput where a
-        probe measures it (``bw_gbps``)."""
+        the receiving node's NIC headroom, and (``measured``) no more than the path's measured
+        throughput where a probe measures it (``bw_gbps``)."""
         a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
         link = self.nodes.link_gbps
         out = (np.minimum(link[a], link[b]) * np.maximum(self.table.headroom[b], HEADROOM_FLOOR)).astype(np.float32)
-        if self.table.gbps is not None and np.isfinite(self.table.gbps).any() and a.size:
+        if measured and self.table.gbps is not None and np.isfinite(self.table.gbps).any() and a.size:
             for u in np.unique(a).tolist():
                 at = a == u
                 out[at] = np.fmin(out[at], self.from_node("gbps", u)[b[at]])

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from core.ect import TRAINING_COMM_SHARE
+from core.ect import TRAINING_COMM_SHARE, run_seconds
 from schemas.sched import Task
 from streams.worker.scheduling.bandwidth import PathBook, booked_between, booked_from, left
 from tests.helpers.scheduling import gpu_node, make_scheduler, win
@@ -99,8 +99,9 @@ def test_a_booking_ends_when_its_transfer_is_expected_to_end():
 
 
 def test_a_gang_across_racks_books_its_all_reduce_rate_between_them():
-    # one node per rack; the path between the racks measures 20 Gbit/s (the 400 Gbit/s NICs and the
-    # 0.2 ms window bound are wider): the pair books 0.43 x 20 = 8.6 Gbit/s each way for its run
+    # one node per rack, 400 Gbit/s NICs, 0.2 ms apart (one 64 MiB window per round trip: 2,684 Gbit/s):
+    # the pair books 0.43 x 400 = 172 Gbit/s each way for its run. The 20 Gbit/s the path measures does
+    # not bound a gang's member pairs (seconds.Costing._paths: a running gang's own traffic is in it)
     nodes = [gpu_node("a0", NOW, rack="a", region="east"), gpu_node("b0", NOW, rack="b", region="east")]
     ra, rb = "rack:east/a", "rack:east/b"
     paths = {(x, y): {"rtt_ms": win(NOW, 0.05 if x == y else 0.2), **({} if x == y else {"bw_gbps": gbps(NOW, 20.0)})}
@@ -111,6 +112,9 @@ def test_a_gang_across_racks_books_its_all_reduce_rate_between_them():
                       expected_duration_s=3600.0), NOW)
     assert sorted(d.nodes) == ["a0", "b0"]
     got = sorted((e[1], e[2], round(e[3], 6)) for e in s.path_book.entries)
-    rate = round(TRAINING_COMM_SHARE * 20.0, 6)
+    rate = round(TRAINING_COMM_SHARE * 400.0, 6)
     assert got == [(ra, rb, rate), (rb, ra, rate)]
-    assert all(e[5] > NOW + 3600.0 for e in s.path_book.entries)  # its run, stretched by the path, at least
+    # for its run: 3,600 x (0.57 + 0.43 x (2 x 0.0002 + 8 / 400) / (2 x 0.00005 + 8 / 100)) = 2,446 s
+    run = float(run_seconds(3600.0, 1.0, TRAINING_COMM_SHARE, 2, 0.2, 400.0))
+    assert run == pytest.approx(2446.4, abs=0.5)
+    assert [e[5] for e in s.path_book.entries] == [pytest.approx(NOW + run)] * 2
