@@ -47,6 +47,9 @@ class Endpoint(BaseModel):
 
     node: str = Field(pattern=ID_PATTERN, description="where the data or model lives (a node of the network view)")
     size_gb: float = Field(default=0.0, ge=0, le=SIZE_MAX_GB, description="how much the task loads from it")
+    name: str | None = Field(default=None, pattern=ID_PATTERN, description=(
+        "what is loaded (a dataset's or model's name): a copy staged at a site's store is found by it and "
+        "reused by later tasks naming it; none: never staged"))
 
 
 Tier = Literal["centre", "province", "edge"]
@@ -154,6 +157,17 @@ class Candidate(BaseModel):
                                      "score (0..100), which takes 0.3 of the composite")
 
 
+class Staging(BaseModel):
+    """A copy to make before the task loads (data follows compute): ``name`` from ``source`` to the
+    ``target`` store at the placement's site, ``size_gb`` of it; the task then loads from ``target``."""
+
+    name: str
+    source: str
+    target: str
+    size_gb: float
+    expected_s: float = Field(description="the copy's expected time over the measured path, seconds")
+
+
 class Fallback(BaseModel):
     node: str
     reason: str
@@ -215,6 +229,9 @@ class Decision(BaseModel):
     checkpoint_phase_s: float | None = Field(default=None, description=(
         "with site ramp limits: checkpoint when (epoch seconds mod CNSCHED_CHECKPOINT_INTERVAL_SECONDS) "
         "reaches this, so the checkpoints at a site are spread over the interval"))
+    staging: list[Staging] = Field(default_factory=list, description=(
+        "copies to make before the task loads (placed: at its site, then it starts; queued: ahead, at the "
+        "site it waits for); the runner copies, then the task loads from the target"))
 
 
 class ScoreBreakdown(BaseModel):
@@ -244,7 +261,9 @@ class TaskEvent(BaseModel):
     service's utilisation and request rate, under the service's id),
     finished (with duration and achieved throughput), failed (it is re-queued and resumes from its last
     checkpoint, up to CNSCHED_MAX_RESTARTS times), stopped (it stopped as a `cancelled` decision told
-    it), progress (steps done of the run's total: what a move reads its remaining work from). Reported by whatever runs the task; the audit joins it to decisions.
+    it), progress (steps done of the run's total: what a move reads its remaining work from), staged (a
+    decision's staging copies are made), loaded (how long its data took to load). Reported by whatever runs
+    the task; the audit joins it to decisions.
 
     An operator's commands travel the same way (DELETE /tasks/{id}, POST /tasks/{id}/hold|release|
     priority, ``cnsched cancel|hold|release|priority``): cancel (a queued or held task ends; a placed
@@ -256,7 +275,7 @@ class TaskEvent(BaseModel):
 
     task_id: str = Field(pattern=ID_PATTERN)
     event: Literal["started", "refused", "checkpoint", "finished", "failed", "load", "stopped", "progress",
-                   "cancel", "hold", "release", "priority", "delete"]
+                   "staged", "loaded", "cancel", "hold", "release", "priority", "delete"]
     at: float = Field(gt=0, le=EPOCH_MAX, description="epoch seconds")
     nodes: list[Annotated[str, Field(pattern=ID_PATTERN)]] = Field(default_factory=list, max_length=4096)
     duration_s: float | None = Field(default=None, ge=0, le=DURATION_MAX_S, description=(
@@ -274,6 +293,9 @@ class TaskEvent(BaseModel):
     steps_done: int | None = Field(default=None, ge=0, le=10**15, description="progress: steps (or samples) done")
     steps_total: int | None = Field(default=None, ge=1, le=10**15, description=(
         "progress: steps in the whole run; with steps_done, the share done that a move's remaining work is read from"))
+    load_s: float | None = Field(default=None, ge=0, le=DURATION_MAX_S, description=(
+        "loaded: how long loading its data took on its nodes (staged: duration_s is the copy's time, and "
+        "``staged`` lists the copies made, each {name, target})"))
     priority: int | None = Field(default=None, ge=0, le=100, description="priority: the task's new priority")
     by: str | None = Field(default=None, max_length=128, description="cancel, hold, release, priority: who asked")
     reason: str | None = Field(default=None, max_length=1024, description="cancel, hold, release, priority: why")

@@ -48,6 +48,7 @@ _TASK_EVENTS = pa.schema([
     ("utilisation", pa.float64()), ("request_rate", pa.float64()), ("latency_ms", pa.float64()),
     ("requested_by", pa.string()), ("reason", pa.string()), ("priority", pa.int32()),  # an operator's command
     ("steps_done", pa.int64()), ("steps_total", pa.int64()),  # progress
+    ("load_s", pa.float64()),  # loaded: its data's load time on its nodes
 ])
 _INCIDENTS = pa.schema([
     ("node", pa.string()), ("detected_at", pa.float64()), ("status", pa.string()), ("cause", pa.string()),
@@ -264,7 +265,8 @@ class DuckStore:
                  "unit": d.get("unit", "samples/s"), "utilisation": d.get("utilisation"),
                  "request_rate": d.get("request_rate"), "latency_ms": d.get("latency_ms"),
                  "requested_by": d.get("by"), "reason": d.get("reason"), "priority": d.get("priority"),
-                 "steps_done": d.get("steps_done"), "steps_total": d.get("steps_total")} for d in docs]
+                 "steps_done": d.get("steps_done"), "steps_total": d.get("steps_total"),
+                 "load_s": d.get("load_s")} for d in docs]
         return self._insert("task_events", rows, _TASK_EVENTS)
 
     def write_incidents(self, docs: list[dict]) -> int:

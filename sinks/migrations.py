@@ -152,5 +152,9 @@ MIGRATIONS: dict[int, str] = {
     ALTER TABLE task_events ADD COLUMN steps_done BIGINT;
     ALTER TABLE task_events ADD COLUMN steps_total BIGINT;
     """,
+    16: """
+    ALTER TABLE sim_jobs ADD COLUMN load_s DOUBLE;
+    ALTER TABLE task_events ADD COLUMN load_s DOUBLE;
+    """,
 }
 SCHEMA_VERSION = max(MIGRATIONS)

@@ -185,6 +185,18 @@ class Settings(BaseSettings):
         "closest nodes would give; 0: it takes any"))
     gang_patience: float = Field(default=4.0, ge=0, description=(
         "... for at most this many times its expected duration, then it takes what is free"))
+    staging_store: str = Field(default="store.{site}", max_length=256, description=(
+        "data that follows compute: a site's store endpoint ({site}: the site's name); a task placed at a site whose "
+        "store holds no copy of the data it names (data_source.name) has it copied there, and later tasks load the "
+        "copy; empty: no staging"))
+    staging_store_gb: float = Field(default=1_000_000.0, gt=0, description=(
+        "what one store keeps of staged copies, GB; beyond it the least recently used go"))
+    staging_command: str = Field(default="mkdir -p {stores}/{target} && cp -a {stores}/{source}/{name} {stores}/{target}/",
+                                 max_length=4096, description=(
+        "the Slurm bridge: one copy of a decision's staging, run as a Slurm job on the placement's first node before "
+        "the task's job ({name}, {source}, {target}, {size_gb}, {stores} filled in, shell-quoted)"))
+    staging_root: str = Field(default="", max_length=1024, description=(
+        "the Slurm bridge: the directory holding a directory per store ({stores}; empty: <work dir>/stores)"))
     queue_timeout_seconds: float = Field(
         default=86_400.0, ge=0, description="a queued task not placed by then leaves the queue (an unschedulable "
         "decision says why); 0: never")

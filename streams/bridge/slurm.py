@@ -100,7 +100,8 @@ async def run_bridge(settings: Settings, gres: str, sites: dict[str, dict], inte
     from streams.kafka import consumer
 
     cluster = cluster or await asyncio.to_thread(cluster_name, env)
-    runner = SlurmRunner(gres, Path(work_dir), env, cluster=cluster)
+    runner = SlurmRunner(gres, Path(work_dir), env, cluster=cluster, staging_command=settings.staging_command,
+                         stores=Path(settings.staging_root) if settings.staging_root else None)
     runner.load()
     c = consumer(settings, SCHED_DECISIONS, SCHED_RESCHEDULES, group_id=f"{settings.app_id}-slurm-bridge-{cluster}",
                  enable_auto_commit=False, auto_offset_reset="latest")

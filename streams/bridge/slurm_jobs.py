@@ -49,6 +49,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from streams.bridge.slurm_parse import FAILED_STATES, gres_count, jobs
+from streams.bridge.slurm_staging import (
+    DEFAULT_STAGING_COMMAND,
+    STAGE_COMMENT,
+    STAGE_SUFFIX,
+    data_path,
+    stage_events,
+    staging_script,
+)
 
 log = logging.getLogger(__name__)
 NO_COMMAND = "the task has no command: the Slurm bridge runs a task's command (POST /tasks with \"command\")"
@@ -80,6 +88,11 @@ class Job:
     steps: int | None = None  # steps done and in the whole run, as the job wrote them
     total_steps: int | None = None
     steps_sent: tuple = (None, -math.inf)  # (steps, when) of the last progress event
+    stage_job: str = ""  # the Slurm job copying its data first (slurm_staging.py), if any
+    stage_reported: bool = False
+    staging: list = field(default_factory=list)  # the decision's copies
+    load_s: float | None = None  # how long loading its data took, as the job wrote it
+    load_sent: bool = False
 
 
 def slurm_minutes(seconds: float) -> int:
@@ -98,6 +111,8 @@ class SlurmRunner:
     own: frozenset[str] = frozenset()  # the cluster's nodes (sinfo)
     nodes_read_at: float = -math.inf
     foreign: dict[str, Job] = field(default_factory=dict)  # decided on another cluster: what a move here submits
+    staging_command: str = DEFAULT_STAGING_COMMAND  # one copy of a decision's staging (slurm_staging.py)
+    stores: Path | None = None  # the stores' root: each store a directory (None: <work dir>/stores)
 
     @property
     def state_file(self) -> Path:
@@ -139,6 +154,8 @@ class SlurmRunner:
             return
         for j in sorted(jobs(out.stdout), key=lambda j: int(j["job_id"]) if j["job_id"].isdigit() else 0):
             known = self.jobs.get(j["name"])
+            if j["comment"].startswith(STAGE_COMMENT):
+                continue  # a staging job: its task's job names it
             if j["comment"] and (known is None or (known.comment != j["comment"] and int(j["job_id"]) > int(
                     known.job_id if known.job_id.isdigit() else 0))):
                 cards = gres_count(j["tres_per_node"].removeprefix("gres:"), self.gres)
@@ -179,6 +196,9 @@ class SlurmRunner:
             job.unit = str(doc.get("unit") or "samples/s")[:64]
         if isinstance(save, int | float) and math.isfinite(save) and save >= 0:
             job.save_s = float(save)
+        load = doc.get("load_s")
+        if isinstance(load, int | float) and math.isfinite(load) and 0 <= load < 1e9 and job.load_s is None:
+            job.load_s = float(load)
         steps, total = doc.get("steps"), doc.get("total_steps")
         if isinstance(steps, int) and isinstance(total, int) and 0 <= steps <= total and total > 0:
             job.steps, job.total_steps = steps, total
@@ -193,7 +213,7 @@ class SlurmRunner:
             if (why := self._not_here(task, nodes, now, d)) is not None:
                 return why
             return self._submit(task, nodes, int(d.get("cards") or 0), d.get("command"), str(d["decided_at"]),
-                                now, d.get("time_limit_s"), d.get("start_at"))
+                                now, d.get("time_limit_s"), d.get("start_at"), d.get("staging") or [])
         if status in ("cancelled", "preempted"):
             self._cancel(task, "cancel" if status == "cancelled" else "preempt")
         return []
@@ -236,7 +256,8 @@ class SlurmRunner:
         return self._submit(task, nodes, spec.cards, spec.command, f"move:{ev['at']}", now, spec.time_limit_s)
 
     def _submit(self, task: str, nodes: list[str], cards: int, command: str | None, comment: str,
-                now: float, time_limit_s: float | None = None, start_at: float | None = None) -> list[dict]:
+                now: float, time_limit_s: float | None = None, start_at: float | None = None,
+                staging: list[dict] = ()) -> list[dict]:
         known = self.jobs.get(task)
         if known is not None and known.comment == comment:
             known.command = known.command or command  # an adopted job learns its command again
@@ -258,17 +279,36 @@ class SlurmRunner:
             argv.append(f"--time={slurm_minutes(time_limit_s)}")
         if start_at and start_at > now:  # a site's power ramp: not before (relative: no time zone to agree on)
             argv.append(f"--begin=now+{math.ceil(start_at - now)}")
+        stage_id = ""
+        if staging:  # its data copied first, on the target's side; the job waits for it
+            stores = self.stores or self.work_dir / "stores"
+            out = self._run("sbatch", "--parsable", "-J", task + STAGE_SUFFIX, f"--comment={STAGE_COMMENT}{comment}",
+                            "-w", nodes[0], "-N", "1", "-o", str(self.work_dir / f"{task}-stage-%j.out"),
+                            "--wrap", staging_script(self.staging_command, stores, staging))
+            if out.returncode != 0:
+                return self._refused(task, nodes, out, now)
+            stage_id = out.stdout.strip().split(";")[0]
+            export = next(i for i, a in enumerate(argv) if a.startswith("--export="))
+            argv[export] += f",CNSCHED_DATA_PATH={data_path(stores, staging)}"
+            argv.append(f"--dependency=afterok:{stage_id}")
         argv += ["--wrap", command]
         out = self._run(*argv)
         if out.returncode != 0:
-            why = (out.stderr.strip() or out.stdout.strip())[:500]
-            log.warning("sbatch refused %s on %s: %s", task, ",".join(nodes), why)
-            return [{"task_id": task, "event": "refused", "at": now, "nodes": nodes, "reason": why}]
+            if stage_id:
+                self._run("scancel", stage_id)
+            return self._refused(task, nodes, out, now)
         job_id = out.stdout.strip().split(";")[0]
         self.jobs[task] = Job(task, job_id, comment, list(nodes), cards=cards, command=command,
-                              time_limit_s=time_limit_s, resumed=comment.startswith("move:") or ckpt.exists())
-        log.info("task %s is Slurm job %s on %s", task, job_id, ",".join(nodes))
+                              time_limit_s=time_limit_s, resumed=comment.startswith("move:") or ckpt.exists(),
+                              stage_job=stage_id, staging=list(staging))
+        log.info("task %s is Slurm job %s on %s%s", task, job_id, ",".join(nodes),
+                 f" after staging job {stage_id}" if stage_id else "")
         return []
+
+    def _refused(self, task: str, nodes: list[str], out: subprocess.CompletedProcess, now: float) -> list[dict]:
+        why = (out.stderr.strip() or out.stdout.strip())[:500]
+        log.warning("sbatch refused %s on %s: %s", task, ",".join(nodes), why)
+        return [{"task_id": task, "event": "refused", "at": now, "nodes": nodes, "reason": why}]
 
     def _cancel(self, task: str, why: str) -> None:
         job = self.jobs.get(task)
@@ -289,8 +329,13 @@ class SlurmRunner:
         by_id = {j["job_id"]: j for j in jobs(out.stdout)}
         events = []
         for task, job in self.jobs.items():
+            if job.stage_job:
+                got, cancel = stage_events(task, job, by_id.get(job.stage_job), now)
+                events += got
+                if cancel:
+                    self._run("scancel", job.job_id)
             j = by_id.get(job.job_id)
-            if j is None:
+            if j is None or job.reported == "FAILED" and job.stage_job and not j["started"]:
                 continue
             events += self._events(task, job, j, now)
         return events
@@ -307,6 +352,9 @@ class SlurmRunner:
             job.restore_reported = True
             events.append({"task_id": task, "event": "started", "at": now, "nodes": j["nodes"] or job.nodes,
                            "duration_s": round(max(wrote - job.started_at, 0.0), 3)})
+        if job.load_s is not None and not job.load_sent:
+            job.load_sent = True
+            events.append({"task_id": task, "event": "loaded", "at": now, "nodes": job.nodes, "load_s": job.load_s})
         if job.steps is not None and job.steps != job.steps_sent[0] and now - job.steps_sent[1] >= PROGRESS_EVERY_S:
             job.steps_sent = (job.steps, now)  # at most one a minute: what a move reads its remaining work from
             events.append({"task_id": task, "event": "progress", "at": now, "nodes": job.nodes,

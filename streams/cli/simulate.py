@@ -46,7 +46,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--ablations", nargs="?", const="all", metavar="NAMES",
                    help="instead of the headline: the replay with one ingredient taken away at a time (all, or "
                         "of as-is, one-site, no-data, equal-cards, static-network, no-migrations, oracle, first-come, "
-                        "assumed-timing)")
+                        "assumed-timing, no-staging, no-reuse)")
     p.add_argument("--sweep", action="store_true",
                    help="instead of the headline: the assumed parameters (communication share, gradient size, data "
                         "size) one at a time, ours against each baseline for each")
@@ -70,6 +70,13 @@ def add_parsers(sub) -> None:
                    help="of ours, ours-static, compute-only, topology, random, ours-quotas (teams with quotas), "
                         "fifo (strict first come, first served)")
     p.add_argument("--data-share", type=float, default=0.3, help="jobs reading data from a home site")
+    p.add_argument("--data-gb", type=float, default=500.0, help="what a data job reads from its home site, GB")
+    p.add_argument("--no-staging", action="store_true",
+                   help="ours never copies a job's data to the site it runs at (issue 53's E2; by default it "
+                        "does, and later jobs reading the same data load the copy)")
+    p.add_argument("--experiment", choices=("e1", "e2"),
+                   help="issue 53's experiment: its worlds in turn, each option it does not set as given "
+                        "(streams/cli/experiments.py; the README's tables)")
     p.add_argument("--failures-per-node-day", type=float, default=0.002)
     p.add_argument("--teams", type=int, default=6, help="users hashed into this many teams (ours-quotas, by team)")
     p.add_argument("--quota-max-factor", type=float, default=0.0,
@@ -205,6 +212,10 @@ def cmd_simulate(args, settings: Settings) -> int:
         from streams.cli.simulate_services import services
 
         return services(args)
+    if getattr(args, "experiment", None):
+        from streams.cli.experiments import run_experiment
+
+        return run_experiment(args, settings)
     from streams.replay.cluster import ClusterSpec, build_cluster
     from streams.replay.engine import POLICIES
     from streams.replay.results import job_table
@@ -220,7 +231,8 @@ def cmd_simulate(args, settings: Settings) -> int:
     try:
         spec = ClusterSpec(args.sites, args.racks_per_site, args.nodes_per_rack, args.cards_per_node,
                            oversubscription=args.oversubscription, regions=args.regions)
-        cfg = SimConfig(cluster=spec, epoch_s=args.epoch, data_share=args.data_share,
+        cfg = SimConfig(cluster=spec, epoch_s=args.epoch, data_share=args.data_share, data_gb=args.data_gb,
+                        staging=not args.no_staging,
                         failures_per_node_day=args.failures_per_node_day, teams=args.teams,
                         quota_max_factor=args.quota_max_factor, card_kw=args.card_kw,
                         ramp_limit_mw_per_min=args.ramp_limit, estimate="oracle" if args.oracle else "limit",

@@ -10,7 +10,10 @@ awareness itself adds and what comes from elsewhere (card speeds, data, waiting,
 - ``oracle``: every policy is told the trace's durations (what the estimate costs);
 - ``first-come``: ours serves its queue by age, as the topology baseline does (what the order adds);
 - ``assumed-timing``: jobs timed by the assumed model instead of the measured models (issue 53): a
-  communication share drawn from 0.1-0.5 and every job ``fast_speed`` times faster on the newer card.
+  communication share drawn from 0.1-0.5 and every job ``fast_speed`` times faster on the newer card;
+- ``no-staging``: ours never copies data to the site it places at (issue 53's E2: what data following
+  compute adds);
+- ``no-reuse``: every data job reads data of its own (no later job finds a staged copy of it).
 
 Each is ours against each baseline with the same seeds; a row per variant, baseline and job kind
 (completion time: streams/replay/stats.py).
@@ -25,7 +28,7 @@ from streams.replay.results import replay
 from streams.replay.stats import HEADLINE_BASELINES, compare
 
 ABLATIONS = ("as-is", "one-site", "no-data", "equal-cards", "static-network", "no-migrations", "oracle", "first-come",
-             "assumed-timing")
+             "assumed-timing", "no-staging", "no-reuse")
 KINDS = ("gang", "data", "all")
 
 
@@ -36,7 +39,8 @@ def variant(name: str, cfg, rtt_series):
         spec = dataclasses.replace(spec, sites=1, racks_per_site=spec.sites * spec.racks_per_site)
         return dataclasses.replace(cfg, cluster=spec), None, "ours"
     changes = {"no-data": {"data_share": 0.0}, "equal-cards": {"fast_speed": 1.0}, "oracle": {"estimate": "oracle"},
-               "first-come": {"queue_order": "fifo"}, "assumed-timing": {"models": None}}
+               "first-come": {"queue_order": "fifo"}, "assumed-timing": {"models": None}, "no-staging": {"staging": False},
+               "no-reuse": {"datasets": "job"}}
     series = None if name == "static-network" else rtt_series
     return dataclasses.replace(cfg, **changes.get(name, {})), series, "ours-static" if name == "no-migrations" else "ours"
 
@@ -82,8 +86,8 @@ def run_variants(trace, paths, seeds, variants, workers: int = 1, progress=None)
         run = replay(trace, cluster, c, policies, seeds, rtt_series=None if cluster.series is not None else series,
                      workers=workers)
         for base in HEADLINE_BASELINES:
-            for kind in KINDS:
-                r = compare(run, ours, base, kind, "jct")
+            for kind, metric in [(k, "jct") for k in KINDS] + [("data", "load")]:
+                r = compare(run, ours, base, kind, metric)
                 if r is not None:
                     rows.append({"ablation": name, **r, "policy": ours})
         if progress is not None:

@@ -28,8 +28,9 @@ from core.placement import topology_pick
 from core.topology import placement_paths
 from streams.replay.cluster import Cluster
 from streams.replay.jobs import SimJobs, task_of
-from streams.replay.outcome import InvariantError, Outcome, Run
+from streams.replay.outcome import InvariantError, Outcome, Run, check_invariants
 from streams.replay.power import SitePower
+from streams.replay.stores import SimStores
 from streams.replay.teams import quota_set, stop_preempted
 from streams.replay.world import (
     ARRIVE,
@@ -73,7 +74,8 @@ class Replay:
         self.queue: list[int] = []  # baselines' FIFO queue
         J = len(jobs)
         self.out = Outcome(np.full(J, np.nan), np.full(J, np.nan), [""] * J, [""] * J, np.zeros(J, np.int64),
-                           np.zeros(J), np.zeros(J, np.int64), 0.0, 0.0, preemptions=np.zeros(J, np.int64))
+                           np.zeros(J), np.zeros(J, np.int64), 0.0, 0.0, preemptions=np.zeros(J, np.int64),
+                           load_s=np.zeros(J))
         self.heap: list[tuple] = []
         self.seq = 0
         self.others = 0  # events in the heap besides epochs (when none is left and nothing runs, it is over)
@@ -92,7 +94,8 @@ class Replay:
             if at > 0:
                 self._push(at, STEP, first, end)
         self._push(0.0, EPOCH, 0)
-        self.sched = None
+        self.sched = self.copies = None
+        self.stores = SimStores(cluster, self.truth, cfg.perf.ideal_gbps)
         self.power = SitePower(cluster.sites, cfg.card_kw, cfg.ramp_limit_mw_per_min)
         if policy in SCHEDULED:
             from core.quality import Freshness
@@ -107,6 +110,10 @@ class Replay:
                               sees_network=policy != "compute-only")
             if policy != "topology":  # the topology baseline serves by age (baselines.py)
                 self.sched.queue_rule = cfg.queue_order
+            if cfg.staging and policy not in ("topology", "compute-only"):  # ours' data follows its compute
+                self.copies = self.sched.copies
+            else:
+                self.sched.copies.store = ""
             self.index = {x: i for i, x in enumerate(cluster.node_ids)}
             if policy == "oracle-ect":  # ours' rule told the replay's truth: each job's run and communication
                 self.sched.durations = None
@@ -155,7 +162,7 @@ class Replay:
                 if self.sched is not None:
                     self.sched.inv.set_status(a, "up")
                 self._place_queued()
-            self._check(kind, a)
+            check_invariants(self, kind, a, kind == EPOCH and self.policy not in MOVING)
             if tick is not None and self.left != left:
                 tick(left - self.left)
                 left = self.left
@@ -165,27 +172,6 @@ class Replay:
         self.out.makespan = float(np.nanmax(self.out.end)) if np.isfinite(self.out.end).any() else 0.0
         self.out.power, self.out.power_mw = self.power.summary(self.out.makespan), self.power.curves(self.out.makespan)
         return self.out
-
-    def _check(self, kind: int, a: int) -> None:
-        cap = self.cluster.spec.cards_per_node
-        if (self.free < 0).any() or (self.free > cap).any():
-            bad = int(np.flatnonzero((self.free < 0) | (self.free > cap))[0])
-            raise InvariantError(f"node {self.cluster.node_ids[bad]} over-allocated after event {kind} ({a}) "
-                                 f"at t={self.now:.0f}: {cap - self.free[bad]} of {cap} cards")
-        if self.sched is None or (kind == EPOCH and self.policy not in MOVING):  # what can change the books
-            return
-        books = (self.sched.ledger.changes, self.sched.inv.version)
-        if books != self.checked or self.sched.quotas.active:
-            self.checked = books  # the books as last found sound: unchanged, they need no new look
-            nodes = self.sched.nodes(T0 + self.now)
-            over = self.sched.ledger.overbooked(nodes.index, nodes.capacity)
-            if over:
-                raise InvariantError(f"the scheduler's ledger overbooks {over[0]} after event {kind} ({a})")
-            if self.sched.quotas.active:
-                _, m = self.sched.quotas.arrays(nodes.class_names)
-                use = self.sched.quotas.use(list(self.sched.running.values()), nodes.index, nodes.node_class,
-                                            len(nodes.class_names)).use
-                self.out.quota_violations += int((use > m + 1e-9).any())
 
     # -------------------------------------------------------------- progress
     def _sync(self, j: int) -> Run:
@@ -212,15 +198,14 @@ class Replay:
         return float(self.jobs.fast[j]) if self.fast[members].all() else 1.0
 
     def _load_s(self, j: int, members: list[int]) -> float:
-        """Extra time to load the job's data from its home site (over the slowest member's path)."""
-        home, gb = int(self.jobs.home[j]), float(self.jobs.data_gb[j])
-        if home < 0 or gb <= 0:
-            return 0.0
-        c, f = self.cluster, self.truth.fabric
-        share = f.uplink_gbps / np.maximum(self.uplink[c.node_site[members], c.node_rack[members]] + 1, 1)
-        path = np.where(c.node_site[members] == home, np.minimum(f.node_gbps, share),
-                        np.minimum(share, self.truth.site_gbps()[home, c.node_site[members]]))
-        return max(gb * 8 / float(path.min()) - gb * 8 / self.cfg.perf.ideal_gbps, 0.0)
+        """Extra time to load the job's data (over the slowest member's path from its home or a copy),
+        added to the job's load figure."""
+        self.stores.sync(self.copies, self.now)
+        s = self.stores.load_s(int(self.jobs.home[j]), float(self.jobs.data_gb[j]),
+                               self.jobs.dataset[j] if self.jobs.dataset else None, members, self.uplink, self.now,
+                               self.copies)
+        self.out.load_s[j] += s
+        return s
 
     def _reschedule_finish(self, j: int) -> None:
         r = self.running[j]
@@ -380,9 +365,8 @@ class Replay:
         _, gbps = placement_paths([old.members[0], to[0]], c.node_site, c.node_rack, self.truth.site_rtt(),
                                   self.truth.site_gbps(), self.uplink, self.truth.fabric)
         cost = self.cfg.restart_s + self.cfg.checkpoint_gb * 8 / min(gbps, c.spec.node_gbps)
-        self._start(j, to, old.work, start_at and start_at - T0)
-        delay = max(start_at - T0 - self.now, 0.0) if start_at else 0.0  # power-aware: the target's ramp
-        self.running[j].pause = delay + cost + self._load_s(j, to)
+        self._start(j, to, old.work, start_at and start_at - T0)  # its pause: the ramp's delay, load, restart
+        self.running[j].pause += cost - (self.cfg.restart_s if old.work > 0 else 0.0)
         self._reschedule_finish(j)
         self.sched.start(f"j{j}", [c.node_ids[m] for m in to])
         self.out.migrations[j] += 1

@@ -3,6 +3,7 @@ class, and the Task each policy's scheduler is asked to place."""
 
 from __future__ import annotations
 
+import re
 import zlib
 from dataclasses import dataclass
 
@@ -35,6 +36,7 @@ class SimJobs:
     user: list[str] = None  # who submitted each job (the trace's user; what run-time predictions key on)
     model: np.ndarray = None  # int64[J] its measured model (a row of SimConfig.models; -1: assumed timing)
     fast: np.ndarray = None  # float64[J] its speed on the newer card against the reference card
+    dataset: list[str] = None  # the name of what each data job reads (a staged copy is found by it)
 
     def __len__(self) -> int:
         return int(self.submit.size)
@@ -84,7 +86,15 @@ def sim_jobs(trace: JobTrace, cluster: Cluster, cfg: SimConfig) -> SimJobs:
     return SimJobs(trace.submit_s.astype(np.float64), ideal, nodes.astype(np.int64), cards.astype(np.int64),
                    comm, home, data_gb.astype(np.float64), list(types),
                    team_names(trace.user, cfg.teams, cfg.seed), estimates(ideal, cfg, done, nodes * 1000 + cards), done,
-                   [str(u) for u in trace.user], model, fast)
+                   [str(u) for u in trace.user], model, fast, datasets(trace.user, home, cfg.datasets))
+
+
+def datasets(users, home: np.ndarray, kind: str) -> list[str]:
+    """Each job's data set name: ``user``, one per user and home site (a user's jobs read the same
+    data — Philly's users submit series of runs of one model, Jeon et al., ATC 2019); ``job``, its own."""
+    clean = (re.sub(r"[^A-Za-z0-9._:-]", "_", str(u))[:96] for u in users)
+    return [f"data.{c or 'nobody'}.{h}" if kind == "user" else f"data.job{j}"
+            for j, (c, h) in enumerate(zip(clean, home.tolist(), strict=True))]
 
 
 def timing(n: int, nodes: np.ndarray, cfg: SimConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -113,7 +123,8 @@ def estimates(ideal: np.ndarray, cfg: SimConfig, completed: np.ndarray | None = 
 
 
 def task_of(jobs: SimJobs, j: int, cluster: Cluster, cfg: SimConfig, alpha: float | None = None) -> Task:
-    data = ({"data_source": {"node": f"store.{cluster.sites[jobs.home[j]]}", "size_gb": float(jobs.data_gb[j])}}
+    data = ({"data_source": {"node": f"store.{cluster.sites[jobs.home[j]]}", "size_gb": float(jobs.data_gb[j]),
+                             "name": jobs.dataset[j] if jobs.dataset else None}}
             if jobs.home[j] >= 0 else {})
     return Task(id=f"j{j}", type=jobs.types[j], resources={"cards": int(jobs.cards[j])}, peers=int(jobs.nodes[j]),
                 submitted_at=T0 + float(jobs.submit[j]), expected_duration_s=float(jobs.estimate[j]),

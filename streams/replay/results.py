@@ -95,7 +95,8 @@ def job_table(run: ReplayRun) -> list[dict]:
                          "start_s": _f(o.start[j]), "end_s": _f(o.end[j]), "jct_s": _f(o.end[j] - jobs.submit[j]),
                          "wait_s": _f(o.start[j] - jobs.submit[j]), "state": o.state[j], "reason": o.reason[j],
                          "migrations": int(o.migrations[j]), "migration_s": float(o.migration_s[j]),
-                         "restarts": int(o.restarts[j])})
+                         "restarts": int(o.restarts[j]),
+                         "load_s": float(o.load_s[j]) if o.load_s is not None else 0.0})
     return rows
 
 

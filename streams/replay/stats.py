@@ -10,7 +10,7 @@ kind, with completion time, wait and run time apart.
 - The change is per seed: ``mean(policy) / mean(baseline) - 1``; the estimate is its mean over seeds
   with a 95 % Student-t interval over seeds (core/intervals.py; none with one seed). Beside it, pooled
   over seeds: both means, medians and p95s; the median of the paired per-job ratios (for wait, whose
-  zero has no ratio, the median paired difference in seconds); and the ten jobs with the largest
+  zero has no ratio, and load, the median paired difference in seconds); and the ten jobs with the largest
   differences' share of all the jobs' absolute differences (a mean carried by a few jobs shows here).
 """
 
@@ -24,7 +24,7 @@ from core.intervals import t_interval
 from streams.replay.jobs import SimJobs
 
 KINDS = ("gang", "data", "other", "all")
-METRICS = ("jct", "wait", "run")
+METRICS = ("jct", "wait", "run", "load")  # load: data jobs only (the others load nothing)
 HEADLINE_BASELINES = ("topology", "compute-only")
 
 
@@ -35,7 +35,11 @@ def kind_mask(jobs: SimJobs, kind: str) -> np.ndarray:
 
 
 def metric(jobs: SimJobs, o, name: str) -> np.ndarray:
-    """float64[J] seconds: jct (end - submit), wait (first start - submit) or run (end - first start)."""
+    """float64[J] seconds: jct (end - submit), wait (first start - submit), run (end - first start) or
+    load (its data loads beyond the ideal bandwidth's time, summed over its starts)."""
+    if name == "load":
+        load = getattr(o, "load_s", None)
+        return load if load is not None else np.zeros(len(jobs))
     if name == "jct":
         return o.end - jobs.submit
     if name == "wait":
@@ -66,7 +70,7 @@ def compare(run, policy: str, base: str, kind: str, name: str) -> dict | None:
     # where it says only "uncertain"; its lower bound is held at -100 %
     lo = max(lo, -1.0) if not math.isnan(lo) else lo
     a, b = np.concatenate(a_all), np.concatenate(b_all)
-    if name == "wait":
+    if name in ("wait", "load"):
         paired = float(np.median(a - b))
     else:
         ok = b > 0
@@ -90,6 +94,8 @@ def headline(run, baselines=HEADLINE_BASELINES) -> list[dict]:
                 continue
             for kind in KINDS:
                 for name in METRICS:
+                    if name == "load" and kind != "data":
+                        continue
                     row = compare(run, p, base, kind, name)
                     if row is not None:
                         out.append(row)

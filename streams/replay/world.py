@@ -39,6 +39,10 @@ class SimConfig:
     fast_speed: float = 1.5  # the newer card against the trace's reference card
     data_share: float = 0.3  # jobs with their data at a home site (users hashed to sites)
     data_gb: float = 500.0
+    # data that follows compute (issue 53, E2): ours' scheduler stages a job's data at its site's store
+    # and later jobs reading it load there (streams/worker/scheduling/staging.py); False: no staging
+    staging: bool = True
+    datasets: str = "user"  # what a data job reads: its user's one data set ("user") or its own ("job")
     checkpoint_every_s: float = 1800.0  # of work; a failure or a move resumes from the last one
     checkpoint_gb: float = 20.0
     restart_s: float = 60.0  # to start again after a move or a failure
@@ -74,6 +78,8 @@ class SimConfig:
                 raise ValueError(f"{name} must be > 0")
         if self.estimate not in ("limit", "oracle") or not self.limit_factor >= 1:
             raise ValueError("estimate is limit or oracle, and limit_factor at least 1")
+        if self.datasets not in ("user", "job"):
+            raise ValueError("datasets is user or job")
         if self.queue_order not in ("response", "fifo"):
             raise ValueError("queue_order is response or fifo")
         if not 0 <= self.data_share <= 1 or not 0 <= self.burst_loss < 1:

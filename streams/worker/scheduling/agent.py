@@ -32,6 +32,7 @@ from streams.worker.scheduling.maintenance import MaintenanceBook
 from streams.worker.scheduling.preemption import preempted_decision, tidal_reclaim
 from streams.worker.scheduling.ramp import RampBook
 from streams.worker.scheduling.services import Service
+from streams.worker.scheduling.staging import CopyBook
 from streams.worker.scheduling.state import Pending, Running, Scheduler
 from streams.worker.scheduling.view import SchedulerView
 from streams.worker.taskbook import (
@@ -97,15 +98,14 @@ def make_scheduler(settings: Settings, net, inv) -> Scheduler:
         queue_rule=settings.queue_order,
         placement_rule=settings.placement_rule, packing_band=settings.packing_band,
         gang_packing_band=settings.gang_packing_band, gang_closeness=settings.gang_closeness,
-        gang_patience=settings.gang_patience,
-        node_timeout_s=settings.node_timeout_seconds,
+        gang_patience=settings.gang_patience, node_timeout_s=settings.node_timeout_seconds,
         failure_rule=FailureRule(settings.failure_min_probes, settings.failure_grace_seconds,
                                  settings.failure_min_observers, settings.failure_max_network_fraction),
         policy=ReschedulePolicy(cooldown_s=settings.migration_cooldown_seconds),
         conversion=settings.conversion_table, benchmark_work=settings.benchmark_table,
         energy_carbon_weight=settings.energy_carbon_weight, preemption=settings.preemption,
         preemption_priority=settings.preemption_priority,
-        compute_scope=settings.compute_normalisation,
+        compute_scope=settings.compute_normalisation, copies=CopyBook(settings.staging_store, settings.staging_store_gb),
         ramps=RampBook(dict(settings.site_ramp_limits), checkpoint_every_s=settings.checkpoint_interval_seconds),
         freshness=Freshness(settings.path_fresh_seconds, settings.path_stale_seconds),
         maintenance=MaintenanceBook(settings.drain_deadline_seconds),
@@ -228,9 +228,9 @@ class SchedulingService:
             return None
 
     async def on_event(self, ev: TaskEvent) -> str | None:
-        """A finished task releases its nodes; a failed one is re-queued to resume from its last
-        checkpoint (failed for good after CNSCHED_MAX_RESTARTS); a checkpoint is remembered; every
-        event joins the task's history. Returns UNKNOWN_TASK for an event about no task we know."""
+        """A finished task releases its nodes; a failed one is re-queued to resume from its last checkpoint (failed
+        for good after CNSCHED_MAX_RESTARTS); a checkpoint is remembered; a staging's copies are there; every event
+        joins the task's history. Returns UNKNOWN_TASK for an event about no task we know."""
         async with self.lock:
             self.restore()
             rec = self.book.get(ev.task_id)
@@ -254,8 +254,9 @@ class SchedulingService:
             self.counters.inc("task_events_total", event=ev.event)
             if ev.event in COMMANDS:
                 return await self._command(rec, ev, entry)
-            if ev.event in ("load", "stopped", "progress"):  # stored only, but steps done (None: no answer) are
-                return self.sched.progress(ev.task_id, ev.steps_done, ev.steps_total)  # what moves read from
+            if ev.event in ("load", "stopped", "progress", "staged", "loaded"):  # stored only, but steps done (None:
+                self.sched.copies.arrived(ev.model_extra.get("staged") if ev.event == "staged" else None, ev.at)
+                return self.sched.progress(ev.task_id, ev.steps_done, ev.steps_total)  # no answer) moves read
             status = rec.status
             if ev.event == "started":
                 self.sched.start(ev.task_id, ev.nodes, ev.duration_s)

@@ -50,6 +50,16 @@ class NetworkInputs:
             self._rows[(name, node)] = row
         return row
 
+    def bandwidth_from(self, endpoint: str) -> np.ndarray:
+        """float32[N] usable Gbit/s from ``endpoint`` to every node: its row when the tasks name it, else
+        gathered as :func:`network_inputs` gathers one (a store holding a staged copy: staging.py)."""
+        if self.endpoints and endpoint in self.endpoints:
+            return self.bandwidth[self.endpoints.index(endpoint)]
+        row = self._rows.get(("bandwidth", endpoint))
+        if row is None:
+            row = self._rows[("bandwidth", endpoint)] = _bandwidth(self.table, [endpoint], self.nodes)[0]
+        return row
+
     def filled_quality(self, unknown: float) -> np.ndarray:
         """float64[N, N]: ``from_node("q", m)`` of every node m (100 to itself), unknown paths at
         ``unknown``: a gang's member-pair qualities (core.gang), gathered once per inputs."""
@@ -80,13 +90,21 @@ def network_inputs(pt: PathTable, endpoints: list[str], nodes: NodeView) -> Netw
     for a, ep in enumerate(endpoints):
         if ep in nodes.index:  # a node is perfectly connected to itself
             quality[a, nodes.index[ep]] = 100.0
-    ep_link = np.array([nodes.link_gbps[nodes.index[ep]] if ep in nodes.index else DEFAULT_LINK_GBPS
-                        for ep in endpoints], np.float32)
     p95 = pt.gather("p95", endpoints, n)
-    bandwidth = path_bandwidth_gbps(nodes.link_gbps, ep_link, pt.headroom, p95)
-    if pt.gbps is not None and np.isfinite(pt.gbps).any():  # no more than a probe measured on the path
-        bandwidth = np.fmin(bandwidth, pt.gather("gbps", endpoints, n)).astype(np.float32)
-    return NetworkInputs(quality=quality, bandwidth=bandwidth,
+    return NetworkInputs(quality=quality, bandwidth=_bandwidth(pt, endpoints, nodes, p95),
                          node_quality=pt.node_q, p95=p95, loss=pt.gather("loss", endpoints, n),
                          probes=pt.gather("probes", endpoints, n), end=pt.gather("end", endpoints, n),
                          table=pt, nodes=nodes, endpoints=list(endpoints))
+
+
+def _bandwidth(pt: PathTable, endpoints: list[str], nodes: NodeView, p95: np.ndarray | None = None) -> np.ndarray:
+    """float32[E, N] usable Gbit/s from each endpoint to each node: the slower link, the receiver's
+    headroom, one window per round trip, and no more than a probe measured on the path."""
+    n = len(nodes.ids)
+    ep_link = np.array([nodes.link_gbps[nodes.index[ep]] if ep in nodes.index else DEFAULT_LINK_GBPS
+                        for ep in endpoints], np.float32)
+    p95 = pt.gather("p95", endpoints, n) if p95 is None else p95
+    bandwidth = path_bandwidth_gbps(nodes.link_gbps, ep_link, pt.headroom, p95)
+    if pt.gbps is not None and np.isfinite(pt.gbps).any():  # no more than a probe measured on the path
+        bandwidth = np.fmin(bandwidth, pt.gather("gbps", endpoints, n)).astype(np.float32)
+    return bandwidth

@@ -36,8 +36,10 @@ from schemas.sched import Task
 from streams.adapters.inventory import NodeView
 from streams.adapters.tasks import endpoints_of, load_source, need
 from streams.worker.scheduling.bandwidth import booked_between, booked_from, left, rack_codes
+from streams.worker.scheduling.gang_sets import distinct, later_sets, named, now_sets
 from streams.worker.scheduling.gangs import FAR
 from streams.worker.scheduling.queue import free_times
+from streams.worker.scheduling.staging import load_name, site_of
 
 SHORTLIST = 32  # candidate sets of a gang whose measured paths are read (Costing._shortlist)
 
@@ -81,10 +83,11 @@ class Costing:
         self.booked = sched.path_book.unseen(net.table, now) if net.table is not None and sched.sees_network else {}
         if self.booked and task.id in sched.running:  # a move: its own traffic is not in its way
             self.booked = sched.path_book.others(task.id, self.booked)
+        self.sched = sched
         self.load_gbps = np.zeros(len(nodes.ids))
+        self.sources, self.load_src = [], np.zeros(len(nodes.ids), np.int64)  # where each node loads from
         self.load = self._load()
         self.strands = np.zeros(len(nodes.ids))  # set by single and gang, on what is free then
-        self.sched = sched
 
     def _stranding(self, usable: np.ndarray) -> np.ndarray:
         """float64[N]: the queued workers each node could hold now and could not once this task's worker
@@ -108,17 +111,25 @@ class Costing:
 
     def _load(self) -> np.ndarray:
         """float64[N] seconds to load the task's data, model and image at each node, over the path from
-        the biggest of them (as the scores count it; 0 when it loads nothing)."""
+        the biggest of them (as the scores count it; 0 when it loads nothing) — or from a site's store
+        holding a copy of it (staging.py), after the copy's expected end, where that is sooner."""
         src, gb = load_source(self.task)
-        eps = self.net.endpoints or []
-        if src is None or gb <= 0 or src not in eps:
-            return np.zeros(len(self.nodes.ids))
-        bw = self.net.bandwidth[eps.index(src)].astype(np.float64)
-        if self.booked:
-            t = self.net.table
-            bw = left(bw, booked_from(self.booked, src, rack_codes(t), t.node_rack))
-        self.load_gbps = bw
-        return np.where(bw > 0, load_seconds(gb, bw), np.inf)
+        n = len(self.nodes.ids)
+        if src is None or gb <= 0 or src not in (self.net.endpoints or []):
+            return np.zeros(n)
+        copies = self.sched.copies
+        self.sources = [(src, self.now)] + ([c for c in copies.holding(load_name(self.task)) if c[0] != src]
+                                            if copies.on else [])
+        best = np.full(n, np.inf)
+        for k, (ep, ready) in enumerate(self.sources):
+            bw = self.net.bandwidth_from(ep).astype(np.float64)
+            if self.booked:
+                t = self.net.table
+                bw = left(bw, booked_from(self.booked, ep, rack_codes(t), t.node_rack))
+            secs = max(ready - self.now, 0.0) + np.where(bw > 0, load_seconds(gb, bw), np.inf)
+            better = secs < best
+            best, self.load_gbps[better], self.load_src[better] = np.where(better, secs, best), bw[better], k
+        return best
 
     def of_sets(self, sets: np.ndarray, wait_s: np.ndarray, paths: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """(cost, what it strands of the queue in seconds), float64[K] each, of the task on each set of
@@ -195,13 +206,12 @@ class Costing:
             return
         members = np.asarray(members, np.int64)
         racks = [t.rack_of.get(self.nodes.ids[m], "") for m in members.tolist()]
-        src, gb = load_source(self.task)
-        if src is not None and gb > 0:
+        if self.sources:
             first = {ep: m for m, ep in zip(members.tolist(), racks, strict=True) if ep}
             for ep, m in first.items():
                 if np.isfinite(self.load[m]):
-                    self.sched.path_book.add(self.task.id, [(src, ep)], float(self.load_gbps[m]), self.now,
-                                             self.now + self.load[m])
+                    self.sched.path_book.add(self.task.id, [(self.sources[self.load_src[m]][0], ep)],
+                                             float(self.load_gbps[m]), self.now, self.now + self.load[m])
         distinct = sorted({ep for ep in racks if ep})
         if len(distinct) > 1 and self.comm > 0:
             narrow = float(self._paths(members[None, :])[1][0])
@@ -209,6 +219,30 @@ class Costing:
             if np.isfinite(narrow):
                 self.sched.path_book.add(self.task.id, [(x, y) for x in distinct for y in distinct if x != y],
                                          self.comm * narrow, self.now, until)
+
+    def stage(self, members, ahead: bool = False) -> None:
+        """Stage the task's named load at the store of the one site of ``members`` (node rows) unless
+        a copy is there or coming (staging.py): from the source the slowest member's load was costed
+        from, expected to take that load's time. ``ahead`` (the members it waits for): the copy is
+        booked on the paths to their racks too (placed, the load's own booking covers it)."""
+        copies, name = self.sched.copies, load_name(self.task)
+        members = np.asarray(members, np.int64)
+        target = copies.store_of(site_of(self.nodes, members.tolist())) if copies.on and name and self.sources else None
+        if target is None or not np.isfinite(self.load[members]).all():
+            return
+        slow = int(members[np.argmax(self.load[members])])
+        src = self.sources[self.load_src[slow]][0]
+        copies.used(name, src, self.now)
+        if copies.has(name, target) or src == target:
+            return
+        size = max((e.size_gb for e in endpoints_of(self.task) if e.name == name), default=0.0)
+        took = float(self.load[slow]) - max(dict(self.sources)[src] - self.now, 0.0)
+        copies.stage(self.task.id, name, src, target, size, took, self.now)
+        t = self.net.table
+        if ahead and t is not None and self.sched.sees_network:
+            racks = sorted({t.rack_of.get(self.nodes.ids[m], "") for m in members.tolist()} - {""})
+            self.sched.path_book.add(self.task.id, [(src, r) for r in racks], float(self.load_gbps[slow]),
+                                     self.now, self.now + took)
 
     def single(self, ok: np.ndarray, usable: np.ndarray, reserve) -> Placement:
         run = self.task.expected_duration_s / self.speed
@@ -228,6 +262,7 @@ class Costing:
         if p.placed:
             p.expected_s = float(self.load[p.nodes[0]] + run[p.nodes[0]])
             self.book(p.nodes)
+            self.stage(p.nodes)
         return p
 
     def now_best(self, fits: np.ndarray, usable: np.ndarray) -> tuple[np.ndarray | None, float]:
@@ -241,11 +276,11 @@ class Costing:
         rack, site = self._codes("racks"), self._codes("sites")
         left = usable[:, 0] - self.need[0]
         p95 = None if not self.sched.sees_network else (lambda m: self.net.from_node("p95", m))
-        now_sets = [*_sets(fits, g, rack, site, self.speed, left, p95), *self._near(np.where(fits, 0.0, np.inf), g)]
-        if not now_sets:
+        found = [*now_sets(fits, g, rack, site, self.speed, left, p95), *self._near(np.where(fits, 0.0, np.inf), g)]
+        if not found:
             return None, math.inf
-        sets = np.concatenate([np.atleast_2d(m) for m in now_sets])
-        racks = _distinct(rack[sets])
+        sets = np.concatenate([np.atleast_2d(m) for m in found])
+        racks = distinct(rack[sets])
         keep = self._shortlist(sets, np.zeros(len(sets)), racks)
         sets, racks = sets[keep], racks[keep]
         plain, strands = self.of_sets(sets, np.zeros(len(sets)))
@@ -262,7 +297,7 @@ class Costing:
         rack, site = self._codes("racks"), self._codes("sites")
         best, best_cost = self.now_best(fits, usable)
         free_at = free_times(sched, self.task, self.nodes, self.now, usable)
-        starts, sets = _later_sets(free_at, g, rack, site, self.now)
+        starts, sets = later_sets(free_at, g, rack, site, self.now)
         near = self._near(free_at - self.now, g)
         if near:  # nearest by RTT where nodes lack racks
             near = np.stack(near)
@@ -271,7 +306,7 @@ class Costing:
         later, later_cost, when = None, math.inf, math.inf
         if len(sets):
             waits = starts - self.now
-            keep = self._shortlist(sets, waits, _distinct(rack[sets]))
+            keep = self._shortlist(sets, waits, distinct(rack[sets]))
             costs = self.of_sets(sets[keep], waits[keep])[0]
             k = int(keep[int(np.argmin(costs))])
             when, later = float(starts[k]), sets[k]
@@ -281,12 +316,14 @@ class Costing:
             if p.placed:
                 p.expected_s = self.expected(np.asarray(p.nodes, np.int64))
                 self.book(p.nodes)
+                self.stage(p.nodes)
             return p
         if later is None:
             return Placement(fallbacks=[(-1, f"gang incomplete: {int(fits.sum())} of {g} workers placed")])
         # the set it waits for: the queue reserves it when the gang comes first (queue.QueueMixin)
         sched.waiting_for[self.task.id] = (when, [self.nodes.ids[i] for i in later.tolist()])
-        where = _named(later, self.nodes, rack, site)
+        self.stage(later, ahead=True)  # its data copied there while it waits
+        where = named(later, self.nodes, rack, site)
         now_s = "no placement now" if best is None else f"{best_cost:.0f} s now"
         return Placement(fallbacks=[(-1, f"{FAR}: {where} frees in {when - self.now:.0f} s; expected "
                                          f"{later_cost:.0f} s to complete there against {now_s}")])
@@ -317,79 +354,8 @@ class Costing:
         return codes
 
 
-def _named(members: np.ndarray, nodes: NodeView, rack: np.ndarray, site: np.ndarray) -> str:
-    """What a set of nodes is called: its rack, else its site, when they name one; else the nodes."""
-    first = int(members[0])
-    if len(set(rack[members].tolist())) == 1 and nodes.racks and nodes.racks[first]:
-        return nodes.racks[first]
-    if len(set(site[members].tolist())) == 1 and len(nodes.sites) and nodes.sites[first]:
-        return str(nodes.sites[first])
-    return ", ".join(nodes.ids[int(m)] for m in sorted(members.tolist()))
-
-
-def _distinct(codes: np.ndarray) -> np.ndarray:
-    """int64[K]: how many distinct codes each row of ``codes`` (int64[K, g]) holds."""
-    s = np.sort(codes, axis=1)
-    return 1 + (np.diff(s, axis=1) != 0).sum(axis=1)
-
-
 def _ranked(order: np.ndarray, n: int) -> np.ndarray:
     """Scores for core.placement.place that rank ``order`` first to last and rule out every other node."""
     scores = np.full(n, -np.inf)
     scores[np.asarray(order, np.int64)] = np.arange(len(order), 0, -1, dtype=np.float64)
     return scores
-
-
-def _sets(fits: np.ndarray, g: int, rack: np.ndarray, site: np.ndarray, speed: np.ndarray, left: np.ndarray,
-          p95_from=None):
-    """Candidate member sets (node rows; int64[g] or blocks int64[k, g]) of a gang of ``g`` among the
-    nodes that ``fits`` now: each rack
-    that holds it, each site (racks with the most fitting nodes first), and across sites one set led
-    from each site: its nodes first, then the others by measured p95 RTT from its lead
-    (``p95_from(node)``: float[N], NaN unmeasured, taken last; None: by stock). Inside a group: faster
-    cards, then best fit, then the lower index."""
-    ok = np.flatnonzero(fits)
-    if ok.size < g:
-        return
-    r_stock = np.bincount(rack[ok], minlength=int(rack.max()) + 1)[rack[ok]]
-    s_stock = np.bincount(site[ok], minlength=int(site.max()) + 1)[site[ok]]
-    order = ok[np.lexsort((ok, left[ok], -speed[ok], -r_stock, -s_stock))]  # most stocked site, rack first
-    sites, counts = np.unique(site[ok], return_counts=True)
-    if p95_from is None or sites.size < 2:
-        yield order[:g]
-    else:
-        rank = np.empty(len(fits), np.int64)
-        rank[order] = np.arange(order.size)
-        for s in sites[counts < g].tolist():  # a site that holds the gang has its own set below
-            lead = int(order[site[order] == s][0])
-            rtt = np.asarray(p95_from(lead), np.float64)[order]
-            far = np.where(site[order] == s, -1.0, np.where(np.isnan(rtt), np.inf, rtt))
-            yield order[np.lexsort((rank[order], far))][:g]
-    # a site's nodes in ``order``; a rack's by faster cards, best fit, index; groups by code, ascending
-    # (each level's sets as one int64[k, g] block)
-    for block in (_firsts(order[np.argsort(site[order], kind="stable")], site, g),
-                  _firsts(ok[np.lexsort((ok, left[ok], -speed[ok], rack[ok]))], rack, g)):
-        if len(block):
-            yield block
-
-
-def _firsts(by: np.ndarray, level: np.ndarray, g: int) -> np.ndarray:
-    """int64[k, g]: the first ``g`` nodes of each group (``level`` codes) of ``by`` — node rows sorted by
-    group, then by preference — that has ``g`` of them, groups in the order they come."""
-    grp = level[by]
-    starts = np.flatnonzero(np.r_[True, grp[1:] != grp[:-1]]) if by.size else by
-    counts = np.diff(np.r_[starts, by.size])
-    return by[starts[counts >= g][:, None] + np.arange(g)[None, :]]
-
-
-def _later_sets(free_at: np.ndarray, g: int, rack: np.ndarray, site: np.ndarray,
-                now: float) -> tuple[np.ndarray, np.ndarray]:
-    """(start float64[K], members int64[K, g]) for each rack, then each site (ascending codes), whose
-    ``g`` nodes that free first (``free_at``; ties: the lower index) do so after ``now``: the gang in
-    one rack or one site, later."""
-    ok = np.flatnonzero(np.isfinite(free_at))
-    blocks = [_firsts(ok[np.lexsort((ok, free_at[ok], level[ok]))], level, g) for level in (rack, site)]
-    sets = np.concatenate(blocks) if ok.size else np.zeros((0, g), np.int64)
-    start = free_at[sets[:, -1]] if len(sets) else np.zeros(0)
-    later = start > now
-    return start[later], sets[later]

@@ -53,6 +53,7 @@ from streams.worker.scheduling.queue import QueueMixin, QueuePass, Reservation
 from streams.worker.scheduling.quotas import QuotaBook
 from streams.worker.scheduling.ramp import RampBook, power_timing
 from streams.worker.scheduling.seconds import Costing, decided_in_seconds
+from streams.worker.scheduling.staging import CopyBook
 
 
 @dataclass
@@ -95,6 +96,7 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
     tidal_forecast: dict = field(default_factory=dict)  # tidal team -> cards it is forecast to need soon
     ramps: RampBook = field(default_factory=RampBook)  # power-aware starts per site (CNSCHED_SITE_RAMP_LIMITS)
     path_book: PathBook = field(default_factory=PathBook)  # bandwidth placements booked on paths (bandwidth.py)
+    copies: CopyBook = field(default_factory=CopyBook)  # named data staged at the sites' stores (staging.py)
     services: dict = field(default_factory=dict)  # service id -> scheduling.services.Service (elastic)
     freshness: Freshness | None = field(default_factory=Freshness)  # how paths age (None: never)
     _cache: dict = field(default_factory=dict)  # derived state by kind: (key, value) (_cached; the reservation's mask)
@@ -334,6 +336,7 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
             waiting.alpha = alpha  # what its decisions say while it waits (and its expiry, queue.py)
             timing = {}
         d = decision(task, b.profile, s, nodes, p, reasons, compute_only, self.version, now, self.audit)
+        timing.update(self.copies.take(task.id))  # what it staged: at its site, or ahead where it waits
         if timing:
             d = d.model_copy(update=timing)
         queued = self.pending.get(task.id)

@@ -43,8 +43,9 @@ def jobs_of(nodes, home, completed, submit=None) -> SimJobs:
                    np.array(completed, bool))
 
 
-def outcome(start, end):
-    return SimpleNamespace(start=np.array(start, float), end=np.array(end, float))
+def outcome(start, end, load=None):
+    return SimpleNamespace(start=np.array(start, float), end=np.array(end, float),
+                           load_s=None if load is None else np.array(load, float))
 
 
 def test_compare_worked_example():
@@ -55,8 +56,8 @@ def test_compare_worked_example():
     assert kind_mask(jobs, "other").tolist() == [False, False, True, True]
     run = SimpleNamespace(seeds=(0, 1), policies=("ours", "topology"), jobs={0: jobs, 1: jobs}, outcomes={
         # seed 0: ours jct 50, 100, 300 (and 999 for the uncounted job); topology 100, 100, 300
-        ("ours", 0): outcome([10, 0, 0, 0], [50, 100, 300, 999]),
-        ("topology", 0): outcome([0, 0, 0, 0], [100, 100, 300, 1]),
+        ("ours", 0): outcome([10, 0, 0, 0], [50, 100, 300, 999], load=[0, 20, 0, 0]),
+        ("topology", 0): outcome([0, 0, 0, 0], [100, 100, 300, 1], load=[0, 40, 0, 0]),
         # seed 1: ours 100, 100, 300; topology 100, 100, 300 (no change)
         ("ours", 1): outcome([0, 0, 0, 0], [100, 100, 300, 5]),
         ("topology", 1): outcome([0, 0, 0, 0], [100, 100, 300, 5])})
@@ -76,9 +77,13 @@ def test_compare_worked_example():
     # its t-interval: -0.3 -/+ 12.7062 x 0.3 reaches -4.1, below what a time can fall: held at -100 %
     assert (run_time["ci_low"], run_time["ci_high"]) == (-1.0, pytest.approx(-0.3 + 12.7062 * 0.3))
     assert compare(run, "ours", "topology", "data", "jct")["change"] == 0.0
+    # the data job's load: 20 s against 40 s in seed 0 (-50 %), none recorded in seed 1 (0 against 0:
+    # no ratio, left out of the mean); paired: the median difference of -20 and 0
+    load = compare(run, "ours", "topology", "data", "load")
+    assert load["change"] == pytest.approx(-0.5) and load["paired_median"] == pytest.approx(-10.0)
     rows = headline(run)
     assert {(x["kind"], x["metric"]) for x in rows} == {(k, m) for k in ("gang", "data", "other", "all")
-                                                         for m in ("jct", "wait", "run")}
+                                                         for m in ("jct", "wait", "run")} | {("data", "load")}
 
 
 def test_runs_in_processes_give_the_same_results():

@@ -1,0 +1,104 @@
+"""Data that follows compute (issue 53, E2; 数随算走): copies of named data staged at the sites' stores,
+remembered and reused.
+
+- A site's store is the endpoint ``CopyBook.store`` names with the site (``store.{site}`` by default,
+  CNSCHED_STAGING_STORE; empty: no staging), measured by the probes like any endpoint.
+- A task whose biggest load names what it loads (``Endpoint.name``) is costed from its origin and from
+  every store holding a copy or copying one (ready when the copy is expected to end): at each node the
+  least of the copy's wait plus the load over the path measured from there (seconds.Costing._load).
+- Placed at a site whose store holds no copy (and is not the origin): the decision stages one, from the
+  source the load was costed from to that store, booked on the path; the task loads as the copy
+  arrives (costed as from the source), later tasks from the store.
+- A gang that waits for a set of nodes at one site has its data staged there ahead (the decision that
+  says it waits carries the staging): its load is local when it starts.
+- Each store keeps at most ``capacity_gb`` of copies, the least recently used out first (one being
+  copied or read by a running task's load is kept only by being used recently: the book does not pin).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from schemas.sched import Staging, Task
+
+
+@dataclass
+class Copy:
+    size_gb: float
+    ready_at: float  # when the copy is expected to be complete (epoch s)
+    used_at: float  # last staged or chosen as a source
+
+
+@dataclass
+class CopyBook:
+    store: str = "store.{site}"  # a site's store endpoint ("" : staging off)
+    capacity_gb: float = 1_000_000.0  # per store
+    at: dict[str, dict[str, Copy]] = field(default_factory=dict)  # store endpoint -> {name: copy}
+    staged: list[tuple[str, Staging, float]] = field(default_factory=list)  # (task, staging, at): every one made
+    _new: dict[str, list[Staging]] = field(default_factory=dict)  # task -> staging its next decision carries
+
+    @property
+    def on(self) -> bool:
+        return bool(self.store)
+
+    def store_of(self, site: str) -> str | None:
+        """The store endpoint of ``site`` (None: staging off, or no site)."""
+        return self.store.format(site=site) if self.store and site else None
+
+    def holding(self, name: str | None) -> list[tuple[str, float]]:
+        """[(store, ready_at)] of the copies of ``name``, by store name."""
+        if not name:
+            return []
+        return sorted((ep, c[name].ready_at) for ep, c in self.at.items() if name in c)
+
+    def has(self, name: str, store: str) -> bool:
+        return name in self.at.get(store, {})
+
+    def used(self, name: str, store: str, now: float) -> None:
+        c = self.at.get(store, {}).get(name)
+        if c is not None:
+            c.used_at = now
+
+    def stage(self, task: str, name: str, source: str, target: str, size_gb: float, expected_s: float,
+              now: float) -> Staging:
+        """Record a copy of ``name`` from ``source`` to ``target`` starting ``now`` and expected to take
+        ``expected_s``; the task's next decision carries it. Older copies at ``target`` go, least
+        recently used first, while the store holds more than its capacity (never the new one)."""
+        s = Staging(name=name, source=source, target=target, size_gb=round(float(size_gb), 6),
+                    expected_s=round(float(expected_s), 3))
+        copies = self.at.setdefault(target, {})
+        copies[name] = Copy(float(size_gb), now + float(expected_s), now)
+        over = sum(c.size_gb for c in copies.values()) - self.capacity_gb
+        for old in sorted((k for k in copies if k != name), key=lambda k: copies[k].used_at):
+            if over <= 0:
+                break
+            over -= copies.pop(old).size_gb
+        self.staged.append((task, s, now))
+        self._new.setdefault(task, []).append(s)
+        return s
+
+    def arrived(self, staged, at: float) -> None:
+        """A runner says copies ended (``staged``: [{"name", "target"}] of a ``staged`` event; None or
+        anything else: nothing): they are ready from ``at`` (what later loads are costed from)."""
+        for s in staged if isinstance(staged, list) else ():
+            c = self.at.get(s.get("target"), {}).get(s.get("name")) if isinstance(s, dict) else None
+            if c is not None:
+                c.ready_at = min(c.ready_at, at)
+
+    def take(self, task: str) -> dict:
+        """{"staging": [...]} for the task's decision when it staged something since its last, else {}."""
+        got = self._new.pop(task, None)
+        return {"staging": got} if got else {}
+
+
+def load_name(task: Task) -> str | None:
+    """The name of what a task loads over its biggest endpoint (what a copy is staged of), or None."""
+    eps = [e for e in (task.data_source, task.model_repo, task.image) if e is not None]
+    big = max(eps, key=lambda e: e.size_gb, default=None)
+    return big.name if big is not None and big.size_gb > 0 else None
+
+
+def site_of(nodes, members) -> str | None:
+    """The one site all ``members`` (node rows of a NodeView) are at, or None."""
+    sites = {str(nodes.sites[m]) if len(nodes.sites) else "" for m in members}
+    return sites.pop() if len(sites) == 1 and "" not in sites else None
