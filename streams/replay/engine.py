@@ -95,7 +95,7 @@ class Replay:
                 self._push(at, STEP, first, end)
         self._push(0.0, EPOCH, 0)
         self.sched = self.copies = None
-        self.stores = SimStores(cluster, self.truth, cfg.perf.ideal_gbps)
+        self.stores = SimStores(cluster, self.truth, cfg.perf.ideal_gbps, T0)
         self.power = SitePower(cluster.sites, cfg.card_kw, cfg.ramp_limit_mw_per_min)
         if policy in SCHEDULED:
             from core.quality import Freshness

@@ -11,8 +11,9 @@ import numpy as np
 
 
 class SimStores:
-    def __init__(self, cluster, truth, ideal_gbps: float) -> None:
+    def __init__(self, cluster, truth, ideal_gbps: float, t0: float) -> None:
         self.cluster, self.truth, self.ideal_gbps = cluster, truth, ideal_gbps
+        self.t0 = t0  # the scheduler's clock at the replay's zero (its copies' times are on it)
         self.site_of = {f"store.{s}": i for i, s in enumerate(cluster.sites)}
         self.ready: dict[str, dict[int, float]] = {}  # data set -> {site: when its copy is complete}
         self.seen = 0  # the scheduler's staged copies taken in so far
@@ -28,7 +29,7 @@ class SimStores:
             if a is None or b is None:
                 continue
             rate = f.node_gbps if a == b else min(float(gbps[a, b]), f.node_gbps)
-            self.ready.setdefault(s.name, {})[b] = max(at, now) + s.size_gb * 8 / max(rate, 1e-9)
+            self.ready.setdefault(s.name, {})[b] = max(at - self.t0, now) + s.size_gb * 8 / max(rate, 1e-9)
         self.seen = len(copies.staged)
 
     def load_s(self, home: int, gb: float, name: str | None, members: list[int], uplink: np.ndarray, now: float,
