@@ -5,7 +5,8 @@ reservation, backfill) and sees the same duration estimates (streams/replay/jobs
 trace's durations unless ``SimConfig.estimate`` is ``oracle`` (an ablation).
 
 Policies: ``ours`` (default alphas, rescheduling on), ``ours-static`` (no rescheduling),
-``compute-only`` (alpha 1, and the seconds rule reads every gang's paths as one rack's), ``topology`` (core.placement.topology_scores through the same queue:
+``compute-only`` (alpha 1; the seconds rule reads every gang's paths as one rack's and no data load's path:
+locality-blind), ``topology`` (core.placement.topology_scores through the same queue:
 data-local, faster cards first, a gang in one rack or one site or it waits, best fit — what Slurm's
 topology plugin, Volcano HyperNodes or Kueue's topology-aware scheduling do), ``random`` and
 ``fifo`` (their own greedy queue: strict first come, first served). Each sees identical jobs,

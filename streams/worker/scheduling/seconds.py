@@ -115,8 +115,8 @@ class Costing:
         holding a copy of it (staging.py), after the copy's expected end, where that is sooner."""
         src, gb = load_source(self.task)
         n = len(self.nodes.ids)
-        if src is None or gb <= 0 or src not in (self.net.endpoints or []):
-            return np.zeros(n)
+        if src is None or gb <= 0 or src not in (self.net.endpoints or []) or not self.sched.sees_network:
+            return np.zeros(n)  # the compute-only baseline: blind to where data is, as to every path
         copies = self.sched.copies
         self.sources = [(src, self.now)] + ([c for c in copies.holding(load_name(self.task)) if c[0] != src]
                                             if copies.on else [])
