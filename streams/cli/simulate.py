@@ -71,6 +71,8 @@ def add_parsers(sub) -> None:
                         "fifo (strict first come, first served)")
     p.add_argument("--data-share", type=float, default=0.3, help="jobs reading data from a home site")
     p.add_argument("--data-gb", type=float, default=500.0, help="what a data job reads from its home site, GB")
+    p.add_argument("--datasets", choices=("user", "job"), default="user",
+                   help="what a data job reads: its user's one data set (default) or data of its own")
     p.add_argument("--no-staging", action="store_true",
                    help="ours never copies a job's data to the site it runs at (issue 53's E2; by default it "
                         "does, and later jobs reading the same data load the copy)")
@@ -232,7 +234,7 @@ def cmd_simulate(args, settings: Settings) -> int:
         spec = ClusterSpec(args.sites, args.racks_per_site, args.nodes_per_rack, args.cards_per_node,
                            oversubscription=args.oversubscription, regions=args.regions)
         cfg = SimConfig(cluster=spec, epoch_s=args.epoch, data_share=args.data_share, data_gb=args.data_gb,
-                        staging=not args.no_staging,
+                        staging=not args.no_staging, datasets=args.datasets,
                         failures_per_node_day=args.failures_per_node_day, teams=args.teams,
                         quota_max_factor=args.quota_max_factor, card_kw=args.card_kw,
                         ramp_limit_mw_per_min=args.ramp_limit, estimate="oracle" if args.oracle else "limit",
