@@ -3,6 +3,7 @@ traces; a planted case where the network-aware choice must win and one where it 
 bad input exits 2 with one line."""
 
 import dataclasses
+import json
 import math
 
 import numpy as np
@@ -200,3 +201,25 @@ def test_simulate_without_the_shared_data_says_what_to_pass(tmp_path, monkeypatc
     assert main(["simulate", "--no-store"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and f"({tmp_path / 'nowhere'}), which is not there: pass --jobs philly:PATH" in err
+
+
+def test_simulate_experiment_runs_each_world_with_its_options(tmp_path, capsys):
+    # issue 53's presets: e1's two worlds, e2's three data sizes (ablations at the largest)
+    rows = ["submit_s,duration_s,gpus,nodes,user,status,type"]
+    rows += [f"{10 * i},600,8,1,u{i},Pass,training-data-parallel" for i in range(16)] + ["5,600,16,2,g,Pass,fine-tune"]
+    (tmp_path / "t.csv").write_text("\n".join(rows) + "\n")
+    common = ["simulate", "--jobs", f"generic:{tmp_path / 't.csv'}", "--seeds", "1", "--workers", "1", "--json",
+              "--no-store", "--rtt-dynamics", "none"]
+    assert main([*common, "--experiment", "e1", "--policies", "ours,topology"]) == 0
+    e1 = json.loads(capsys.readouterr().out)
+    assert [(w["world"], w["result"]["config"]["cluster.sites"], w["result"]["config"]["cluster.nodes_per_rack"],
+             w["result"]["config"]["cluster.regions"]) for w in e1["worlds"]] == \
+        [("spanning world", 21, 2, "random"), ("fitting world", 8, 16, "random")]
+    assert main([*common, "--experiment", "e2"]) == 0
+    e2 = json.loads(capsys.readouterr().out)
+    assert [w["world"] for w in e2["worlds"]] == ["data 15 GB", "data 100 GB", "data 500 GB"]
+    assert sorted({r["ablation"] for r in e2["worlds"][2]["result"]["ablations"]}) == ["as-is", "no-reuse", "no-staging"]
+    # the data size applies: the locality-blind baseline's data jobs load 500 GB far longer than 15 GB
+    blind = [next(r["mean_against_s"] for r in w["result"]["ablations"] if (r["against"], r["kind"], r["metric"]) ==
+                  ("compute-only", "data", "load")) for w in e2["worlds"]]
+    assert blind[0] < blind[1] < blind[2] and blind[2] > 10 * blind[0]
