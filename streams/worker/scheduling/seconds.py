@@ -222,8 +222,8 @@ class Costing:
 
     def stage(self, members, ahead: bool = False) -> None:
         """Stage the task's named load at the store of the one site of ``members`` (node rows) unless
-        a copy is there or coming (staging.py): from the source the slowest member's load was costed
-        from, expected to take that load's time. ``ahead`` (the members it waits for): the copy is
+        a copy is there or coming, or no probe measures that store's paths to them (staging.py): from
+        the source the slowest member's load was costed from, expected to take that load's time. ``ahead`` (the members it waits for): the copy is
         booked on the paths to their racks too (placed, the load's own booking covers it)."""
         copies, name = self.sched.copies, load_name(self.task)
         members = np.asarray(members, np.int64)
@@ -233,8 +233,9 @@ class Costing:
         slow = int(members[np.argmax(self.load[members])])
         src = self.sources[self.load_src[slow]][0]
         copies.used(name, src, self.now)
-        if copies.has(name, target) or src == target:
-            return
+        if copies.has(name, target) or src == target or self.net.table is None or \
+                not np.isfinite(self.net.table.gather("p95", [target], len(self.nodes.ids))[0][members]).all():
+            return  # there already, or no probe measures the store's paths to them: a copy there is never read
         size = max((e.size_gb for e in endpoints_of(self.task) if e.name == name), default=0.0)
         took = float(self.load[slow]) - max(dict(self.sources)[src] - self.now, 0.0)
         copies.stage(self.task.id, name, src, target, size, took, self.now)

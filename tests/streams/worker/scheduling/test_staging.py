@@ -22,13 +22,15 @@ def gbps(end: float, value: float) -> dict:
             "mean": value, "p50": value, "p95": value, "p99": value, "min": value, "max": value}
 
 
-def east_only(store: str = "store.{site}"):
+def east_only(store: str = "store.{site}", measured: bool = True):
     """Four nodes in rack e1 at site east; the data's origin store.west 20 ms away measures 2 Gbit/s to
     e1, east's own store 40 Gbit/s (read as 10: a store reports no link, core.quality.DEFAULT_LINK_GBPS)."""
     nodes = [gpu_node(f"n{i}", NOW, rack="e1", region="east") for i in range(4)]
     paths = {(E1, E1): {"rtt_ms": win(NOW, 0.05)},
              ("store.west", E1): {"rtt_ms": win(NOW, 20.0), "bw_gbps": gbps(NOW, 2.0)},
              ("store.east", E1): {"rtt_ms": win(NOW, 0.2), "bw_gbps": gbps(NOW, 40.0)}}
+    if not measured:
+        del paths[("store.east", E1)]
     s = make_scheduler(nodes, paths)
     s.node_timeout_s, s.freshness = math.inf, None
     s.copies = CopyBook(store=store)
@@ -70,6 +72,8 @@ def test_other_data_unnamed_data_and_staging_off_stage_nothing():
     s.end("t2")  # its load booked the origin's path
     d = s.decide(reader("t3", name=None), NOW + 2100)  # unnamed: never staged, never found
     assert d.staging == [] and d.expected_completion_s == pytest.approx(5600.0, abs=1)
+    unseen = east_only(measured=False)  # no probe measures east's store: a copy there would never be read
+    assert unseen.decide(reader("t1"), NOW).staging == [] and unseen.copies.at == {}
     off = east_only(store="")
     d = off.decide(reader("t1"), NOW)
     assert d.staging == [] and off.copies.at == {}
