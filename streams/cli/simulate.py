@@ -43,13 +43,6 @@ def add_parsers(sub) -> None:
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1,
                    help="policy x seed runs at once, in processes (default: the machine's cores); results do "
                         "not depend on it")
-    p.add_argument("--ablations", nargs="?", const="all", metavar="NAMES",
-                   help="instead of the headline: the replay with one ingredient taken away at a time (all, or "
-                        "of as-is, one-site, no-data, equal-cards, static-network, no-migrations, oracle, first-come, "
-                        "assumed-timing, no-staging, no-reuse)")
-    p.add_argument("--sweep", action="store_true",
-                   help="instead of the headline: the assumed parameters (communication share, gradient size, data "
-                        "size) one at a time, ours against each baseline for each")
     p.add_argument("--oracle", action="store_true",
                    help="an ablation: every policy is told each job's trace duration instead of its requested limit")
     p.add_argument("--limit-factor", type=float, default=5.0,
@@ -69,16 +62,6 @@ def add_parsers(sub) -> None:
     p.add_argument("--policies", default="ours,topology,compute-only",
                    help="of ours, ours-static, compute-only, topology, random, ours-quotas (teams with quotas), "
                         "fifo (strict first come, first served)")
-    p.add_argument("--data-share", type=float, default=0.3, help="jobs reading data from a home site")
-    p.add_argument("--data-gb", type=float, default=500.0, help="what a data job reads from its home site, GB")
-    p.add_argument("--datasets", choices=("user", "job"), default="user",
-                   help="what a data job reads: its user's one data set (default) or data of its own")
-    p.add_argument("--no-staging", action="store_true",
-                   help="ours never copies a job's data to the site it runs at (issue 53's E2; by default it "
-                        "does, and later jobs reading the same data load the copy)")
-    p.add_argument("--experiment", choices=("e1", "e2"),
-                   help="issue 53's experiment: its worlds in turn, each option it does not set as given "
-                        "(streams/cli/experiments.py; the README's tables)")
     p.add_argument("--failures-per-node-day", type=float, default=0.002)
     p.add_argument("--teams", type=int, default=6, help="users hashed into this many teams (ours-quotas, by team)")
     p.add_argument("--quota-max-factor", type=float, default=0.0,
@@ -94,7 +77,29 @@ def add_parsers(sub) -> None:
                                               "cnsched-replay.duckdb: never the live audit database)")
     p.add_argument("--json", action="store_true")
     p.add_argument("--quiet", action="store_true", help="no progress (there is none off a terminal either)")
+    _add_data_options(p)
     _add_service_options(p)
+
+
+def _add_data_options(p) -> None:
+    d = p.add_argument_group("variants, data and experiments")
+    d.add_argument("--ablations", nargs="?", const="all", metavar="NAMES",
+                   help="instead of the headline: the replay with one ingredient taken away at a time (all, or "
+                        "of as-is, one-site, no-data, equal-cards, static-network, no-migrations, oracle, first-come, "
+                        "assumed-timing, no-staging, no-reuse)")
+    d.add_argument("--sweep", action="store_true",
+                   help="instead of the headline: the assumed parameters (communication share, gradient size, data "
+                        "size) one at a time, ours against each baseline for each")
+    d.add_argument("--data-share", type=float, default=0.3, help="jobs reading data from a home site")
+    d.add_argument("--data-gb", type=float, default=500.0, help="what a data job reads from its home site, GB")
+    d.add_argument("--datasets", choices=("user", "job"), default="user",
+                   help="what a data job reads: its user's one data set (default) or data of its own")
+    d.add_argument("--no-staging", action="store_true",
+                   help="ours never copies a job's data to the site it runs at (issue 53's E2; by default it "
+                        "does, and later jobs reading the same data load the copy)")
+    d.add_argument("--experiment", choices=("e1", "e2"),
+                   help="issue 53's experiment: its worlds in turn, each option it does not set as given "
+                        "(streams/cli/experiments.py; the README's tables)")
 
 
 def _add_service_options(p) -> None:
@@ -209,19 +214,10 @@ def _jct_png(path: str, jobs: list[dict], policies) -> None:
                               and r["jct_s"] is not None]) for p in policies}, path)
 
 
-def cmd_simulate(args, settings: Settings) -> int:
-    if args.services:
-        from streams.cli.simulate_services import services
-
-        return services(args)
-    if getattr(args, "experiment", None):
-        from streams.cli.experiments import run_experiment
-
-        return run_experiment(args, settings)
-    from streams.replay.cluster import ClusterSpec, build_cluster
+def _config(args):
+    """(policies, ClusterSpec, SimConfig) from the options; bad values: one usage line."""
+    from streams.replay.cluster import ClusterSpec
     from streams.replay.engine import POLICIES
-    from streams.replay.results import job_table
-    from streams.replay.traces import TraceError, head
     from streams.replay.world import SimConfig
 
     policies = tuple(p.strip() for p in args.policies.split(",") if p.strip())
@@ -242,6 +238,23 @@ def cmd_simulate(args, settings: Settings) -> int:
                         bursts_per_day=args.bursts_per_day, models=_models(args))
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    return policies, spec, cfg
+
+
+def cmd_simulate(args, settings: Settings) -> int:
+    if args.services:
+        from streams.cli.simulate_services import services
+
+        return services(args)
+    if getattr(args, "experiment", None):
+        from streams.cli.experiments import run_experiment
+
+        return run_experiment(args, settings)
+    from streams.replay.cluster import build_cluster
+    from streams.replay.results import job_table
+    from streams.replay.traces import TraceError, head
+
+    policies, spec, cfg = _config(args)
     trace, paths = _load(args)
     if args.limit:
         trace = head(trace, args.limit)

@@ -99,29 +99,35 @@ class Replay:
         self.stores = SimStores(cluster, self.truth, cfg.perf.ideal_gbps, T0)
         self.power = SitePower(cluster.sites, cfg.card_kw, cfg.ramp_limit_mw_per_min)
         if policy in SCHEDULED:
-            from core.quality import Freshness
-            from streams.replay.baselines import TopologyScheduler
-            from streams.worker.scheduling.state import Scheduler
+            self._scheduler(jobs, cluster, cfg, policy)
 
-            self.net = SimNet()  # its paths age by epochs: fresh for one, unknown after three
-            kind = TopologyScheduler if policy == "topology" else Scheduler
-            self.sched = kind(self.net, SimInventory(cluster, self.fast, cfg.card_kw, cfg.fast_speed),
-                              ramps=self.power.book, node_timeout_s=math.inf, preemption=policy == "ours-quotas",
-                              freshness=Freshness(cfg.epoch_s, 3 * cfg.epoch_s), audit=False,
-                              sees_network=policy != "compute-only")
-            if policy != "topology":  # the topology baseline serves by age (baselines.py)
-                self.sched.queue_rule = cfg.queue_order
-            if cfg.staging and policy not in ("topology", "compute-only"):  # ours' data follows its compute
-                self.copies = self.sched.copies
-            else:
-                self.sched.copies.store = ""
-            self.index = {x: i for i, x in enumerate(cluster.node_ids)}
-            if policy == "oracle-ect":  # ours' rule told the replay's truth: each job's run and communication
-                self.sched.durations = None
-                self.sched.comm_of = {f"j{j}": float(jobs.comm[j]) for j in np.flatnonzero(jobs.nodes > 1).tolist()}
-            if policy == "ours-quotas":
-                self.sched.quotas.replace(quota_set(jobs.team, jobs.ideal * jobs.cards * jobs.nodes,
-                                                    len(cluster.node_ids) * spec.cards_per_node, cfg.quota_max_factor))
+    def _scheduler(self, jobs: SimJobs, cluster: Cluster, cfg: SimConfig, policy: str) -> None:
+        """The Scheduler one of SCHEDULED policies decides with: its network view, inventory and
+        settings (staging for ours' family; topology and compute-only never copy data)."""
+        from core.quality import Freshness
+        from streams.replay.baselines import TopologyScheduler
+        from streams.worker.scheduling.state import Scheduler
+
+        self.net = SimNet()  # its paths age by epochs: fresh for one, unknown after three
+        kind = TopologyScheduler if policy == "topology" else Scheduler
+        self.sched = kind(self.net, SimInventory(cluster, self.fast, cfg.card_kw, cfg.fast_speed),
+                          ramps=self.power.book, node_timeout_s=math.inf, preemption=policy == "ours-quotas",
+                          freshness=Freshness(cfg.epoch_s, 3 * cfg.epoch_s), audit=False,
+                          sees_network=policy != "compute-only")
+        if policy != "topology":  # the topology baseline serves by age (baselines.py)
+            self.sched.queue_rule = cfg.queue_order
+        if cfg.staging and policy not in ("topology", "compute-only"):  # ours' data follows its compute
+            self.copies = self.sched.copies
+        else:
+            self.sched.copies.store = ""
+        self.index = {x: i for i, x in enumerate(cluster.node_ids)}
+        if policy == "oracle-ect":  # ours' rule told the replay's truth: each job's run and communication
+            self.sched.durations = None
+            self.sched.comm_of = {f"j{j}": float(jobs.comm[j]) for j in np.flatnonzero(jobs.nodes > 1).tolist()}
+        if policy == "ours-quotas":
+            self.sched.quotas.replace(quota_set(jobs.team, jobs.ideal * jobs.cards * jobs.nodes,
+                                                len(cluster.node_ids) * cluster.spec.cards_per_node,
+                                                cfg.quota_max_factor))
 
     # ------------------------------------------------------------------ events
     def _push(self, t: float, kind: int, a: int, b=0) -> None:
