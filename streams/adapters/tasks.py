@@ -27,11 +27,15 @@ def endpoints_of(task: Task) -> list:
     return [e for e in (task.data_source, task.model_repo, task.image) if e is not None]
 
 
+def biggest(task: Task):
+    """The endpoint the task's load time is counted over (its biggest; a staged copy is of it), or None."""
+    return max(endpoints_of(task), key=lambda e: e.size_gb, default=None)
+
+
 def load_source(task: Task) -> tuple[str | None, float]:
     """(the endpoint the task's load time is counted over — its biggest — or None, the GB it loads)."""
-    eps = endpoints_of(task)
-    big = max(eps, key=lambda e: e.size_gb, default=None)
-    return (big.node if big is not None else None), float(sum(e.size_gb for e in eps))
+    big = biggest(task)
+    return (big.node if big is not None else None), load_gb(task)
 
 
 def load_gb(task: Task) -> float:

@@ -11,6 +11,7 @@ from core.placement import Placement, place, topology_scores
 from schemas.sched import Task
 from streams.adapters.inventory import NodeView
 from streams.adapters.tasks import need
+from streams.replay.stores import store_of
 from streams.worker.scheduling.decision import Scored
 from streams.worker.scheduling.state import Scheduler
 
@@ -44,9 +45,8 @@ class TopologyScheduler(Scheduler):
                   reserve, now: float) -> Placement:
         site_names, site, rack = self._codes(nodes)
         home = -1
-        if task.data_source is not None:
-            where = task.data_source.node.removeprefix("store.")
-            home = int(np.flatnonzero(site_names == where)[0]) if where in site_names else -1
+        if task.data_source is not None:  # the site whose store holds it (the replay's names: stores.store_of)
+            home = {store_of(str(x)): i for i, x in enumerate(site_names)}.get(task.data_source.node, -1)
         n = need(task)
         left = usable[:, 0] - n[0]
         scores = topology_scores(np.isfinite(s.composite), task.peers, site, rack, home, left, s.compute)

@@ -118,6 +118,7 @@ class Replay:
             self.sched.queue_rule = cfg.queue_order
         if cfg.staging and policy not in ("topology", "compute-only"):  # ours' data follows its compute
             self.copies = self.sched.copies
+            self.copies.on_stage = self.stores.staged
         else:
             self.sched.copies.store = ""
         self.index = {x: i for i, x in enumerate(cluster.node_ids)}
@@ -207,7 +208,6 @@ class Replay:
     def _load_s(self, j: int, members: list[int]) -> float:
         """Extra time to load the job's data (over the slowest member's path from its home or a copy),
         added to the job's load figure."""
-        self.stores.sync(self.copies, self.now)
         s = self.stores.load_s(int(self.jobs.home[j]), float(self.jobs.data_gb[j]),
                                self.jobs.dataset[j] if self.jobs.dataset else None, members, self.uplink, self.now,
                                self.copies)

@@ -13,6 +13,7 @@ from core.estimates import like_completed, limit_factors, requested_limits
 from core.jobperf import comm_shares
 from schemas.sched import Task
 from streams.replay.cluster import Cluster
+from streams.replay.stores import store_of
 from streams.replay.teams import team_names
 from streams.replay.traces import JobTrace, TraceError
 from streams.replay.world import T0, SimConfig
@@ -123,7 +124,7 @@ def estimates(ideal: np.ndarray, cfg: SimConfig, completed: np.ndarray | None = 
 
 
 def task_of(jobs: SimJobs, j: int, cluster: Cluster, cfg: SimConfig, alpha: float | None = None) -> Task:
-    data = ({"data_source": {"node": f"store.{cluster.sites[jobs.home[j]]}", "size_gb": float(jobs.data_gb[j]),
+    data = ({"data_source": {"node": store_of(cluster.sites[jobs.home[j]]), "size_gb": float(jobs.data_gb[j]),
                              "name": jobs.dataset[j] if jobs.dataset else None}}
             if jobs.home[j] >= 0 else {})
     return Task(id=f"j{j}", type=jobs.types[j], resources={"cards": int(jobs.cards[j])}, peers=int(jobs.nodes[j]),

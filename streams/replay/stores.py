@@ -9,28 +9,30 @@ import math
 
 import numpy as np
 
+from streams.worker.scheduling.staging import STORE
+
+
+def store_of(site: str) -> str:
+    """The replay's store endpoint of ``site`` (the scheduler's default, staging.STORE)."""
+    return STORE.format(site=site)
+
 
 class SimStores:
     def __init__(self, cluster, truth, ideal_gbps: float, t0: float) -> None:
         self.cluster, self.truth, self.ideal_gbps = cluster, truth, ideal_gbps
         self.t0 = t0  # the scheduler's clock at the replay's zero (its copies' times are on it)
-        self.site_of = {f"store.{s}": i for i, s in enumerate(cluster.sites)}
+        self.site_of = {store_of(s): i for i, s in enumerate(cluster.sites)}
         self.ready: dict[str, dict[int, float]] = {}  # data set -> {site: when its copy is complete}
-        self.seen = 0  # the scheduler's staged copies taken in so far
 
-    def sync(self, copies, now: float) -> None:
-        """Take in the copies the scheduler staged since the last call: each moves at the truth's rate
-        between the two sites now (inside a site: the node link)."""
-        if copies is None:
+    def staged(self, task: str, s, at: float) -> None:
+        """A copy the scheduler stages (CopyBook.on_stage) at ``at`` on its clock: it moves at the truth's
+        rate between the two sites then (inside a site: the node link)."""
+        a, b = self.site_of.get(s.source), self.site_of.get(s.target)
+        if a is None or b is None:
             return
-        gbps, f = self.truth.site_gbps(), self.truth.fabric
-        for _, s, at in copies.staged[self.seen:]:
-            a, b = self.site_of.get(s.source), self.site_of.get(s.target)
-            if a is None or b is None:
-                continue
-            rate = f.node_gbps if a == b else min(float(gbps[a, b]), f.node_gbps)
-            self.ready.setdefault(s.name, {})[b] = max(at - self.t0, now) + s.size_gb * 8 / max(rate, 1e-9)
-        self.seen = len(copies.staged)
+        f = self.truth.fabric
+        rate = f.node_gbps if a == b else min(float(self.truth.site_gbps()[a, b]), f.node_gbps)
+        self.ready.setdefault(s.name, {})[b] = at - self.t0 + s.size_gb * 8 / max(rate, 1e-9)
 
     def load_s(self, home: int, gb: float, name: str | None, members: list[int], uplink: np.ndarray, now: float,
                copies=None) -> float:
@@ -46,7 +48,7 @@ class SimStores:
         sources = [(home, now)]
         if copies is not None and name:
             sources += [(s, t) for s, t in self.ready.get(name, {}).items()
-                        if s != home and copies.has(name, f"store.{c.sites[s]}")]
+                        if s != home and copies.has(name, store_of(c.sites[s]))]
         best = math.inf
         for site, ready in sources:
             path = np.where(sites == site, np.minimum(f.node_gbps, share), np.minimum(share, wan[site, sites]))

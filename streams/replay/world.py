@@ -25,6 +25,7 @@ from core.topology import Fabric
 from streams.adapters.network import PathColumns
 from streams.replay.cluster import Cluster, ClusterSpec
 from streams.replay.models import ModelTable
+from streams.replay.stores import store_of
 
 ARRIVE, FINISH, EPOCH, NET, FAIL, REPAIR, STEP = range(7)  # the replay's event kinds
 T0 = 1_700_000_000.0  # the scheduler's clock at the trace's second 0 (its messages want epoch seconds)
@@ -251,7 +252,7 @@ class Truth:
             names = [f"rack:{x}" for x in self.rack_names]
             sa, sb = np.concatenate([site[a], s_idx]), np.concatenate([site[b], site[r_idx]])
             self._probed = _Probed(
-                [names[i] for i in a] + [f"store.{self.cluster.sites[s]}" for s in s_idx],
+                [names[i] for i in a] + [store_of(self.cluster.sites[s]) for s in s_idx],
                 [names[i] for i in b] + [names[r] for r in r_idx], sa, sb, sa == sb,
                 np.concatenate([a == b, np.zeros(r_idx.size, bool)]), np.concatenate([a, r_idx]),
                 np.concatenate([b, r_idx]))

@@ -17,9 +17,13 @@ remembered and reused.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from schemas.sched import Staging, Task
+from streams.adapters.tasks import biggest
+
+STORE = "store.{site}"  # a site's store endpoint by default (CNSCHED_STAGING_STORE)
 
 
 @dataclass
@@ -31,10 +35,10 @@ class Copy:
 
 @dataclass
 class CopyBook:
-    store: str = "store.{site}"  # a site's store endpoint ("" : staging off)
+    store: str = STORE  # a site's store endpoint ("" : staging off)
     capacity_gb: float = 1_000_000.0  # per store
     at: dict[str, dict[str, Copy]] = field(default_factory=dict)  # store endpoint -> {name: copy}
-    staged: list[tuple[str, Staging, float]] = field(default_factory=list)  # (task, staging, at): every one made
+    on_stage: Callable[[str, Staging, float], None] | None = None  # told (task, staging, at) of every copy made
     _new: dict[str, list[Staging]] = field(default_factory=dict)  # task -> staging its next decision carries
 
     @property
@@ -73,7 +77,8 @@ class CopyBook:
             if over <= 0:
                 break
             over -= copies.pop(old).size_gb
-        self.staged.append((task, s, now))
+        if self.on_stage is not None:
+            self.on_stage(task, s, now)
         self._new.setdefault(task, []).append(s)
         return s
 
@@ -93,8 +98,7 @@ class CopyBook:
 
 def load_name(task: Task) -> str | None:
     """The name of what a task loads over its biggest endpoint (what a copy is staged of), or None."""
-    eps = [e for e in (task.data_source, task.model_repo, task.image) if e is not None]
-    big = max(eps, key=lambda e: e.size_gb, default=None)
+    big = biggest(task)
     return big.name if big is not None and big.size_gb > 0 else None
 
 
