@@ -17,6 +17,20 @@ STEP_S = 240.0
 _FORMATS = ("%Y-%m-%d %H:%M:%S", "%d/%m/%Y %H:%M")
 
 
+def rises(rtt: np.ndarray, change: np.ndarray, min_ratio: float) -> list[int]:
+    """The change points whose new level lasts two windows or more and is at least ``min_ratio`` x
+    the old one."""
+    cps = np.flatnonzero(change)
+    bounds = np.r_[0, cps, rtt.size]
+    out = []
+    for i, c in enumerate(cps):
+        before, after = rtt[bounds[i]:c], rtt[c:bounds[i + 2]]
+        if after.size >= 2 and np.isfinite(before).any() and np.isfinite(after).any() and \
+                np.nanmedian(after) >= min_ratio * np.nanmedian(before):
+            out.append(int(c))
+    return out
+
+
 class SeriesError(ValueError):
     """A file that is not a labelled RTT series; the message names the file and line."""
 

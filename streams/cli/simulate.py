@@ -97,7 +97,10 @@ def _add_data_options(p) -> None:
     d.add_argument("--no-staging", action="store_true",
                    help="ours never copies a job's data to the site it runs at (issue 53's E2; by default it "
                         "does, and later jobs reading the same data load the copy)")
-    d.add_argument("--experiment", choices=("e1", "e2"),
+    d.add_argument("--uplink-dynamics", action="store_true",
+                   help="each rack's uplink driven by a real RTT series of its own too (issue 53's E5: RTT x the "
+                        "series' ratio to its median, capacity / it); needs --rtt-dynamics")
+    d.add_argument("--experiment", choices=("e1", "e2", "e5"),
                    help="issue 53's experiment: its worlds in turn, each option it does not set as given "
                         "(streams/cli/experiments.py; the README's tables)")
 
@@ -230,7 +233,7 @@ def _config(args):
         spec = ClusterSpec(args.sites, args.racks_per_site, args.nodes_per_rack, args.cards_per_node,
                            oversubscription=args.oversubscription, regions=args.regions)
         cfg = SimConfig(cluster=spec, epoch_s=args.epoch, data_share=args.data_share, data_gb=args.data_gb,
-                        staging=not args.no_staging, datasets=args.datasets,
+                        staging=not args.no_staging, datasets=args.datasets, uplink_dynamics=args.uplink_dynamics,
                         failures_per_node_day=args.failures_per_node_day, teams=args.teams,
                         quota_max_factor=args.quota_max_factor, card_kw=args.card_kw,
                         ramp_limit_mw_per_min=args.ramp_limit, estimate="oracle" if args.oracle else "limit",
@@ -358,7 +361,7 @@ def _print_headline(result: dict) -> None:
           f"({result['excluded']['not_completed']} others per seed run but are not counted); change of the "
           "mean per seed, 95 % t-interval over seeds; paired: the median per-job ratio (wait: difference, s); "
           "top10: the ten largest differences' share of the total")
-    print(f"  {'against':<13}{'kind':<6}{'metric':<7}{'jobs':>6}{'change':>8} {'95 % interval':<19}{'mean s':>11}"
+    print(f"  {'against':<13}{'kind':<8}{'metric':<7}{'jobs':>6}{'change':>8} {'95 % interval':<19}{'mean s':>11}"
           f"{'vs':>11}{'p50 s':>11}{'vs':>11}{'p95 s':>11}{'vs':>11}{'paired':>9}{'top10':>7}")
     for r in rows:
         ci = "" if r["ci_low"] != r["ci_low"] else f"[{r['ci_low']:+.1%}, {r['ci_high']:+.1%}]"
@@ -366,7 +369,7 @@ def _print_headline(result: dict) -> None:
                                                      "p95_policy_s", "p95_against_s"))
         change = "n/a" if r["change"] != r["change"] else f"{r['change']:+.1%}"
         share = "n/a" if r["top10_share"] != r["top10_share"] else f"{r['top10_share']:.0%}"
-        print(f"  {r['against']:<13}{r['kind']:<6}{r['metric']:<7}{r['jobs']:>6}{change:>8} {ci:<19}{cells}"
+        print(f"  {r['against']:<13}{r['kind']:<8}{r['metric']:<7}{r['jobs']:>6}{change:>8} {ci:<19}{cells}"
               f"{r['paired_median']:>9.3f}{share:>7}")
 
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from streams.replay.dynamics import PairSeries
+from streams.replay.dynamics import PairSeries, RackSeries
 from streams.replay.traces import SitePaths, TraceError
 
 
@@ -49,6 +49,7 @@ class Cluster:
     series: PairSeries | None = None  # the site pairs' values over time (streams/replay/dynamics.py)
     spread: np.ndarray | None = None  # float64[K, K] measured RTT spread (ping mdev / avg; NaN: none)
     drawn_from: SitePaths | None = None  # regions="random": every measured region, K drawn per seed
+    uplinks: RackSeries | None = None  # the rack uplinks' ratios over time (issue 53's E5; dynamics.py)
 
     def seeded(self, seed: int) -> Cluster:
         """The cluster of seed ``seed``: with regions drawn at random (``drawn_from``), its K sites

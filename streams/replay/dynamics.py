@@ -12,6 +12,14 @@ Two sources:
   measured one (only loss cuts it). A value is emitted only when the ratio moved more than
   ``tolerance`` from the pair's last emitted value (or the outage began or ended): the replay's
   probes see every emitted step; jitter below it is left to the probes' own noise (core.observe).
+
+Inside a site (issue 53, E5: :func:`uplink_dynamics`), each rack's uplink is driven the same way by a
+real RTT series of its own: its ratio to the series' median multiplies the in-site RTT of every path
+crossing the uplink and divides the uplink's capacity (an assumption, stated: queueing that doubles
+the RTT leaves half the capacity to a new flow; a ratio below 1 counts as 1 — the nominal figures
+are the uplink's best —, and a failed ping carries the last ratio: no loss inside a site). Every row also says whether a labelled change point is there (``change``: the series'
+labels, either direction, any size — what the replay's "after a change" jobs are flagged by; the
+detector's events are the sustained rises of at least ``RISE`` x among them).
 """
 
 from __future__ import annotations
@@ -19,6 +27,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
+RISE = 1.2  # a labelled change whose new level is this x the old one (as `cnsched bench detect` counts events)
 
 
 @dataclass
@@ -32,6 +42,7 @@ class PairSeries:
     rtt_ms: np.ndarray  # float64[R]
     gbps: np.ndarray  # float64[R]
     loss: np.ndarray  # float64[R] fraction
+    change: np.ndarray | None = None  # bool[R] a labelled change point is at the row (None: none known)
 
     def __len__(self) -> int:
         return int(self.t_s.size)
@@ -42,7 +53,7 @@ class PairSeries:
         pos[np.array(idx, np.int64)] = np.arange(len(idx))
         keep = (pos[self.src] >= 0) & (pos[self.dst] >= 0)
         return PairSeries(self.t_s[keep], pos[self.src[keep]], pos[self.dst[keep]], self.rtt_ms[keep],
-                          self.gbps[keep], self.loss[keep])
+                          self.gbps[keep], self.loss[keep], None if self.change is None else self.change[keep])
 
     def first_values(self, rtt: np.ndarray, gbps: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(rtt, gbps, loss) [S, S] at the start: each pair's first row, else the given snapshot."""
@@ -61,19 +72,40 @@ class PairSeries:
 
     def steps(self) -> list[tuple[float, int, int]]:
         """(time, first row, end row) of each distinct time: one replay event applies them all."""
-        if not len(self):
-            return []
-        cut = np.flatnonzero(np.diff(self.t_s)) + 1
-        starts = np.concatenate([[0], cut])
-        ends = np.concatenate([cut, [len(self)]])
-        return [(float(self.t_s[s]), int(s), int(e)) for s, e in zip(starts, ends, strict=True)]
+        return _steps(self.t_s)
 
 
-def from_rows(t_s, src, dst, rtt_ms, gbps, loss) -> PairSeries:
+@dataclass
+class RackSeries:
+    """Rows sorted by time: from ``t_s[i]`` rack ``rack[i]``'s uplink (racks numbered site-major) runs at
+    ``ratio[i]`` x its RTT and 1/``ratio[i]`` of its capacity; ``change``: a labelled change point is there."""
+
+    t_s: np.ndarray  # float64[R]
+    rack: np.ndarray  # int64[R]
+    ratio: np.ndarray  # float64[R]
+    change: np.ndarray  # bool[R]
+
+    def __len__(self) -> int:
+        return int(self.t_s.size)
+
+    def steps(self) -> list[tuple[float, int, int]]:
+        return _steps(self.t_s)
+
+
+def _steps(t_s: np.ndarray) -> list[tuple[float, int, int]]:
+    if not t_s.size:
+        return []
+    cut = np.flatnonzero(np.diff(t_s)) + 1
+    starts = np.concatenate([[0], cut])
+    ends = np.concatenate([cut, [t_s.size]])
+    return [(float(t_s[s]), int(s), int(e)) for s, e in zip(starts, ends, strict=True)]
+
+
+def from_rows(t_s, src, dst, rtt_ms, gbps, loss, change=None) -> PairSeries:
     order = np.argsort(np.asarray(t_s, np.float64), kind="stable")
-    return PairSeries(*(np.asarray(x)[order] for x in (np.asarray(t_s, np.float64), np.asarray(src, np.int64),
-                                                       np.asarray(dst, np.int64), np.asarray(rtt_ms, np.float64),
-                                                       np.asarray(gbps, np.float64), np.asarray(loss, np.float64))))
+    cols = (np.asarray(t_s, np.float64), np.asarray(src, np.int64), np.asarray(dst, np.int64),
+            np.asarray(rtt_ms, np.float64), np.asarray(gbps, np.float64), np.asarray(loss, np.float64))
+    return PairSeries(*(x[order] for x in cols), None if change is None else np.asarray(change, bool)[order])
 
 
 def quantised(ratio: np.ndarray, outage: np.ndarray, tolerance: float) -> np.ndarray:
@@ -100,22 +132,49 @@ def rtt_dynamics(base_rtt: np.ndarray, series: list, horizon_s: float, seed: int
     rows = []
     for a in range(k):
         for b in range(a + 1, k):
-            s = series[int(rng.integers(len(series)))]
-            n = int(np.ceil(horizon_s / s.step_s)) + 1
-            idx = (int(rng.integers(s.rtt.size)) + np.arange(n)) % s.rtt.size  # a seeded start, wrapping
-            rtt = s.rtt[idx]
-            outage = np.isnan(rtt)
-            median = np.nanmedian(s.rtt) if np.isfinite(s.rtt).any() else 1.0
-            ratio = np.where(outage, 1.0, rtt / median)
-            ratio = np.where(outage, _carried(ratio, outage), ratio)
-            keep = quantised(ratio, outage, tolerance)
-            t = keep * s.step_s
+            t, ratio, outage, change = driven(series, rng, horizon_s, tolerance)
             for x, y in ((a, b), (b, a)):
-                rows.append((t, np.full(t.size, x), np.full(t.size, y), base_rtt[a, b] * ratio[keep],
-                             np.full(t.size, np.nan), np.where(outage[keep], 1.0, 0.0)))
+                rows.append((t, np.full(t.size, x), np.full(t.size, y), base_rtt[a, b] * ratio,
+                             np.full(t.size, np.nan), np.where(outage, 1.0, 0.0), change))
     if not rows:
-        return from_rows(*([] for _ in range(6)))
-    return from_rows(*(np.concatenate([r[i] for r in rows]) for i in range(6)))
+        return from_rows(*([] for _ in range(7)))
+    return from_rows(*(np.concatenate([r[i] for r in rows]) for i in range(7)))
+
+
+def uplink_dynamics(racks: int, series: list, horizon_s: float, seed: int, tolerance: float = 0.1) -> RackSeries:
+    """Every rack's uplink driven by a real RTT series of its own up to ``horizon_s`` (see the module)."""
+    if not series:
+        raise ValueError("no RTT series to drive the uplinks with")
+    rng = np.random.default_rng(seed + 67)
+    cols = []
+    for g in range(racks):
+        t, ratio, _, change = driven(series, rng, horizon_s, tolerance)
+        cols.append((t, np.full(t.size, g), np.maximum(ratio, 1.0), change))  # nominal is its best
+    if not cols:
+        return RackSeries(np.zeros(0), np.zeros(0, np.int64), np.zeros(0), np.zeros(0, bool))
+    t, g, ratio, change = (np.concatenate([c[i] for c in cols]) for i in range(4))
+    order = np.argsort(t, kind="stable")
+    return RackSeries(t[order], g[order].astype(np.int64), ratio[order], change[order])
+
+
+def driven(series: list, rng, horizon_s: float, tolerance: float):
+    """One path's steps from a series drawn by ``rng``, from a drawn start, wrapping: (time s, ratio to
+    the series' median — a failed ping's carried —, outage, a labelled change point) of each emitted step
+    (:func:`quantised`; a labelled change point it does not emit gets a row of its own holding the
+    values in force: the flag without a change below the tolerance)."""
+    s = series[int(rng.integers(len(series)))]
+    n = int(np.ceil(horizon_s / s.step_s)) + 1
+    idx = (int(rng.integers(s.rtt.size)) + np.arange(n)) % s.rtt.size  # a seeded start, wrapping
+    rtt = s.rtt[idx]
+    outage = np.isnan(rtt)
+    median = np.nanmedian(s.rtt) if np.isfinite(s.rtt).any() else 1.0
+    ratio = np.where(outage, 1.0, rtt / median)
+    ratio = np.where(outage, _carried(ratio, outage), ratio)
+    change = s.change[idx]
+    emitted = quantised(ratio, outage, tolerance)
+    keep = np.union1d(emitted, np.flatnonzero(change))
+    held = emitted[np.searchsorted(emitted, keep, side="right") - 1]  # a change point's row holds what is in force
+    return keep * s.step_s, ratio[held], outage[held], change[keep]
 
 
 def _carried(ratio: np.ndarray, outage: np.ndarray) -> np.ndarray:

@@ -28,6 +28,7 @@ from core.jobperf import job_time
 from core.placement import topology_pick
 from core.topology import placement_paths
 from streams.replay.cluster import Cluster
+from streams.replay.exposure import mark_hits
 from streams.replay.jobs import SimJobs, task_of
 from streams.replay.outcome import InvariantError, Outcome, Run, check_invariants
 from streams.replay.power import SitePower
@@ -42,6 +43,7 @@ from streams.replay.world import (
     REPAIR,
     STEP,
     T0,
+    UPLINK,
     DrawAhead,
     SimConfig,
     SimInventory,
@@ -76,7 +78,7 @@ class Replay:
         J = len(jobs)
         self.out = Outcome(np.full(J, np.nan), np.full(J, np.nan), [""] * J, [""] * J, np.zeros(J, np.int64),
                            np.zeros(J), np.zeros(J, np.int64), 0.0, 0.0, preemptions=np.zeros(J, np.int64),
-                           load_s=np.zeros(J))
+                           load_s=np.zeros(J), hit=np.zeros(J, bool))
         self.heap: list[tuple] = []
         self.seq = 0
         self.others = 0  # events in the heap besides epochs (when none is left and nothing runs, it is over)
@@ -91,9 +93,10 @@ class Replay:
             self._push(float(jobs.submit[j]), ARRIVE, j)
         for ev in events:
             self._push(*ev)
-        for at, first, end in cluster.series.steps() if cluster.series is not None else ():
-            if at > 0:
-                self._push(at, STEP, first, end)
+        for kind, series in ((STEP, cluster.series), (UPLINK, cluster.uplinks)):
+            for at, first, end in series.steps() if series is not None else ():
+                if at > 0:
+                    self._push(at, kind, first, end)
         self._push(0.0, EPOCH, 0)
         self.sched = self.copies = None
         self.stores = SimStores(cluster, self.truth, cfg.perf.ideal_gbps, T0)
@@ -160,9 +163,8 @@ class Replay:
                 self._epoch()
             elif kind == NET:
                 self._network(a, b)
-            elif kind == STEP:
-                self.truth.step(a, b)
-                self._refresh_rates()
+            elif kind in (STEP, UPLINK):
+                self._network_step(kind == UPLINK, a, b)
             elif kind == FAIL:
                 self._fail(a)
             elif kind == REPAIR:
@@ -197,7 +199,7 @@ class Replay:
     def _rate(self, j: int, members: list[int]) -> float:
         c = self.cluster
         rtt, gbps = placement_paths(members, c.node_site, c.node_rack, self.truth.site_rtt(), self.truth.site_gbps(),
-                                    self.uplink, self.truth.fabric)
+                                    self.uplink, self.truth.fabric, self.truth.uplink_ratio)
         return float(job_time([1.0], [self.jobs.comm[j]], [len(members)], [rtt], [gbps], [0.0], [1.0],
                               self.cfg.perf, speed=[self._speed(j, members)])[0])
 
@@ -226,6 +228,12 @@ class Replay:
         if len(racks) > 1:
             for s, r in racks:
                 self.uplink[s, r] += sign
+
+    def _network_step(self, uplinks: bool, first: int, end: int) -> None:
+        """A series' step takes effect; the running jobs a labelled change point in it reaches are flagged."""
+        (self.truth.step_uplinks if uplinks else self.truth.step)(first, end)
+        mark_hits(self.out.hit, self.cluster, uplinks, first, end, self.running, self.rack)
+        self._refresh_rates()
 
     def _refresh_rates(self) -> None:
         """Gangs' rates after the network changed (uplink sharing, reroutes, loss)."""
@@ -370,7 +378,7 @@ class Replay:
         old = self._stop(j)
         c = self.cluster
         _, gbps = placement_paths([old.members[0], to[0]], c.node_site, c.node_rack, self.truth.site_rtt(),
-                                  self.truth.site_gbps(), self.uplink, self.truth.fabric)
+                                  self.truth.site_gbps(), self.uplink, self.truth.fabric, self.truth.uplink_ratio)
         cost = self.cfg.restart_s + self.cfg.checkpoint_gb * 8 / min(gbps, c.spec.node_gbps)
         self._start(j, to, old.work, start_at and start_at - T0)  # its pause: the ramp's delay, load, restart
         self.running[j].pause += cost - (self.cfg.restart_s if old.work > 0 else 0.0)

@@ -38,6 +38,7 @@ class Outcome:
     events: dict = field(default_factory=dict)
     preemptions: np.ndarray = None  # int64[J] (ours-quotas)
     lost_card_s: float = 0.0  # work preempted jobs lost since their last checkpoint
+    hit: np.ndarray = None  # bool[J] a labelled change point came on a path it used while it ran (exposure.py)
     quota_violations: int = 0  # events after which a team held more than its maximum
     power: dict = field(default_factory=dict)  # the sites' power figures (streams/replay/power.py)
     power_mw: np.ndarray | None = None  # float64[S, minutes] each site's draw

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from streams.replay.cluster import Cluster
-from streams.replay.dynamics import rtt_dynamics
+from streams.replay.dynamics import rtt_dynamics, uplink_dynamics
 from streams.replay.engine import POLICIES, Outcome, Replay
 from streams.replay.jobs import SimJobs, sim_jobs
 from streams.replay.traces import JobTrace
@@ -50,6 +50,9 @@ def replay(trace: JobTrace, cluster: Cluster, cfg: SimConfig, policies=POLICIES,
         horizon = float(jobs[seed].submit.max() + 3 * jobs[seed].ideal.max()) if len(trace) else 0.0
         if rtt_series:
             seeded = replace(seeded, series=rtt_dynamics(seeded.rtt_ms, rtt_series, horizon, seed))
+            if c.uplink_dynamics:
+                racks = len(seeded.sites) * seeded.spec.racks_per_site
+                seeded = replace(seeded, uplinks=uplink_dynamics(racks, rtt_series, horizon, seed))
         events = network_events(c, len(cluster.sites), len(cluster.node_ids), horizon)
         runs += [(p, seed, jobs[seed], seeded, c, events) for p in policies]
 

@@ -2,7 +2,9 @@
 kind, with completion time, wait and run time apart.
 
 - Kinds: ``gang`` (several nodes), ``data`` (one node, data to load from a site), ``other`` (one node,
-  nothing to load), ``all``.
+  nothing to load), ``all``; where the network's series label rises (issue 53's E5), also ``changed``
+  (the gangs a labelled change point reached on a path they used while they ran, under either policy of the
+  comparison: the windows after a change point, streams/replay/exposure.py) and ``steady`` (the rest).
 - Which jobs count: the ones the trace says completed (Philly ``Pass``; a failed or killed job still
   runs and holds its cards for its trace time, stretched like work — a job that fails at step k
   fails later on a slower placement — but a completion time of work that did not complete is not a
@@ -24,14 +26,33 @@ from core.intervals import t_interval
 from streams.replay.jobs import SimJobs
 
 KINDS = ("gang", "data", "other", "all")
+EXPOSURE = ("changed", "steady")  # issue 53's E5: where a labelled change point reached the job (either policy) or not
 METRICS = ("jct", "wait", "run", "load")  # load: data jobs only (the others load nothing)
 HEADLINE_BASELINES = ("topology", "compute-only")
+MOVES_BASELINE = "ours-static"  # where it ran beside: ours against it is what the moves (the detector's alarms) add
 
 
 def kind_mask(jobs: SimJobs, kind: str) -> np.ndarray:
     gang = jobs.nodes > 1
     data = ~gang & (jobs.home >= 0)
     return {"gang": gang, "data": data, "other": ~gang & ~data}.get(kind, np.ones(len(jobs), bool))
+
+
+def exposure_mask(kind: str, a, b) -> np.ndarray | bool:
+    """``changed``: jobs a labelled change point reached under either outcome; ``steady``: the others; else all."""
+    if kind not in EXPOSURE:
+        return True
+    hit = _hits(a) | _hits(b)
+    return hit if kind == "changed" else ~hit
+
+
+def _hits(o) -> np.ndarray:
+    return o.hit if getattr(o, "hit", None) is not None else np.zeros(o.end.size, bool)
+
+
+def exposed(run) -> bool:
+    """Whether any job of the run met a labelled change point (the E5 kinds are reported then)."""
+    return any(_hits(o).any() for o in run.outcomes.values())
 
 
 def metric(jobs: SimJobs, o, name: str) -> np.ndarray:
@@ -52,7 +73,7 @@ def compare(run, policy: str, base: str, kind: str, name: str) -> dict | None:
     per_seed, a_all, b_all, shares = [], [], [], []
     for seed in run.seeds:
         jobs, a, b = run.jobs[seed], run.outcomes[(policy, seed)], run.outcomes[(base, seed)]
-        m = kind_mask(jobs, kind) & jobs.completed & np.isfinite(a.end) & np.isfinite(b.end)
+        m = kind_mask(jobs, kind) & exposure_mask(kind, a, b) & jobs.completed & np.isfinite(a.end) & np.isfinite(b.end)
         va, vb = metric(jobs, a, name)[m], metric(jobs, b, name)[m]
         if not va.size:
             continue
@@ -83,7 +104,7 @@ def compare(run, policy: str, base: str, kind: str, name: str) -> dict | None:
             "p95_against_s": float(qb[1]), "paired_median": paired, "top10_share": _nan_mean(shares)}
 
 
-def headline(run, baselines=HEADLINE_BASELINES) -> list[dict]:
+def headline(run, baselines=(*HEADLINE_BASELINES, MOVES_BASELINE)) -> list[dict]:
     """Every policy against every baseline present, per kind and metric."""
     out = []
     for base in baselines:
@@ -92,7 +113,7 @@ def headline(run, baselines=HEADLINE_BASELINES) -> list[dict]:
         for p in run.policies:
             if p == base:
                 continue
-            for kind in KINDS:
+            for kind in KINDS + (EXPOSURE if exposed(run) else ()):
                 for name in METRICS:
                     if name == "load" and kind != "data":
                         continue

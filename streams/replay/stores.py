@@ -43,7 +43,8 @@ class SimStores:
             return 0.0
         c, f = self.cluster, self.truth.fabric
         sites = c.node_site[members]
-        share = f.uplink_gbps / np.maximum(uplink[sites, c.node_rack[members]] + 1, 1)
+        racks = c.node_rack[members]
+        share = f.uplink_gbps / np.maximum(uplink[sites, racks] + 1, 1) / self.truth.uplink_ratio[sites, racks]
         wan = self.truth.site_gbps()
         sources = [(home, now)]
         if copies is not None and name:

@@ -27,7 +27,7 @@ from streams.replay.cluster import Cluster, ClusterSpec
 from streams.replay.models import ModelTable
 from streams.replay.stores import store_of
 
-ARRIVE, FINISH, EPOCH, NET, FAIL, REPAIR, STEP = range(7)  # the replay's event kinds
+ARRIVE, FINISH, EPOCH, NET, FAIL, REPAIR, STEP, UPLINK = range(8)  # the replay's event kinds
 T0 = 1_700_000_000.0  # the scheduler's clock at the trace's second 0 (its messages want epoch seconds)
 
 
@@ -44,6 +44,9 @@ class SimConfig:
     # and later jobs reading it load there (streams/worker/scheduling/staging.py); False: no staging
     staging: bool = True
     datasets: str = "user"  # what a data job reads: its user's one data set ("user") or its own ("job")
+    # issue 53's E5: each rack's uplink driven by a real RTT series too (streams/replay/dynamics.py;
+    # with the site pairs' series only: replay's rtt_series)
+    uplink_dynamics: bool = False
     checkpoint_every_s: float = 1800.0  # of work; a failure or a move resumes from the last one
     checkpoint_gb: float = 20.0
     restart_s: float = 60.0  # to start again after a move or a failure
@@ -168,6 +171,7 @@ class Truth:
     rtt_now: np.ndarray | None = None
     gbps_now: np.ndarray | None = None
     loss_now: np.ndarray | None = None
+    uplink_ratio: np.ndarray | None = None  # float64[S, R] each rack uplink's RTT ratio in force (cluster.uplinks)
 
     @classmethod
     def of(cls, cluster: Cluster) -> Truth:
@@ -183,6 +187,10 @@ class Truth:
                     t.step(first, end)
         else:
             t.rtt_now, t.gbps_now, t.loss_now = cluster.rtt_ms.copy(), cluster.gbps.copy(), np.zeros((k, k))
+        t.uplink_ratio = np.ones((k, spec.racks_per_site))
+        for at, first, end in cluster.uplinks.steps() if cluster.uplinks is not None else ():
+            if at <= 0:
+                t.step_uplinks(first, end)
         np.fill_diagonal(t.rtt_now, 0.0)
         np.fill_diagonal(t.gbps_now, np.inf)
         np.fill_diagonal(t.loss_now, 0.0)
@@ -192,6 +200,11 @@ class Truth:
         """The series' rows ``first:end`` take effect (one time step of cluster.series)."""
         for i in range(first, end):
             self.cluster.series.apply(i, self.rtt_now, self.gbps_now, self.loss_now)
+
+    def step_uplinks(self, first: int, end: int) -> None:
+        """The uplink series' rows ``first:end`` take effect (one time step of cluster.uplinks)."""
+        u = self.cluster.uplinks
+        self.uplink_ratio.ravel()[u.rack[first:end]] = u.ratio[first:end]
 
     def site_loss(self) -> np.ndarray:
         """Loss in force: the measured one, or a synthetic burst's when higher."""
@@ -221,7 +234,9 @@ class Truth:
         """(src, dst, rtt_ms, loss, bw_util) of every probed path: rack pairs and store -> rack."""
         f, lay = self.fabric, self._layout()
         between = self.site_rtt()[lay.sa, lay.sb]
-        rtt = np.where(lay.same_rack, f.rack_rtt_ms, np.where(lay.same_site, f.site_rtt_ms, between))
+        q = self.uplink_ratio.ravel()
+        inside = f.site_rtt_ms * np.maximum(q[lay.ra], q[lay.rb])
+        rtt = np.where(lay.same_rack, f.rack_rtt_ms, np.where(lay.same_site, inside, between))
         loss = np.where(lay.same_site, 0.0, self.site_loss()[lay.sa, lay.sb])
         crossing = uplink_jobs.ravel()
         # a path inside one rack never crosses its uplink: the jobs sharing the uplink do not load it
@@ -235,8 +250,8 @@ class Truth:
         a share of the busier rack uplink among the jobs crossing it and the new one, whichever is
         smaller; between sites no more than the measured site throughput (cut by loss in force)."""
         f, lay = self.fabric, self._layout()
-        crossing = uplink_jobs.ravel()
-        share = f.uplink_gbps / (1.0 + np.maximum(crossing[lay.ra], crossing[lay.rb]))
+        crossing, q = uplink_jobs.ravel(), self.uplink_ratio.ravel()
+        share = f.uplink_gbps / np.maximum((1.0 + crossing[lay.ra]) * q[lay.ra], (1.0 + crossing[lay.rb]) * q[lay.rb])
         across = np.minimum(f.node_gbps, share)
         wan = self.site_gbps()[lay.sa, lay.sb]
         return np.where(lay.same_rack, f.node_gbps, np.where(lay.same_site, across, np.minimum(across, wan)))

@@ -29,3 +29,17 @@ def test_a_placement_sees_its_worst_pair():
     assert placement_paths([3], SITE, RACK, RTT, GBPS, idle, F) == (0.0, float("inf"))
     busy = np.array([[0, 8], [0, 0]])  # 8 jobs on site 0 rack 1's uplink: 25 Gbit/s each
     assert placement_paths([0, 2], SITE, RACK, RTT, GBPS, busy, F)[1] == pytest.approx(25.0)
+
+
+def test_an_uplink_running_slow_stretches_the_paths_that_cross_it():
+    # issue 53's E5: site 0 rack 0's uplink at 2x its RTT (ratio 2), 4 jobs crossing it, 1 on the others
+    jobs, ratio = np.array([[4, 1], [1, 1]]), np.array([[2.0, 1.0], [1.0, 1.0]])
+    rtt, gbps = pair_paths([0, 0, 0, 2], [1, 2, 4, 3], SITE, RACK, RTT, GBPS, jobs, F, ratio)
+    # inside the rack: no uplink crossed; rack 0 -> rack 1: 0.2 ms x 2; across sites: the WAN's RTT
+    assert rtt.tolist() == [0.05, 0.4, 80.0, 0.05]
+    # rack 0 -> rack 1: capacity 200 / 2 shared by 4 = 25 (the other uplink leaves 200); to site 1: min(25, 5)
+    assert gbps.tolist() == [100.0, 25.0, 5.0, 100.0]
+    # ratio 1 everywhere is the fabric without it
+    same = pair_paths([0, 0, 0], [1, 2, 4], SITE, RACK, RTT, GBPS, jobs, F, np.ones((2, 2)))
+    plain = pair_paths([0, 0, 0], [1, 2, 4], SITE, RACK, RTT, GBPS, jobs, F)
+    assert [x.tolist() for x in same] == [x.tolist() for x in plain]

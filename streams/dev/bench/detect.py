@@ -28,26 +28,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from core.detect import DEFAULT_POLICY, SEED_RULE, DetectorPolicy, alarms, loss_alarms
+from streams.analytics.rtt_series import rises
 from streams.dev.bench.forecast import DEFAULT_RTT_DIR
 
 # the rule before issue 31: the median of 15 windows, both recent ones 1.15 x it and 8 sigmas above
 MEDIAN_RULE = DetectorPolicy(factor=1.15, sustain=1.15, k=2, baseline=15, floor_q=0.5, min_sigmas=8.0,
                              release=math.inf, hold=0, loss_windows=2, loss_min=1)
 STRICT_S = 7200.0  # a strict false alarm starts this far from every labelled change
-
-
-def rises(rtt: np.ndarray, change: np.ndarray, min_ratio: float) -> list[int]:
-    """The change points whose new level lasts two windows or more and is at least ``min_ratio`` x
-    the old one."""
-    cps = np.flatnonzero(change)
-    bounds = np.r_[0, cps, rtt.size]
-    out = []
-    for i, c in enumerate(cps):
-        before, after = rtt[bounds[i]:c], rtt[c:bounds[i + 2]]
-        if after.size >= 2 and np.isfinite(before).any() and np.isfinite(after).any() and \
-                np.nanmedian(after) >= min_ratio * np.nanmedian(before):
-            out.append(int(c))
-    return out
 
 
 @dataclass

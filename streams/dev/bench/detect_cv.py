@@ -21,7 +21,8 @@ from collections import Counter
 import numpy as np
 
 from core.detect import DEFAULT_POLICY, DetectorPolicy, loss_alarms, window_stats
-from streams.dev.bench.detect import Tally, detect, rises, score
+from streams.analytics.rtt_series import rises
+from streams.dev.bench.detect import Tally, detect, score
 from streams.dev.bench.detect_bocpd import (
     BOCPD_GRID,
     BocpdPolicy,
