@@ -15,7 +15,8 @@ origin uses has the same marginal cost ``delay + extra + mu / (mu - X)^2`` and n
 is cheaper (Bell & Stidham, "Individual versus social optimization in the allocation of customers to
 alternative servers", Management Science 1983; the flow-deviation method of Fratta, Gerla & Kleinrock,
 Networks 1973). A replica that is cold (its model not loaded), unmeasured from the origin (NaN delay)
-or of no capacity gets nothing from it.
+or of no capacity gets nothing from it; an origin no replica is open to gets nothing (its response
+time NaN), and the others are split as if it were not there.
 
 Solved by block coordinate descent over the origins (each step exact, the objective falls every
 step): origin o's best split given the others' load ``Y`` is the water-filling
@@ -45,7 +46,7 @@ HAPROXY_MAX_WEIGHT = 256  # weights HAProxy takes: 0..256
 class Split:
     x: np.ndarray  # float64[O, R] requests/s from each origin to each replica
     response_s: np.ndarray  # float64[O] each origin's mean expected response time (NaN: nothing open to it)
-    overloaded: bool  # the demand exceeds max_util of the capacity open to it: spread by capacity
+    overloaded: bool  # the demand of the origins that reach a replica exceeds max_util of the capacity
 
 
 def split(delay_s, lam, mu, warm, extra_s=None, max_util: float = MAX_UTIL, sweeps: int = 50,
@@ -67,8 +68,7 @@ def split_reference(delay_s, lam, mu, warm, extra_s=None, max_util: float = MAX_
     x = np.zeros((n_o, n_r))
     reach = [[r for r in range(n_r) if open_[o, r]] for o in range(n_o)]
     cap = [sum(mu[r] for r in reach[o]) for o in range(n_o)]
-    if any(lam[o] > 0 and not reach[o] for o in range(n_o)) or \
-            sum(lam) > max_util * sum(mu[r] for r in range(n_r) if any(open_[:, r])):
+    if sum(lam[o] for o in range(n_o) if reach[o]) > max_util * sum(mu[r] for r in range(n_r) if any(open_[:, r])):
         for o in range(n_o):
             for r in reach[o]:
                 x[o, r] = lam[o] * mu[r] / cap[o]
@@ -81,7 +81,7 @@ def split_reference(delay_s, lam, mu, warm, extra_s=None, max_util: float = MAX_
     for _ in range(sweeps):
         moved = 0.0
         for o in range(n_o):
-            if lam[o] <= 0:
+            if lam[o] <= 0 or not reach[o]:
                 continue
             other = [load[r] - x[o, r] for r in range(n_r)]
             a = [d[o, r] + e[r] for r in range(n_r)]
@@ -167,13 +167,12 @@ def _split_kernel(d, lam, mu, open_, e, max_util, sweeps, tol):  # pragma: no co
     demand, capacity = 0.0, 0.0
     over = False
     for o in range(n_o):
-        demand += lam[o]
-        if lam[o] > 0 and cap[o] <= 0:
-            over = True
+        if cap[o] > 0:  # an origin nothing is open to gets nothing (its response: NaN)
+            demand += lam[o]
     for r in range(n_r):
         if reachable[r]:
             capacity += mu[r]
-    if over or demand > max_util * capacity:
+    if demand > max_util * capacity:
         for o in range(n_o):
             for r in range(n_r):
                 if open_[o, r]:
@@ -193,7 +192,7 @@ def _split_kernel(d, lam, mu, open_, e, max_util, sweeps, tol):  # pragma: no co
     for _ in range(sweeps):
         moved = 0.0
         for o in range(n_o):
-            if lam[o] <= 0:
+            if lam[o] <= 0 or cap[o] <= 0:
                 continue
             lo = np.inf
             for r in range(n_r):

@@ -69,6 +69,22 @@ class Constraints(BaseModel):
     same_rack: bool = Field(default=False, description="affinity: a gang's workers all in one rack")
 
 
+class Origin(BaseModel):
+    """Where a share of a service's requests comes from (issue 54): its name, the probe endpoint whose
+    paths to the replicas' nodes measure the delay from there (default: the name), and its share."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    name: str = Field(pattern=ID_PATTERN, description="e.g. a region or site of the service's users")
+    endpoint: str | None = Field(default=None, pattern=ID_PATTERN, description=(
+        "the probe endpoint whose measured paths to the replicas' nodes are this origin's (default: name)"))
+    share: float = Field(gt=0, le=1, description="of the service's requests; the origins' shares sum to 1")
+
+    @property
+    def probe(self) -> str:
+        return self.endpoint or self.name
+
+
 class Scaling(BaseModel):
     """An elastic service: the task describes one replica; the scheduler keeps between ``min_replicas``
     and ``max_replicas`` of them (tasks ``<id>.r<k>``, each placed and decided on its own) so that their
@@ -89,11 +105,24 @@ class Scaling(BaseModel):
     scale_down_delay_s: float = Field(default=300.0, ge=0, le=86_400,
                                       description="fewer replicas only when fewer were wanted all this while")
     spread: bool = Field(default=True, description="replicas on distinct nodes while there are enough")
+    origins: list[Origin] = Field(default_factory=list, max_length=64, description=(
+        "where its requests come from: the routing weights (sched.routes) send each origin's requests to the "
+        "replicas that answer them soonest; none: one origin, every replica as near"))
+    replica_rate: float | None = Field(default=None, gt=0, le=1e9, description=(
+        "requests/s one replica serves at full load (routing's capacity); default: learned from load reports"))
+    port: int | None = Field(default=None, ge=1, le=65_535, description=(
+        "the port a replica serves on (a load balancer's server address: the node's address and this port)"))
 
     @model_validator(mode="after")
     def _bounds(self):
         if self.max_replicas < self.min_replicas:
             raise ValueError(f"max_replicas ({self.max_replicas}) is below min_replicas ({self.min_replicas})")
+        names = [o.name for o in self.origins]
+        if len(set(names)) != len(names):
+            raise ValueError(f"origins: a name appears twice ({sorted(n for n in names if names.count(n) > 1)[0]})")
+        total = sum(o.share for o in self.origins)
+        if self.origins and abs(total - 1.0) > 1e-6:
+            raise ValueError(f"origins: the shares sum to {total:.6g}, not 1")
         return self
 
 

@@ -13,6 +13,7 @@ SCHED_EVENTS = "sched.events"
 SCHED_INCIDENTS = "sched.incidents"
 SCHED_QUOTAS = "sched.quotas"
 SCHED_MAINTENANCE = "sched.maintenance"
+SCHED_ROUTES = "sched.routes"
 
 ALL_TOPICS: tuple[str, ...] = (
     PROBE_SAMPLES,
@@ -28,6 +29,7 @@ ALL_TOPICS: tuple[str, ...] = (
     SCHED_INCIDENTS,
     SCHED_QUOTAS,
     SCHED_MAINTENANCE,
+    SCHED_ROUTES,
 )
 
 

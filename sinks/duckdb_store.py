@@ -60,6 +60,14 @@ _MAINTENANCE = pa.schema([
     ("node", pa.string()), ("issued_at", pa.float64()), ("action", pa.string()), ("deadline_s", pa.float64()),
     ("requested_by", pa.string()), ("reason", pa.string()),
 ])
+_ROUTES = pa.schema([
+    ("service_id", pa.string()), ("version", pa.int64()), ("computed_at", pa.float64()), ("trigger", pa.string()),
+    ("origin", pa.string()), ("endpoint", pa.string()), ("replica", pa.string()), ("node", pa.string()),
+    ("address", pa.string()), ("weight", pa.int32()), ("share", pa.float64()), ("rtt_ms", pa.float64()),
+    ("warm", pa.bool_()), ("origin_rate", pa.float64()), ("expected_response_ms", pa.float64()),
+    ("request_rate", pa.float64()), ("capacity_per_replica", pa.float64()), ("rate_known", pa.bool_()),
+    ("overloaded", pa.bool_()), ("compute_ms", pa.float64()),
+])
 _QUOTA_CHANGES = pa.schema([
     ("changed_at", pa.float64()), ("teams", pa.list_(pa.string())), ("entries", pa.int32()), ("doc", pa.string()),
 ])
@@ -291,6 +299,17 @@ class DuckStore:
         rows = [{"node": d.get("node"), "issued_at": d.get("at"), "action": d.get("action"),
                  "deadline_s": d.get("deadline_s"), "requested_by": d.get("by"), "reason": d.get("reason")} for d in docs]
         return self._insert("node_maintenance", rows, _MAINTENANCE)
+
+    def write_routes(self, docs: list[dict]) -> int:
+        """sched.routes messages: one row per service version, origin and replica (its weight and why:
+        the measured RTT, warmth, the rates it was computed for); a redelivered version is stored once."""
+        top = ("request_rate", "capacity_per_replica", "rate_known", "overloaded", "compute_ms", "computed_at",
+               "trigger", "version", "service_id")
+        rows = [{**{k: d.get(k) for k in top}, "origin": o.get("origin"), "endpoint": o.get("endpoint"),
+                 "origin_rate": o.get("request_rate"), "expected_response_ms": o.get("expected_response_ms"),
+                 **{k: x.get(k) for k in ("replica", "node", "address", "weight", "share", "rtt_ms", "warm")}}
+                for d in docs for o in d.get("origins") or () for x in o.get("replicas") or ()]
+        return self._insert("routes", rows, _ROUTES)
 
     def write_rejects(self, rows: list[dict], max_rows: int | None = None, max_age_s: float | None = None) -> int:
         """Messages the sink would not store (``sink_rejects``: topic, part, offset, reason, detail, the

@@ -156,5 +156,14 @@ MIGRATIONS: dict[int, str] = {
     ALTER TABLE sim_jobs ADD COLUMN load_s DOUBLE;
     ALTER TABLE task_events ADD COLUMN load_s DOUBLE;
     """,
+    17: """
+    CREATE TABLE routes (
+        service_id VARCHAR NOT NULL, version BIGINT NOT NULL, computed_at DOUBLE, trigger VARCHAR,
+        origin VARCHAR NOT NULL, endpoint VARCHAR, replica VARCHAR NOT NULL, node VARCHAR, address VARCHAR,
+        weight INTEGER, share DOUBLE, rtt_ms DOUBLE, warm BOOLEAN, origin_rate DOUBLE, expected_response_ms DOUBLE,
+        request_rate DOUBLE, capacity_per_replica DOUBLE, rate_known BOOLEAN, overloaded BOOLEAN, compute_ms DOUBLE,
+        PRIMARY KEY (service_id, version, origin, replica)
+    );
+    """,
 }
 SCHEMA_VERSION = max(MIGRATIONS)

@@ -31,6 +31,7 @@ class Topics:
     incidents: TopicT
     quotas: TopicT
     maintenance: TopicT
+    routes: TopicT
 
 
 def faust_credentials(settings: Settings):
@@ -127,6 +128,7 @@ def declare_topics(app: faust.App, settings: Settings) -> Topics:
         incidents=topic(T.SCHED_INCIDENTS),
         quotas=topic(T.SCHED_QUOTAS),
         maintenance=topic(T.SCHED_MAINTENANCE),
+        routes=topic(T.SCHED_ROUTES),
     )
     return topics
 

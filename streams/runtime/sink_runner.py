@@ -30,6 +30,7 @@ from pydantic import BaseModel, ValidationError
 from schemas.api import field_errors
 from schemas.compute import ComputeReport
 from schemas.quota import QuotaSet
+from schemas.routes import Routes
 from schemas.sched import Decision, Incident, NodeCommand, RescheduleEvent, TaskEvent
 from schemas.topics import (
     COMPUTE_NODES,
@@ -40,6 +41,7 @@ from schemas.topics import (
     SCHED_MAINTENANCE,
     SCHED_QUOTAS,
     SCHED_RESCHEDULES,
+    SCHED_ROUTES,
 )
 from sinks.duckdb_store import DuckStore
 from sinks.retention import Retention, compact, copy_due, copy_fresh
@@ -54,11 +56,11 @@ PROGRESS_EVERY_S = 60.0  # a line in the sink's log this often
 WRITERS = {SCHED_DECISIONS: "write_decisions", SCHED_RESCHEDULES: "write_reschedules",
            SCHED_EVENTS: "write_task_events", COMPUTE_NODES: "write_compute_reports",
            SCHED_INCIDENTS: "write_incidents", SCHED_QUOTAS: "write_quota_changes",
-           SCHED_MAINTENANCE: "write_maintenance"}
+           SCHED_MAINTENANCE: "write_maintenance", SCHED_ROUTES: "write_routes"}
 CONTRACTS: dict[str, type[BaseModel]] = {
     SCHED_DECISIONS: Decision, SCHED_RESCHEDULES: RescheduleEvent, SCHED_EVENTS: TaskEvent,
     COMPUTE_NODES: ComputeReport, SCHED_INCIDENTS: Incident, SCHED_QUOTAS: QuotaSet,
-    SCHED_MAINTENANCE: NodeCommand}
+    SCHED_MAINTENANCE: NodeCommand, SCHED_ROUTES: Routes}
 
 
 def reject(msg, reason: str, detail: str, keep_bytes: int = 8192) -> dict:

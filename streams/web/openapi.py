@@ -36,6 +36,7 @@ from schemas.api import (
 )
 from schemas.compute import NODE_ID_PATTERN
 from schemas.quota import QuotaSet
+from schemas.routes import Routes
 from schemas.sched import Task
 from sinks.queries import STATS
 from streams.web.dashboard import ASSETS, TYPES
@@ -133,6 +134,8 @@ OPERATIONS: tuple[Operation, ...] = (
                q("team", "only this team's tasks ('' the default team)", {"type": "string", "maxLength": 128}),
                *PAGING]),
     Operation("/incidents", "get", "node failures open now", {200: IncidentsAnswer}),
+    Operation("/services/{service_id}/routes", "get", "an elastic service's routing weights per origin of its "
+              "requests (what sched.routes carries)", {200: Routes, 400: E, 404: E}, [p("service_id")]),
     Operation("/summary", "get", "the cluster's totals: tasks by status, nodes by state, cards, the queue per "
               "team and class", {200: SummaryAnswer}),
     Operation("/tasks", "post", "submit a task (409: a different task has this id, or the cluster as it is "
@@ -175,6 +178,7 @@ OPERATION_IDS = {
     ("/compute/nodes", "get"): "listComputeNodes", ("/forecast/paths/{src}/{dst}", "get"): "getPathForecast",
     ("/forecast/nodes/{node}", "get"): "getNodeForecast", ("/power/{site}/smoothing", "get"): "getPowerSmoothing",
     ("/tasks/{task_id}", "get"): "getTask", ("/tasks", "get"): "listTasks", ("/incidents", "get"): "listIncidents",
+    ("/services/{service_id}/routes", "get"): "getServiceRoutes",
     ("/summary", "get"): "getSummary",
     ("/tasks", "post"): "submitTask", ("/tasks/{task_id}", "delete"): "cancelTask",
     ("/tasks/{task_id}/hold", "post"): "holdTask", ("/tasks/{task_id}/release", "post"): "releaseTask",

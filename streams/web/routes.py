@@ -37,6 +37,7 @@ ROUTES: tuple[tuple[str, type[Resource]], ...] = (
     ("/tasks", tasks.Tasks),
     ("/quotas", quotas.Quotas),
     ("/incidents", tasks.Incidents),
+    ("/services/{service_id}/routes", tasks.ServiceRoutes),
     ("/summary", tasks.Summary),
 )
 

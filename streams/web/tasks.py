@@ -232,3 +232,19 @@ class Incidents(Resource):
         view = self.ctx.scheduler
         incidents = [] if view is None else view.open_incidents()
         return self.answer(IncidentsAnswer(open=[i.model_dump(mode="json") for i in incidents]))
+
+
+class ServiceRoutes(Resource):
+    """GET /services/{id}/routes: the service's routing weights per origin (what sched.routes carries);
+    the owner of the tasks table runs it. 404: no elastic service of that id is live."""
+
+    routed = "tasks"
+
+    async def get(self, request: Request, service_id: str) -> Response:
+        if err := check_ids(service_id=service_id):
+            return self.answer(err, 400)
+        view = self.ctx.scheduler
+        routes = None if view is None else view.routes(service_id, time.time())
+        if routes is None:
+            return self.answer(ErrorBody(error="unknown service", service_id=service_id), 404)
+        return self.answer(routes)

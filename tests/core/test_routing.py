@@ -54,8 +54,10 @@ def test_beyond_capacity_it_spreads_by_capacity_and_says_so(f):
     s = f([[0.0, 0.3]], [29.5], [20.0, 10.0], [True, True])  # 29.5 > 0.98 x 30
     assert s.overloaded
     np.testing.assert_allclose(s.x, [[29.5 * 2 / 3, 29.5 / 3]])
-    # an origin nothing is open to
-    assert f([[np.nan]], [1.0], [10.0], [True]).overloaded
+    # an origin nothing is open to gets nothing, and the others are split as if it were not there
+    s = f([[0.0, 0.05], [np.nan, np.nan]], [1.0, 5.0], [10.0, 10.0], [True, True])
+    assert not s.overloaded and s.x[1].tolist() == [0.0, 0.0] and np.isnan(s.response_s[1])
+    np.testing.assert_allclose(s.x[0], [1.0, 0.0], atol=1e-6)
 
 
 @pytest.mark.parametrize("f", BOTH)
@@ -88,9 +90,10 @@ def test_two_origins_share_replicas_at_the_optimum_and_the_kernel_matches_the_re
         np.testing.assert_allclose(a.x, b.x, atol=1e-6)
         if a.overloaded:
             continue
-        np.testing.assert_allclose(a.x.sum(axis=1), lam, rtol=1e-9)
-        m = marginal(a, np.nan_to_num(delay, nan=np.inf), mu, extra)
         open_ = np.isfinite(delay) & warm[None, :]
+        reached = open_.any(axis=1)  # an origin nothing is open to gets nothing
+        np.testing.assert_allclose(a.x.sum(axis=1), np.where(reached, lam, 0.0), rtol=1e-9)
+        m = marginal(a, np.nan_to_num(delay, nan=np.inf), mu, extra)
         for i in range(o):
             used = a.x[i] > 1e-6
             if lam[i] <= 0 or not used.any():

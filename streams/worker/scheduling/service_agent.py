@@ -9,6 +9,7 @@ import logging
 import time
 
 from schemas.sched import ScalingChange, Task, TaskEvent
+from streams.worker.scheduling.routing import changed, routes_for
 from streams.worker.scheduling.services import (
     Scaled,
     Service,
@@ -25,6 +26,7 @@ METRICS = {
     "scaling_decisions_total": "scaled services' replica changes sent to sched.decisions, by reason",
     "service_replicas": "a scaled service's replicas, by role (serving, standby)",
     "service_load_reports_total": "load events applied to scaled services",
+    "routes_published_total": "services' routing weights sent to sched.routes (changed ones only), by trigger",
 }
 
 
@@ -36,6 +38,7 @@ async def create(owner, task: Task) -> None:
     if scaled.change is None:  # nothing wanted yet (a minimum of 0 and no standby): said all the same
         scaled.change = ScalingChange(from_replicas=0, to_replicas=0, reason="created")
     await publish(owner, svc, scaled)
+    await route(owner, svc, "scaled")
 
 
 async def on_event(owner, rec, ev: TaskEvent) -> None:
@@ -47,6 +50,7 @@ async def on_event(owner, rec, ev: TaskEvent) -> None:
         owner.counters.inc("service_load_reports_total")
         svc.remember(ev, len(svc.replicas))
         await publish(owner, svc, evaluate(owner.sched, svc, ev.at))
+        await route(owner, svc, "load")
         return
     entry = {"event": ev.model_dump(mode="json", exclude_none=True)}
     if ev.event in ("finished", "failed"):
@@ -64,7 +68,9 @@ async def on_event(owner, rec, ev: TaskEvent) -> None:
 async def rescale_all(owner, now: float) -> None:
     """Every service looked at again: pre-scaling on its forecast, replicas that ended replaced."""
     for svc in list(owner.sched.services.values()):
-        await publish(owner, svc, evaluate(owner.sched, svc, now))
+        scaled = evaluate(owner.sched, svc, now)
+        await publish(owner, svc, scaled)
+        await route(owner, svc, "scaled" if scaled.change is not None else "window", now)
 
 
 async def publish(owner, svc: Service, scaled: Scaled) -> None:
@@ -105,3 +111,14 @@ async def _stop(owner, replicas: list[str], service_id: str) -> None:
         rec = owner.book.get(r)
         if rec is not None and rec.status not in ENDED:
             await owner.book.put(updated(rec, None, "finished", [], {"stopped": {"service": service_id}}, None))
+
+
+async def route(owner, svc: Service, trigger: str, now: float | None = None) -> None:
+    """The service's routing weights again (routing.py); published on sched.routes when they changed."""
+    r = routes_for(owner.sched, svc, time.time() if now is None else now, trigger)
+    owner.counters.observe("route_seconds", r.compute_ms / 1e3)
+    if not changed(svc.routes, r):
+        return
+    svc.routes = r.model_copy(update={"version": 0 if svc.routes is None else svc.routes.version + 1})
+    await owner.topics.routes.send(key=svc.task.id.encode(), value=svc.routes.model_dump_json().encode())
+    owner.counters.inc("routes_published_total", trigger=trigger)

@@ -20,6 +20,7 @@ import numpy as np
 
 from core.scaling import DAY_S, ScalingPolicy, desired_replicas, forecast_rate
 from schemas.api import ServiceState
+from schemas.routes import Routes
 from schemas.sched import Constraints, Decision, ScalingChange, Task, TaskEvent
 
 
@@ -45,6 +46,7 @@ class Service:
     load: deque = field(default_factory=deque)  # (time, request rate) for the forecast
     seeded: bool = False  # its stored load history was read (after a restart)
     _forecast: tuple = (None, math.nan)  # (the reports and second it was made for, the forecast)
+    routes: Routes | None = None  # the routing weights last published (sched.routes; routing.py)
 
     @property
     def policy(self) -> ScalingPolicy:

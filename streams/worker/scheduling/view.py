@@ -11,9 +11,11 @@ import numpy as np
 
 from schemas.api import QueueRow, QuotaUsage, SummaryAnswer, TaskEstimate
 from schemas.quota import ANY_CLASS, DEFAULT_TEAM
+from schemas.routes import Routes
 from schemas.sched import Incident
 from streams.worker.scheduling.failures import open_incidents
 from streams.worker.scheduling.queue import expected_end
+from streams.worker.scheduling.routing import routes_for
 
 
 @dataclass(frozen=True)
@@ -104,6 +106,13 @@ class SchedulerView:
         order = np.lexsort((np.arange(q.size), np.where(np.isnan(q), np.inf, q), ~touches))[:max(limit, 0)]
         out = [(src[k], dst[k], float(q[k]), float(table.p95[k]), float(table.loss[k])) for k in order.tolist()]
         return out, int(q.size - len(out))
+
+    def routes(self, service_id: str, now: float) -> Routes | None:
+        """A service's routing weights: the last published, else computed now (None: no such service)."""
+        svc = self._sched.services.get(service_id)
+        if svc is None:
+            return None
+        return svc.routes if svc.routes is not None else routes_for(self._sched, svc, now, "request")
 
     def open_incidents(self) -> list[Incident]:
         """The node failures open now, oldest first."""
