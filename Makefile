@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
 
-.PHONY: demo test lint unit install-dev install-run clean bench fuzz crash browser promtool slurm
+.PHONY: demo test lint unit install-dev install-run clean bench fuzz crash browser promtool slurm haproxy
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -51,7 +51,14 @@ slurm:
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurmctld slurmd slurm-client) \
 	  > /dev/null || { echo "could not install Slurm"; exit 1; }; }
 
-unit: install-dev browser promtool slurm
+# the route agent's test drives a real HAProxy through its runtime API (Debian's haproxy); installed
+# here when missing (as root; without root that test skips, saying so), or point CNSCHED_HAPROXY at one
+haproxy:
+	@command -v $(or $(CNSCHED_HAPROXY),haproxy) > /dev/null || [ "$$(id -u)" != 0 ] || { echo "installing Debian's haproxy (the route agent's test)"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends haproxy) \
+	  > /dev/null || { echo "could not install haproxy"; exit 1; }; }
+
+unit: install-dev browser promtool slurm haproxy
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # the SIGKILL tests (tests/integration/test_crash_safety.py, also in `make test`) on both Kafka

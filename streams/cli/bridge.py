@@ -27,6 +27,15 @@ def add_parsers(sub) -> None:
                    help="a drained Slurm node: down (an incident, its work moved at once; default) or leaving "
                         "(cnsched's drain: its work moves at its next checkpoint)")
     _agent_parser(sub)
+    r = sub.add_parser("route-agent", help="apply services' routing weights (sched.routes) to HAProxy through its "
+                                           "runtime API: a server per replica, its weight per origin")
+    r.add_argument("--socket", required=True, help="HAProxy's admin socket (global: stats socket PATH level admin)")
+    r.add_argument("--backend", default="{service}.{origin}",
+                   help="the backend of a service's origin, declared in HAProxy's configuration (default "
+                        "{service}.{origin})")
+    r.add_argument("--service", action="append", default=None, help="only this service (repeatable; default: all)")
+    r.add_argument("--drain-seconds", type=float, default=30.0,
+                   help="a replica the weights no longer name drains this long before its server is deleted")
     s.add_argument("--work-dir", default=None, help="job output, checkpoint files and the bridge's state "
                                                     "(default CNSCHED_DATA_DIR/slurm; shared with the nodes)")
 
@@ -179,4 +188,28 @@ def cmd_slurm(args, settings: Settings) -> int:
     return 0
 
 
-COMMANDS = {"slurm": cmd_slurm, "node-agent": cmd_node_agent, "event": cmd_event}
+def cmd_route_agent(args, settings: Settings) -> int:
+    from streams.bridge.haproxy import Applier, HaproxyError, RuntimeApi, run_route_agent
+
+    try:
+        args.backend.format(service="s", origin="o")
+    except (KeyError, IndexError, ValueError):
+        raise UsageError("route-agent: --backend may name {service} and {origin} only") from None
+    if "{service}" not in args.backend or "{origin}" not in args.backend:
+        raise UsageError("route-agent: --backend must name both {service} and {origin}")
+    if not args.drain_seconds >= 0:
+        raise UsageError("route-agent: --drain-seconds must be 0 or more")
+    api = RuntimeApi(args.socket)
+    try:
+        api.info()  # HAProxy answers, before anything is consumed
+    except HaproxyError as exc:
+        print(f"cnsched: route-agent: {exc}", file=sys.stderr)
+        return 1
+    require_bootstrap(settings)
+    applier = Applier(api, args.backend, args.drain_seconds)
+    services = set(args.service) if args.service else None
+    run_until_signal(lambda stop: run_route_agent(settings, applier, stop, services))
+    return 0
+
+
+COMMANDS = {"slurm": cmd_slurm, "node-agent": cmd_node_agent, "event": cmd_event, "route-agent": cmd_route_agent}

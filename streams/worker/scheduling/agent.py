@@ -31,7 +31,7 @@ from streams.worker.scheduling.history import configured_types
 from streams.worker.scheduling.maintenance import MaintenanceBook
 from streams.worker.scheduling.preemption import preempted_decision, tidal_reclaim
 from streams.worker.scheduling.ramp import RampBook
-from streams.worker.scheduling.services import Service
+from streams.worker.scheduling.services import Service, service_of
 from streams.worker.scheduling.staging import CopyBook
 from streams.worker.scheduling.state import Pending, Running, Scheduler
 from streams.worker.scheduling.view import SchedulerView
@@ -244,7 +244,7 @@ class SchedulingService:
                 return await self.book.forget(ev.task_id) if rec.status in ENDED else NOT_APPLICABLE
             if rec.status in ENDED:
                 return NOT_APPLICABLE if ev.event in COMMANDS else None  # else redelivered after the end
-            if ev.task_id in self.sched.services:
+            if ev.task_id in self.sched.services or (ev.event == "load" and service_of(self.sched, ev.task_id)):
                 self.counters.inc("task_events_total", event=ev.event)
                 return NOT_APPLICABLE if ev.event in COMMANDS else await services.on_event(self, rec, ev)
             if self.sched.stale(ev.task_id, ev.event, ev.nodes):  # applied, it would end the placement it has now

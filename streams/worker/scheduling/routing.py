@@ -11,7 +11,9 @@ Inputs, per service:
 - a replica's capacity: ``scaling.replica_rate``, else learned from the load reports (the reported
   request rate over the replicas' worth of busy work: what one serves at full load), else 1 request/s
   (and the rate assumed half the warm replicas' capacity: ``rate_known`` False); with no requests now,
-  the weights are those of a light load (1 % of the capacity: the nearest warm replicas);
+  the weights are those of a light load (1 % of the capacity: the nearest warm replicas); a replica's
+  own load report (its rate over its utilisation) gives its own capacity: a slow or overloaded one
+  loses its share;
 - warm: the runner reported the replica started (its model is loaded); a cold one gets nothing;
 - price: ``cost_sensitivity`` x (100 − the node's energy score) / 100 x ``ENERGY_S`` seconds a request.
 
@@ -63,7 +65,8 @@ def routes_for(sched, svc, now: float, trigger: str) -> Routes:
     lam = np.array([plan * o.share for o in origins])
     energy = np.array([view.energy[i] if i >= 0 else 50.0 for i in rows])
     extra = task.cost_sensitivity * (100.0 - energy) / 100.0 * ENERGY_S
-    s = split(rtt / 1000.0, lam, np.full(len(replicas), mu), warm, extra, MAX_UTIL)
+    cap = np.array([svc.capacity.get(r, mu) for r in replicas])  # a replica's own reports win
+    s = split(rtt / 1000.0, lam, cap, warm, extra, MAX_UTIL)
     w = weights(s.x)
     address = [_address(sched, n, sc.port) for n in nodes]
     out = []

@@ -16,6 +16,7 @@ from streams.worker.scheduling.services import (
     end_service,
     evaluate,
     scaled_decision,
+    service_of,
     serving_nodes,
 )
 from streams.worker.taskbook import ENDED, updated
@@ -42,9 +43,15 @@ async def create(owner, task: Task) -> None:
 
 
 async def on_event(owner, rec, ev: TaskEvent) -> None:
-    """A service's event: load scales it; finished or failed ends it and its replicas."""
-    svc = owner.sched.services.get(ev.task_id)
+    """A service's event: load scales it; finished or failed ends it and its replicas. A replica's own
+    load report reweighs the routes (its capacity)."""
+    svc = service_of(owner.sched, ev.task_id)
     if svc is None:
+        return
+    if ev.task_id != svc.task.id:
+        owner.counters.inc("service_load_reports_total")
+        if svc.remember_replica(ev):
+            await route(owner, svc, "load")
         return
     if ev.event == "load":
         owner.counters.inc("service_load_reports_total")

@@ -47,6 +47,7 @@ class Service:
     seeded: bool = False  # its stored load history was read (after a restart)
     _forecast: tuple = (None, math.nan)  # (the reports and second it was made for, the forecast)
     routes: Routes | None = None  # the routing weights last published (sched.routes; routing.py)
+    capacity: dict = field(default_factory=dict)  # replica -> requests/s at full load, from its own load reports
 
     @property
     def policy(self) -> ScalingPolicy:
@@ -104,6 +105,24 @@ class Service:
             while self.load and self.load[0][0] < ev.at - self.history_s():
                 self.load.popleft()
         self.reported_at = ev.at
+
+    def remember_replica(self, ev: TaskEvent) -> bool:
+        """A replica's own load report: what it serves at full load (its rate over its utilisation), which
+        routing weighs it by (a slow or overloaded replica loses its share); whether it said that."""
+        if ev.request_rate is None or not ev.utilisation or ev.request_rate <= 0:
+            return False
+        self.capacity[ev.task_id] = ev.request_rate / ev.utilisation
+        return True
+
+
+def service_of(sched, task_id: str) -> Service | None:
+    """The service ``task_id`` is, or is a live replica of (``<service>.r<k>``), or None."""
+    svc = sched.services.get(task_id)
+    if svc is not None:
+        return svc
+    base, sep, k = task_id.rpartition(".r")
+    svc = sched.services.get(base) if sep and k.isdigit() else None
+    return svc if svc is not None and task_id in (*svc.replicas, *svc.standby) else None
 
 
 @dataclass

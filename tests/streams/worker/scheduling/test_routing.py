@@ -104,3 +104,20 @@ def test_an_unmeasured_origin_gets_nothing_and_only_changes_are_news():
     placed(s4, plain)
     (only,) = routes_for(s4, plain, NOW, "load").origins
     assert only.origin == "any" and [x.weight for x in only.replicas] == [128, 128]
+
+
+def test_a_replica_that_reports_itself_slow_loses_its_share():
+    s, svc = world(), service(replica_rate=None, origins=[])
+    at = placed(s, svc)  # the service's report: 8/s at 40 % of two replicas -> 10/s each at full load
+    even = {x.node: x.share for x in routes_for(s, svc, NOW, "load").origins[0].replicas}
+    assert even == {"n0": 0.5, "n1": 0.5}
+    # n1's replica says it is 90 % busy with 2.25 requests/s: it serves 2.5/s at full load, not 10
+    assert svc.remember_replica(TaskEvent(task_id=at["n1"], event="load", at=NOW + 1, utilisation=0.9,
+                                          request_rate=2.25))
+    assert svc.capacity == {at["n1"]: pytest.approx(2.5)}
+    ref = split([[0.0, 0.0]], [8.0], [10.0, 2.5], [True, True])
+    after = {x.node: x.share for x in routes_for(s, svc, NOW + 1, "load").origins[0].replicas}
+    assert after["n1"] == pytest.approx(ref.x[0, 1] / 8.0, abs=1e-6) and after["n1"] < 0.2
+    # a report without a rate or a utilisation says nothing of its capacity
+    assert not svc.remember_replica(TaskEvent(task_id=at["n0"], event="load", at=NOW + 2, utilisation=0.0,
+                                              request_rate=1.0))
