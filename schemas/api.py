@@ -8,6 +8,8 @@ from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from schemas.routes import Routes
+
 T = TypeVar("T")
 
 
@@ -16,6 +18,10 @@ class ApiModel(BaseModel):
 
     def body(self) -> dict:
         return self.model_dump(mode="json", by_alias=True, exclude_unset=True)
+
+
+class RoutesAnswer(Routes, ApiModel):
+    """GET /services/{id}/routes: a service's routing weights, as sched.routes carries them."""
 
 
 class FieldError(ApiModel):

@@ -28,6 +28,7 @@ from schemas.api import (
     PathAnswer,
     PowerSizing,
     QuotaAnswer,
+    RoutesAnswer,
     SummaryAnswer,
     TaskAnswer,
     TaskCommand,
@@ -36,7 +37,6 @@ from schemas.api import (
 )
 from schemas.compute import NODE_ID_PATTERN
 from schemas.quota import QuotaSet
-from schemas.routes import Routes
 from schemas.sched import Task
 from sinks.queries import STATS
 from streams.web.dashboard import ASSETS, TYPES
@@ -135,7 +135,7 @@ OPERATIONS: tuple[Operation, ...] = (
                *PAGING]),
     Operation("/incidents", "get", "node failures open now", {200: IncidentsAnswer}),
     Operation("/services/{service_id}/routes", "get", "an elastic service's routing weights per origin of its "
-              "requests (what sched.routes carries)", {200: Routes, 400: E, 404: E}, [p("service_id")]),
+              "requests (what sched.routes carries)", {200: RoutesAnswer, 400: E, 404: E}, [p("service_id")]),
     Operation("/summary", "get", "the cluster's totals: tasks by status, nodes by state, cards, the queue per "
               "team and class", {200: SummaryAnswer}),
     Operation("/tasks", "post", "submit a task (409: a different task has this id, or the cluster as it is "

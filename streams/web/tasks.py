@@ -13,6 +13,7 @@ from schemas.api import (
     ErrorBody,
     FieldError,
     IncidentsAnswer,
+    RoutesAnswer,
     SummaryAnswer,
     TaskAnswer,
     TaskCommand,
@@ -247,4 +248,4 @@ class ServiceRoutes(Resource):
         routes = None if view is None else view.routes(service_id, time.time())
         if routes is None:
             return self.answer(ErrorBody(error="unknown service", service_id=service_id), 404)
-        return self.answer(routes)
+        return self.answer(RoutesAnswer.model_validate(routes.model_dump()))
