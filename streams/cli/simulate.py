@@ -78,7 +78,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--json", action="store_true")
     p.add_argument("--quiet", action="store_true", help="no progress (there is none off a terminal either)")
     _add_data_options(p)
-    _add_service_options(p)
+    from streams.cli.simulate_requests import add_options
+
+    add_options(p)
 
 
 def _add_data_options(p) -> None:
@@ -103,18 +105,6 @@ def _add_data_options(p) -> None:
     d.add_argument("--experiment", choices=("e1", "e2", "e5"),
                    help="issue 53's experiment: its worlds in turn, each option it does not set as given "
                         "(streams/cli/experiments.py; the README's tables)")
-
-
-def _add_service_options(p) -> None:
-    s = p.add_argument_group("elastic services (--services)")
-    s.add_argument("--services", action="store_true",
-                   help="replay an elastic service instead: the trace's submissions as its requests, every "
-                        "scaling policy side by side")
-    s.add_argument("--service-step", type=float, default=300.0, help="seconds per control step and rate bin")
-    s.add_argument("--service-load-s", type=float, default=600.0, help="a new replica's image pull and model load")
-    s.add_argument("--service-max-replicas", type=int, default=64)
-    s.add_argument("--service-per-replica-rate", type=float, default=0.0,
-                   help="requests/s one replica serves at full load (0: the rate's p95 / 8)")
 
 
 def _jobs(spec: str):
@@ -245,10 +235,10 @@ def _config(args):
 
 
 def cmd_simulate(args, settings: Settings) -> int:
-    if args.services:
-        from streams.cli.simulate_services import services
+    if args.services or args.requests:
+        from streams.cli.simulate_requests import served
 
-        return services(args)
+        return served(args)
     if getattr(args, "experiment", None):
         from streams.cli.experiments import run_experiment
 
