@@ -29,7 +29,7 @@ def add_options(p) -> None:
                    help="replay inference requests instead (TIMESTAMP,ContextTokens,GeneratedTokens, as Azure ships "
                         f"its LLM traces; default {AZURE}): ours against nearest, least-loaded and nearest-spill")
     r.add_argument("--request-sites", type=int, default=4, help="regions with replicas and users, drawn per seed")
-    r.add_argument("--replicas-per-site", type=int, default=1)
+    r.add_argument("--replicas-per-site", type=int, default=2)
     r.add_argument("--slots", type=int, default=16, help="requests a replica serves at once (continuous batching)")
     r.add_argument("--surge", type=float, default=1.0,
                    help="the request rate x this for --surge-s from --surge-at (reaching it within a minute)")

@@ -81,7 +81,7 @@ class Serving:
 @dataclass(frozen=True)
 class RequestWorld:
     sites: int = 4
-    replicas_per_site: int = 1
+    replicas_per_site: int = 2
     last_mile_ms: float = 10.0
     route_step_s: float = 10.0
     spill_at: float = 0.8
