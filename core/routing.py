@@ -50,7 +50,7 @@ class Split:
 
 
 def split(delay_s, lam, mu, warm, extra_s=None, max_util: float = MAX_UTIL, sweeps: int = 50,
-          tol: float = 1e-9) -> Split:
+          tol: float = 1e-7) -> Split:
     """The split of ``lam`` (float64[O] requests/s) over replicas of capacity ``mu`` (float64[R]),
     ``warm`` (bool[R]), reached over ``delay_s`` (float64[O, R], NaN: not measured); see the module."""
     d, lam, mu, open_ = _inputs(delay_s, lam, mu, warm)
@@ -60,7 +60,7 @@ def split(delay_s, lam, mu, warm, extra_s=None, max_util: float = MAX_UTIL, swee
 
 
 def split_reference(delay_s, lam, mu, warm, extra_s=None, max_util: float = MAX_UTIL, sweeps: int = 50,
-                    tol: float = 1e-9) -> Split:
+                    tol: float = 1e-7) -> Split:
     """:func:`split` in plain Python (what the kernel is tested against)."""
     d, lam, mu, open_ = _inputs(delay_s, lam, mu, warm)
     e = np.zeros(mu.size) if extra_s is None else np.asarray(extra_s, np.float64)
@@ -107,6 +107,8 @@ def split_reference(delay_s, lam, mu, warm, extra_s=None, max_util: float = MAX_
                     lo = mid
                 else:
                     hi = mid
+                if hi - lo <= 1e-13 * hi:
+                    break
             for r in range(n_r):
                 new = 0.0
                 if open_[o, r] and room[r] > 0 and hi > a[r] + mu[r] / (room[r] * room[r]):
@@ -212,6 +214,8 @@ def _split_kernel(d, lam, mu, open_, e, max_util, sweeps, tol):  # pragma: no co
                     lo = mid
                 else:
                     hi = mid
+                if hi - lo <= 1e-13 * hi:
+                    break
             s = 0.0
             for r in range(n_r):
                 new = 0.0

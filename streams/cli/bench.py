@@ -81,13 +81,31 @@ def _analysis_benches(bsub) -> list:
                     "(>= 85 %% within 2 windows at <= 0.05); default the artificial traces, 'none' for no second set")
     bt.add_argument("--folds", type=int, default=5)
     bt.add_argument("--target", type=float, default=0.05, help="--cv: strict false alarms per path-day allowed")
+    bo = bsub.add_parser("routes", help="a service's routing weights: the worker's computation's p99 against 100 ms, "
+                                        "the numba split beside its plain reference")
+    bo.add_argument("--nodes", type=int, default=1000)
+    bo.add_argument("--replicas", type=int, default=64)
+    bo.add_argument("--origins", type=int, default=20)
+    bo.add_argument("--rounds", type=int, default=50)
     bp = bsub.add_parser("replay", help="the replay's wall time: ours beside an older revision, results compared")
     bp.add_argument("--baseline-rev", default="5f5b6d2", help="the git revision beside ours")
     bp.add_argument("--limit", type=int, default=0, help="the first N jobs of the trace (0: all)")
     bp.add_argument("--workers", type=int, default=2, help="simulate's processes")
     bp.add_argument("--rounds", type=int, default=1, help="runs of each revision, in turn (medians)")
     bp.add_argument("--policies", default="ours,topology,compute-only")
-    return [bf, bb, bt, bp]
+    return [bf, bb, bt, bo, bp]
+
+
+def _bench_routes(args) -> int:
+    from streams.dev.bench.routes import bench_routes
+
+    for name in ("nodes", "replicas", "origins", "rounds"):
+        if getattr(args, name) < 1:
+            raise UsageError(f"--{name} must be at least 1")
+    if args.replicas > args.nodes:
+        raise UsageError("--replicas at most --nodes (a replica a node)")
+    print_result(bench_routes(args.nodes, args.replicas, args.origins, args.rounds), args.json)
+    return 0
 
 
 def _bench_replay(args) -> int:
@@ -224,7 +242,7 @@ def cmd_bench(args, settings: Settings) -> int:
         print_result(bench_battery(args.samples, args.window), args.json)
         return 0
     own = {"forecast": _bench_forecast, "decide": _bench_decide, "detect": _bench_detect, "replay": _bench_replay,
-           "retention": _bench_retention}
+           "retention": _bench_retention, "routes": _bench_routes}
     if args.bench in own:
         return own[args.bench](args)
     if args.bench == "sink":

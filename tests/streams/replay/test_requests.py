@@ -54,14 +54,14 @@ def three_at_once():
 ])
 def test_each_policy_s_choice_and_what_its_users_wait(policy, ttft):
     trace, origin = three_at_once()
-    w = RequestWorld(sites=2, serving=FLAT)
+    w = RequestWorld(sites=2, replicas_per_site=1, serving=FLAT)
     s = serve(trace, origin, lambda t: RTT, 2, w, policy)
     assert s.ttft_s.tolist() == pytest.approx(ttft)
     assert (s.e2e_s - s.ttft_s).tolist() == pytest.approx([0.1] * 3)  # the output's 10 tokens at 10 ms
 
 
 def test_ours_sends_a_light_load_to_the_near_replica_and_spreads_a_heavy_one():
-    w = RequestWorld(sites=2, serving=Serving(slots=16))
+    w = RequestWorld(sites=2, replicas_per_site=1, serving=Serving(slots=16))
     light = RequestTrace(np.arange(20) * 10.0, np.full(20, 500, np.int64), np.full(20, 50, np.int64))
     s = serve(light, np.zeros(20, np.int64), lambda t: RTT, 2, w, "ours")
     assert s.replica.tolist() == [0] * 20  # all near, none waits
