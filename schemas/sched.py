@@ -160,6 +160,9 @@ class Task(BaseModel):
                                          "resumed until then; it may borrow a tidal team's idle cards"))
     image: Endpoint | None = Field(default=None, description=(
         "the container image: where it is pulled from and how big; its pull counts in the load time"))
+    users: Endpoint | None = Field(default=None, description=(
+        "where the requests it answers come from (an inference replica's origin, set by its service): a path "
+        "it uses all along, so its placement prefers nodes near it; nothing is loaded from there"))
     scaling: Scaling | None = Field(default=None, description="an elastic service of replicas of this task")
     constraints: Constraints | None = Field(default=None, description="residency, tiers, affinity, anti-affinity")
     command: str | None = Field(default=None, max_length=65_536, description=(

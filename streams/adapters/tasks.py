@@ -22,9 +22,10 @@ def need(task: Task) -> np.ndarray:
 
 
 def endpoints_of(task: Task) -> list:
-    """Where the task loads from at its start: data, model, container image (their sizes add up in the
-    load time, over the path from the biggest)."""
-    return [e for e in (task.data_source, task.model_repo, task.image) if e is not None]
+    """Where the task loads from at its start — data, model, container image (their sizes add up in the
+    load time, over the path from the biggest) — and where its users are (nothing loaded: a path it
+    uses all along)."""
+    return [e for e in (task.data_source, task.model_repo, task.image, task.users) if e is not None]
 
 
 def biggest(task: Task):

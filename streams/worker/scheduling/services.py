@@ -21,7 +21,7 @@ import numpy as np
 from core.scaling import DAY_S, ScalingPolicy, desired_replicas, forecast_rate
 from schemas.api import ServiceState
 from schemas.routes import Routes
-from schemas.sched import Constraints, Decision, ScalingChange, Task, TaskEvent
+from schemas.sched import Constraints, Decision, Endpoint, ScalingChange, Task, TaskEvent
 
 
 def policy_of(task: Task) -> ScalingPolicy:
@@ -134,12 +134,31 @@ class Scaled:
     removed: list[str]
 
 
-def replica(svc: Service, now: float) -> Task:
+def replica(sched, svc: Service, now: float, made: list[Task] = ()) -> Task:
+    """A new replica's task; with origins, it serves the one its replicas cover least (``users``;
+    ``made``: replicas made in this pass, not yet the scheduler's)."""
     rid = f"{svc.task.id}.r{svc.next_index}"
     svc.next_index += 1
     base = svc.task.constraints or Constraints()
     spread = base.model_copy(update={"group": svc.task.id, "spread": svc.task.scaling.spread or base.spread})
-    return svc.task.model_copy(update={"id": rid, "scaling": None, "submitted_at": now, "constraints": spread})
+    users = _least_served(sched, svc, made)
+    return svc.task.model_copy(update={"id": rid, "scaling": None, "submitted_at": now, "constraints": spread,
+                                       "users": None if users is None else Endpoint(node=users, size_gb=0.0)})
+
+
+def _least_served(sched, svc: Service, made: list[Task]) -> str | None:
+    """The probe endpoint of the origin whose share per replica serving it (serving or standby, this
+    one counted) is the largest — D'Hondt's apportionment of replicas to origins by share — or None."""
+    origins = svc.task.scaling.origins
+    if not origins:
+        return None
+    mine = {t.id: t for t in made}
+    held = [mine.get(r) or sched.task_of(r) for r in (*svc.replicas, *svc.standby)]
+    count = {o.probe: 0 for o in origins}
+    for t in held:
+        if t is not None and t.users is not None and t.users.node in count:
+            count[t.users.node] += 1
+    return max(origins, key=lambda o: o.share / (count[o.probe] + 1)).probe
 
 
 def evaluate(sched, svc: Service, now: float, reason: str = "") -> Scaled:
@@ -172,14 +191,18 @@ def scale_to(sched, svc: Service, want: int, reason: str, now: float, fc: float,
         promoted = svc.standby[:want - len(svc.replicas)]
         svc.standby = svc.standby[len(promoted):]
         svc.replicas += promoted
-        new = [replica(svc, now) for _ in range(want - len(svc.replicas))]
-        svc.replicas += [t.id for t in new]
+        new = []
+        for _ in range(want - len(svc.replicas)):  # one by one: each counts where the ones before serve
+            new.append(replica(sched, svc, now, new))
+            svc.replicas.append(new[-1].id)
     elif want < len(svc.replicas):
         order = sorted(svc.replicas, key=lambda r: (r in sched.running, -svc.replicas.index(r)))
         removed = order[:len(svc.replicas) - want]
         svc.replicas = [r for r in svc.replicas if r not in removed]
-    spare = [replica(svc, now) for _ in range(svc.policy.standby - len(svc.standby))]
-    svc.standby += [t.id for t in spare]
+    spare = []
+    for _ in range(svc.policy.standby - len(svc.standby)):
+        spare.append(replica(sched, svc, now, new + spare))
+        svc.standby.append(spare[-1].id)
     new += spare
     for r in removed:
         sched.end(r)

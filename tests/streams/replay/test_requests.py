@@ -4,7 +4,14 @@ measured serving model, each policy's choice and what its users wait — worked 
 import numpy as np
 import pytest
 
-from streams.replay.requests import RequestTrace, RequestWorld, Serving, load_azure_llm, serve, surged
+from streams.replay.requests import (
+    RequestTrace,
+    RequestWorld,
+    Serving,
+    load_azure_llm,
+    serve,
+    surged,
+)
 from streams.replay.traces import TraceError
 
 FLAT = Serving(slots=1, prefill_ms=100.0, prefill_ms_per_token=0.0, tbt_ms=10.0, tbt_ms_per_active=0.0)

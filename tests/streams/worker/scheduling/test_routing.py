@@ -121,3 +121,25 @@ def test_a_replica_that_reports_itself_slow_loses_its_share():
     # a report without a rate or a utilisation says nothing of its capacity
     assert not svc.remember_replica(TaskEvent(task_id=at["n0"], event="load", at=NOW + 2, utilisation=0.0,
                                               request_rate=1.0))
+
+
+def test_replicas_are_placed_near_the_users_they_serve_by_share():
+    # four like nodes: n0, n1 beside eu's users (2 ms), n2, n3 beside us's (2 ms), 40 ms across
+    nodes = [gpu_node(n, NOW, rack=f"r{n}") for n in ("n0", "n1", "n2", "n3")]
+    paths = {(f"users.{o}", n): {"rtt_ms": win(NOW, 2.0 if (o == "eu") == (n in ("n0", "n1")) else 40.0)}
+             for o in ("eu", "us") for n in ("n0", "n1", "n2", "n3")}
+    s = make_scheduler(nodes, paths)
+    s.node_timeout_s, s.freshness = math.inf, None
+    svc = Service(Task(id="chat", type="inference", resources={"cards": 8}, submitted_at=NOW, scaling={
+        "min_replicas": 3, "max_replicas": 3, "standby": 1, "prescale_lead_s": 0,
+        "origins": [{"name": "eu", "endpoint": "users.eu", "share": 0.55},
+                    {"name": "us", "endpoint": "users.us", "share": 0.45}]}))
+    evaluate(s, svc, NOW, reason="created")
+    users = {r: s.running[r].task.users.node for r in svc.replicas + svc.standby}
+    where = {r: s.running[r].nodes[0] for r in svc.replicas + svc.standby}
+    # D'Hondt by share: eu (0.55), us (0.45 > 0.55/2), eu (0.275 > 0.45/2), the standby us (0.225 > 0.55/3)
+    assert [users[r] for r in svc.replicas + svc.standby] == ["users.eu", "users.us", "users.eu", "users.us"]
+    # each on a node beside its users (spread over the four)
+    assert {where[r] for r in svc.replicas + svc.standby if users[r] == "users.eu"} == {"n0", "n1"}
+    assert {where[r] for r in svc.replicas + svc.standby if users[r] == "users.us"} == {"n2", "n3"}
+    assert s.running[svc.replicas[0]].task.users.size_gb == 0.0  # nothing loaded from the users
