@@ -166,6 +166,11 @@ async def test_a_worker_s_weights_reach_haproxy_and_requests_follow_them(make_se
         status, body = await asyncio.to_thread(call, settings.web_port, "POST", "/tasks", bad)
         assert status == 422 and body["fields"][0]["field"] == "scaling", body
         assert "origins: the shares sum to 0.9, not 1" in body["fields"][0]["reason"]
+        far = {**service, "id": "far", "scaling": {**service["scaling"], "origins": [
+            {"name": "eu", "endpoint": "users.eu", "share": 0.5}, {"name": "apac", "endpoint": "users.apac", "share": 0.5}]}}
+        status, body = await asyncio.to_thread(call, settings.web_port, "POST", "/tasks", far)
+        assert status == 409 and body["fields"][0]["field"] == "scaling.origins[1].endpoint", body
+        assert "no probe measures a path from 'users.apac'" in body["fields"][0]["reason"]
         status, body = await asyncio.to_thread(call, settings.web_port, "POST", "/tasks", service)
         assert status == 200, body
         on = {}

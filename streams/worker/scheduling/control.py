@@ -1,5 +1,6 @@
 """What an operator does to tasks, and what the scheduler says of a waiting one: cancel, hold, release
-and a new priority; tasks no node of the cluster could ever take, turned away at submission; and the
+and a new priority; tasks no node of the cluster could ever take (or a service whose users no probe
+measures), turned away at submission; and the
 one thing a queued task waits for (as Slurm's ``Reason`` and Kueue's conditions say it). A mixin of the
 Scheduler, as the queue and the lifecycle are.
 
@@ -10,6 +11,8 @@ not given out while the old work may still run on them."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+import numpy as np
 
 from core.feasibility import covers
 from schemas.sched import Decision, Fallback, Task
@@ -187,7 +190,22 @@ class ControlMixin:
         if int(fits.sum()) < task.peers:
             return "peers", f"a gang of {task.peers} needs as many nodes; {int(fits.sum())} could ever take a worker"
         over = self.quotas.beyond_maximum(task)
-        return ("team", over) if over else None
+        return ("team", over) if over else self._unmeasured_origin(task, nodes)
+
+    def _unmeasured_origin(self, task: Task, nodes) -> tuple[str, str] | None:
+        """A service's origin no probe measures a path from to any node: its requests could never be
+        routed (scaling.origins[i].endpoint, named)."""
+        origins = task.scaling.origins if task.scaling is not None else []
+        if not origins:
+            return None
+        profile = task.network_profile or self.types[task.type].profile
+        rtt = self.path_table(nodes, profile).gather("p95", [o.probe for o in origins], len(nodes.ids))
+        for i, o in enumerate(origins):
+            if not np.isfinite(rtt[i]).any():
+                return (f"scaling.origins[{i}].endpoint",
+                        f"no probe measures a path from {o.probe!r} to any node: its requests could not be routed "
+                        "(probe from there, or name the endpoint that does)")
+        return None
 
     # ------------------------------------------------------------------ why it waits
     def waiting(self, task_id: str, now: float, order: list[str] | None = None) -> Waiting | None:

@@ -143,3 +143,13 @@ def test_replicas_are_placed_near_the_users_they_serve_by_share():
     assert {where[r] for r in svc.replicas + svc.standby if users[r] == "users.eu"} == {"n0", "n1"}
     assert {where[r] for r in svc.replicas + svc.standby if users[r] == "users.us"} == {"n2", "n3"}
     assert s.running[svc.replicas[0]].task.users.size_gb == 0.0  # nothing loaded from the users
+
+
+def test_a_service_whose_users_no_probe_measures_is_turned_away_naming_the_origin():
+    s = world()
+    ok = service().task
+    assert s.impossible(ok, NOW) is None
+    bad = ok.model_copy(update={"scaling": ok.scaling.model_copy(update={"origins": [
+        ok.scaling.origins[0], ok.scaling.origins[1].model_copy(update={"endpoint": "users.apac"})]})})
+    field, why = s.impossible(bad, NOW)
+    assert field == "scaling.origins[1].endpoint" and "no probe measures a path from 'users.apac'" in why
