@@ -29,6 +29,7 @@ from streams.kafka import consumer, ensure_topics, producer
 from streams.runtime.processes import start_command, start_worker, stop_process
 from tests.helpers.http import call
 from tests.integration.test_scheduling_api import report, rtt_window
+from tests.integration.test_services import wait_for_nodes
 
 pytestmark = pytest.mark.integration
 HAPROXY = os.environ.get("CNSCHED_HAPROXY") or shutil.which("haproxy") or "/usr/sbin/haproxy"
@@ -106,20 +107,6 @@ async def wait_weights(api: RuntimeApi, backend: str, want: dict[str, int], time
     raise AssertionError(f"{backend}: {api.servers(backend)} is not {want}")
 
 
-async def wait_nodes(port: int, n: int) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            s, body = await asyncio.to_thread(call, port, "GET", "/compute/nodes")
-            s2, _ = await asyncio.to_thread(call, port, "GET", "/network/paths/users.us/B")
-            if s == 200 and body["total"] == n and s2 == 200:
-                return
-        except OSError:
-            pass
-        await asyncio.sleep(0.3)
-    raise AssertionError("the worker did not see the nodes and paths")
-
-
 def shares(routes: dict, origin: str) -> dict[str, float]:
     o = next(x for x in routes["origins"] if x["origin"] == origin)
     return {r["replica"]: r["share"] for r in o["replicas"]}
@@ -153,7 +140,7 @@ async def test_a_worker_s_weights_reach_haproxy_and_requests_follow_them(make_se
                              ("users.us", "B", 2.0)):
             await p.send_and_wait(settings.topic(NETSTATE_WINDOWS), json.dumps(rtt_window(src, dst, now, ms * 0.9, ms)).encode(),
                                   key=b"k")
-        await wait_nodes(settings.web_port, 2)
+        await wait_for_nodes(settings.web_port, 2, "/network/paths/users.us/B")
         out = consumer(settings, SCHED_ROUTES, group_id=None)
         await out.start()
         # the service: a replica per node, its users 70 % in eu and 30 % in us; replicas of 10 requests/s

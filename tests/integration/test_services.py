@@ -37,7 +37,7 @@ async def test_a_service_is_created_and_scaled_from_its_load(make_settings, tmp_
             await p.send_and_wait(settings.topic(COMPUTE_NODES), json.dumps(r).encode(), key=r["node"].encode())
         for w in (rtt_window("A", "store", now, 0.9, 1.0), rtt_window("B", "store", now, 0.9, 1.0)):
             await p.send_and_wait(settings.topic(NETSTATE_WINDOWS), json.dumps(w).encode(), key=b"k")
-        await _wait_for_nodes(port, 2)
+        await wait_for_nodes(port, 2, "/network/paths/B/store")
 
         bad = {**SERVICE, "id": "bad", "scaling": {"min_replicas": 3, "max_replicas": 2}}
         status, body = await asyncio.to_thread(call, port, "POST", "/tasks", bad)
@@ -99,18 +99,19 @@ async def test_a_service_is_created_and_scaled_from_its_load(make_settings, tmp_
         stop_process(worker)
 
 
-async def _wait_for_nodes(port: int, n: int) -> None:
+async def wait_for_nodes(port: int, n: int, path: str) -> None:
+    """Until the worker's API shows ``n`` nodes and the network path ``path`` (its GET)."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
             s, body = await asyncio.to_thread(call, port, "GET", "/compute/nodes")
-            s2, _ = await asyncio.to_thread(call, port, "GET", "/network/paths/B/store")
+            s2, _ = await asyncio.to_thread(call, port, "GET", path)
             if s == 200 and body["total"] == n and s2 == 200:
                 return
         except OSError:
             pass
         await asyncio.sleep(0.3)
-    raise AssertionError("the worker did not see the nodes")
+    raise AssertionError(f"the worker did not see {n} nodes and {path}")
 
 
 async def _decisions(out, done, timeout: float = 30.0) -> list[dict]:
