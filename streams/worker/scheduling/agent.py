@@ -150,8 +150,9 @@ class SchedulingService:
             elif rec.status == "cancelled" and rec.nodes and r:  # not confirmed stopped: its cards stay held
                 self.sched.ledger.book(task.id, rec.nodes, need(task), r.placed_at)
                 self.sched.stopping[task.id] = time.time()
-        self.restored = True
-        log.info("scheduler restored %d running and %d queued tasks", len(self.sched.running), len(self.sched.pending))
+        self.restored, copies = True, self.sched.copies.restore(self.book.all())  # staged data stays put
+        log.info("scheduler restored %d running and %d queued tasks, %d staged copies", len(self.sched.running),
+                 len(self.sched.pending), copies)
 
     async def _book(self, task: Task, status: str, nodes: list[str], entry: dict, rec=None) -> None:
         rec = rec if rec is not None else self.book.get(task.id)
@@ -317,8 +318,7 @@ class SchedulingService:
         return f"{got.get('field', 'task')}: {got.get('detail', 'no node could ever take it')}"
 
     def _started(self, task_id: str) -> bool:
-        run = self.sched.running.get(task_id)
-        return run is None or run.started
+        return (run := self.sched.running.get(task_id)) is None or run.started
 
     async def _fall_back(self, rec, ev: TaskEvent, entry: dict) -> None:
         reason = "refused" if ev.event == "refused" else "failed_at_start"

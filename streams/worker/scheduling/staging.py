@@ -90,6 +90,30 @@ class CopyBook:
             if c is not None:
                 c.ready_at = min(c.ready_at, at)
 
+    def restore(self, records) -> int:
+        """A restarted worker's copies, from the task records: each decision's staging a copy expected
+        at its end, a ``staged`` event's copies ready from then; each store kept within its capacity.
+        Returns the copies restored (a record keeps its last 50 entries: older copies are forgotten,
+        and staged again when next wanted)."""
+        n = 0
+        for rec in records:
+            for h in rec.history or ():
+                d, ev = h.get("decision"), h.get("event")
+                for s in (d or {}).get("staging") or ():
+                    at = float(d.get("decided_at") or 0.0)
+                    self.at.setdefault(s["target"], {})[s["name"]] = Copy(float(s["size_gb"]),
+                                                                          at + float(s["expected_s"]), at)
+                    n += 1
+                if isinstance(ev, dict) and ev.get("event") == "staged":
+                    self.arrived(ev.get("staged"), float(ev.get("at") or 0.0))
+        for copies in self.at.values():
+            over = sum(c.size_gb for c in copies.values()) - self.capacity_gb
+            for old in sorted(copies, key=lambda k: copies[k].used_at):
+                if over <= 0:
+                    break
+                over -= copies.pop(old).size_gb
+        return n
+
     def take(self, task: str) -> dict:
         """{"staging": [...]} for the task's decision when it staged something since its last, else {}."""
         got = self._new.pop(task, None)

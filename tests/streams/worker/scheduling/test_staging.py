@@ -110,3 +110,25 @@ def test_a_gang_waiting_for_a_site_has_its_data_staged_there_ahead():
     assert [p.task_id for p in placed] == ["g"]
     run = float(run_seconds(3600.0, 1.0, TRAINING_COMM_SHARE, 2, 0.05, 400.0))
     assert placed[0].expected_completion_s == pytest.approx(1001 + 400 + run, abs=2)
+
+
+def test_a_restarted_worker_knows_the_copies_its_records_say_were_staged():
+    from schemas.api import TaskRecord
+
+    s = east_only()
+    d = s.decide(reader("t1"), NOW)  # stages imagenet at store.east, expected in 2,000 s
+    rec = TaskRecord(task_id="t1", task=reader("t1").model_dump(mode="json"), status="placed", nodes=d.nodes,
+                     history=[{"decision": d.model_dump(mode="json")}])
+    fresh = CopyBook(capacity_gb=600)
+    assert fresh.restore([rec]) == 1
+    assert fresh.holding("imagenet") == [("store.east", pytest.approx(NOW + 2000))]
+    # the runner said it was done at NOW + 1,500: ready from then
+    done = rec.model_copy(update={"history": rec.history + [{"event": {
+        "task_id": "t1", "event": "staged", "at": NOW + 1500, "staged": [{"name": "imagenet", "target": "store.east"}]}}]})
+    again = CopyBook(capacity_gb=600)
+    again.restore([done])
+    assert again.holding("imagenet") == [("store.east", pytest.approx(NOW + 1500))]
+    # a store holds what its capacity allows: the least recently used copy goes
+    small = CopyBook(capacity_gb=100)
+    small.restore([done])
+    assert small.holding("imagenet") == []
