@@ -117,7 +117,7 @@ def test_a_restarted_worker_knows_the_copies_its_records_say_were_staged():
 
     s = east_only()
     d = s.decide(reader("t1"), NOW)  # stages imagenet at store.east, expected in 2,000 s
-    rec = TaskRecord(task_id="t1", task=reader("t1").model_dump(mode="json"), status="placed", nodes=d.nodes,
+    rec = TaskRecord(task=reader("t1").model_dump(mode="json"), status="placed", nodes=d.nodes,
                      history=[{"decision": d.model_dump(mode="json")}])
     fresh = CopyBook(capacity_gb=600)
     assert fresh.restore([rec]) == 1
