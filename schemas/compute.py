@@ -59,6 +59,8 @@ class ComputeReport(BaseModel):
     region: str = Field(default="", max_length=128)
     zone: str = Field(default="", max_length=128)
     rack: str = Field(default="", max_length=128)
+    address: str | None = Field(default=None, max_length=255, pattern=r"^[A-Za-z0-9.:_\[\]-]+$", description=(
+        "host or IP its services are reached at (a load balancer's server address for the replicas on it)"))
     tier: Literal["", "centre", "province", "edge"] = Field(
         default="", description="where the node sits in the compute network: a central data centre, a provincial "
                                 "(regional) one, or the edge near users")

@@ -112,7 +112,7 @@ def machine_report(node: str, now: float, gpus: list[dict], meminfo: tuple[float
     what is read); ``free_cards``: from the workload manager (Slurm's allocated GRES), else not said
     (cnsched's own books then decide)."""
     report: dict = {"node": node, "ts": now, "status": config.get("status", "up"), "cpus": cpus}
-    for key in ("region", "zone", "rack", "tier"):
+    for key in ("region", "zone", "rack", "tier", "address"):
         if config.get(key):
             report[key] = config[key]
     if gpus:

@@ -46,6 +46,7 @@ def _agent_parser(sub) -> None:
     a.add_argument("--node", required=True, help="this node's id")
     for name in ("region", "zone", "rack", "accel-model", "accel-class"):
         a.add_argument(f"--{name}", default=None)
+    a.add_argument("--address", default=None, help="host or IP its services are reached at (route agents' servers)")
     a.add_argument("--tier", choices=["centre", "province", "edge"], default=None)
     a.add_argument("--cards", type=int, default=None, help="cards, when nvidia-smi does not say (it then is not asked)")
     a.add_argument("--nvidia-smi", default="nvidia-smi", help="the nvidia-smi to run (default: on PATH)")
@@ -81,7 +82,7 @@ def cmd_node_agent(args, settings: Settings) -> int:
     if args.interval <= 0 or args.benchmark_every <= 0 or (args.cards is not None and not 0 <= args.cards <= 1024):
         raise UsageError("node-agent: --interval and --benchmark-every must be positive, --cards in 0..1024")
     config = {"region": args.region, "zone": args.zone, "rack": args.rack, "tier": args.tier, "cards": args.cards,
-              "accel_model": args.accel_model, "accel_class": args.accel_class}
+              "accel_model": args.accel_model, "accel_class": args.accel_class, "address": args.address}
     agent = NodeAgent(args.node, {k: v for k, v in config.items() if v is not None},
                       nvidia_smi=[args.nvidia_smi, *NVIDIA_SMI[1:]], slurm_node=args.slurm_node,
                       slurm_gres=args.slurm_gres, benchmark_cmd=args.benchmark_cmd, benchmark_name=args.benchmark_name,
@@ -89,7 +90,9 @@ def cmd_node_agent(args, settings: Settings) -> int:
     try:
         first = agent.report(wait_benchmark=args.once)  # --once: with its benchmark
     except ValidationError as exc:
-        raise UsageError(f"node-agent: the report would be refused: {exc.errors()[0]['msg']}") from None
+        e = exc.errors()[0]
+        where = ".".join(str(x) for x in e["loc"]) or "report"
+        raise UsageError(f"node-agent: the report would be refused: {where}: {e['msg']}") from None
     if args.send and not args.once:
         raise UsageError("node-agent: --send goes with --once (without --once every report is sent)")
     if args.once and not args.send:  # a look at what would be reported: the node does not register

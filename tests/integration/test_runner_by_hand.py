@@ -67,11 +67,15 @@ async def test_events_sent_by_hand_start_and_finish_a_task(make_settings, tmp_pa
 def test_node_agent_once_prints_its_report_and_sends_nothing(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("CNSCHED_") and k != "KAFKA_BOOTSTRAP"}
     r = subprocess.run([sys.executable, "-m", "streams.cli", "node-agent", "--node", "a1", "--cards", "8",
-                        "--accel-class", "h100", "--nvidia-smi", str(tmp_path / "none"), "--once"],
-                       capture_output=True, text=True, timeout=60, env=env)
+                        "--accel-class", "h100", "--address", "10.0.0.7", "--nvidia-smi", str(tmp_path / "none"),
+                        "--once"], capture_output=True, text=True, timeout=60, env=env)
     assert r.returncode == 0, r.stderr  # no KAFKA_BOOTSTRAP: nothing could have been sent
     rep = json.loads(r.stdout)
-    assert (rep["node"], rep["cards"], rep["accel_class"]) == ("a1", 8, "h100")
+    assert (rep["node"], rep["cards"], rep["accel_class"], rep["address"]) == ("a1", 8, "h100", "10.0.0.7")
+    r = subprocess.run([sys.executable, "-m", "streams.cli", "node-agent", "--node", "a1", "--cards", "8",
+                        "--address", "not a host", "--nvidia-smi", str(tmp_path / "none"), "--once"],
+                       capture_output=True, text=True, timeout=60, env=env)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "refused: address: String should match" in r.stderr
     r = subprocess.run([sys.executable, "-m", "streams.cli", "node-agent", "--node", "a1", "--cards", "8",
                         "--nvidia-smi", str(tmp_path / "none"), "--once", "--send"],
                        capture_output=True, text=True, timeout=60, env=env)
