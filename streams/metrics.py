@@ -35,6 +35,9 @@ HISTOGRAMS: dict[str, tuple[str, tuple[float, ...]]] = {
                              (1, 10, 100, 1_000, 10_000, 100_000, 1_000_000)),
     "rescore_seconds": ("time of one rescoring pass over queued and running tasks",
                         (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)),
+    "route_lag_seconds": ("time from a change of the network view or inventory to every service's routing "
+                          "weights recomputed (and sent when changed)",
+                          (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1.0, 2.5)),
     "route_seconds": ("time to compute one service's routing weights (sched.routes)",
                       (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25)),
 }

@@ -88,11 +88,33 @@ def register(app: faust.App, topics, settings: Settings, counters: Counters, net
 def _timers(app: faust.App, service: SchedulingService, settings: Settings, counters: Counters, owner) -> None:
     sched = service.sched
 
+    rerouted = asyncio.Event()  # a change the services' routing weights may follow
+
+    @app.task
+    async def router():
+        """Services' routing weights soon after the network view or the inventory changed (issue 54:
+        within 100 ms), apart from the rescoring's pace; a burst of windows is one look (20 ms)."""
+        while True:
+            await rerouted.wait()
+            at = time.monotonic()
+            await asyncio.sleep(0.02)
+            rerouted.clear()
+            if owner() and sched.services:
+                async with service.lock:
+                    for svc in list(sched.services.values()):
+                        await services.route(service, svc, "window")
+                counters.observe("route_lag_seconds", time.monotonic() - at)
+
     @app.task
     async def rescorer():
         """Rescore as soon as something changed, at most once per CNSCHED_RESCORE_INTERVAL_SECONDS."""
         changed = asyncio.Event()
-        sched.on_touch = changed.set
+
+        def touched() -> None:
+            changed.set()
+            rerouted.set()
+
+        sched.on_touch = touched
         last = 0.0
         while True:
             # also look now and then: node timeouts and starving tasks move with the clock
