@@ -77,7 +77,8 @@ async def rescale_all(owner, now: float) -> None:
     for svc in list(owner.sched.services.values()):
         scaled = evaluate(owner.sched, svc, now)
         await publish(owner, svc, scaled)
-        await route(owner, svc, "scaled" if scaled.change is not None else "window", now)
+        if scaled.change is not None:  # the network's changes are the router's (wiring.py)
+            await route(owner, svc, "scaled", now)
 
 
 async def publish(owner, svc: Service, scaled: Scaled) -> None:
