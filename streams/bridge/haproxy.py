@@ -95,8 +95,8 @@ class RuntimeApi:
             raise HaproxyError(f"haproxy: no backend {backend!r} ({out.strip()[:200]})")
         cols = head[2:].split()
         out_ = {}
-        for line in lines:
-            if line.startswith("#") or line[0].isdigit() is False or len(line.split()) < len(cols):
+        for line in lines:  # the first line is the format's version; a server's line has every column
+            if line.startswith("#") or len(line.split()) < len(cols):
                 continue
             v = dict(zip(cols, line.split(), strict=False))
             if v.get("be_name") != backend:
@@ -180,11 +180,11 @@ class Applier:
         return lines
 
 
-async def run_route_agent(settings: Settings, applier: Applier, stop: asyncio.Event, services: set[str] | None = None,
-                          group_id: str | None = None) -> None:
+async def run_route_agent(settings: Settings, applier: Applier, stop: asyncio.Event,
+                          services: set[str] | None = None) -> None:
     """Consume sched.routes from the beginning and apply each service's newest message (only
     ``services`` when given); a message that breaks the contract or a refusal is logged, never fatal."""
-    c = consumer(settings, SCHED_ROUTES, group_id=group_id, auto_offset_reset="earliest")
+    c = consumer(settings, SCHED_ROUTES, group_id=None, auto_offset_reset="earliest")  # every agent reads all
     await c.start()
     try:
         while not stop.is_set():
