@@ -1,8 +1,9 @@
 """The elastic-service replay (`cnsched simulate --services`): a request-rate series served by the
 replicas each scaling policy keeps (core.scaling.simulate), side by side.
 
-The series is a trace's submissions per step: ../shared/data holds no inference request trace, and
-job submissions are the nearest real record of demand made by people (diurnal, weekly, bursty).
+The series is a trace's submissions per step: ../shared/data's inference request trace (Azure's, the
+request-routing replay's: streams/replay/requests.py) covers one hour, too short for days of scaling,
+and job submissions are the nearest long real record of demand made by people (diurnal, weekly, bursty).
 One replica serves ``per_replica_rate`` requests/s at full load; by default the series' p95 over 8,
 so that the busy hours need several replicas.
 
