@@ -35,7 +35,7 @@ def run_ablations(args, trace, paths, cfg, rtt_series) -> int:
     print(f"{what} of {len(trace)} {trace.source} jobs, {args.seeds} seeds: mean completion time (jct) of ours "
           "against each baseline, and data jobs' load time beyond the ideal (load) (change of the mean per seed, "
           "95 % t-interval over seeds; completed jobs)")
-    print(f"  {'variant':<16}{'against':<14}{'kind':<6}{'metric':<7}{'jobs':>6}{'change':>9}  {'95 % interval':<20}"
+    print(f"  {'variant':<16}{'against':<14}{'kind':<8}{'metric':<7}{'jobs':>6}{'change':>9}  {'95 % interval':<20}"
           f"{'mean s':>11}{'vs':>11}{'top10':>7}")
     if not rows:
         print("  (no job the trace says completed ran under every policy: nothing to compare)")
@@ -43,6 +43,6 @@ def run_ablations(args, trace, paths, cfg, rtt_series) -> int:
         ci = "" if r["ci_low"] != r["ci_low"] else f"[{r['ci_low']:+.1%}, {r['ci_high']:+.1%}]"
         share = "n/a" if r["top10_share"] != r["top10_share"] else f"{r['top10_share']:.0%}"
         change = "n/a" if r["change"] != r["change"] else f"{r['change']:+.1%}"
-        print(f"  {r['ablation']:<16}{r['against']:<14}{r['kind']:<6}{r['metric']:<7}{r['jobs']:>6}{change:>9}  {ci:<20}"
+        print(f"  {r['ablation']:<16}{r['against']:<14}{r['kind']:<8}{r['metric']:<7}{r['jobs']:>6}{change:>9}  {ci:<20}"
               f"{r['mean_policy_s']:>11,.0f}{r['mean_against_s']:>11,.0f}{share:>7}")
     return 0

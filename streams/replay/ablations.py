@@ -25,7 +25,7 @@ import dataclasses
 
 from streams.replay.cluster import build_cluster
 from streams.replay.results import replay
-from streams.replay.stats import HEADLINE_BASELINES, compare
+from streams.replay.stats import EXPOSURE, HEADLINE_BASELINES, compare, exposed
 
 ABLATIONS = ("as-is", "one-site", "no-data", "equal-cards", "static-network", "no-migrations", "oracle", "first-come",
              "assumed-timing", "no-staging", "no-reuse")
@@ -85,8 +85,9 @@ def run_variants(trace, paths, seeds, variants, workers: int = 1, progress=None)
         policies = (ours, *HEADLINE_BASELINES)
         run = replay(trace, cluster, c, policies, seeds, rtt_series=None if cluster.series is not None else series,
                      workers=workers)
+        kinds = KINDS + (EXPOSURE if exposed(run) else ())  # issue 53's E5: the jobs a change reached apart
         for base in HEADLINE_BASELINES:
-            for kind, metric in [(k, "jct") for k in KINDS] + [("data", "load")]:
+            for kind, metric in [(k, "jct") for k in kinds] + [("data", "load")]:
                 r = compare(run, ours, base, kind, metric)
                 if r is not None:
                     rows.append({"ablation": name, **r, "policy": ours})
