@@ -84,37 +84,14 @@ def split_reference(delay_s, lam, mu, warm, extra_s=None, max_util: float = MAX_
             if lam[o] <= 0 or not reach[o]:
                 continue
             other = [load[r] - x[o, r] for r in range(n_r)]
-            a = [d[o, r] + e[r] for r in range(n_r)]
-            room = [max(mu[r] - other[r], 0.0) for r in range(n_r)]
-
-            def total(nu, o=o, a=a, room=room):
-                s = 0.0
-                for r in reach[o]:
-                    if room[r] > 0 and nu > a[r] + mu[r] / (room[r] * room[r]):
-                        s += room[r] - math.sqrt(mu[r] / (nu - a[r]))
-                return s
-
-            lo = min((a[r] + mu[r] / (room[r] * room[r]) for r in reach[o] if room[r] > 0), default=math.inf)
-            hi, k = lo + 1.0, 0
-            while math.isfinite(lo) and total(hi) < lam[o] and k < 60:
-                hi, k = lo + 2 * (hi - lo), k + 1
-            if not math.isfinite(lo) or total(hi) < lam[o]:  # the others leave it too little room
+            new = _reference_origin([d[o, r] + e[r] for r in range(n_r)], [max(mu[r] - other[r], 0.0) for r in range(n_r)],
+                                    mu, reach[o], lam[o])
+            if new is None:  # the others leave it too little room
                 over = True
                 continue
-            for _ in range(200):
-                mid = 0.5 * (lo + hi)
-                if total(mid) < lam[o]:
-                    lo = mid
-                else:
-                    hi = mid
-                if hi - lo <= 1e-13 * hi:
-                    break
             for r in range(n_r):
-                new = 0.0
-                if open_[o, r] and room[r] > 0 and hi > a[r] + mu[r] / (room[r] * room[r]):
-                    new = room[r] - math.sqrt(mu[r] / (hi - a[r]))
-                moved = max(moved, abs(new - x[o, r]))
-                x[o, r] = new
+                moved = max(moved, abs(new[r] - x[o, r]))
+                x[o, r] = new[r]
             s = sum(x[o])
             for r in range(n_r):
                 x[o, r] *= lam[o] / s
@@ -122,6 +99,31 @@ def split_reference(delay_s, lam, mu, warm, extra_s=None, max_util: float = MAX_
         if moved <= tol * max(1.0, float(np.max(lam, initial=0.0))):
             break
     return Split(x, _response(x, d, mu, e), over)
+
+
+def _reference_origin(a: list, room: list, mu, reach: list, lam: float) -> list | None:
+    """One origin's water-filling split (the reference's step): ``a[r]`` its delay + price at each
+    replica, ``room[r]`` the capacity the other origins leave; None when that room cannot take ``lam``."""
+    def total(nu: float) -> float:
+        return sum(room[r] - math.sqrt(mu[r] / (nu - a[r])) for r in reach
+                   if room[r] > 0 and nu > a[r] + mu[r] / (room[r] * room[r]))
+
+    lo = min((a[r] + mu[r] / (room[r] * room[r]) for r in reach if room[r] > 0), default=math.inf)
+    hi, k = lo + 1.0, 0
+    while math.isfinite(lo) and total(hi) < lam and k < 60:
+        hi, k = lo + 2 * (hi - lo), k + 1
+    if not math.isfinite(lo) or total(hi) < lam:
+        return None
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if total(mid) < lam:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-13 * hi:
+            break
+    return [room[r] - math.sqrt(mu[r] / (hi - a[r])) if r in reach and room[r] > 0 and hi > a[r] + mu[r] / (room[r] * room[r])
+            else 0.0 for r in range(len(room))]
 
 
 def weights(x: np.ndarray, scale: int = HAPROXY_MAX_WEIGHT) -> np.ndarray:

@@ -202,35 +202,40 @@ def serve(trace: RequestTrace, origin: np.ndarray, rtt_at, n_sites: int, w: Requ
         rtt = rtt_at(t)  # [K, K] ms
         o = int(origin[i])
         to_rep = rtt[o, rep_site]
-        if policy == "ours":
-            if t >= next_route:
-                weights, ms = _route(rtt, rep_site, seen, t, w, served_s, k)
-                route_ms.append(ms)
-                next_route = t + w.route_step_s
-            wo = weights[o]
-            r = int(np.argmin(np.where(wo > 0, (outstanding + 1) / np.maximum(wo, 1e-12), np.inf))) if (wo > 0).any() \
-                else int(np.argmin(to_rep))
-        elif policy == "nearest":
-            r = _least(outstanding, rep_site == rep_site[np.argmin(to_rep)])
-        elif policy == "least-loaded":
-            r = _least(outstanding, np.ones(n_rep, bool))
-        elif policy == "nearest-spill":
-            r = -1
-            for s in np.argsort(rtt[o], kind="stable"):
-                mine = rep_site == s
-                if outstanding[mine].sum() < w.spill_at * sv.slots * mine.sum():
-                    r = _least(outstanding, mine)
-                    break
-            if r < 0:
-                r = _least(outstanding, rep_site == rep_site[np.argmin(to_rep)])
-        else:
-            raise ValueError(f"unknown policy {policy!r}; known: {', '.join(POLICIES)}")
+        if policy == "ours" and t >= next_route:
+            weights, ms = _route(rtt, rep_site, seen, t, w, served_s, k)
+            route_ms.append(ms)
+            next_route = t + w.route_step_s
+        r = _choose(policy, o, rtt, rep_site, outstanding, weights, w)
         seen.append((t, o))
         outstanding[r] += 1
         chosen[i], rtt_sent[i] = r, to_rep[r] / 1e3
         heapq.heappush(done, (t + rtt_sent[i] / 2, 0, i, r))
     settle(math.inf)
     return Served(ttft, e2e, np.zeros(n, bool), route_ms, chosen)
+
+
+def _choose(policy: str, o: int, rtt: np.ndarray, rep_site: np.ndarray, outstanding: np.ndarray, weights,
+            w: RequestWorld) -> int:
+    """The replica a request from region ``o`` goes to under ``policy`` (see the module)."""
+    to_rep = rtt[o, rep_site]
+    nearest = rep_site == rep_site[np.argmin(to_rep)]
+    if policy == "ours":  # HAProxy's leastconn within the weights: outstanding per unit of weight
+        wo = weights[o]
+        if not (wo > 0).any():
+            return int(np.argmin(to_rep))
+        return int(np.argmin(np.where(wo > 0, (outstanding + 1) / np.maximum(wo, 1e-12), np.inf)))
+    if policy == "nearest":
+        return _least(outstanding, nearest)
+    if policy == "least-loaded":
+        return _least(outstanding, np.ones(rep_site.size, bool))
+    if policy == "nearest-spill":
+        for s in np.argsort(rtt[o], kind="stable"):
+            mine = rep_site == s
+            if outstanding[mine].sum() < w.spill_at * w.serving.slots * mine.sum():
+                return _least(outstanding, mine)
+        return _least(outstanding, nearest)
+    raise ValueError(f"unknown policy {policy!r}; known: {', '.join(POLICIES)}")
 
 
 def _least(outstanding: np.ndarray, among: np.ndarray) -> int:

@@ -85,15 +85,15 @@ def register(app: faust.App, topics, settings: Settings, counters: Counters, net
     return service
 
 
-def _timers(app: faust.App, service: SchedulingService, settings: Settings, counters: Counters, owner) -> None:
+def _router(app: faust.App, service: SchedulingService, counters: Counters, owner) -> asyncio.Event:
+    """A task that recomputes the services' routing weights soon after the event it returns is set —
+    the network view or the inventory changed (issue 54: within 100 ms) —, apart from the rescoring's
+    pace; a burst of windows is one look (20 ms)."""
+    rerouted = asyncio.Event()
     sched = service.sched
-
-    rerouted = asyncio.Event()  # a change the services' routing weights may follow
 
     @app.task
     async def router():
-        """Services' routing weights soon after the network view or the inventory changed (issue 54:
-        within 100 ms), apart from the rescoring's pace; a burst of windows is one look (20 ms)."""
         while True:
             await rerouted.wait()
             at = time.monotonic()
@@ -104,6 +104,14 @@ def _timers(app: faust.App, service: SchedulingService, settings: Settings, coun
                     for svc in list(sched.services.values()):
                         await services.route(service, svc, "window")
                 counters.observe("route_lag_seconds", time.monotonic() - at)
+
+    return rerouted
+
+
+def _timers(app: faust.App, service: SchedulingService, settings: Settings, counters: Counters, owner) -> None:
+    sched = service.sched
+
+    rerouted = _router(app, service, counters, owner)  # a change the services' routing weights may follow
 
     @app.task
     async def rescorer():
