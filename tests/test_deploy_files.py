@@ -133,3 +133,13 @@ def test_the_grafana_dashboard_asks_for_metrics_the_workers_export():
     # the four histograms the issue names are all on the dashboard
     assert {"cnsched_decision_seconds", "cnsched_window_result_lag_seconds", "cnsched_ingest_batch_samples",
             "cnsched_rescore_seconds"} <= asked
+
+
+def test_make_test_installs_haproxy_for_the_route_agent_s_test():
+    """The route agent's test skips only where haproxy cannot be installed (not root): `make test`
+    runs `unit`, which needs the `haproxy` target, which installs Debian's haproxy when missing."""
+    make = (ROOT / "Makefile").read_text()
+    unit = next(line for line in make.splitlines() if line.startswith("unit:"))
+    assert "haproxy" in unit.split(":", 1)[1].split()
+    target = make[make.index("\nhaproxy:"):].split("\n\n", 1)[0]
+    assert "apt-get install" in target and "haproxy" in target.split("apt-get install", 1)[1]
