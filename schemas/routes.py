@@ -32,8 +32,9 @@ class OriginRoutes(BaseModel):
 class Routes(BaseModel):
     service_id: str
     computed_at: float = Field(description="epoch seconds")
-    trigger: Literal["window", "load", "scaled", "started", "request"] = Field(description=(
-        "what changed: a probe window, a load report, the replicas, a replica started, or an API request"))
+    trigger: Literal["window", "load", "scaled", "request"] = Field(description=(
+        "what changed: the network view or the inventory (a replica starting too), a load report, the "
+        "replicas, or an API request asking before any was published"))
     version: int = Field(ge=0, description="increases with each publication for the service")
     request_rate: float = Field(ge=0, description="requests/s the weights were computed for")
     capacity_per_replica: float = Field(gt=0, description="requests/s a replica serves at full load (as assumed)")

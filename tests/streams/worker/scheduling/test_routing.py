@@ -77,7 +77,7 @@ def test_a_degraded_path_loses_its_share_and_a_cold_replica_gets_nothing():
     s3, svc3 = world(), service()
     evaluate(s3, svc3, NOW, reason="created")
     s3.start(svc3.replicas[0], s3.running[svc3.replicas[0]].nodes, None)
-    r = routes_for(s3, svc3, NOW, "started")
+    r = routes_for(s3, svc3, NOW, "window")
     for o in r.origins:
         cold = [x for x in o.replicas if not x.warm]
         assert len(cold) == 1 and cold[0].weight == 0 and cold[0].share == 0.0
