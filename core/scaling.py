@@ -24,6 +24,15 @@ over (never below zero).
 (image pull and model load) to serve, warm standby replicas serve at once when promoted and are
 refilled in ``load_s``. It reports what a service owner pays and suffers: replica-hours, and the
 share of requests beyond what the ready replicas could serve.
+
+Warm standby sized from the request history (``standby_cover`` q > 0): a replica started now serves
+only after its cold start, so what the standby must absorb is the rate's rise within that time. Over
+the history kept for the forecast, each sample's rise is the highest rate of the cold start after it
+over its own rate (:func:`rise_quantile`); weighted by its requests (a quiet minute that doubles moves
+few requests) its q-quantile is the rise planned for, and the standby holds the replicas that, promoted,
+carry the rate risen by it at full load beside the serving ones (:func:`standby_for`) — never fewer
+than ``standby``, never more than the maximum leaves room for. It falls only to the highest count
+wanted over the scale-down delay, as the serving count does.
 """
 
 from __future__ import annotations
@@ -43,7 +52,8 @@ class ScalingPolicy:
     target_utilisation: float = 0.6
     target_latency_ms: float = 0.0  # also scale on the reported p95 latency against this (0: not)
     tolerance: float = 0.1
-    standby: int = 0  # warm replicas kept loaded beyond the active ones
+    standby: int = 0  # warm replicas kept loaded beyond the active ones (with standby_cover: the fewest)
+    standby_cover: float = 0.0  # size the standby for this quantile of the rises within a cold start (0: fixed)
     lead_s: float = 600.0  # pre-scale for the rate this far ahead (0: reactive only)
     scale_down_delay_s: float = 300.0
     level_s: float = 900.0  # the span today's level is measured over (forecast)
@@ -115,6 +125,37 @@ def forecast_rate(t: np.ndarray, rate: np.ndarray, now: float, lead_s: float, le
     return float(max(intercept + slope * min(lead_s, float(np.ptp(tr))), 0.0))
 
 
+def rise_quantile(t: np.ndarray, rate: np.ndarray, horizon_s: float, q: float) -> float:
+    """The rate's rise within ``horizon_s`` at the request-weighted ``q``-quantile: over the samples
+    (t, rate), oldest first, whose horizon the samples cover, max(rate in (t_i, t_i + horizon_s]) ÷ rate_i
+    − 1 (at least 0), each weighted by rate_i; NaN when no such sample carries requests."""
+    t, rate = np.asarray(t, float), np.asarray(rate, float)
+    keep = np.isfinite(t) & np.isfinite(rate)
+    t, rate = t[keep], rate[keep]
+    if t.size < 2:
+        return math.nan
+    ends = np.searchsorted(t, t + horizon_s, side="right")
+    first = np.arange(t.size) + 1
+    ok = (ends > first) & (t + horizon_s <= t[-1]) & (rate > 0)
+    if not ok.any():
+        return math.nan
+    padded = np.append(rate, -np.inf)  # reduceat's last index may be the end
+    peaks = np.maximum.reduceat(padded, np.column_stack([first[ok], ends[ok]]).ravel())[::2]
+    rise = np.maximum(peaks / rate[ok] - 1.0, 0.0)
+    order = np.argsort(rise, kind="stable")
+    weight = np.cumsum(rate[ok][order])
+    return float(rise[order][np.searchsorted(weight, q * weight[-1], side="left")])
+
+
+def standby_for(rate: float, per_replica_rate: float, serving: int, rise: float, floor: int, cap: int) -> int:
+    """Warm replicas that, promoted, carry ``rate`` risen by ``rise`` at full load beside the ``serving``
+    ones, within [floor, max(cap, floor)] (``floor`` when the rate, the capacity or the rise is unknown)."""
+    if not (math.isfinite(rate) and math.isfinite(rise) and per_replica_rate > 0):
+        return floor
+    need = math.ceil(rate * (1.0 + rise) / per_replica_rate - serving - 1e-9)
+    return min(max(need, floor), max(cap, floor))
+
+
 @dataclass(frozen=True)
 class ServiceRun:
     replicas: np.ndarray  # int64[T] replicas serving at each step (ready)
@@ -140,6 +181,8 @@ def simulate(rate: np.ndarray, step_s: float, per_replica_rate: float, policy: S
     refills: list[int] = []  # steps at which standby refills become ready
     out_ready, out_wanted, out_standby = (np.zeros(n, np.int64) for _ in range(3))
     wanted_hist: list[int] = []
+    standby_hist: list[int] = []
+    history = int((DAY_S + 2 * lead + policy.level_s) / step_s)  # what the worker keeps (services.history_s)
     paid = unserved = 0.0
     overloaded = events = 0
     times = np.arange(n) * step_s
@@ -173,6 +216,19 @@ def simulate(rate: np.ndarray, step_s: float, per_replica_rate: float, policy: S
             cancelled = min(drop, len(loading))
             loading = sorted(loading)[:len(loading) - cancelled]
             ready -= drop - cancelled
+        if policy.standby_cover > 0:
+            lo = max(0, i - history)
+            rise = rise_quantile(times[lo:i + 1], rate[lo:i + 1], load_s, policy.standby_cover)
+            target = standby_for(rate[i], per_replica_rate, ready + len(loading), rise, policy.standby,
+                                 policy.max_replicas - ready - len(loading))
+            standby_hist.append(target)
+            target = max(standby_hist[-window:] if window else [target])
+            if target > standby + len(refills):
+                refills += [i + delay] * (target - standby - len(refills))
+            elif target < standby + len(refills):
+                cut = min(standby + len(refills) - target, len(refills))
+                refills = sorted(refills)[:len(refills) - cut]
+                standby -= standby + len(refills) - target
         out_ready[i], out_wanted[i], out_standby[i] = ready, ready + len(loading), standby
         paid += (ready + len(loading) + standby + len(refills)) * step_s
     total = float(rate.sum() * step_s)

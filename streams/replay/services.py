@@ -12,7 +12,11 @@ without autoscaling), ``reactive`` (the autoscaler rule), ``reactive-standby`` (
 standby), ``predictive`` (pre-scaling on the rate forecast ``load_s`` ahead) and
 ``predictive-standby``, and ``reactive-equal-cost``: the autoscaler rule aiming at a lower
 utilisation, lowered until it pays the replica-hours ``predictive`` pays (within 2 %) — is the
-forecast worth more than the same money spent on headroom? Figures: replica-hours paid, the share of requests beyond the ready
+forecast worth more than the same money spent on headroom? The standby sized from the history
+(``predictive-standby-sized``: core.scaling's rises within a cold start at the request-weighted
+``STANDBY_COVER`` quantile) beside what the same money buys otherwise: ``predictive-standby-fixed``,
+the fewest fixed warm replicas that pay at least as much, and ``headroom-equal-sized``, the autoscaler
+rule aiming lower until it pays the same. Figures: replica-hours paid, the share of requests beyond the ready
 replicas' capacity, the share of steps overloaded, scale events, and the replicas over time.
 """
 
@@ -25,7 +29,9 @@ import numpy as np
 
 from core.scaling import ScalingPolicy, ServiceRun, simulate
 
-POLICIES = ("static-peak", "reactive", "reactive-standby", "predictive", "predictive-standby", "reactive-equal-cost")
+POLICIES = ("static-peak", "reactive", "reactive-standby", "predictive", "predictive-standby", "reactive-equal-cost",
+            "predictive-standby-sized", "predictive-standby-fixed", "headroom-equal-sized")
+STANDBY_COVER = 0.95  # the rises a sized standby absorbs: a conventional 95th percentile, not tuned here
 
 
 def arrival_rate(submit_s: np.ndarray, step_s: float) -> np.ndarray:
@@ -45,7 +51,8 @@ def policies(rate: np.ndarray, per_replica_rate: float, load_s: float, step_s: f
     lead = load_s + step_s  # ready when the forecast rate comes
     return {"static-peak": replace(base, min_replicas=peak, max_replicas=peak),
             "reactive": base, "reactive-standby": replace(base, standby=1),
-            "predictive": replace(base, lead_s=lead), "predictive-standby": replace(base, lead_s=lead, standby=1)}
+            "predictive": replace(base, lead_s=lead), "predictive-standby": replace(base, lead_s=lead, standby=1),
+            "predictive-standby-sized": replace(base, lead_s=lead, standby_cover=STANDBY_COVER)}
 
 
 def replay_services(rate: np.ndarray, step_s: float, load_s: float, max_replicas: int,
@@ -60,6 +67,11 @@ def replay_services(rate: np.ndarray, step_s: float, load_s: float, max_replicas
         out[name] = _figures(simulate(rate, step_s, per_replica_rate, pol, load_s), pol)
     pol, run = equal_cost(rate, step_s, per_replica_rate, pols["reactive"], load_s, out["predictive"]["replica_hours"])
     out["reactive-equal-cost"] = {**_figures(run, pol), "target_utilisation": round(pol.target_utilisation, 4)}
+    sized = out["predictive-standby-sized"]["replica_hours"]
+    pol, run = fixed_at_least(rate, step_s, per_replica_rate, pols["predictive"], load_s, sized)
+    out["predictive-standby-fixed"] = _figures(run, pol)
+    pol, run = equal_cost(rate, step_s, per_replica_rate, pols["reactive"], load_s, sized)
+    out["headroom-equal-sized"] = {**_figures(run, pol), "target_utilisation": round(pol.target_utilisation, 4)}
     return {"per_replica_rate": per_replica_rate, "steps": int(rate.size), "step_s": step_s, "load_s": load_s,
             "policies": out}
 
@@ -79,6 +91,18 @@ def equal_cost(rate: np.ndarray, step_s: float, per_replica_rate: float, base: S
             break
         lo, hi = (lo, pol.target_utilisation) if run.replica_hours < hours else (pol.target_utilisation, hi)
     return best
+
+
+def fixed_at_least(rate: np.ndarray, step_s: float, per_replica_rate: float, base: ScalingPolicy, load_s: float,
+                   hours: float) -> tuple[ScalingPolicy, ServiceRun]:
+    """``base`` with the fewest fixed warm replicas (1 up to its maximum) whose replica-hours reach
+    ``hours`` — or the most it may keep."""
+    for k in range(1, base.max_replicas + 1):
+        pol = replace(base, standby=k)
+        run = simulate(rate, step_s, per_replica_rate, pol, load_s)
+        if run.replica_hours >= hours:
+            break
+    return pol, run
 
 
 def _figures(run: ServiceRun, pol: ScalingPolicy) -> dict:
