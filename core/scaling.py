@@ -28,10 +28,10 @@ share of requests beyond what the ready replicas could serve.
 Warm standby sized from the request history (``standby_cover`` q > 0): a replica started now serves
 only after its cold start, so what the standby must absorb is the rate's rise within that time. Over
 the history kept for the forecast, each sample's rise is the highest rate of the cold start after it
-over its own rate (:func:`rise_quantile`); weighted by its requests (a quiet minute that doubles moves
-few requests) its q-quantile is the rise planned for, and the standby holds the replicas that, promoted,
-carry the rate risen by it at full load beside the serving ones (:func:`standby_for`) — never fewer
-than ``standby``, never more than the maximum leaves room for. It falls only to the highest count
+less its own (requests/s: :func:`rise_quantile`); the q-quantile of those is the rise planned for, and
+the standby holds the replicas that, promoted, carry the rate plus that rise at full load beside the
+serving ones (:func:`standby_for`) — never fewer than ``standby``, never more than the maximum leaves
+room for. It falls only to the highest count
 wanted over the scale-down delay, as the serving count does.
 """
 
@@ -126,9 +126,9 @@ def forecast_rate(t: np.ndarray, rate: np.ndarray, now: float, lead_s: float, le
 
 
 def rise_quantile(t: np.ndarray, rate: np.ndarray, horizon_s: float, q: float) -> float:
-    """The rate's rise within ``horizon_s`` at the request-weighted ``q``-quantile: over the samples
-    (t, rate), oldest first, whose horizon the samples cover, max(rate in (t_i, t_i + horizon_s]) ÷ rate_i
-    − 1 (at least 0), each weighted by rate_i; NaN when no such sample carries requests."""
+    """The rate's rise within ``horizon_s`` (requests/s) at the ``q``-quantile over the samples (t, rate),
+    oldest first, whose horizon the samples cover: max(rate in (t_i, t_i + horizon_s]) − rate_i, at least
+    0; NaN without such a sample."""
     t, rate = np.asarray(t, float), np.asarray(rate, float)
     keep = np.isfinite(t) & np.isfinite(rate)
     t, rate = t[keep], rate[keep]
@@ -136,23 +136,20 @@ def rise_quantile(t: np.ndarray, rate: np.ndarray, horizon_s: float, q: float) -
         return math.nan
     ends = np.searchsorted(t, t + horizon_s, side="right")
     first = np.arange(t.size) + 1
-    ok = (ends > first) & (t + horizon_s <= t[-1]) & (rate > 0)
+    ok = (ends > first) & (t + horizon_s <= t[-1])
     if not ok.any():
         return math.nan
     padded = np.append(rate, -np.inf)  # reduceat's last index may be the end
     peaks = np.maximum.reduceat(padded, np.column_stack([first[ok], ends[ok]]).ravel())[::2]
-    rise = np.maximum(peaks / rate[ok] - 1.0, 0.0)
-    order = np.argsort(rise, kind="stable")
-    weight = np.cumsum(rate[ok][order])
-    return float(rise[order][np.searchsorted(weight, q * weight[-1], side="left")])
+    return float(np.quantile(np.maximum(peaks - rate[ok], 0.0), q, method="inverted_cdf"))
 
 
 def standby_for(rate: float, per_replica_rate: float, serving: int, rise: float, floor: int, cap: int) -> int:
-    """Warm replicas that, promoted, carry ``rate`` risen by ``rise`` at full load beside the ``serving``
-    ones, within [floor, max(cap, floor)] (``floor`` when the rate, the capacity or the rise is unknown)."""
+    """Warm replicas that, promoted, carry ``rate`` + ``rise`` at full load beside the ``serving`` ones,
+    within [floor, max(cap, floor)] (``floor`` when the rate, the capacity or the rise is unknown)."""
     if not (math.isfinite(rate) and math.isfinite(rise) and per_replica_rate > 0):
         return floor
-    need = math.ceil(rate * (1.0 + rise) / per_replica_rate - serving - 1e-9)
+    need = math.ceil((rate + rise) / per_replica_rate - serving - 1e-9)
     return min(max(need, floor), max(cap, floor))
 
 

@@ -99,7 +99,13 @@ class Scaling(BaseModel):
     target_utilisation: float = Field(default=0.6, gt=0, le=1, description="of the serving replicas' capacity")
     target_latency_ms: float | None = Field(default=None, gt=0, description=(
         "also scale so the reported p95 latency stays near this (the larger count of the two wins)"))
-    standby: int = Field(default=0, ge=0, le=64, description="warm replicas kept loaded, not serving")
+    standby: int = Field(default=0, ge=0, le=64, description=(
+        "warm replicas kept loaded, not serving (with standby_cover: the fewest)"))
+    standby_cover: float | None = Field(default=None, gt=0, lt=1, description=(
+        "size the warm standby from the request history: replicas that, promoted, carry the request rate risen "
+        "by this quantile (request-weighted) of the rises seen within cold_start_s; none: standby alone"))
+    cold_start_s: float = Field(default=600.0, gt=0, le=86_400, description=(
+        "how long a new replica takes to serve (image pull, model load): the rises a sized standby absorbs"))
     prescale_lead_s: float = Field(default=600.0, ge=0, le=86_400,
                                    description="scale for the request rate forecast this far ahead; 0: reactive only")
     scale_down_delay_s: float = Field(default=300.0, ge=0, le=86_400,
@@ -211,7 +217,7 @@ class ScalingChange(BaseModel):
 
     from_replicas: int
     to_replicas: int
-    reason: Literal["created", "utilisation", "latency", "forecast", "idle", "bounds", "replaced", "ended"]
+    reason: Literal["created", "utilisation", "latency", "forecast", "idle", "bounds", "replaced", "ended", "standby"]
     utilisation: float | None = Field(default=None, description="the last reported, over the serving replicas")
     request_rate: float | None = Field(default=None, description="the last reported, requests/s")
     forecast_rate: float | None = Field(default=None, description="requests/s forecast at the lead time")

@@ -12,7 +12,9 @@ from core.scaling import (
     forecast_rate,
     predictive_replicas,
     reactive_replicas,
+    rise_quantile,
     simulate,
+    standby_for,
 )
 
 NONE = np.array([], np.int64)
@@ -123,3 +125,73 @@ def test_a_latency_target_takes_the_larger_count():
     assert desired_replicas(4, 0.75, 100.0, math.nan, p, NONE, latency_ms=210.0) == (5, "utilisation", 5)
     # no latency target: the latency is not read
     assert desired_replicas(4, 0.6, 100.0, math.nan, ScalingPolicy(lead_s=0), NONE, latency_ms=900.0)[0] == 4
+
+
+def _rises_by_hand(t, rate, horizon, q):
+    """The plain reference: every sample whose horizon the samples cover, its rise, the inverted-CDF
+    quantile (the smallest rise with at least q of the samples at or below it)."""
+    rises = []
+    for i in range(len(t)):
+        later = [rate[j] for j in range(i + 1, len(t)) if t[j] <= t[i] + horizon]
+        if later and t[i] + horizon <= t[-1]:
+            rises.append(max(max(later) - rate[i], 0.0))
+    if not rises:
+        return math.nan
+    rises.sort()
+    return rises[max(math.ceil(q * len(rises)) - 1, 0)]
+
+
+def test_the_rise_within_a_cold_start_by_hand():
+    t = np.array([0.0, 60.0, 120.0, 180.0, 240.0])
+    rate = np.array([10.0, 20.0, 10.0, 10.0, 40.0])
+    # horizon 60 s: the samples at 0..180 are covered; their rises 20-10=10, 10-20<0 -> 0, 0, 40-10=30:
+    # sorted [0, 0, 10, 30]; the 0.5-quantile is the 2nd (0), the 0.75 the 3rd (10), the 0.9 the 4th (30)
+    assert rise_quantile(t, rate, 60.0, 0.5) == 0.0
+    assert rise_quantile(t, rate, 60.0, 0.75) == 10.0
+    assert rise_quantile(t, rate, 60.0, 0.9) == 30.0
+    # horizon 120 s: 0..120 covered; rises max(20,10)-10=10, max(10,10)-20 -> 0, max(10,40)-10=30
+    assert rise_quantile(t, rate, 120.0, 0.6) == 10.0 and rise_quantile(t, rate, 120.0, 0.7) == 30.0
+    # a NaN sample is left out; one sample, none, or a horizon past the history: nothing to say
+    assert rise_quantile(np.append(t, 300.0), np.append(rate, np.nan), 60.0, 0.9) == 30.0
+    assert math.isnan(rise_quantile(t[:1], rate[:1], 60.0, 0.9))
+    assert math.isnan(rise_quantile(t[:0], rate[:0], 60.0, 0.9))
+    assert math.isnan(rise_quantile(t, rate, 600.0, 0.9))
+    # a constant rate never rises
+    assert rise_quantile(t, np.full(5, 7.0), 60.0, 0.99) == 0.0
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_rise_against_its_plain_reference(seed):
+    rng = np.random.default_rng(seed)
+    t = np.cumsum(rng.uniform(5.0, 60.0, 300))
+    rate = rng.gamma(2.0, 10.0, 300)
+    for horizon, q in ((60.0, 0.5), (300.0, 0.95), (900.0, 0.99)):
+        assert rise_quantile(t, rate, horizon, q) == pytest.approx(_rises_by_hand(t, rate, horizon, q))
+
+
+def test_the_standby_carries_the_rate_plus_the_rise_beside_the_serving_replicas():
+    # 300 req/s, a replica serves 100 at full load, 3 serve: a rise of 150 needs ceil(450/100 - 3) = 2 more
+    assert standby_for(300.0, 100.0, 3, 150.0, 0, 5) == 2
+    assert standby_for(300.0, 100.0, 3, 0.0, 1, 5) == 1  # no rise: the floor
+    assert standby_for(300.0, 100.0, 3, 900.0, 0, 5) == 5  # ceil(12 - 3) = 9, the maximum leaves room for 5
+    assert standby_for(300.0, 100.0, 3, 900.0, 2, 0) == 2  # the floor holds even where the maximum leaves none
+    assert standby_for(math.nan, 100.0, 3, 150.0, 1, 5) == 1 and standby_for(300.0, 100.0, 3, math.nan, 1, 5) == 1
+    assert standby_for(300.0, 0.0, 3, 150.0, 1, 5) == 1
+
+
+def test_a_sized_standby_follows_the_bursts_it_has_seen():
+    # 10 req/s for three minutes, then 30 for three, again and again; a replica serves 20 and loads in 120 s.
+    rate = np.array([10.0, 10.0, 10.0, 30.0, 30.0, 30.0] * 4)
+    base = ScalingPolicy(min_replicas=1, max_replicas=8, lead_s=0, target_utilisation=0.75, scale_down_delay_s=0)
+    none = simulate(rate, 60.0, 20.0, base, 120.0)
+    sized = simulate(rate, 60.0, 20.0, ScalingPolicy(**{**base.__dict__, "standby_cover": 0.9}), 120.0)
+    # the first burst comes before any rise is seen: no standby; once seen (the rise within 120 s is 20
+    # req/s at the 0.9-quantile), a replica at 10 req/s keeps ceil((10 + 20) / 20 - 1) = 1 warm, which
+    # serves each later burst at once, as a fixed standby of 1 would
+    assert sized.standby.tolist()[:5] == [0, 0, 0, 0, 0]
+    assert sized.standby.tolist()[6:9] == [1, 1, 1] and sized.replicas.tolist()[9:12] == [2, 2, 2]
+    assert none.replicas.tolist()[9:12] == [1, 1, 2]
+    assert sized.unserved_share < none.unserved_share
+    # a constant rate never rises: a sized standby keeps its floor
+    flat = simulate(np.full(30, 10.0), 60.0, 20.0, ScalingPolicy(**{**base.__dict__, "standby_cover": 0.9}), 120.0)
+    assert set(flat.standby.tolist()) == {0}

@@ -18,7 +18,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from core.scaling import DAY_S, ScalingPolicy, desired_replicas, forecast_rate
+from core.scaling import (
+    DAY_S,
+    ScalingPolicy,
+    desired_replicas,
+    forecast_rate,
+    rise_quantile,
+    standby_for,
+)
 from schemas.api import ServiceState
 from schemas.routes import Routes
 from schemas.sched import Constraints, Decision, Endpoint, ScalingChange, Task, TaskEvent
@@ -28,7 +35,7 @@ def policy_of(task: Task) -> ScalingPolicy:
     s = task.scaling
     return ScalingPolicy(min_replicas=s.min_replicas, max_replicas=s.max_replicas,
                          target_utilisation=s.target_utilisation, target_latency_ms=s.target_latency_ms or 0.0,
-                         standby=s.standby, lead_s=s.prescale_lead_s,
+                         standby=s.standby, standby_cover=s.standby_cover or 0.0, lead_s=s.prescale_lead_s,
                          scale_down_delay_s=s.scale_down_delay_s)
 
 
@@ -43,6 +50,7 @@ class Service:
     slow: float = math.nan  # the last reported p95 latency x the replicas it was measured over
     reported_at: float = math.nan
     recent: deque = field(default_factory=deque)  # (time, recommendation) within the scale-down delay
+    recent_standby: deque = field(default_factory=deque)  # (time, sized standby) within the scale-down delay
     load: deque = field(default_factory=deque)  # (time, request rate) for the forecast
     seeded: bool = False  # its stored load history was read (after a restart)
     _forecast: tuple = (None, math.nan)  # (the reports and second it was made for, the forecast)
@@ -80,6 +88,25 @@ class Service:
             t, r = np.array(self.load).T
             self._forecast = (key, forecast_rate(t, r, now, p.lead_s, p.level_s))
         return self._forecast[1]
+
+    def standby_wanted(self, now: float, serving: int) -> int:
+        """The warm replicas to keep: ``scaling.standby``, or with ``standby_cover`` the replicas that
+        carry the rate risen by the covered rise within a cold start beside ``serving`` ones (each
+        replica's full-load rate: ``replica_rate``, else the load reports'), falling only to the most
+        wanted over the scale-down delay."""
+        p, sc = self.policy, self.task.scaling
+        if p.standby_cover <= 0:
+            return p.standby
+        rise = math.nan
+        if self.load:
+            t, r = np.array(self.load).T
+            rise = rise_quantile(t, r, sc.cold_start_s, p.standby_cover)
+        per = sc.replica_rate or (self.request_rate / self.busy if self.busy > 0 else math.nan)
+        want = standby_for(self.request_rate, per, serving, rise, p.standby, p.max_replicas - serving)
+        while self.recent_standby and self.recent_standby[0][0] < now - p.scale_down_delay_s:
+            self.recent_standby.popleft()
+        self.recent_standby.append((now, want))
+        return max(w for _, w in self.recent_standby)
 
     def history_s(self) -> float:
         """How much rate history the forecast reads: a day and two leads and a level."""
@@ -196,11 +223,15 @@ def scale_to(sched, svc: Service, want: int, reason: str, now: float, fc: float,
             new.append(replica(sched, svc, now, new))
             svc.replicas.append(new[-1].id)
     elif want < len(svc.replicas):
-        order = sorted(svc.replicas, key=lambda r: (r in sched.running, -svc.replicas.index(r)))
-        removed = order[:len(svc.replicas) - want]
+        removed = _surplus(sched, svc.replicas, len(svc.replicas) - want)
         svc.replicas = [r for r in svc.replicas if r not in removed]
+    keep = svc.standby_wanted(now, len(svc.replicas))
+    if keep < len(svc.standby):
+        cut = _surplus(sched, svc.standby, len(svc.standby) - keep)
+        svc.standby = [r for r in svc.standby if r not in cut]
+        removed += cut
     spare = []
-    for _ in range(svc.policy.standby - len(svc.standby)):
+    for _ in range(keep - len(svc.standby)):
         spare.append(replica(sched, svc, now, new + spare))
         svc.standby.append(spare[-1].id)
     new += spare
@@ -210,12 +241,17 @@ def scale_to(sched, svc: Service, want: int, reason: str, now: float, fc: float,
     if not (new or removed or promoted):
         return Scaled(None, [], [])
     change = ScalingChange(
-        from_replicas=before, to_replicas=len(svc.replicas), reason=reason or "replaced",
+        from_replicas=before, to_replicas=len(svc.replicas), reason=reason or "standby",
         utilisation=svc.busy / before if math.isfinite(svc.busy) and before else None,
         request_rate=svc.request_rate if math.isfinite(svc.request_rate) else None,
         forecast_rate=round(fc, 6) if math.isfinite(fc) else None, replicas=list(svc.replicas),
         standby=list(svc.standby), added=[t.id for t in new], removed=removed, promoted=promoted)
     return Scaled(change, decisions, removed)
+
+
+def _surplus(sched, ids: list[str], n: int) -> list[str]:
+    """The ``n`` of ``ids`` to stop: queued ones first, then the newest."""
+    return sorted(ids, key=lambda r: (r in sched.running, -ids.index(r)))[:n]
 
 
 def end_service(sched, svc: Service) -> list[str]:

@@ -4,10 +4,12 @@ the command's output and bad input, and the figures on the real ITP trace."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
+from core.scaling import simulate
 from streams.replay.services import POLICIES, arrival_rate, policies, replay_services
 from tests.streams.cli.test_cli import run
 from tests.streams.replay.test_traces import DATA, needs_data
@@ -27,7 +29,9 @@ def test_static_peak_provisions_the_p95_at_the_target():
     pol = policies(rate, 10.0, 600.0, 300.0, 64)
     assert pol["static-peak"].min_replicas == pol["static-peak"].max_replicas == 16
     assert pol["predictive"].lead_s == 900.0 and pol["reactive"].lead_s == 0.0
-    assert pol["reactive-standby"].standby == 1 and tuple(pol) == POLICIES[:-1]  # the last is matched after
+    assert pol["reactive-standby"].standby == 1 and pol["predictive-standby-sized"].standby_cover == 0.95
+    matched_after = {"reactive-equal-cost", "predictive-standby-fixed", "headroom-equal-sized"}
+    assert set(pol) == set(POLICIES) - matched_after
 
 
 def test_a_daily_peak_is_met_sooner_with_pre_scaling():
@@ -45,6 +49,14 @@ def test_a_daily_peak_is_met_sooner_with_pre_scaling():
     same = res["reactive-equal-cost"]
     assert abs(same["replica_hours"] / res["predictive"]["replica_hours"] - 1) <= 0.02 and same["target_utilisation"] < 0.6
     assert res["predictive"]["unserved_share"] < same["unserved_share"]
+    # the sized standby beside what its money buys: the fewest fixed warm replicas paying at least as
+    # much (one fewer pays less), and headroom paying the same (within 2 %)
+    sized, fixed = res["predictive-standby-sized"], res["predictive-standby-fixed"]
+    assert fixed["replica_hours"] >= sized["replica_hours"]
+    if fixed["standby"] > 1:
+        fewer = replace(policies(rate, 2.0, 900.0, step, 64)["predictive"], standby=fixed["standby"] - 1)
+        assert simulate(rate, step, 2.0, fewer, 900.0).replica_hours < sized["replica_hours"]
+    assert abs(res["headroom-equal-sized"]["replica_hours"] / sized["replica_hours"] - 1) <= 0.02
 
 
 def test_the_command_prints_every_policy_and_refuses_bad_options(tmp_path):

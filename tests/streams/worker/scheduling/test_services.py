@@ -151,3 +151,29 @@ def test_a_latency_target_scales_too_and_once_per_report():
     assert evaluate(s, svc, now + 6).change is None
     restored = Service.restored(svc.task, svc.state())
     assert restored.slow == svc.slow == 500.0 and restored.busy == svc.busy == 0.6
+
+
+def test_a_sized_standby_follows_the_rises_the_reports_show_and_shrinks_after_the_delay():
+    now = time.time()
+    s = world(now)
+    svc = Service(service(standby=0, standby_cover=0.75, cold_start_s=60, replica_rate=50))
+    evaluate(s, svc, now, reason="created")
+    assert svc.standby == []  # no history: the floor (0)
+    for k, rate in enumerate((100.0, 200.0, 100.0, 200.0, 100.0)):
+        svc.remember(load(now + 10 + 60 * k, 0.5, rate), 2)
+    # rises within 60 s: 100, 0, 100, 0 (the last report's minute not yet seen); the 0.75-quantile is
+    # the 3rd of [0, 0, 100, 100]: 100 req/s. At 100 req/s, 50 a replica, 2 serving:
+    # ceil((100 + 100) / 50 - 2) = 2 warm replicas; the serving count is unchanged (2 at 50 %)
+    out = evaluate(s, svc, now + 250)
+    c = out.change
+    assert (c.from_replicas, c.to_replicas, c.reason) == (2, 2, "standby")
+    assert c.standby == ["chat.r2", "chat.r3"] and c.added == ["chat.r2", "chat.r3"] and c.removed == []
+    # calm: four reports at 10 req/s; the rises now 100, 0, 100, 0, 0, 0, 0, 0: the 0.75-quantile is 0
+    # and 10 req/s needs no standby — but 2 were wanted 240 s ago, within the 300 s delay
+    for k in range(4):
+        svc.remember(load(now + 310 + 60 * k, 0.1, 10.0), 2)
+    assert evaluate(s, svc, now + 490).change is None and svc.standby == ["chat.r2", "chat.r3"]
+    out = evaluate(s, svc, now + 560)
+    c = out.change
+    assert (c.to_replicas, c.reason, sorted(c.removed), c.standby) == (2, "standby", ["chat.r2", "chat.r3"], [])
+    assert "chat.r2" not in s.running and "chat.r3" not in s.running
