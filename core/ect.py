@@ -69,9 +69,13 @@ def run_seconds(work_s, speed, comm_share, n_nodes, worst_rtt_ms, narrowest_gbps
 
 
 def cost(wait_s, load_s, run_s, cards, price: float) -> np.ndarray:
-    """float64[...]: ``wait + load + run + price x cards x (load + run)`` (see the module)."""
+    """float64[...]: ``wait + load + run + price x cards x (load + run)`` (see the module); infinite
+    where the load or the run is (a set whose members cannot reach each other), whatever the price."""
     held = np.asarray(load_s, np.float64) + np.asarray(run_s, np.float64)
-    return np.asarray(wait_s, np.float64) + held + price * np.asarray(cards, np.float64) * held
+    endless = np.isinf(held)
+    finite = np.where(endless, 0.0, held)
+    return np.where(endless, np.inf, np.asarray(wait_s, np.float64) + finite + price * np.asarray(cards, np.float64)
+                    * finite)
 
 
 def single_order(costs: np.ndarray, left: np.ndarray, stock: np.ndarray, k: int | None = None) -> np.ndarray:

@@ -17,6 +17,8 @@ when more than ``max_network_fraction`` of the nodes would fail on their paths a
 those are *withheld* (more likely the observers than the nodes — Kubernetes' node lifecycle
 controller stops evicting when a zone is mostly unhealthy, for the same reason), and the caller
 opens an incident on them without moving work. A node whose own reports stop is failed as before.
+A path is *dark* when it lost (nearly) all its probes, as evidence, between two nodes that are both up
+and each still reach some other node: the outage is the path's, not a node's (:func:`dark_paths`).
 Arrays in, arrays out; the caller keeps incidents over time.
 """
 
@@ -110,3 +112,36 @@ def node_failures(report_age_s: np.ndarray, reported_down: np.ndarray, timeout_s
     cause = np.where(~failed, "", np.where(compute_bad & network_bad, BOTH, np.where(
         network_bad, NETWORK, np.where(known > 0, COMPUTE, UNKNOWN))))
     return failed, cause.astype(object), withheld
+
+
+def dark_paths(path_nodes: np.ndarray, path_loss: np.ndarray, down: np.ndarray, known_paths: np.ndarray,
+               lost_paths: np.ndarray, evidence: np.ndarray | None = None, observer: np.ndarray | None = None,
+               min_observers: int = 2) -> np.ndarray:
+    """bool[P]: the paths of node pairs that are dark — every known path between the two (either
+    direction) lost (nearly) every probe (loss at least ``LOST_LOSS``; evidence, with ``evidence``),
+    seen by at least ``min_observers`` distinct probing sources (``observer``, default each path's first
+    end: both directions), between two distinct nodes, neither ``down``, each with a known path not
+    lost (``known_paths`` > ``lost_paths``, :func:`paths_lost`): a node all of whose paths are lost is
+    the node's failure (or its prober's), and one prober alone may be wrong about a path."""
+    path_nodes = np.asarray(path_nodes, np.int64).reshape(-1, 2)
+    a, b = path_nodes[:, 0], path_nodes[:, 1]
+    loss = np.asarray(path_loss, np.float64)
+    pair = (a >= 0) & (b >= 0) & (a != b) & ~np.isnan(loss)
+    with np.errstate(invalid="ignore"):
+        lost = pair & (loss >= LOST_LOSS)
+    if evidence is not None:
+        lost &= np.asarray(evidence, bool)
+    if not lost.any():
+        return lost
+    fine = ~np.asarray(down, bool) & (np.asarray(known_paths) > np.asarray(lost_paths))
+    n = max(int(path_nodes.max()) + 1, 1)
+    key = np.minimum(a, b) * n + np.maximum(a, b)
+    obs = a if observer is None else np.asarray(observer, np.int64)
+    keys, inverse = np.unique(np.where(pair, key, -1), return_inverse=True)
+    known_per = np.bincount(inverse, weights=pair, minlength=keys.size)
+    lost_per = np.bincount(inverse, weights=lost, minlength=keys.size)
+    seen = np.unique(np.stack([inverse[lost], obs[lost]], axis=1), axis=0)
+    observers_per = np.bincount(seen[:, 0], minlength=keys.size)
+    whole = (lost_per == known_per) & (known_per > 0) & (observers_per >= min_observers)
+    ai, bi = np.where(pair, a, 0), np.where(pair, b, 0)
+    return pair & whole[inverse] & fine[ai] & fine[bi]

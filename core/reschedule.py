@@ -21,7 +21,8 @@ Per task and evaluation (one per window of fresh state):
   ``stable_alpha``, e.g. inference services) after ``patience_stable``, others after
   ``patience_default`` (hysteresis);
 - *node_failed*: the task's node is down or gone; it moves to the best node that can take it,
-  whatever patience, cool-down or expected gain say;
+  whatever patience, cool-down or expected gain say; *path_failed* likewise, when a path between two
+  of a gang's nodes is dark (core/failures.py: every probe lost both ways, its nodes fine);
 - cost of a move (s) = checkpoint save + state transfer (checkpoint GB x 8 / the usable Gbit/s
   between source and target, the target's NIC headroom) + restore + the data loaded again at the
   target + queueing there; save and restore as the task's own checkpoint events measured them; expected gain (s) = remaining time x (1 - current / target composite)
@@ -41,7 +42,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from core.detect import loss_tail
-from core.vocabulary import DEGRADATION, DRAIN, FORECAST, IMPROVEMENT, NODE_FAILED, NODE_JOINED
+from core.vocabulary import (
+    DEGRADATION,
+    DRAIN,
+    FORECAST,
+    IMPROVEMENT,
+    NODE_FAILED,
+    NODE_JOINED,
+    PATH_FAILED,
+)
 
 
 @dataclass(frozen=True)
@@ -190,6 +199,7 @@ def evaluate(
     forecast: np.ndarray | None = None,  # degraded only in the forecast (preventive rescheduling)
     fresh: np.ndarray | None = None,  # a new window of the task's paths since the last evaluation
     node_failed: np.ndarray | None = None,  # the task's node is down or gone
+    path_failed: np.ndarray | None = None,  # a path between two of its nodes is dark
     drained: np.ndarray | None = None,  # its node drains and its time to move has come (a checkpoint, the deadline)
     saved: tuple[np.ndarray, np.ndarray] | None = None,  # (gain s, required s) in seconds (core.ect.move_gain)
 ) -> Evaluation:
@@ -210,13 +220,15 @@ def evaluate(
         better_now = pays = np.isfinite(best) & (gain > required)
     step = 1 if fresh is None else np.asarray(fresh, bool).astype(np.int64)
     new_streak = np.where(better_now, np.asarray(streak) + step, 0)
-    failed = np.isfinite(best) & (np.zeros(current.shape, bool) if node_failed is None else np.asarray(node_failed, bool))
+    node_down = np.zeros(current.shape, bool) if node_failed is None else np.asarray(node_failed, bool)
+    path_down = np.zeros(current.shape, bool) if path_failed is None else np.asarray(path_failed, bool)
+    failed = np.isfinite(best) & (node_down | path_down)
     drain = np.isfinite(best) & ~failed & (np.zeros(current.shape, bool) if drained is None
                                            else np.asarray(drained, bool))
     move = failed | drain | (better_now & (new_streak >= policy.patience(alpha)) & ~np.asarray(resting, bool)
                      & pays)
     fc = np.zeros(current.shape, bool) if forecast is None else np.asarray(forecast, bool)
-    trigger = np.where(~move, "", np.where(failed, NODE_FAILED, np.where(drain, DRAIN, np.where(
+    trigger = np.where(~move, "", np.where(failed, np.where(node_down, NODE_FAILED, PATH_FAILED), np.where(drain, DRAIN, np.where(
         np.asarray(is_degraded, bool), DEGRADATION, np.where(fc, FORECAST, np.where(
             np.asarray(target_joined, bool), NODE_JOINED, IMPROVEMENT))))))
     return Evaluation(move, trigger.astype(object), np.where(move, 0, new_streak), gain, cost)

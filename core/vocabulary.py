@@ -19,8 +19,9 @@ TASK_KINDS: tuple[str, ...] = ("training", "inference", "generic")
 NETWORK_PROFILES: tuple[str, ...] = ("balanced", "latency", "bandwidth", "duplex")
 STRATEGIES: tuple[str, ...] = ("data-parallel", "model-parallel", "pipeline", "single")
 DEGRADATION, IMPROVEMENT, NODE_JOINED, FORECAST = "degradation", "improvement", "node_joined", "forecast"
-NODE_FAILED, ROLLBACK, DRAIN = "node_failed", "rollback", "drain"
-RESCHEDULE_TRIGGERS: tuple[str, ...] = (DEGRADATION, IMPROVEMENT, NODE_JOINED, FORECAST, NODE_FAILED, ROLLBACK, DRAIN)
+NODE_FAILED, ROLLBACK, DRAIN, PATH_FAILED = "node_failed", "rollback", "drain", "path_failed"
+RESCHEDULE_TRIGGERS: tuple[str, ...] = (DEGRADATION, IMPROVEMENT, NODE_JOINED, FORECAST, NODE_FAILED, ROLLBACK, DRAIN,
+                                        PATH_FAILED)
 
 MAD_TO_SIGMA = 1.4826  # median absolute deviation x this = standard deviation of a normal distribution
 PLAIN_NODE_PENALTY = 20.0  # points a task that prefers plain nodes loses on an accelerator node

@@ -27,7 +27,8 @@ TaskType = Literal[
 ]
 NetworkProfile = Literal["balanced", "latency", "bandwidth", "duplex"]
 Strategy = Literal["data-parallel", "model-parallel", "pipeline", "single"]
-Trigger = Literal["degradation", "improvement", "node_joined", "forecast", "node_failed", "rollback", "drain"]
+Trigger = Literal["degradation", "improvement", "node_joined", "forecast", "node_failed", "rollback", "drain",
+                  "path_failed"]
 
 
 class Resources(BaseModel):
@@ -369,12 +370,16 @@ class NodeCommand(BaseModel):
 
 
 class Incident(BaseModel):
-    """`sched.incidents`: a node failure, sent when it is detected (status open, cause located if it can
-    be), when its tasks are all elsewhere (status mitigated: moved, re-queued or ended; the node still
-    down, the incident still open) and when the node is back or removed from the inventory (status
-    recovered, ``resolution`` says which)."""
+    """`sched.incidents`: a failure of a node, a whole site or a path, sent when it is detected (status
+    open, cause located if it can be), when its tasks are all elsewhere (status mitigated: moved,
+    re-queued or ended; the failure still there, the incident still open) and when it is over (status
+    recovered, ``resolution`` says how)."""
 
-    node: str
+    node: str = Field(description=(
+        "what failed: a node's id; for a whole site site/<name>; for a path between two nodes "
+        "path/<a><-><b>, its ends in order (path/n1<->n2)"))
+    scope: Literal["node", "site", "path"] = "node"
+    nodes: list[str] = Field(default_factory=list, description="a site's nodes, or a path's two ends")
     status: Literal["open", "mitigated", "recovered"]
     cause: Literal["compute", "network", "both", "unknown", "observers"] = Field(
         description="compute: silent or down while its paths carry probes; network: reports in time but every "
@@ -385,7 +390,7 @@ class Incident(BaseModel):
     located_at: float | None = None
     mitigated_at: float | None = Field(default=None, description="when none of its tasks ran on the node any more")
     recovered_at: float | None = Field(default=None, description="when the node was back, or removed")
-    resolution: Literal["node back", "node removed"] | None = None
+    resolution: Literal["node back", "node removed", "site back", "path back", "an end failed"] | None = None
     tasks: list[str] = []
     work_lost_s: float = Field(default=0.0, ge=0, description="task time since the last checkpoint (since placement when none)")
     outcomes: dict[str, str] = Field(

@@ -55,6 +55,7 @@ _INCIDENTS = pa.schema([
     ("located_at", pa.float64()), ("recovered_at", pa.float64()), ("tasks", pa.list_(pa.string())),
     ("work_lost_s", pa.float64()), ("mitigated_at", pa.float64()), ("resolution", pa.string()),
     ("outcomes", pa.string()),  # JSON: task id -> what became of it
+    ("scope", pa.string()), ("nodes", pa.list_(pa.string())),  # node, site or path; a site's or path's nodes
 ])
 _MAINTENANCE = pa.schema([
     ("node", pa.string()), ("issued_at", pa.float64()), ("action", pa.string()), ("deadline_s", pa.float64()),
@@ -281,8 +282,8 @@ class DuckStore:
         """sched.incidents messages: one row per incident and status (open, mitigated, recovered)."""
         import json
 
-        rows = [{k: d.get(k) for k in _INCIDENTS.names} | {"outcomes": json.dumps(d.get("outcomes") or {})}
-                for d in docs]
+        rows = [{k: d.get(k) for k in _INCIDENTS.names} | {"outcomes": json.dumps(d.get("outcomes") or {}),
+                                                           "scope": d.get("scope") or "node"} for d in docs]
         return self._insert("incidents", rows, _INCIDENTS)
 
     def write_quota_changes(self, docs: list[dict]) -> int:

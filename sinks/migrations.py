@@ -165,5 +165,9 @@ MIGRATIONS: dict[int, str] = {
         PRIMARY KEY (service_id, version, origin, replica)
     );
     """,
+    18: """
+    ALTER TABLE incidents ADD COLUMN scope VARCHAR;
+    ALTER TABLE incidents ADD COLUMN nodes VARCHAR[];
+    """,
 }
 SCHEMA_VERSION = max(MIGRATIONS)

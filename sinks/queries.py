@@ -225,13 +225,14 @@ def run_sections(con, sections=BENEFIT) -> list[dict]:
 
 
 INCIDENTS_SQL = """
-SELECT node, strftime(to_timestamp(detected_at) AT TIME ZONE 'UTC', '%Y-%m-%d %H:%M:%S') AS detected_utc,
+SELECT node, coalesce(any_value(scope), 'node') AS scope,  -- a node, a whole site (site/...), a path (path/...)
+       strftime(to_timestamp(detected_at) AT TIME ZONE 'UTC', '%Y-%m-%d %H:%M:%S') AS detected_utc,
        CASE WHEN bool_or(status = 'recovered') THEN 'recovered' WHEN bool_or(status = 'mitigated') THEN 'mitigated'
             ELSE 'open' END AS status,
        arg_max(cause, coalesce(recovered_at, mitigated_at, located_at, detected_at)) AS cause,
        round(min(located_at) - detected_at, 1) AS locate_s,
        round(min(mitigated_at) - detected_at, 1) AS mitigate_s,  -- its tasks elsewhere, queued or ended
-       round(max(recovered_at) - detected_at, 1) AS recover_s,  -- the node back (or removed)
+       round(max(recovered_at) - detected_at, 1) AS recover_s,  -- the node, site or path back (or removed)
        max(len(tasks)) AS tasks, round(max(work_lost_s), 1) AS work_lost_s
 FROM incidents GROUP BY node, detected_at ORDER BY detected_at, node
 """

@@ -35,6 +35,12 @@ tests:
         values: '0 0 0 0 0 0 0 0'
       - series: 'cnsched_queue_starving_tasks{{instance="w1"}}'
         values: '0 2 2 2 2 2 2 2 2 2 2 2 2'
+      - series: 'cnsched_incidents_open{{scope="site", instance="w1"}}'
+        values: '0 0 1 1 1 0 0'
+      - series: 'cnsched_incidents_open{{scope="path", instance="w1"}}'
+        values: '0 0 0 0 2 2 2'
+      - series: 'cnsched_incidents_open{{scope="node", instance="w1"}}'
+        values: '3 3 3 3 3 3 3'
     alert_rule_test:
       - eval_time: 2m
         alertname: CnschedNodeDown
@@ -46,6 +52,29 @@ tests:
             exp_annotations:
               summary: "node n1 is down"
               description: "cnsched sees n1 down (failed, silent past CNSCHED_NODE_TIMEOUT_SECONDS, or reported down) for 30 seconds; its tasks are moved or re-queued (GET /incidents)."
+      - eval_time: 2m
+        alertname: CnschedSiteDown
+        exp_alerts: []
+      - eval_time: 3m
+        alertname: CnschedSiteDown
+        exp_alerts:
+          - exp_labels: {{severity: page}}
+            exp_annotations:
+              summary: "1 sites are dark"
+              description: "every node of a site is down for 30 seconds (one incident per site, scope site: GET /incidents); its tasks are moved or re-queued."
+      - eval_time: 6m
+        alertname: CnschedSiteDown
+        exp_alerts: []
+      - eval_time: 4m
+        alertname: CnschedPathDown
+        exp_alerts: []
+      - eval_time: 5m
+        alertname: CnschedPathDown
+        exp_alerts:
+          - exp_labels: {{severity: warn}}
+            exp_annotations:
+              summary: "2 paths between working nodes are dark"
+              description: "every probe lost both ways between two nodes that reach the others, for 30 seconds (scope path: GET /incidents); gangs across them move (path_failed)."
       - eval_time: 7m
         alertname: CnschedPathDegraded
         exp_alerts:
@@ -74,7 +103,7 @@ def promtool() -> str:
 
 def test_the_rules_parse():
     out = subprocess.run([promtool(), "check", "rules", str(RULES)], capture_output=True, text=True)
-    assert out.returncode == 0 and "SUCCESS: 3 rules found" in out.stdout, out.stdout + out.stderr
+    assert out.returncode == 0 and "SUCCESS: 5 rules found" in out.stdout, out.stdout + out.stderr
 
 
 def test_each_alert_fires_on_its_planted_case_and_not_before(tmp_path):
@@ -96,5 +125,5 @@ def test_every_metric_the_rules_name_is_exported():
     from streams.worker.scheduling import agent, gauges
 
     named = set(re.findall(r"cnsched_([a-z_]+)", RULES.read_text()))
-    assert named == {"node_up", "path_quality", "path_loss_ratio", "queue_starving_tasks"}
+    assert named == {"node_up", "path_quality", "path_loss_ratio", "queue_starving_tasks", "incidents_open"}
     assert named <= set(gauges.METRICS) | set(agent.METRICS)

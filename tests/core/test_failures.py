@@ -79,3 +79,30 @@ def test_too_many_network_failures_at_once_are_withheld_not_declared():
                                             np.full(4, 600.0))
     assert failed.tolist() == [True, True, False, True] and not withheld.any()
     assert cause.tolist() == ["network", "network", "", "compute"]
+
+
+def test_a_dark_path_is_one_between_two_fine_nodes_that_still_reach_others():
+    from core.failures import dark_paths
+
+    # both directions of each pair probed by its source: n0-n1 lost both ways (dark), n0-n2 fine, n1-n2
+    # lost one way only (one prober alone), every path of n3 lost (its failure, or its prober's, not its
+    # paths'), n1-store (not a node) lost
+    nodes = np.array([[0, 1], [1, 0], [0, 2], [2, 0], [1, 2], [2, 1], [2, 3], [3, 2], [3, 0], [0, 3],
+                      [1, 3], [3, 1], [1, -1]])
+    loss = np.array([1.0, 0.97, 0, 0, 1.0, 0, 0.96, 0.99, 1.0, 1.0, 1.0, 1.0, 1.0])
+    known, lost, _ = paths_lost(nodes, loss, 4)
+    assert (known - lost).tolist() == [2, 1, 3, 0]
+    down = np.zeros(4, bool)
+    dark = dark_paths(nodes, loss, down, known, lost)
+    assert np.flatnonzero(dark).tolist() == [0, 1]
+    # one direction unknown: the known one decides, but one prober alone is not enough ...
+    one_way = np.where(np.arange(13) == 1, np.nan, loss)
+    assert not dark_paths(nodes, one_way, down, known, lost)[0]
+    assert dark_paths(nodes, one_way, down, known, lost, min_observers=1)[0]  # ... unless one is asked for
+    # an end down: not the path's outage; a loss below 0.95 or not evidence: not dark
+    assert not dark_paths(nodes, loss, np.array([False, True, False, False]), known, lost).any()
+    assert not dark_paths(nodes, np.where(loss > 0.5, 0.9, 0.0), down, known, lost).any()
+    assert not dark_paths(nodes, loss, down, known, lost, evidence=np.zeros(13, bool)).any()
+    # NaN loss, empty input
+    assert not dark_paths(nodes, np.full(13, np.nan), down, known, lost).any()
+    assert dark_paths(np.zeros((0, 2), np.int64), np.zeros(0), down, known, lost).shape == (0,)

@@ -205,12 +205,27 @@ async def test_a_failure_reported_twice_does_not_end_the_task_it_requeued(make_s
     assert status == 200 and rec["status"] == "queued" and rec["history"][-1]["event"]["event"] == "failed"
 
 
+async def _feed(p, settings, nodes: dict[str, str], silent, lost) -> None:
+    """Every 2 s: each node not ``silent(node)`` reports (its zone ``nodes[node]``) and probes every other
+    node (a 10-s window ending now), every probe lost where ``lost(src, dst)``."""
+    while True:
+        now = time.time()
+        for n in [n for n in nodes if not silent(n)]:
+            r = {k: v for k, v in gpu_node(n, now, zone=nodes[n]).items() if k != "received_at"}
+            await p.send_and_wait(settings.topic(COMPUTE_NODES), json.dumps(r).encode(), key=n.encode())
+            for m in nodes:
+                if m != n:
+                    w = {"src": n, "dst": m, "metric": "rtt_ms", **win(now, 0.5, 100 if lost(n, m) else 0)}
+                    await p.send_and_wait(settings.topic(NETSTATE_WINDOWS), json.dumps(w).encode(), key=b"k")
+        await asyncio.sleep(2)
+
+
 async def test_a_site_that_goes_dark_is_detected_and_its_work_moves_within_the_seeds_bounds(make_settings, tmp_path):
     """Issue 55, a site outage timed: two sites of two nodes, every node probing every other; at t0 site
     A goes dark — its nodes report nothing more, and the probes from site B to them lose every packet.
-    Detection (an incident per node of A), location (the cause) and recovery (A's task moved to B) are
-    held to the seeds' 1, 5 and 10 minutes with the default node timeout (60 s). The figures are in
-    the README ("Running on Slurm", faults timed)."""
+    Detection (an incident per node of A and one of the site), location (the cause) and recovery (A's
+    task moved to B) are held to the seeds' 1, 5 and 10 minutes with the default node timeout (60 s).
+    The figures are in the README ("Running on Slurm", faults timed)."""
     settings = make_settings(rescore_interval_seconds=0.3)
     nodes = {"a1": "A", "a2": "A", "b1": "B", "b2": "B"}
     await ensure_topics(settings)
@@ -219,22 +234,8 @@ async def test_a_site_that_goes_dark_is_detected_and_its_work_moves_within_the_s
     await p.start()
     dark = asyncio.Event()
     out = ["A"]  # the site that goes dark: the one the task is placed in
-
-    async def alive() -> None:  # reports every 2 s; every node probes the others (10-s windows ending now)
-        while True:
-            now = time.time()
-            up = [n for n in nodes if not (dark.is_set() and nodes[n] == out[0])]
-            for n in up:
-                r = {k: v for k, v in gpu_node(n, now, zone=nodes[n]).items() if k != "received_at"}
-                await p.send_and_wait(settings.topic(COMPUTE_NODES), json.dumps(r).encode(), key=n.encode())
-                for m in nodes:
-                    if m != n:
-                        lost = 100 if nodes[m] == out[0] and dark.is_set() else 0
-                        w = {"src": n, "dst": m, "metric": "rtt_ms", **win(now, 0.5, lost)}
-                        await p.send_and_wait(settings.topic(NETSTATE_WINDOWS), json.dumps(w).encode(), key=b"k")
-            await asyncio.sleep(2)
-
-    feeding = asyncio.create_task(alive())
+    feeding = asyncio.create_task(_feed(p, settings, nodes, lambda n: dark.is_set() and nodes[n] == out[0],
+                                        lambda n, m: dark.is_set() and nodes[m] == out[0]))
     try:
         await _inventory_holds(settings, 4)
         await asyncio.sleep(35)  # past the failure rule's 30 s grace: the paths are evidence now
@@ -247,7 +248,7 @@ async def test_a_site_that_goes_dark_is_detected_and_its_work_moves_within_the_s
         t0 = time.time()
         dark.set()
         site_a = sorted(n for n, s in nodes.items() if s == out[0])
-        got = await _collect(settings, lambda g: {i["node"] for i in g[SCHED_INCIDENTS]} >= set(site_a)
+        got = await _collect(settings, lambda g: {i["node"] for i in g[SCHED_INCIDENTS]} >= {*site_a, f"site/{out[0]}"}
                              and g[SCHED_RESCHEDULES], 300)
     finally:
         feeding.cancel()
@@ -258,7 +259,64 @@ async def test_a_site_that_goes_dark_is_detected_and_its_work_moves_within_the_s
     detect = max(opened[n]["detected_at"] for n in site_a) - t0
     locate = max(opened[n]["located_at"] or math.inf for n in site_a) - t0
     recover = move["at"] - t0
+    site = opened[f"site/{out[0]}"]
     print(f"\nsite outage: detected {detect:.1f} s, located {locate:.1f} s ({[opened[n]['cause'] for n in site_a]}), "
-          f"moved {recover:.1f} s to {move['to_nodes']}")
+          f"moved {recover:.1f} s to {move['to_nodes']}; the site's incident {site['detected_at'] - t0:.1f} s")
     assert detect <= 60 and locate <= 300 and recover <= 600, (detect, locate, recover)
     assert move["trigger"] == "node_failed" and nodes[move["to_nodes"][0]] != out[0]
+    assert (site["scope"], site["nodes"], site["cause"], site["tasks"]) == ("site", site_a, "network", ["job"])
+    assert site["detected_at"] - t0 <= 60 and site["located_at"] is not None
+
+
+async def test_a_path_that_goes_dark_under_a_gang_is_an_incident_and_the_gang_moves_within_the_bounds(
+        make_settings, tmp_path):
+    """Issue 55, a path outage timed: four nodes probing each other; a gang of two runs; at t0 the path
+    between its two nodes loses every probe both ways while everything else carries on. The path's
+    incident (not a node's: each end still reaches the others) opens, located at once, the gang moves
+    (path_failed) off the pair, the incident is mitigated; when the path carries probes again it is
+    recovered ("path back") — within the seeds' 1, 5 and 10 minutes."""
+    settings = make_settings(rescore_interval_seconds=0.3)
+    nodes = {"n1": "", "n2": "", "n3": "", "n4": ""}
+    await ensure_topics(settings)
+    worker = start_worker(settings, tmp_path / "w.log")
+    p = producer(settings)
+    await p.start()
+    cut: set[str] = set()
+    feeding = asyncio.create_task(_feed(p, settings, nodes, lambda n: False, lambda n, m: {n, m} == cut))
+    try:
+        await _inventory_holds(settings, 4)
+        await asyncio.sleep(35)  # past the failure rule's 30 s grace
+        gang = {"id": "g", "type": "training-data-parallel", "peers": 2, "resources": {"cards": 8},
+                "expected_duration_s": 36000}
+        status, d = await asyncio.to_thread(call, settings.web_port, "POST", "/tasks", gang)
+        assert status == 200 and d["status"] == "placed" and len(d["nodes"]) == 2, d
+        started = {"task_id": "g", "event": "started", "at": time.time(), "nodes": d["nodes"]}
+        await p.send_and_wait(settings.topic(SCHED_EVENTS), json.dumps(started).encode(), key=b"g")
+        a, b = sorted(d["nodes"])
+        key = f"path/{a}<->{b}"
+        t0 = time.time()
+        cut.update((a, b))
+        got = await _collect(settings, lambda g: any(i["node"] == key and i["status"] == "mitigated"
+                                                     for i in g[SCHED_INCIDENTS]), 300)
+        cut.clear()
+        healed = time.time()
+        back = await _collect(settings, lambda g: any(i["node"] == key and i["status"] == "recovered"
+                                                      for i in g[SCHED_INCIDENTS]), 120)
+    finally:
+        feeding.cancel()
+        await p.stop()
+        stop_process(worker)
+    mine = {i["status"]: i for i in got[SCHED_INCIDENTS] if i["node"] == key}
+    assert not [i for i in got[SCHED_INCIDENTS] if i["scope"] == "node"]  # no node failed
+    (move,) = got[SCHED_RESCHEDULES]
+    opened, mitigated = mine["open"], mine["mitigated"]
+    detect, locate = opened["detected_at"] - t0, opened["located_at"] - t0
+    recover = move["at"] - t0
+    (rec,) = [i for i in back[SCHED_INCIDENTS] if i["node"] == key and i["status"] == "recovered"]
+    print(f"\npath outage: detected {detect:.1f} s, located {locate:.1f} s, the gang moved {recover:.1f} s to "
+          f"{move['to_nodes']}, mitigated {mitigated['mitigated_at'] - t0:.1f} s; recovered "
+          f"{rec['recovered_at'] - healed:.1f} s after the path came back")
+    assert (opened["scope"], opened["nodes"], opened["cause"], opened["tasks"]) == ("path", [a, b], "network", ["g"])
+    assert detect <= 60 and locate <= 300 and recover <= 600, (detect, locate, recover)
+    assert move["trigger"] == "path_failed" and set(move["to_nodes"]) != {a, b}
+    assert rec["resolution"] == "path back"

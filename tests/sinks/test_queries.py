@@ -121,8 +121,11 @@ def test_incidents_stored_once_and_reported_per_incident(tmp_path):
     recovered = {**mitigated, "status": "recovered", "recovered_at": 160.5, "resolution": "node back"}
     other = {**opened, "node": "n2", "detected_at": 200.0, "tasks": []}
     third = {**other, "node": "n4", "status": "mitigated", "mitigated_at": 230.0}
+    site = {**other, "node": "site/B", "scope": "site", "nodes": ["n5", "n6"], "detected_at": 300.0}
     with DuckStore(tmp_path / "i.duckdb") as s:
-        assert s.write_incidents([opened, mitigated, recovered, other, third]) == 5
+        assert s.write_incidents([opened, mitigated, recovered, other, third, site]) == 6
+        assert s.query("SELECT node, scope, nodes FROM incidents WHERE detected_at >= 200 ORDER BY node") == [
+            ("n2", "node", None), ("n4", "node", None), ("site/B", "site", ["n5", "n6"])]
         assert s.write_incidents([opened, located, mitigated, recovered]) == 0  # redelivered (one row per status)
         (section,) = run_sections(s.con, INCIDENTS)
         assert s.query("SELECT outcomes::JSON->>'b', resolution FROM incidents WHERE status = 'recovered'") == [
@@ -133,7 +136,9 @@ def test_incidents_stored_once_and_reported_per_incident(tmp_path):
     assert [(r["node"], r["status"], r["cause"], r["locate_s"], r["mitigate_s"], r["recover_s"], r["tasks"])
             for r in rows] == [("n1", "recovered", "compute", 4.0, 12.3, 60.5, 2),
                                ("n2", "open", "unknown", None, None, None, 0),
-                               ("n4", "mitigated", "unknown", None, 30.0, None, 0)]
+                               ("n4", "mitigated", "unknown", None, 30.0, None, 0),
+                               ("site/B", "open", "unknown", None, None, None, 0)]
+    assert [r["scope"] for r in rows] == ["node", "node", "node", "site"]
 
 
 def test_benefit_shows_the_latest_replay_as_measured_times(audit):

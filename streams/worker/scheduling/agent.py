@@ -75,10 +75,10 @@ METRICS = {
     "forecast_paths": "paths with a forecast (preventive rescheduling)",
     "detector_seeded_windows": "stored window p95s the degradation detector started with",
     "history_refreshed_unixtime": "when forecasts and learned alphas were last read",
-    "incidents_total": "node failures sent to sched.incidents, by cause and status",
+    "incidents_total": "failures (of nodes, sites, paths) sent to sched.incidents, by scope, cause and status",
     "task_restarts_total": "failed tasks re-queued to resume from their last checkpoint",
     "task_fallbacks_total": "tasks placed again because a node refused them or they failed to start, by reason",
-    "incidents_open": "node failures not recovered yet",
+    "incidents_open": "failures not recovered yet, by scope (node, site, path)",
     "queue_starving_tasks": "queued tasks (not held) that starve: waited past CNSCHED_MAX_WAIT_SECONDS (and their predicted run)",
     "queue_oldest_wait_seconds": "how long the longest-waiting queued task (not held) has waited",
     "tasks_expired_total": "queued tasks that waited past CNSCHED_QUEUE_TIMEOUT_SECONDS and left the queue",
@@ -395,6 +395,6 @@ class SchedulingService:
 
     async def publish_incident(self, inc: Incident) -> None:
         await self.topics.incidents.send(key=inc.node.encode(), value=inc.model_dump_json().encode())
-        self.counters.inc("incidents_total", cause=inc.cause, status=inc.status)
-        self.counters.set("incidents_open", len(self.sched.incidents.open))
+        self.counters.inc("incidents_total", scope=inc.scope, cause=inc.cause, status=inc.status)
+        self.counters.set("incidents_open", self.sched.incidents.count(inc.scope), scope=inc.scope)
         log.warning("incident on %s: %s (%s), tasks %s", inc.node, inc.status, inc.cause, ",".join(inc.tasks) or "-")

@@ -145,8 +145,8 @@ class LifecycleMixin:
         recover)."""
         now = time.time() if now is None else now
         nodes = self.nodes(now)
-        failed, cause, withheld = self.health(nodes, now)
-        return self.incidents.update(nodes, failed, cause, self.running, now, self.outcome, withheld)
+        failed, cause, withheld, dark = self.judged(nodes, now)
+        return self.incidents.update(nodes, failed, cause, self.running, now, self.outcome, withheld, dark)
 
     def outcome(self, task_id: str) -> str:
         """What became of a task whose node failed (an incident's recovery says it)."""

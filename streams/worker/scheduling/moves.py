@@ -144,16 +144,17 @@ def gang(sched, r, nodes: NodeView, now: float) -> RescheduleEvent | None:
     members = [nodes.index[n] for n in r.nodes]
     usable, drained = own_room(sched, r, nodes, members, now)
     failed = not nodes.available[members].all()
+    cut = not failed and spans_dark_path(sched, r, nodes, now)  # its members cannot reach each other
     speed, shut = nodes.speeds(), closed_to_moves(sched, nodes)
     shut[members] = ~nodes.available[members]  # its own live nodes stay open to it
     net = sched.network(endpoints([task]), nodes, r.profile)
     costing = Costing(sched, task, net, nodes, now)
-    here = float(costing.runs(np.array([members]))[0]) if not failed else np.inf
-    left = float(r.left_s(here, now, sched.policy.min_remaining_share)) if not failed else np.inf
+    here = float(costing.runs(np.array([members]))[0]) if not (failed or cut) else np.inf
+    left = float(r.left_s(here, now, sched.policy.min_remaining_share)) if not (failed or cut) else np.inf
     fits = covers(usable, costing.need) & ~shut
     if task.constraints is not None:
         fits = np.isfinite(masked(sched.running, task, nodes, usable, np.where(fits, 0.0, -np.inf)))
-    if not (failed or drained) and not _could_pay(sched, r, costing, speed, fits, here, left):
+    if not (failed or cut or drained) and not _could_pay(sched, r, costing, speed, fits, here, left):
         r.streak = 0
         return None
     alt, _ = costing.now_best(fits, usable)
@@ -169,7 +170,13 @@ def gang(sched, r, nodes: NodeView, now: float) -> RescheduleEvent | None:
                     + costing.load[arriving]).max())
     saved, required = move_gain(left, here, there, move_s, costing.cards, costing.price)
     return _decide(sched, r, nodes, members, [int(m) for m in alt], float(saved), float(required), move_s, now,
-                   failed, drained)
+                   failed, drained, cut)
+
+
+def spans_dark_path(sched, r, nodes: NodeView, now: float) -> bool:
+    """Whether a path between two of the task's nodes is dark (failures.health: every probe lost both
+    ways while both nodes are fine)."""
+    return len(r.nodes) > 1 and any(a in r.nodes and b in r.nodes for a, b in sched.judged(nodes, now)[3])
 
 
 def _could_pay(sched, r, costing: Costing, speed: np.ndarray, fits: np.ndarray, here: float, left: float) -> bool:
@@ -186,7 +193,7 @@ def _could_pay(sched, r, costing: Costing, speed: np.ndarray, fits: np.ndarray, 
 
 
 def _decide(sched, r, nodes: NodeView, members: list[int], to: list[int], saved: float, required: float,
-            move_s: float, now: float, failed: bool, drained: bool) -> RescheduleEvent | None:
+            move_s: float, now: float, failed: bool, drained: bool, cut: bool = False) -> RescheduleEvent | None:
     """core.reschedule.evaluate on one task's seconds (degradation named when a gang's own paths
     degraded against its placement's baseline); the move booked (migration.moved) when it says so."""
     task = r.task
@@ -200,7 +207,7 @@ def _decide(sched, r, nodes: NodeView, members: list[int], to: list[int], saved:
     joined = bool((nodes.joined_at[[m for m in to if m not in members]] > r.placed_at).any())
     ev = evaluate(np.zeros(1), np.zeros(1), deg, np.array([joined]), np.array([r.alpha]), np.array([r.streak]),
                   np.zeros(1), np.array([move_s]), np.array([now < r.cooldown_until]), sched.policy,
-                  node_failed=np.array([failed]), drained=np.array([drained]),
+                  node_failed=np.array([failed]), path_failed=np.array([cut]), drained=np.array([drained]),
                   saved=(np.array([saved]), np.array([required])))
     r.streak = int(ev.streak[0])
     if not ev.move[0]:

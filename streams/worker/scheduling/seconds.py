@@ -28,6 +28,7 @@ from core.ect import (
     run_seconds,
     single_order,
 )
+from core.failures import LOST_LOSS
 from core.feasibility import covers
 from core.placement import Placement, place
 from core.quality import window_gbps
@@ -139,7 +140,10 @@ class Costing:
         sets = np.asarray(sets, np.int64)
         run = self.runs(sets, paths)
         load = self.load[sets].max(axis=1)
-        return cost(wait_s, load, run, self.cards, self.price), self.strands[sets].sum(axis=1) * (load + run)
+        strands = self.strands[sets].sum(axis=1)
+        with np.errstate(invalid="ignore"):  # nothing stranded by a set that never ends: 0, not 0 x inf
+            stranded = np.where(strands > 0, strands * (load + run), 0.0)
+        return cost(wait_s, load, run, self.cards, self.price), stranded
 
     def runs(self, sets: np.ndarray, paths: bool = True) -> np.ndarray:
         """float64[K]: the task's expected run on each set of members (``sets`` int64[K, g] node rows),
@@ -170,7 +174,8 @@ class Costing:
         """(worst pair RTT, narrowest pair Gbit/s) of each set of members as measured (an unmeasured pair
         at the worst measured one, or one rack's when none is measured): the members' p95 rows, gathered
         once per member; bandwidth the slower link times the receiver's NIC headroom, at most one 64 MiB
-        window per round trip."""
+        window per round trip; nothing between members whose path lost (nearly) every probe either way
+        (a dark path: core.failures)."""
         k, g = sets.shape
         if g < 2:
             return np.zeros(k), np.full(k, np.inf)
@@ -194,6 +199,11 @@ class Costing:
             t = self.net.table
             nr = t.node_rack
             link = left(link, booked_between(self.booked, rack_codes(t), nr[a], nr[b]).reshape(rtt.shape))
+        lost = np.stack([self.net.from_node("loss", u)[uniq] for u in uniq.tolist()])[inv[:, :, None], inv[:, None, :]]
+        with np.errstate(invalid="ignore"):
+            dark = (lost >= LOST_LOSS) | (np.swapaxes(lost, 1, 2) >= LOST_LOSS)
+        if dark.any():
+            link = np.where(dark, 0.0, link)
         return members_paths(r, np.minimum(link, window_gbps(r)), unknown)
 
     def book(self, members) -> None:

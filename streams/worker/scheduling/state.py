@@ -151,10 +151,14 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
         return evolved(base, usable=free, available=base.available & ~failed, closed=closed,
                                    draining=draining, drain_since=since, drain_due=due)
 
-    def health(self, nodes: NodeView, now: float) -> tuple[np.ndarray, np.ndarray]:
+    def health(self, nodes: NodeView, now: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(failed, cause, withheld) of every node (failures.health over the paths' losses as a path table
         holds them, no profile's quality needed), once per version of the views and second
         (decisions and the watch share it)."""
+        return self.judged(nodes, now)[:3]
+
+    def judged(self, nodes: NodeView, now: float) -> tuple:
+        """failures.health's whole answer: (failed, cause, withheld, dark paths), cached as health says."""
         def build():
             paths, *judged = path_losses(self.net.columns(), nodes.ids, nodes.racks, nodes.rack_aliases,
                                          aged_to(nodes.at, self.freshness), self.freshness, self.failure_rule)
