@@ -263,3 +263,64 @@ def _report(expected: dict, wrong: list, log) -> None:
                     f"samples {sum(int(e['count']) for e in expected.values())}  wrong {len(wrong)}  "
                     f"jumps read back {sum('jumped from offset' in x for x in _jump_lines(log))}  "
                     f"unreadable {sum('could not be read back' in x for x in _jump_lines(log))}\n")
+
+
+async def _committed_behind(settings, ends: dict[int, int]) -> int:
+    """How many messages of probe.samples lie past the worker group's committed offsets, ``ends``: each
+    partition's end as the producer's acks said (the embedded broker reports a partition's end as its
+    last batch's start)."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    c = AIOKafkaConsumer(**settings.kafka_client_kwargs(), group_id=settings.app_id, enable_auto_commit=False)
+    await c.start()
+    try:
+        behind = 0
+        for part, end in ends.items():
+            behind += end - ((await c.committed(TopicPartition(settings.topic(PROBE_SAMPLES), part))) or 0)
+        return behind
+    finally:
+        await c.stop()
+
+
+async def test_committed_offsets_reach_the_end_after_repeated_sigkills(make_settings_both, tmp_path):
+    """Issue 55: under repeated worker kills the committed offsets once stopped on 3 of 4 partitions and
+    stayed there, so the next restart replayed thousands of messages. Four SIGKILLs a few seconds
+    apart while JSON samples stream in; once the stream ends, the worker group's committed offsets
+    reach the end of every partition of probe.samples."""
+    settings = make_settings_both(window_seconds=10, window_step_seconds=10, allowed_lateness_seconds=1,
+                                  flush_interval_seconds=0.3, idle_close_seconds=0)
+    await ensure_topics(settings)
+    t0 = np.floor(time.time() / 10) * 10 - 3600
+    msgs = one_sample_messages(t0, seconds=40, per_source_hz=20)
+    topic = settings.topic(PROBE_SAMPLES)
+    log = tmp_path / "worker.log"
+    p = producer(settings)
+    await p.start()
+    worker = start_worker(settings, log)
+    parts = [msgs[i * len(msgs) // 5:(i + 1) * len(msgs) // 5] for i in range(5)]
+    try:
+        ends: dict[int, int] = {}
+        for i, part in enumerate(parts):
+            acks = [await p.send(topic, payload, key=src.encode()) for src, payload in part]
+            for meta in await asyncio.gather(*acks):
+                ends[meta.partition] = max(ends.get(meta.partition, 0), meta.offset + 1)
+            if i == len(parts) - 1:
+                break
+            sent = sum(len(x) for x in parts[:i + 1])
+            deadline = time.monotonic() + 60  # until this worker has read some of what was sent
+            while time.monotonic() < deadline and \
+                    await asyncio.to_thread(worker_counter, settings.web_port, "messages_total") < sent - len(part) // 2:
+                await asyncio.sleep(0.2)
+            await asyncio.sleep(1.0 + i)
+            worker.send_signal(signal.SIGKILL)
+            worker.wait()
+            worker = start_worker(settings, log)
+        deadline = time.monotonic() + 120
+        behind = await _committed_behind(settings, ends)
+        while behind and time.monotonic() < deadline:
+            await asyncio.sleep(1)
+            behind = await _committed_behind(settings, ends)
+    finally:
+        await p.stop()
+        stop_process(worker)
+    assert behind == 0, (behind, _jump_lines(log), log.read_text()[-2000:])
