@@ -170,3 +170,76 @@ async def test_a_dead_node_is_detected_located_and_its_work_runs_again_within_th
         await bridge
         await probing
         stop_process(worker)
+
+
+async def test_a_dark_path_under_a_gang_moves_it_and_slurm_runs_it_again_within_the_seeds_bounds(make_settings,
+                                                                                               tmp_path, slurm):
+    """Issue 55, a path outage on the real Slurm: the three nodes probe each other; a gang of two whole
+    nodes runs as one Slurm job; at t0 the path between its nodes loses every probe both ways. The
+    path's incident opens (detected, located), the gang moves (path_failed) and Slurm runs it again on a
+    pair without that path — each held to the seeds' 1, 5 and 10 minutes (README "Running on Slurm")."""
+    import json
+
+    from schemas.topics import NETSTATE_WINDOWS
+    from streams.bridge.slurm import run_bridge
+    from streams.kafka import producer
+    from tests.helpers.scheduling import win
+
+    settings = make_settings(rescore_interval_seconds=0.3, node_timeout_seconds=60)
+    await ensure_topics(settings)
+    worker = start_worker(settings, tmp_path / "w.log")
+    port = settings.web_port
+    stop, ready = asyncio.Event(), asyncio.Event()
+    bridge = asyncio.create_task(run_bridge(settings, "card", {}, 1.0, stop, tmp_path / "bridge", slurm.env, ready))
+    cut: set[str] = set()
+
+    async def probes() -> None:  # each node's probe agent: windows to the others, lost across the cut
+        p = producer(settings)
+        await p.start()
+        try:
+            while not stop.is_set():
+                for a in slurm.nodes:
+                    for b in slurm.nodes:
+                        if a != b:
+                            w = {"src": a, "dst": b, "metric": "rtt_ms",
+                                 **win(time.time(), 0.5, 100 if {a, b} == cut else 0)}
+                            await p.send_and_wait(settings.topic(NETSTATE_WINDOWS), json.dumps(w).encode(),
+                                                  key=a.encode())
+                await asyncio.sleep(2)
+        finally:
+            await p.stop()
+
+    probing = asyncio.create_task(probes())
+    try:
+        await asyncio.wait_for(ready.wait(), 60)
+        await nodes(port, 3)
+        await asyncio.sleep(32)  # past the failure rule's 30 s grace: the paths are evidence
+        status, body = await asyncio.to_thread(call, port, "POST", "/tasks", {
+            "id": "gang", "type": "training-data-parallel", "peers": 2, "resources": {"cards": 8},
+            "expected_duration_s": 36000, "command": "sleep 600"})
+        assert status == 200 and len(body["nodes"]) == 2, body
+        a, b = sorted(body["nodes"])
+        await until_status(port, "gang", ("running",))
+        t0 = time.time()
+        cut.update((a, b))
+        key, deadline, inc, again = f"path/{a}<->{b}", time.monotonic() + 600, None, None
+        while time.monotonic() < deadline and (inc is None or again is None):
+            _, incidents = await asyncio.to_thread(call, port, "GET", "/incidents")
+            inc = next((i for i in incidents["open"] if i["node"] == key), inc)
+            _, rec = await asyncio.to_thread(call, port, "GET", "/tasks/gang")
+            again = next((h["event"] for h in rec["history"] if h.get("event", {}).get("event") == "started"
+                          and h["event"]["at"] > t0 and set(h["event"]["nodes"]) != {a, b}), None)
+            await asyncio.sleep(0.5)
+        assert inc is not None and again is not None, (inc, rec["history"])
+        detect, locate, recover = inc["detected_at"] - t0, inc["located_at"] - t0, again["at"] - t0
+        print(f"\npath fault timing: detected {detect:.1f} s, located {locate:.1f} s, running again {recover:.1f} s "
+              f"(on {again['nodes']})")
+        assert detect <= 60 and locate <= 300 and recover <= 600, (detect, locate, recover)
+        assert inc["scope"] == "path" and inc["cause"] == "network" and inc["tasks"] == ["gang"]
+        running = dict(line.split() for line in slurm.run("squeue", "-h", "-t", "running", "-o", "%j %N").splitlines())
+        assert "gang" in running and set(again["nodes"]) != {a, b}
+    finally:
+        stop.set()
+        await bridge
+        await probing
+        stop_process(worker)
