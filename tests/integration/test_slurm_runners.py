@@ -113,12 +113,8 @@ async def test_a_dead_node_is_detected_located_and_its_work_runs_again_within_th
     processes killed at t0) while its paths go on carrying probes; detection (the incident opens),
     location (its cause: compute) and recovery (the work running again on another node, reported by
     Slurm) are held to the seeds' 1, 5 and 10 minutes. The figures are in the README ("Running on Slurm")."""
-    import json
 
-    from schemas.topics import NETSTATE_WINDOWS
     from streams.bridge.slurm import run_bridge
-    from streams.kafka import producer
-    from tests.helpers.scheduling import win
 
     settings = make_settings(rescore_interval_seconds=0.3, node_timeout_seconds=60)
     await ensure_topics(settings)
@@ -127,19 +123,8 @@ async def test_a_dead_node_is_detected_located_and_its_work_runs_again_within_th
     stop, ready = asyncio.Event(), asyncio.Event()
     bridge = asyncio.create_task(run_bridge(settings, "card", {}, 1.0, stop, tmp_path / "bridge", slurm.env, ready))
 
-    async def probes() -> None:  # a probe agent's windows: every node's path from the store answers
-        p = producer(settings)
-        await p.start()
-        try:
-            while not stop.is_set():
-                for n in slurm.nodes:
-                    w = {"src": "store", "dst": n, "metric": "rtt_ms", **win(time.time(), 0.5)}
-                    await p.send_and_wait(settings.topic(NETSTATE_WINDOWS), json.dumps(w).encode(), key=n.encode())
-                await asyncio.sleep(2)
-        finally:
-            await p.stop()
-
-    probing = asyncio.create_task(probes())
+    # a probe agent's windows: every node's path from the store answers
+    probing = asyncio.create_task(_probes(settings, [("store", n) for n in slurm.nodes], stop))
     try:
         await asyncio.wait_for(ready.wait(), 60)
         await nodes(port, 3)
@@ -178,12 +163,8 @@ async def test_a_dark_path_under_a_gang_moves_it_and_slurm_runs_it_again_within_
     nodes runs as one Slurm job; at t0 the path between its nodes loses every probe both ways. The
     path's incident opens (detected, located), the gang moves (path_failed) and Slurm runs it again on a
     pair without that path — each held to the seeds' 1, 5 and 10 minutes (README "Running on Slurm")."""
-    import json
 
-    from schemas.topics import NETSTATE_WINDOWS
     from streams.bridge.slurm import run_bridge
-    from streams.kafka import producer
-    from tests.helpers.scheduling import win
 
     settings = make_settings(rescore_interval_seconds=0.3, node_timeout_seconds=60)
     await ensure_topics(settings)
@@ -193,23 +174,9 @@ async def test_a_dark_path_under_a_gang_moves_it_and_slurm_runs_it_again_within_
     bridge = asyncio.create_task(run_bridge(settings, "card", {}, 1.0, stop, tmp_path / "bridge", slurm.env, ready))
     cut: set[str] = set()
 
-    async def probes() -> None:  # each node's probe agent: windows to the others, lost across the cut
-        p = producer(settings)
-        await p.start()
-        try:
-            while not stop.is_set():
-                for a in slurm.nodes:
-                    for b in slurm.nodes:
-                        if a != b:
-                            w = {"src": a, "dst": b, "metric": "rtt_ms",
-                                 **win(time.time(), 0.5, 100 if {a, b} == cut else 0)}
-                            await p.send_and_wait(settings.topic(NETSTATE_WINDOWS), json.dumps(w).encode(),
-                                                  key=a.encode())
-                await asyncio.sleep(2)
-        finally:
-            await p.stop()
-
-    probing = asyncio.create_task(probes())
+    # each node's probe agent: windows to the others, every probe lost across the cut
+    pairs = [(a, b) for a in slurm.nodes for b in slurm.nodes if a != b]
+    probing = asyncio.create_task(_probes(settings, pairs, stop, lambda a, b: {a, b} == cut))
     try:
         await asyncio.wait_for(ready.wait(), 60)
         await nodes(port, 3)
@@ -243,3 +210,24 @@ async def test_a_dark_path_under_a_gang_moves_it_and_slurm_runs_it_again_within_
         await bridge
         await probing
         stop_process(worker)
+
+
+async def _probes(settings, pairs: list[tuple[str, str]], stop: asyncio.Event, lost=lambda a, b: False) -> None:
+    """Probe agents' windows (10 s, ending now) on every (src, dst) of ``pairs``, every 2 s until
+    ``stop``: every probe lost where ``lost(src, dst)``."""
+    import json
+
+    from schemas.topics import NETSTATE_WINDOWS
+    from streams.kafka import producer
+    from tests.helpers.scheduling import win
+
+    p = producer(settings)
+    await p.start()
+    try:
+        while not stop.is_set():
+            for a, b in pairs:
+                w = {"src": a, "dst": b, "metric": "rtt_ms", **win(time.time(), 0.5, 100 if lost(a, b) else 0)}
+                await p.send_and_wait(settings.topic(NETSTATE_WINDOWS), json.dumps(w).encode(), key=a.encode())
+            await asyncio.sleep(2)
+    finally:
+        await p.stop()
