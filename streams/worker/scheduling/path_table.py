@@ -74,6 +74,17 @@ class PathTable:
         self._shift_known[todo] = True
         return self._shift
 
+    def any_at_least(self, name: str, value: float) -> bool:
+        """Whether some path's ``name`` column reaches ``value`` (once per table and question: a gang's
+        costing asks whether any path is dark before gathering its members' losses)."""
+        key = ("any at least", name, value)
+        hit = self._rack_rows.get(key)
+        if hit is None:
+            col = getattr(self, name)
+            with np.errstate(invalid="ignore"):
+                hit = self._rack_rows[key] = bool(col.size and (col >= value).any())
+        return hit
+
     def _column(self, name: str, source: str | None, rows: np.ndarray) -> np.ndarray:
         """A per-path column, ``shift`` computed for the paths a gather reads (the source's rack-level
         paths and ``rows``)."""

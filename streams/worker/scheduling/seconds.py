@@ -199,11 +199,10 @@ class Costing:
             t = self.net.table
             nr = t.node_rack
             link = left(link, booked_between(self.booked, rack_codes(t), nr[a], nr[b]).reshape(rtt.shape))
-        lost = np.stack([self.net.from_node("loss", u)[uniq] for u in uniq.tolist()])[inv[:, :, None], inv[:, None, :]]
-        with np.errstate(invalid="ignore"):
-            dark = (lost >= LOST_LOSS) | (np.swapaxes(lost, 1, 2) >= LOST_LOSS)
-        if dark.any():
-            link = np.where(dark, 0.0, link)
+        if self.net.table.any_at_least("loss", LOST_LOSS):  # some path is dark: none between members
+            lost = np.stack([self.net.from_node("loss", u)[uniq] for u in uniq.tolist()])[inv[:, :, None], inv[:, None, :]]
+            with np.errstate(invalid="ignore"):
+                link = np.where((lost >= LOST_LOSS) | (np.swapaxes(lost, 1, 2) >= LOST_LOSS), 0.0, link)
         return members_paths(r, np.minimum(link, window_gbps(r)), unknown)
 
     def book(self, members) -> None:
