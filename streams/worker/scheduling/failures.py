@@ -120,6 +120,8 @@ class IncidentBook:
 
     def _sites(self, nodes: NodeView, down: np.ndarray, now: float) -> list[Incident]:
         """A site of two or more nodes, every one down, as one incident over its nodes' incidents."""
+        if not self.sites and not down.any():  # the usual case, asked at every rescoring tick
+            return []
         out, members = [], {}
         for i, site in enumerate(nodes.sites):
             if site:
