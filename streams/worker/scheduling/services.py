@@ -54,6 +54,7 @@ class Service:
     load: deque = field(default_factory=deque)  # (time, request rate) for the forecast
     seeded: bool = False  # its stored load history was read (after a restart)
     _forecast: tuple = (None, math.nan)  # (the reports and second it was made for, the forecast)
+    _rise: tuple = (None, math.nan)  # (the reports it was seen over, the covered rise: standby_wanted)
     routes: Routes | None = None  # the routing weights last published (sched.routes; routing.py)
     capacity: dict = field(default_factory=dict)  # replica -> requests/s at full load, from its own load reports
 
@@ -97,10 +98,11 @@ class Service:
         p, sc = self.policy, self.task.scaling
         if p.standby_cover <= 0:
             return p.standby
-        rise = math.nan
-        if self.load:
-            t, r = np.array(self.load).T
-            rise = rise_quantile(t, r, sc.cold_start_s, p.standby_cover)
+        key = (len(self.load), self.load[-1][0] if self.load else None, sc.cold_start_s, p.standby_cover)
+        if self._rise[0] != key:  # once per new report (every look at a service asks)
+            t, r = np.array(self.load).T if self.load else (np.zeros(0), np.zeros(0))
+            self._rise = (key, rise_quantile(t, r, sc.cold_start_s, p.standby_cover))
+        rise = self._rise[1]
         per = sc.replica_rate or (self.request_rate / self.busy if self.busy > 0 else math.nan)
         want = standby_for(self.request_rate, per, serving, rise, p.standby, p.max_replicas - serving)
         while self.recent_standby and self.recent_standby[0][0] < now - p.scale_down_delay_s:
