@@ -275,12 +275,19 @@ class GangScores:
         return of
 
 
+def spans_dark_path(sched, r, nodes: NodeView, now: float) -> bool:
+    """Whether a path between two of the task's nodes is dark (failures.health: every probe lost both
+    ways while both nodes are fine): its members cannot reach each other, it moves at once."""
+    return len(r.nodes) > 1 and any(a in r.nodes and b in r.nodes for a, b in sched.judged(nodes, now)[3])
+
+
 def migrate_gang(sched, r, nodes: NodeView, now: float, scored: GangScores | None = None) -> RescheduleEvent | None:
     """A gang is worth what its placement is worth (core.placement.gang_value); the alternative is
     the gang placement made now with the gang's own resources given back. It moves (the members
     that change) under the same rules as a single task, against the slowest member's move.
     ``scored``: the view's gangs scored together (GangScores), if the caller has them."""
-    if steady.gang_still_quiet(sched, nodes, r, _saw):  # quiet at its last evaluation, and still
+    cut = spans_dark_path(sched, r, nodes, now)
+    if not cut and steady.gang_still_quiet(sched, nodes, r, _saw):  # quiet at its last evaluation, and still
         return None
     task, alpha, w = r.task, r.alpha, r.task.cost_sensitivity
     members = [nodes.index[n] for n in r.nodes]
@@ -295,7 +302,7 @@ def migrate_gang(sched, r, nodes: NodeView, now: float, scored: GangScores | Non
     current = current if np.isfinite(current) else 0.0  # a member's node failed
     rows = endpoint_rows(x, t)
     fresh = _saw(sched, r, _gang_worst(net, "end", rows, members))
-    if _no_search(sched, nodes, r, g, usable, (net, x, t, composite), current, drained):
+    if not cut and _no_search(sched, nodes, r, g, usable, (net, x, t, composite), current, drained):
         return None
     alt = place(scores.copy(), need(task), usable.copy(), gang=len(members), peer_scores=g.peers, value_of=g.value,
                 leads=g.leads)
@@ -319,7 +326,8 @@ def migrate_gang(sched, r, nodes: NodeView, now: float, scored: GangScores | Non
     ev = evaluate(np.array([current]), np.array([best]), deg, np.array([joined]), np.array([alpha]),
                   np.array([r.streak]), remaining, np.array([float(cost.max())]),
                   np.array([now < r.cooldown_until]), sched.policy, fresh=np.array([fresh]),
-                  node_failed=np.array([not nodes.available[members].all()]), drained=np.array([drained]))
+                  node_failed=np.array([not nodes.available[members].all()]), path_failed=np.array([cut]),
+                  drained=np.array([drained]))
     r.streak = int(ev.streak[0])
     if not ev.move[0]:
         return None

@@ -30,7 +30,13 @@ from streams.adapters.tasks import endpoint_rows, endpoints, load_gb, need
 from streams.worker.scheduling.constraints import masked
 from streams.worker.scheduling.decision import breakdown
 from streams.worker.scheduling.gangs import GangScorer
-from streams.worker.scheduling.migration import GangScores, drain_due, moved, own_room
+from streams.worker.scheduling.migration import (
+    GangScores,
+    drain_due,
+    moved,
+    own_room,
+    spans_dark_path,
+)
 from streams.worker.scheduling.seconds import Costing, decided_in_seconds, price_of
 
 
@@ -172,11 +178,6 @@ def gang(sched, r, nodes: NodeView, now: float) -> RescheduleEvent | None:
     return _decide(sched, r, nodes, members, [int(m) for m in alt], float(saved), float(required), move_s, now,
                    failed, drained, cut)
 
-
-def spans_dark_path(sched, r, nodes: NodeView, now: float) -> bool:
-    """Whether a path between two of the task's nodes is dark (failures.health: every probe lost both
-    ways while both nodes are fine)."""
-    return len(r.nodes) > 1 and any(a in r.nodes and b in r.nodes for a, b in sched.judged(nodes, now)[3])
 
 
 def _could_pay(sched, r, costing: Costing, speed: np.ndarray, fits: np.ndarray, here: float, left: float) -> bool:

@@ -3,6 +3,8 @@ located, mitigated once their tasks are elsewhere, recovered when the site or th
 
 import time
 
+import pytest
+
 from schemas.sched import Task
 from tests.helpers.scheduling import gpu_node, make_scheduler, win
 
@@ -61,11 +63,13 @@ def _windows(s, t, dark: tuple[str, str] | None) -> None:
     s.touch()
 
 
-def test_a_path_that_goes_dark_between_a_gangs_nodes_is_an_incident_and_the_gang_moves():
+@pytest.mark.parametrize("rule", ["seconds", "points"])
+def test_a_path_that_goes_dark_between_a_gangs_nodes_is_an_incident_and_the_gang_moves(rule):
     now = time.time()
     nodes = ("n0", "n1", "n2", "n3")
     paths = {(a, b): {"rtt_ms": win(now, 0.5)} for a in nodes for b in nodes if a != b}
     s = make_scheduler([gpu_node(n, now) for n in nodes], paths)
+    s.placement_rule = rule  # both the seconds rule's moves and the points rule's (moves.py, migration.py)
     d = s.decide(Task(id="g", type="training-data-parallel", peers=2, resources={"cards": 8}, checkpoint_gb=5,
                     expected_duration_s=3600.0, submitted_at=now), now)
     assert d.status == "placed" and len(d.nodes) == 2
@@ -81,7 +85,7 @@ def test_a_path_that_goes_dark_between_a_gangs_nodes_is_an_incident_and_the_gang
         f"path/{a}<->{b}", "path", "open", "network", [a, b], ["g"])
     assert inc.detected_at == inc.located_at == t and s.incidents.unmitigated()
     (ev,) = s.reschedule(t)
-    assert set(ev.to_nodes) != {a, b}
+    assert set(ev.to_nodes) != {a, b} and ev.trigger == "path_failed"
     (mit,) = s.watch(t + 1)
     assert (mit.status, mit.mitigated_at, mit.outcomes) == ("mitigated", t + 1, {"g": f"moved to {','.join(ev.to_nodes)}"})
     _windows(s, t + 10, None)  # the path carries probes again
