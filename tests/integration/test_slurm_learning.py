@@ -19,7 +19,7 @@ from streams.runtime.processes import start_worker, stop_process
 from streams.runtime.slurm_cluster import missing
 from tests.helpers.http import call, get_text
 from tests.helpers.scheduling import gpu_node, win
-from tests.integration.test_slurm import until_status
+from tests.integration.test_slurm import nodes, until_status
 
 pytestmark = [pytest.mark.integration, pytest.mark.skipif(missing() is not None, reason=str(missing()))]
 
@@ -70,6 +70,7 @@ async def test_a_live_workers_learned_alpha_moves_to_what_its_slurm_jobs_measure
     placed = []
     try:
         await asyncio.wait_for(ready.wait(), 60)
+        await nodes(port, 3)  # the worker holds the three nodes' reports (a slow start: a loaded machine)
         for k in range(TASKS):
             world.update({n: (float(rng.uniform(300, 1000)), float(rng.uniform(0.5, 40))) for n in slurm.nodes})
             await asyncio.sleep(2.5)  # the worker sees this world
