@@ -164,6 +164,17 @@ class ServiceRun:
     scale_events: int
 
 
+def _resized(standby: int, refills: list[int], target: int, ready_at: int) -> tuple[int, list[int]]:
+    """The warm standby (ready, refilling: the steps they become ready) brought to ``target``: refills
+    started (ready at ``ready_at``), or the ones still refilling cancelled first, then ready ones."""
+    have = standby + len(refills)
+    if target > have:
+        return standby, refills + [ready_at] * (target - have)
+    cut = min(have - target, len(refills))
+    refills = sorted(refills)[:len(refills) - cut]
+    return standby - (have - target - cut), refills
+
+
 def simulate(rate: np.ndarray, step_s: float, per_replica_rate: float, policy: ScalingPolicy,
              load_s: float) -> ServiceRun:
     """Run the controller over ``rate`` (requests/s at each step, NaN: none that step) with replicas
@@ -216,16 +227,9 @@ def simulate(rate: np.ndarray, step_s: float, per_replica_rate: float, policy: S
         if policy.standby_cover > 0:
             lo = max(0, i - history)
             rise = rise_quantile(times[lo:i + 1], rate[lo:i + 1], load_s, policy.standby_cover)
-            target = standby_for(rate[i], per_replica_rate, ready + len(loading), rise, policy.standby,
-                                 policy.max_replicas - ready - len(loading))
-            standby_hist.append(target)
-            target = max(standby_hist[-window:] if window else [target])
-            if target > standby + len(refills):
-                refills += [i + delay] * (target - standby - len(refills))
-            elif target < standby + len(refills):
-                cut = min(standby + len(refills) - target, len(refills))
-                refills = sorted(refills)[:len(refills) - cut]
-                standby -= standby + len(refills) - target
+            standby_hist.append(standby_for(rate[i], per_replica_rate, ready + len(loading), rise, policy.standby,
+                                            policy.max_replicas - ready - len(loading)))
+            standby, refills = _resized(standby, refills, max(standby_hist[-max(window, 1):]), i + delay)
         out_ready[i], out_wanted[i], out_standby[i] = ready, ready + len(loading), standby
         paid += (ready + len(loading) + standby + len(refills)) * step_s
     total = float(rate.sum() * step_s)

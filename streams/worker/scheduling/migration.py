@@ -298,8 +298,7 @@ def migrate_gang(sched, r, nodes: NodeView, now: float, scored: GangScores | Non
     scores = masked(sched.running, task, nodes, usable, blend(raw[None, :], [w], nodes.energy)[0])
     compute = nodes.compute[:, x.kind[t]].astype(np.float64)
     g = GangScorer(alpha, scores, compute, net, x.unknown_quality, nodes.energy, w)
-    current = g.value(members)
-    current = current if np.isfinite(current) else 0.0  # a member's node failed
+    current = float(np.nan_to_num(g.value(members), neginf=0.0, posinf=0.0))  # 0: a member's node failed
     rows = endpoint_rows(x, t)
     fresh = _saw(sched, r, _gang_worst(net, "end", rows, members))
     if not cut and _no_search(sched, nodes, r, g, usable, (net, x, t, composite), current, drained):
@@ -326,8 +325,7 @@ def migrate_gang(sched, r, nodes: NodeView, now: float, scored: GangScores | Non
     ev = evaluate(np.array([current]), np.array([best]), deg, np.array([joined]), np.array([alpha]),
                   np.array([r.streak]), remaining, np.array([float(cost.max())]),
                   np.array([now < r.cooldown_until]), sched.policy, fresh=np.array([fresh]),
-                  node_failed=np.array([not nodes.available[members].all()]), path_failed=np.array([cut]),
-                  drained=np.array([drained]))
+                  node_failed=np.array([not nodes.available[members].all()]), path_failed=np.array([cut]), drained=np.array([drained]))
     r.streak = int(ev.streak[0])
     if not ev.move[0]:
         return None
