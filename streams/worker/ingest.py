@@ -54,7 +54,13 @@ from streams.worker.panes import (
     pane_table_key,
     parse_pane_table_key,
 )
-from streams.worker.progress import describe_metrics, idle_event_time, jumps, read_range
+from streams.worker.progress import (
+    describe_metrics,
+    idle_event_time,
+    jumps,
+    mend_commit_holes,
+    read_range,
+)
 from streams.worker.windowing import PartitionWindows
 
 log = logging.getLogger(__name__)
@@ -324,6 +330,9 @@ class Ingest:
                 ev.ack()
             events.clear()
         self.last_flush = time.monotonic()
+        # the consumer's commit kept moving over what the persisted state holds (streams/worker/progress.py)
+        await mend_commit_holes(self.app, self.topics.samples.get_topic_name(),
+                                {p: s.mark.applied_offset for p, s in self.windows.items()}, self.counters)
 
     async def revoke(self, partitions: set[int]) -> None:
         async with self.lock:
@@ -342,18 +351,7 @@ class Ingest:
 
 
 def register(app: faust.App, topics, settings: Settings, counters: Counters, sample_partitions: int) -> Ingest:
-    counters.describe("messages_total", "probe.samples messages read")
-    counters.describe("samples_accepted_total", "probe samples that passed validation")
-    counters.describe("samples_rejected_total", "probe samples sent to the dead-letter topic, by reason")
-    counters.describe("messages_rejected_total", "whole probe messages sent to the dead-letter topic, by reason")
-    counters.describe("samples_late_total", "samples later than the allowed lateness, dropped, by reason")
-    counters.describe("samples_replayed_total", "samples of messages applied before (read again after a restart, "
-                                                "or sent twice): skipped, counted once")
-    counters.describe("windows_emitted_total", "window results sent to netstate.windows")
-    counters.describe("idle_closes_total", "times an idle partition's event time followed the wall clock")
     describe_metrics(counters)
-    counters.describe("ingest_first_event_unixtime", "when this worker began its first ingest step")
-    counters.describe("ingest_last_event_unixtime", "when this worker ended its latest ingest step")
     table = app.Table(
         table_name(settings, INGEST_TABLE),
         key_type=bytes,  # bytes -> raw key and value codecs, also for the changelog

@@ -7,15 +7,17 @@ import asyncio
 import time
 from types import SimpleNamespace
 
+import faust
 import numpy as np
 from aiokafka import AIOKafkaProducer
+from faust.types import TP
 
 from schemas.probe import encode_arrow
 from schemas.topics import PROBE_SAMPLES
 from streams.kafka import ensure_topics
 from streams.metrics import Counters
 from streams.worker.ingest import Ingest
-from streams.worker.progress import jumps, read_range
+from streams.worker.progress import commit_hole, jumps, mend_commit_holes, read_range, unique_acked
 
 
 def test_jumps_name_where_the_read_stops_following_on():
@@ -30,6 +32,64 @@ def test_jumps_name_where_the_read_stops_following_on():
 def test_a_fresh_partition_starts_anywhere_then_must_follow_on():
     assert jumps([10, 11], -1) == []
     assert jumps([10, 12], -1) == [(1, 11)]
+
+
+def test_a_commit_held_at_a_hole_is_freed_only_over_persisted_offsets():
+    # Faust committed 100 (the next to read) and its lowest acked is 150: 101..149 hold it (it lets 100 pass)
+    assert commit_hole(100, 150, persisted=152) == (101, 149)
+    assert commit_hole(100, 150, persisted=149) == (101, 149)  # exactly the hole persisted
+    assert commit_hole(100, 150, persisted=148) is None  # 149 not in the persisted state yet
+    assert commit_hole(100, 101, persisted=152) is None  # follows on: Faust commits by itself
+    assert commit_hole(100, 100, persisted=152) is None
+    assert commit_hole(None, 150, persisted=152) is None  # nothing committed: Faust has no bound
+    assert commit_hole(0, 150, persisted=152) is None  # Faust reads 0 as nothing committed
+    assert commit_hole(100, None, persisted=152) is None  # nothing acked
+
+
+async def test_faust_s_own_commit_moves_past_a_hole_once_noted():
+    """On Faust's own consumer: acked 150..152 over a commit at 100 hold its commit for ever; once the
+    persisted state covers the hole it is noted as a gap, and Faust's next commit is 153. The same
+    with the state behind (148) leaves Faust's commit where it was: nothing unpersisted is passed."""
+    for persisted, expected in ((152, 153), (148, None)):
+        app = faust.App(f"hole-{persisted}", broker="kafka://127.0.0.1:1")
+        consumer, tp = app.consumer, TP("samples", 0)
+        consumer._committed_offset[tp] = 100
+        consumer._acked[tp].extend([150, 151, 152])
+        consumer._acked_index[tp].update([150, 151, 152])
+        counters = Counters()
+        mended = await mend_commit_holes(app, "samples", {0: persisted}, counters)
+        assert mended == ([(0, 101, 149)] if expected else [])
+        assert consumer._new_offset(tp) == expected
+        assert counters.get("ingest_commit_holes_total") == len(mended)
+
+
+def test_unique_acked_drops_repeats_and_what_was_committed():
+    assert unique_acked([484, 481, 482, 482, 483, 479, 484], committed=481) == [481, 482, 483, 484]
+    assert unique_acked([3, 1, 2, 1], committed=None) == [1, 2, 3]
+    assert unique_acked([5, 6], committed=7) == []
+
+
+async def test_faust_s_own_commit_no_longer_crawls_over_a_gap_whose_offsets_were_acked_too():
+    """Faust noted a gap 481..491 and then those messages were delivered and acked as well: its commit
+    moved one offset per commit (seen after a restart: 487, 488, ... two seconds apart). After the
+    mend its next commit takes every offset acked: 600."""
+    for mend, expected in ((False, [482, 483, 484]), (True, [600, 600, 600])):
+        app = faust.App(f"crawl-{mend}", broker="kafka://127.0.0.1:1")
+        consumer, tp = app.consumer, TP("samples", 0)
+        consumer._committed_offset[tp] = 480
+        await consumer._add_gap(tp, 481, 491)
+        consumer._acked[tp].extend(range(480, 600))
+        consumer._acked_index[tp].update(range(480, 600))
+        commits, counters = [], Counters()
+        for _ in range(3):
+            if mend:
+                await mend_commit_holes(app, "samples", {0: 599}, counters)
+            offset = consumer._new_offset(tp)
+            if offset is not None and consumer._should_commit(tp, offset):
+                consumer._committed_offset[tp] = offset
+            commits.append(consumer._committed_offset[tp])
+        assert commits == expected
+        assert counters.get("ingest_commit_repeats_total") == (11 if mend else 0)
 
 
 def _message(k: int, now: float) -> bytes:
