@@ -140,11 +140,21 @@ def score_parts(x: ScoringInputs) -> tuple[np.ndarray, np.ndarray]:
     return out, net
 
 
-def _score_rows(out, *args):
+def _score_rows(out, net_out, want_net, *inputs):
     """The kernel, in parallel over jobs when the work is worth the threads (a small call — one
-    decision on a small cluster — runs serially: starting the thread pool costs more than it saves)."""
+    decision on a small cluster — runs serially: starting the thread pool costs more than it saves).
+    Its inputs are passed read-only, every one: numba compiles a read-only array apart from a writable
+    one, and the scheduler's node view is read-only, so a kernel warmed on writable inputs was compiled
+    again inside the first large burst (a fifth of `cnsched bench decide`'s time at 5,000 nodes)."""
     kernel = _score_rows_parallel if out.size >= PARALLEL_MIN_CELLS else _score_rows_serial
-    kernel(out, *args)
+    kernel(out, net_out, want_net, *(_read_only(a) for a in inputs))
+
+
+def _read_only(a):
+    if isinstance(a, np.ndarray) and a.flags.writeable:
+        a = a.view()
+        a.flags.writeable = False
+    return a
 
 
 PARALLEL_MIN_CELLS = 65_536

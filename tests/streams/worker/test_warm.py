@@ -1,7 +1,9 @@
 """Issue 55 item 8: the first decision after a worker start compiled its kernels inside the event loop
 (~15 s on a cold cache). The warm-up runs a few decisions through the scheduler itself; after it, a
 live-like burst — a bigger cluster, other shapes, gangs, data, the queue and moves — compiles nothing
-more: every numba kernel it calls already has the signature it needs."""
+more: every numba kernel it calls already has the signature it needs. A burst big enough for the
+parallel scoring kernel is among them (it was compiled again inside the first large burst: numba
+tells a read-only array from a writable one)."""
 
 import subprocess
 import sys
@@ -12,7 +14,7 @@ def test_after_the_warm_up_a_burst_of_decisions_compiles_nothing():
     code = textwrap.dedent("""
         import sys
         import numba
-        from streams.worker.warm import compile_decisions
+        from streams.worker.warm import compile_decisions, compile_scoring
 
         def kernels():
             out = {}
@@ -24,6 +26,7 @@ def test_after_the_warm_up_a_burst_of_decisions_compiles_nothing():
                         out[f"{name}.{attr}"] = len(v.signatures)
             return out
 
+        compile_scoring()  # as the worker's warmer: scoring, then decisions
         compile_decisions()
         before = kernels()
         from streams.dev.bench.decide import _tasks, _world
@@ -35,6 +38,8 @@ def test_after_the_warm_up_a_burst_of_decisions_compiles_nothing():
             sched.start(tid, sched.running[tid].nodes)
         sched.retry_pending(now + 1)
         sched.reschedule(now + 400)
+        big, now, _ = _world(1200, 5)  # 60 tasks x 1,200 nodes: the parallel kernel, on the read-only node view
+        big.decide_many(_tasks(60, 5, "d"), now)
         after = kernels()
         grew = sorted(k for k, n in after.items() if n > before.get(k, 0))
         print("KERNELS", len(before), "GREW", ",".join(grew))
