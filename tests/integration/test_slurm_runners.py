@@ -1,7 +1,7 @@
 """Issue 55 against the real three-node Slurm (the fixture in conftest.py, the helpers of test_slurm.py): what runners
 report reaches the decisions (a job's progress file: throughput, restore and save times, steps; the
-learned alpha moving to what Slurm jobs measured), and a dead node's faults timed against the seeds'
-1, 5 and 10 minutes."""
+learned alpha moving to what Slurm jobs measured), and faults — a dead node, a dark path, a dark
+site — timed against the seeds' 1, 5 and 10 minutes."""
 
 from __future__ import annotations
 
@@ -212,9 +212,69 @@ async def test_a_dark_path_under_a_gang_moves_it_and_slurm_runs_it_again_within_
         stop_process(worker)
 
 
-async def _probes(settings, pairs: list[tuple[str, str]], stop: asyncio.Event, lost=lambda a, b: False) -> None:
+async def test_a_site_going_dark_on_slurm_is_one_incident_and_its_work_runs_again_in_the_other(make_settings,
+                                                                                               tmp_path, slurm):
+    """Issue 55, a site outage on the real Slurm: two of the three nodes make site A (the bridge's site
+    file), the third site B. A task placed in A (B cordoned while it is placed, then opened again)
+    runs as a Slurm job; at t0 A goes dark: both slurmds and their jobs die, A's probe agents fall
+    silent and B's probes to A lose every packet. The site's incident (over both nodes) opens, is
+    located, and the task runs again on B as a new Slurm job — each held to the seeds' 1, 5 and 10
+    minutes (README "Running on Slurm")."""
+
+    from streams.bridge.slurm import run_bridge
+
+    site_a, (site_b,) = slurm.nodes[:2], slurm.nodes[2:]
+    sites = {n: {"zone": "A" if n in site_a else "B"} for n in slurm.nodes}
+    settings = make_settings(rescore_interval_seconds=0.3, node_timeout_seconds=60)
+    await ensure_topics(settings)
+    worker = start_worker(settings, tmp_path / "w.log")
+    port = settings.web_port
+    stop, ready = asyncio.Event(), asyncio.Event()
+    bridge = asyncio.create_task(run_bridge(settings, "card", sites, 1.0, stop, tmp_path / "bridge", slurm.env, ready))
+    dark: set[str] = set()
+    pairs = [(a, b) for a in slurm.nodes for b in slurm.nodes if a != b]
+    probing = asyncio.create_task(_probes(settings, pairs, stop, lambda a, b: b in dark, silent=lambda a: a in dark))
+    try:
+        await asyncio.wait_for(ready.wait(), 60)
+        await nodes(port, 3)
+        await asyncio.sleep(32)  # past the failure rule's 30 s grace: the paths are evidence
+        assert (await asyncio.to_thread(call, port, "POST", f"/nodes/{site_b}/cordon", {}))[0] == 200
+        status, body = await asyncio.to_thread(call, port, "POST", "/tasks", {
+            "id": "victim", "type": "training-data-parallel", "resources": {"cards": 8}, "command": "sleep 600"})
+        assert status == 200 and body["nodes"][0] in site_a, body
+        assert (await asyncio.to_thread(call, port, "POST", f"/nodes/{site_b}/uncordon", {}))[0] == 200
+        await until_status(port, "victim", ("running",))
+        t0 = time.time()
+        dark.update(site_a)
+        for n in site_a:
+            slurm.kill_node(n)
+        deadline, inc, again = time.monotonic() + 600, None, None
+        while time.monotonic() < deadline and (inc is None or inc["located_at"] is None or again is None):
+            _, incidents = await asyncio.to_thread(call, port, "GET", "/incidents")
+            inc = next((i for i in incidents["open"] if i["node"] == "site/A"), inc)
+            _, rec = await asyncio.to_thread(call, port, "GET", "/tasks/victim")
+            again = next((h["event"] for h in rec["history"] if h.get("event", {}).get("event") == "started"
+                          and h["event"]["at"] > t0 and h["event"]["nodes"] == [site_b]), None)
+            await asyncio.sleep(0.5)
+        assert inc is not None and again is not None, (inc, rec["history"])
+        detect, locate, recover = inc["detected_at"] - t0, inc["located_at"] - t0, again["at"] - t0
+        print(f"\nsite fault timing: detected {detect:.1f} s, located {locate:.1f} s, running again {recover:.1f} s "
+              f"(cause {inc['cause']}, on {again['nodes']})")
+        assert detect <= 60 and locate <= 300 and recover <= 600, (detect, locate, recover)
+        assert (inc["scope"], inc["nodes"], inc["tasks"]) == ("site", sorted(site_a), ["victim"]), inc
+        running = dict(line.split() for line in slurm.run("squeue", "-h", "-t", "running", "-o", "%j %N").splitlines())
+        assert running.get("victim") == site_b  # Slurm runs it there
+    finally:
+        stop.set()
+        await bridge
+        await probing
+        stop_process(worker)
+
+
+async def _probes(settings, pairs: list[tuple[str, str]], stop: asyncio.Event, lost=lambda a, b: False,
+                  silent=lambda a: False) -> None:
     """Probe agents' windows (10 s, ending now) on every (src, dst) of ``pairs``, every 2 s until
-    ``stop``: every probe lost where ``lost(src, dst)``."""
+    ``stop``: every probe lost where ``lost(src, dst)``; nothing from a source while ``silent(src)``."""
     import json
 
     from schemas.topics import NETSTATE_WINDOWS
@@ -226,6 +286,8 @@ async def _probes(settings, pairs: list[tuple[str, str]], stop: asyncio.Event, l
     try:
         while not stop.is_set():
             for a, b in pairs:
+                if silent(a):
+                    continue
                 w = {"src": a, "dst": b, "metric": "rtt_ms", **win(time.time(), 0.5, 100 if lost(a, b) else 0)}
                 await p.send_and_wait(settings.topic(NETSTATE_WINDOWS), json.dumps(w).encode(), key=a.encode())
             await asyncio.sleep(2)
