@@ -49,6 +49,9 @@ def _path_benches(bsub) -> list:
     bd = bsub.add_parser("decide", help="decisions per second: a burst one call each vs one batch")
     bd.add_argument("--nodes", type=int, nargs="+", default=[1000, 5000])
     bd.add_argument("--tasks", type=int, default=500, help="tasks per burst")
+    bd.add_argument("--baseline-rev", help="the batch of ours beside this git revision's, in turn, and where our "
+                    "time goes (issue 52 compares with 56fcf1d)")
+    bd.add_argument("--rounds", type=int, default=3, help="with --baseline-rev: timed bursts per revision (best)")
     ba = bsub.add_parser("api", help="a burst of concurrent GETs: ours beside an older revision's worker")
     ba.add_argument("--nodes", type=int, default=200, help="compute reports the workers hold")
     ba.add_argument("--requests", type=int, default=1000, help="concurrent GETs per path")
@@ -191,8 +194,13 @@ def _second_set(rtt_dir: str, also: str | None) -> list:
 def _bench_decide(args) -> int:
     from streams.dev.bench.decide import bench_decide
 
-    if args.tasks < 1 or min(args.nodes) < 1:
-        raise UsageError("--nodes and --tasks must be at least 1")
+    if args.tasks < 1 or min(args.nodes) < 1 or args.rounds < 1:
+        raise UsageError("--nodes, --tasks and --rounds must be at least 1")
+    if args.baseline_rev:
+        from streams.dev.bench.decide_rev import bench_decide_rev
+
+        print_result(bench_decide_rev(args.baseline_rev, tuple(args.nodes), args.tasks, args.rounds), args.json)
+        return 0
     print_result(bench_decide(tuple(args.nodes), args.tasks), args.json)
     return 0
 
