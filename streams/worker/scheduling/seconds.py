@@ -89,6 +89,7 @@ class Costing:
         self.sources, self.load_src = [], np.zeros(len(nodes.ids), np.int64)  # where each node loads from
         self.load = self._load()
         self.strands = np.zeros(len(nodes.ids))  # set by single and gang, on what is free then
+        self._one: dict[tuple, tuple] = {}  # a set's measured paths (_paths_of)
 
     def _stranding(self, usable: np.ndarray) -> np.ndarray:
         """float64[N]: the queued workers each node could hold now and could not once this task's worker
@@ -150,11 +151,21 @@ class Costing:
         over their measured paths (``paths`` False: as if in one rack)."""
         sets = np.asarray(sets, np.int64)
         if paths:
-            worst, narrow = self._paths(sets)
+            worst, narrow = self._paths(sets) if len(sets) != 1 else self._paths_of(sets[0])
         else:
             worst, narrow = np.full(len(sets), ONE_RACK.ideal_rtt_ms), np.full(len(sets), ONE_RACK.ideal_gbps)
         return run_seconds(self.task.expected_duration_s, self.speed[sets].min(axis=1), self.comm, sets.shape[1],
                            worst, narrow)
+
+    def floor(self, sets: np.ndarray, wait_s: np.ndarray) -> np.ndarray:
+        """float64[K]: no set's cost (:meth:`of_sets`, without what it strands) is below this: its
+        members' paths as if instant (no latency, no bandwidth bound: core.jobperf's time only grows
+        with RTT and falls with bandwidth). A later set whose floor is above the best set now (beyond
+        core.ect.EQUAL_SHARE) cannot win, so its paths are not read."""
+        sets = np.asarray(sets, np.int64)
+        run = run_seconds(self.task.expected_duration_s, self.speed[sets].min(axis=1), self.comm, sets.shape[1],
+                          np.zeros(len(sets)), np.full(len(sets), np.inf))
+        return cost(wait_s, self.load[sets].max(axis=1), run, self.cards, self.price)
 
     def expected(self, members: np.ndarray) -> float:
         """The task's expected load + run on ``members`` (node rows), seconds."""
@@ -169,6 +180,14 @@ class Costing:
             return np.arange(len(sets))
         pre = self.of_sets(sets, wait_s, paths=False)[0]
         return np.lexsort((np.arange(len(sets)), racks, pre))[:SHORTLIST]
+
+    def _paths_of(self, members: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`_paths` of one set, once per Costing (a placed gang's expected run and its booking ask)."""
+        key = tuple(np.asarray(members, np.int64).tolist())
+        hit = self._one.get(key)
+        if hit is None:
+            hit = self._one[key] = self._paths(np.asarray(key, np.int64)[None, :])
+        return hit
 
     def _paths(self, sets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(worst pair RTT, narrowest pair Gbit/s) of each set of members as measured (an unmeasured pair
@@ -223,7 +242,7 @@ class Costing:
                                              float(self.load_gbps[m]), self.now, self.now + self.load[m])
         distinct = sorted({ep for ep in racks if ep})
         if len(distinct) > 1 and self.comm > 0:
-            narrow = float(self._paths(members[None, :])[1][0])
+            narrow = float(self._paths_of(members)[1][0])
             until = self.now + self.expected(members)
             if np.isfinite(narrow):
                 self.sched.path_book.add(self.task.id, [(x, y) for x in distinct for y in distinct if x != y],
@@ -314,7 +333,7 @@ class Costing:
             near_at = free_at[near].max(axis=1)
             starts, sets = np.r_[starts, near_at[near_at > self.now]], np.r_[sets, near[near_at > self.now]]
         later, later_cost, when = None, math.inf, math.inf
-        if len(sets):
+        if len(sets) and (best is None or self.floor(sets, starts - self.now).min() * (1 + EQUAL_SHARE) < best_cost):
             waits = starts - self.now
             keep = self._shortlist(sets, waits, distinct(rack[sets]))
             costs = self.of_sets(sets[keep], waits[keep])[0]

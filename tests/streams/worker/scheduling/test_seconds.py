@@ -177,3 +177,29 @@ def test_a_gang_waiting_for_a_closer_set_holds_it_against_work_behind():
     s.end("z")
     (placed,) = s.retry_pending(NOW + 3600)
     assert placed.task_id == "g" and sorted(placed.nodes) == ["n0", "n1"]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_sets_floor_is_never_above_its_cost(seed):
+    """Costing.floor (a set's cost with its paths instant) bounds every set's cost from below, so a later
+    set whose floor loses to the best set now is rightly never costed over its paths: random sets of
+    2-4 members of a cluster with near and far pairs, random waits, the queue priced."""
+    import numpy as np
+
+    from streams.adapters.tasks import endpoints
+    from streams.worker.scheduling.seconds import Costing
+
+    rng = np.random.default_rng(seed)
+    s = cluster(racks=bool(seed % 2))
+    for k in range(3):  # the first takes every card, the others wait: the queue puts a price on cards
+        s.decide(task(f"q{k}", peers=4, cards=8), NOW)
+    assert len(s.pending) == 2
+    nodes = s.nodes(NOW)
+    for g in (2, 3, 4):
+        t = task(f"f{g}", peers=g, duration=float(rng.uniform(60, 90_000)))
+        c = Costing(s, t, s.network(endpoints([t]), nodes, s._profile(t)), nodes, NOW)
+        assert c.price > 0
+        sets = np.array([rng.choice(len(nodes.ids), g, replace=False) for _ in range(20)], np.int64)
+        waits = rng.uniform(0, 50_000, len(sets))
+        floor, full = c.floor(sets, waits), c.of_sets(sets, waits)[0]
+        assert (floor <= full + 1e-9).all() and (floor < full).any()
