@@ -6,6 +6,7 @@ site — timed against the seeds' 1, 5 and 10 minutes."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 
 import pytest
@@ -113,48 +114,18 @@ async def test_a_dead_node_is_detected_located_and_its_work_runs_again_within_th
     processes killed at t0) while its paths go on carrying probes; detection (the incident opens),
     location (its cause: compute) and recovery (the work running again on another node, reported by
     Slurm) are held to the seeds' 1, 5 and 10 minutes. The figures are in the README ("Running on Slurm")."""
-
-    from streams.bridge.slurm import run_bridge
-
-    settings = make_settings(rescore_interval_seconds=0.3, node_timeout_seconds=60)
-    await ensure_topics(settings)
-    worker = start_worker(settings, tmp_path / "w.log")
-    port = settings.web_port
-    stop, ready = asyncio.Event(), asyncio.Event()
-    bridge = asyncio.create_task(run_bridge(settings, "card", {}, 1.0, stop, tmp_path / "bridge", slurm.env, ready))
-
-    # a probe agent's windows: every node's path from the store answers
-    probing = asyncio.create_task(_probes(settings, [("store", n) for n in slurm.nodes], stop))
-    try:
-        await asyncio.wait_for(ready.wait(), 60)
-        await nodes(port, 3)
+    async with _live(make_settings, tmp_path, slurm, [("store", n) for n in slurm.nodes]) as port:
         status, body = await asyncio.to_thread(call, port, "POST", "/tasks", {
             "id": "victim", "type": "training-data-parallel", "resources": {"cards": 8}, "command": "sleep 600"})
         home = body["nodes"][0]
         await until_status(port, "victim", ("running",))
         t0 = time.time()
         slurm.kill_node(home)
-        deadline, inc, again = time.monotonic() + 600, None, None
-        while time.monotonic() < deadline and (inc is None or inc["located_at"] is None or again is None):
-            _, incidents = await asyncio.to_thread(call, port, "GET", "/incidents")
-            inc = next((i for i in incidents["open"] if i["node"] == home), inc)
-            _, rec = await asyncio.to_thread(call, port, "GET", "/tasks/victim")
-            again = next((h["event"] for h in rec["history"] if h.get("event", {}).get("event") == "started"
-                          and h["event"]["at"] > t0 and home not in h["event"]["nodes"]), None)
-            await asyncio.sleep(0.5)
-        assert inc is not None and again is not None, (inc, rec["history"])
-        detect, locate, recover = inc["detected_at"] - t0, inc["located_at"] - t0, again["at"] - t0
-        print(f"\nfault timing: detected {detect:.1f} s, located {locate:.1f} s, running again {recover:.1f} s "
-              f"(cause {inc['cause']}, on {again['nodes']})")
-        assert detect <= 60 and locate <= 300 and recover <= 600, (detect, locate, recover)
+        inc, again = await _timed(port, "victim", home, lambda nodes: home not in nodes, t0)
+        print(f"\nfault timing: detected {inc['detected_at'] - t0:.1f} s, located {inc['located_at'] - t0:.1f} s, "
+              f"running again {again['at'] - t0:.1f} s (cause {inc['cause']}, on {again['nodes']})")
         assert inc["cause"] == "compute" and inc["tasks"] == ["victim"]
-        running = dict(line.split() for line in slurm.run("squeue", "-h", "-t", "running", "-o", "%j %N").splitlines())
-        assert running.get("victim") == again["nodes"][0] != home  # Slurm runs it there
-    finally:
-        stop.set()
-        await bridge
-        await probing
-        stop_process(worker)
+        assert _running(slurm).get("victim") == again["nodes"][0] != home  # Slurm runs it there
 
 
 async def test_a_dark_path_under_a_gang_moves_it_and_slurm_runs_it_again_within_the_seeds_bounds(make_settings,
@@ -163,23 +134,9 @@ async def test_a_dark_path_under_a_gang_moves_it_and_slurm_runs_it_again_within_
     nodes runs as one Slurm job; at t0 the path between its nodes loses every probe both ways. The
     path's incident opens (detected, located), the gang moves (path_failed) and Slurm runs it again on a
     pair without that path — each held to the seeds' 1, 5 and 10 minutes (README "Running on Slurm")."""
-
-    from streams.bridge.slurm import run_bridge
-
-    settings = make_settings(rescore_interval_seconds=0.3, node_timeout_seconds=60)
-    await ensure_topics(settings)
-    worker = start_worker(settings, tmp_path / "w.log")
-    port = settings.web_port
-    stop, ready = asyncio.Event(), asyncio.Event()
-    bridge = asyncio.create_task(run_bridge(settings, "card", {}, 1.0, stop, tmp_path / "bridge", slurm.env, ready))
     cut: set[str] = set()
-
-    # each node's probe agent: windows to the others, every probe lost across the cut
     pairs = [(a, b) for a in slurm.nodes for b in slurm.nodes if a != b]
-    probing = asyncio.create_task(_probes(settings, pairs, stop, lambda a, b: {a, b} == cut))
-    try:
-        await asyncio.wait_for(ready.wait(), 60)
-        await nodes(port, 3)
+    async with _live(make_settings, tmp_path, slurm, pairs, lambda a, b: {a, b} == cut) as port:
         await asyncio.sleep(32)  # past the failure rule's 30 s grace: the paths are evidence
         status, body = await asyncio.to_thread(call, port, "POST", "/tasks", {
             "id": "gang", "type": "training-data-parallel", "peers": 2, "resources": {"cards": 8},
@@ -189,27 +146,11 @@ async def test_a_dark_path_under_a_gang_moves_it_and_slurm_runs_it_again_within_
         await until_status(port, "gang", ("running",))
         t0 = time.time()
         cut.update((a, b))
-        key, deadline, inc, again = f"path/{a}<->{b}", time.monotonic() + 600, None, None
-        while time.monotonic() < deadline and (inc is None or again is None):
-            _, incidents = await asyncio.to_thread(call, port, "GET", "/incidents")
-            inc = next((i for i in incidents["open"] if i["node"] == key), inc)
-            _, rec = await asyncio.to_thread(call, port, "GET", "/tasks/gang")
-            again = next((h["event"] for h in rec["history"] if h.get("event", {}).get("event") == "started"
-                          and h["event"]["at"] > t0 and set(h["event"]["nodes"]) != {a, b}), None)
-            await asyncio.sleep(0.5)
-        assert inc is not None and again is not None, (inc, rec["history"])
-        detect, locate, recover = inc["detected_at"] - t0, inc["located_at"] - t0, again["at"] - t0
-        print(f"\npath fault timing: detected {detect:.1f} s, located {locate:.1f} s, running again {recover:.1f} s "
-              f"(on {again['nodes']})")
-        assert detect <= 60 and locate <= 300 and recover <= 600, (detect, locate, recover)
+        inc, again = await _timed(port, "gang", f"path/{a}<->{b}", lambda nodes: set(nodes) != {a, b}, t0)
+        print(f"\npath fault timing: detected {inc['detected_at'] - t0:.1f} s, located {inc['located_at'] - t0:.1f} "
+              f"s, running again {again['at'] - t0:.1f} s (on {again['nodes']})")
         assert inc["scope"] == "path" and inc["cause"] == "network" and inc["tasks"] == ["gang"]
-        running = dict(line.split() for line in slurm.run("squeue", "-h", "-t", "running", "-o", "%j %N").splitlines())
-        assert "gang" in running and set(again["nodes"]) != {a, b}
-    finally:
-        stop.set()
-        await bridge
-        await probing
-        stop_process(worker)
+        assert "gang" in _running(slurm) and set(again["nodes"]) != {a, b}
 
 
 async def test_a_site_going_dark_on_slurm_is_one_incident_and_its_work_runs_again_in_the_other(make_settings,
@@ -220,23 +161,12 @@ async def test_a_site_going_dark_on_slurm_is_one_incident_and_its_work_runs_agai
     silent and B's probes to A lose every packet. The site's incident (over both nodes) opens, is
     located, and the task runs again on B as a new Slurm job — each held to the seeds' 1, 5 and 10
     minutes (README "Running on Slurm")."""
-
-    from streams.bridge.slurm import run_bridge
-
     site_a, (site_b,) = slurm.nodes[:2], slurm.nodes[2:]
     sites = {n: {"zone": "A" if n in site_a else "B"} for n in slurm.nodes}
-    settings = make_settings(rescore_interval_seconds=0.3, node_timeout_seconds=60)
-    await ensure_topics(settings)
-    worker = start_worker(settings, tmp_path / "w.log")
-    port = settings.web_port
-    stop, ready = asyncio.Event(), asyncio.Event()
-    bridge = asyncio.create_task(run_bridge(settings, "card", sites, 1.0, stop, tmp_path / "bridge", slurm.env, ready))
     dark: set[str] = set()
     pairs = [(a, b) for a in slurm.nodes for b in slurm.nodes if a != b]
-    probing = asyncio.create_task(_probes(settings, pairs, stop, lambda a, b: b in dark, silent=lambda a: a in dark))
-    try:
-        await asyncio.wait_for(ready.wait(), 60)
-        await nodes(port, 3)
+    async with _live(make_settings, tmp_path, slurm, pairs, lambda a, b: b in dark, lambda a: a in dark,
+                     sites) as port:
         await asyncio.sleep(32)  # past the failure rule's 30 s grace: the paths are evidence
         assert (await asyncio.to_thread(call, port, "POST", f"/nodes/{site_b}/cordon", {}))[0] == 200
         status, body = await asyncio.to_thread(call, port, "POST", "/tasks", {
@@ -248,27 +178,60 @@ async def test_a_site_going_dark_on_slurm_is_one_incident_and_its_work_runs_agai
         dark.update(site_a)
         for n in site_a:
             slurm.kill_node(n)
-        deadline, inc, again = time.monotonic() + 600, None, None
-        while time.monotonic() < deadline and (inc is None or inc["located_at"] is None or again is None):
-            _, incidents = await asyncio.to_thread(call, port, "GET", "/incidents")
-            inc = next((i for i in incidents["open"] if i["node"] == "site/A"), inc)
-            _, rec = await asyncio.to_thread(call, port, "GET", "/tasks/victim")
-            again = next((h["event"] for h in rec["history"] if h.get("event", {}).get("event") == "started"
-                          and h["event"]["at"] > t0 and h["event"]["nodes"] == [site_b]), None)
-            await asyncio.sleep(0.5)
-        assert inc is not None and again is not None, (inc, rec["history"])
-        detect, locate, recover = inc["detected_at"] - t0, inc["located_at"] - t0, again["at"] - t0
-        print(f"\nsite fault timing: detected {detect:.1f} s, located {locate:.1f} s, running again {recover:.1f} s "
-              f"(cause {inc['cause']}, on {again['nodes']})")
-        assert detect <= 60 and locate <= 300 and recover <= 600, (detect, locate, recover)
+        inc, again = await _timed(port, "victim", "site/A", lambda nodes: nodes == [site_b], t0)
+        print(f"\nsite fault timing: detected {inc['detected_at'] - t0:.1f} s, located {inc['located_at'] - t0:.1f} "
+              f"s, running again {again['at'] - t0:.1f} s (cause {inc['cause']}, on {again['nodes']})")
         assert (inc["scope"], inc["nodes"], inc["tasks"]) == ("site", sorted(site_a), ["victim"]), inc
-        running = dict(line.split() for line in slurm.run("squeue", "-h", "-t", "running", "-o", "%j %N").splitlines())
-        assert running.get("victim") == site_b  # Slurm runs it there
+        assert _running(slurm).get("victim") == site_b  # Slurm runs it there
+
+
+@contextlib.asynccontextmanager
+async def _live(make_settings, tmp_path, slurm, pairs, lost=lambda a, b: False, silent=lambda a: False,
+                sites: dict | None = None):
+    """A worker and a Slurm bridge (``sites``: its site file) on the three-node Slurm, and probe agents'
+    windows on ``pairs`` (:func:`_probes`), until the bridge is ready and the worker holds the three
+    nodes; yields the worker's port; stops them all."""
+    from streams.bridge.slurm import run_bridge
+
+    settings = make_settings(rescore_interval_seconds=0.3, node_timeout_seconds=60)
+    await ensure_topics(settings)
+    worker = start_worker(settings, tmp_path / "w.log")
+    stop, ready = asyncio.Event(), asyncio.Event()
+    bridge = asyncio.create_task(run_bridge(settings, "card", sites or {}, 1.0, stop, tmp_path / "bridge", slurm.env,
+                                            ready))
+    probing = asyncio.create_task(_probes(settings, pairs, stop, lost, silent))
+    try:
+        await asyncio.wait_for(ready.wait(), 60)
+        await nodes(settings.web_port, 3)
+        yield settings.web_port
     finally:
         stop.set()
         await bridge
         await probing
         stop_process(worker)
+
+
+async def _timed(port: int, task: str, incident: str, moved, t0: float) -> tuple[dict, dict]:
+    """(the open incident named ``incident``, once located; the task's first ``started`` event after
+    ``t0`` on nodes ``moved(nodes)`` accepts), polled every 0.5 s for up to 10 minutes; each held to
+    the seeds' 1, 5 and 10 minutes from ``t0``."""
+    deadline, inc, again, rec = time.monotonic() + 600, None, None, {}
+    while time.monotonic() < deadline and (inc is None or inc["located_at"] is None or again is None):
+        _, incidents = await asyncio.to_thread(call, port, "GET", "/incidents")
+        inc = next((i for i in incidents["open"] if i["node"] == incident), inc)
+        _, rec = await asyncio.to_thread(call, port, "GET", f"/tasks/{task}")
+        again = next((h["event"] for h in rec["history"] if h.get("event", {}).get("event") == "started"
+                      and h["event"]["at"] > t0 and moved(h["event"]["nodes"])), None)
+        await asyncio.sleep(0.5)
+    assert inc is not None and inc["located_at"] is not None and again is not None, (inc, rec.get("history"))
+    detect, locate, recover = inc["detected_at"] - t0, inc["located_at"] - t0, again["at"] - t0
+    assert detect <= 60 and locate <= 300 and recover <= 600, (detect, locate, recover)
+    return inc, again
+
+
+def _running(slurm) -> dict[str, str]:
+    """Slurm's running jobs: name -> nodes."""
+    return dict(line.split() for line in slurm.run("squeue", "-h", "-t", "running", "-o", "%j %N").splitlines())
 
 
 async def _probes(settings, pairs: list[tuple[str, str]], stop: asyncio.Event, lost=lambda a, b: False,
