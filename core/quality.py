@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numba as nb
 import numpy as np
 
 DIMENSIONS = ("rtt", "loss", "bw_headroom", "retrans", "jitter")
@@ -112,7 +113,35 @@ def dimension_utilities(
 
 
 def combine(utilities: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """Weighted mean over the dimensions present (not NaN); NaN when none is."""
+    """Weighted mean over the dimensions present (not NaN); NaN when none is. Compiled for one weight
+    per dimension (a path table's hundreds of thousands of paths: numpy's reductions over a last axis
+    of five took 0.1 s at 5,000 nodes); :func:`combine_reference` otherwise, and as the reference."""
+    u = np.asarray(utilities, dtype=np.float64)
+    w = np.asarray(weights, dtype=np.float64)
+    if w.ndim != 1 or u.ndim < 1 or w.shape[0] != u.shape[-1]:
+        return combine_reference(u, w)
+    flat = np.ascontiguousarray(u.reshape(-1, u.shape[-1]))
+    return _combine_rows(flat, np.ascontiguousarray(w)).reshape(u.shape[:-1])
+
+
+@nb.njit(cache=True)
+def _combine_rows(u, w):  # pragma: no cover - compiled (tested against combine_reference)
+    n, d = u.shape
+    out = np.empty(n, np.float64)
+    for i in range(n):
+        total = 0.0
+        weighted = 0.0
+        for k in range(d):
+            v = u[i, k]
+            if not np.isnan(v):
+                total += w[k]
+                weighted += v * w[k]
+        out[i] = weighted / total if total > 0 else np.nan
+    return out
+
+
+def combine_reference(utilities: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """:func:`combine` in plain numpy (any weights that broadcast over the utilities)."""
     u = np.asarray(utilities, dtype=np.float64)
     present = ~np.isnan(u)
     w = np.where(present, weights, 0.0)

@@ -90,3 +90,22 @@ def test_aged_quality_worked_example_and_edges():
         "fresh", "fresh", "aging", "aging", "stale", "stale"]
     with pytest.raises(ValueError):
         Freshness(300.0, 60.0)
+
+
+def test_combine_compiled_equals_its_numpy_reference_exactly():
+    """The compiled combine against the plain one: random utilities with NaN holes (rows all NaN among
+    them), empty, constant, one path alone, and weights per path (the reference's own case)."""
+    from core.quality import combine_reference
+
+    rng = np.random.default_rng(11)
+    w = DEFAULT_MODEL.weights("balanced")
+    u = rng.uniform(0, 100, (4000, 5))
+    u[rng.random(u.shape) < 0.3] = np.nan
+    u[:7] = np.nan
+    for case in (u, np.zeros((0, 5)), np.full((9, 5), 42.0), u[10], u[:12].reshape(3, 4, 5)):
+        got, ref = combine(case, w), combine_reference(case, w)
+        assert got.shape == ref.shape
+        np.testing.assert_array_equal(got, ref)
+    assert np.isnan(combine(u[:7], w)).all() and (combine(np.full((9, 5), 42.0), w) == 42.0).all()
+    per_path = rng.uniform(0, 1, (4000, 5))
+    np.testing.assert_array_equal(combine(u, per_path), combine_reference(u, per_path))
