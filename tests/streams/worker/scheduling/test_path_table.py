@@ -253,3 +253,39 @@ def test_the_failure_evidence_of_each_path_and_quiet_paths_unknown():
     assert loss[:4].tolist() == [1.0, 0.0, 1.0, 1.0] and math.isnan(loss[4])  # b-c: 35 s behind the newest
     _, _, _, young = path_losses(cols, ["a", "b", "c"], now=129.0, rule=rule)
     assert not young.any()  # every first window (at 100) younger than the grace
+
+
+@pytest.mark.parametrize("step_s", [0.0, 240.0])
+def test_one_window_at_a_time_keeps_the_columns_as_the_vectorised_write_does(step_s):
+    """PathColumns.set (one window result: plain Python) against set_many of the same record (numpy,
+    the reference), record by record, and the columns parsed from all records at once against both:
+    random windows of a few paths, ends older, newer and in the same detector step, counts with all or
+    some probes lost, fields missing (NaN)."""
+    from streams.adapters.network import PathColumns, stat
+
+    rng = np.random.default_rng(int(step_s) + 1)
+    one, ref = PathColumns(step_s=step_s), PathColumns(step_s=step_s)
+    latest: dict = {}
+    for _ in range(400):
+        src, dst = f"r{rng.integers(0, 4)}", f"r{rng.integers(0, 4)}"
+        m = {"window_end": float(rng.choice([1000.0, 1100.0, 1300.0, 1500.0, 1500.0 + rng.uniform(0, 900)]))}
+        for field in ("p95", "p50", "count", "lost"):
+            if rng.random() > 0.15:
+                m[field] = float(rng.choice([0.0, 3.0, 10.0])) if field in ("count", "lost") else float(rng.uniform(1, 9))
+        rec = {"src": src, "dst": dst, "metrics": {"rtt_ms": m} if rng.random() > 0.05 else {}}
+        one.set(rec)
+        values = {f: np.array([stat(rec, metric, which)]) for f, metric, which in PathColumns.FIELDS}
+        ref.set_many([src], [dst], values)
+        latest[(src, dst)] = rec
+    parsed = PathColumns(list(latest.values()), step_s=step_s)  # only the latest of each path
+    assert one.n == ref.n
+    for name in ("hist", "hist_head", "hist_end", "hist_first", "hist_count", "answered_end"):
+        np.testing.assert_array_equal(getattr(one, name)[:one.n], getattr(ref, name)[:ref.n], err_msg=name)
+    for f in one.cols:
+        np.testing.assert_array_equal(one.cols[f][:one.n], ref.cols[f][:ref.n], err_msg=f)
+    seq = PathColumns(step_s=step_s)
+    for rec in latest.values():
+        seq.set(rec)
+    for name in ("hist", "hist_end", "hist_first", "hist_count", "answered_end"):
+        np.testing.assert_array_equal(getattr(parsed, name)[:parsed.n], getattr(seq, name)[:seq.n], err_msg=name)
+    assert math.isfinite(float(np.nanmax(one.answered_end[:one.n])))
