@@ -52,6 +52,8 @@ def _path_benches(bsub) -> list:
     bd.add_argument("--baseline-rev", help="the batch of ours beside this git revision's, in turn, and where our "
                     "time goes (issue 52 compares with 56fcf1d)")
     bd.add_argument("--rounds", type=int, default=3, help="with --baseline-rev: timed bursts per revision (best)")
+    bd.add_argument("--rack-size", type=int, default=8, help="nodes per rack (every rack pair probed; 40 for 50,000 "
+                    "nodes: 1.6 million rack-level paths)")
     ba = bsub.add_parser("api", help="a burst of concurrent GETs: ours beside an older revision's worker")
     ba.add_argument("--nodes", type=int, default=200, help="compute reports the workers hold")
     ba.add_argument("--requests", type=int, default=1000, help="concurrent GETs per path")
@@ -194,14 +196,15 @@ def _second_set(rtt_dir: str, also: str | None) -> list:
 def _bench_decide(args) -> int:
     from streams.dev.bench.decide import bench_decide
 
-    if args.tasks < 1 or min(args.nodes) < 1 or args.rounds < 1:
-        raise UsageError("--nodes, --tasks and --rounds must be at least 1")
+    if args.tasks < 1 or min(args.nodes) < 1 or args.rounds < 1 or args.rack_size < 1:
+        raise UsageError("--nodes, --tasks, --rounds and --rack-size must be at least 1")
     if args.baseline_rev:
         from streams.dev.bench.decide_rev import bench_decide_rev
 
-        print_result(bench_decide_rev(args.baseline_rev, tuple(args.nodes), args.tasks, args.rounds), args.json)
+        print_result(bench_decide_rev(args.baseline_rev, tuple(args.nodes), args.tasks, args.rounds, args.rack_size),
+                     args.json)
         return 0
-    print_result(bench_decide(tuple(args.nodes), args.tasks), args.json)
+    print_result(bench_decide(tuple(args.nodes), args.tasks, rack=args.rack_size), args.json)
     return 0
 
 

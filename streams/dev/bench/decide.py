@@ -65,8 +65,12 @@ def _tasks(n: int, seed: int, tag: str):
     return out
 
 
-def bench_decide(node_counts=(1000, 5000), tasks: int = 500, seed: int = 0) -> dict:
-    out: dict = {"tasks_per_burst": tasks}
+def bench_decide(node_counts=(1000, 5000), tasks: int = 500, seed: int = 0, rack: int = RACK) -> dict:
+    """``rack``: nodes per rack (every rack pair is probed: 8 per rack at 50,000 nodes would be 39
+    million rack-level paths; 40 per rack, 1.6 million)."""
+    global RACK
+    RACK = rack
+    out: dict = {"tasks_per_burst": tasks, "rack_size": rack}
     from streams.worker.warm import compile_decisions, compile_scoring
 
     compile_scoring()  # every kernel compiled (or loaded) before timing, as the worker does at start

@@ -24,8 +24,9 @@ REPO = Path(__file__).resolve().parents[3]
 
 _DRIVER = """
 import hashlib, json, sys, time
+import streams.dev.bench.decide as bench
 from streams.dev.bench.decide import _tasks, _world
-n, tasks, rounds = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+n, tasks, rounds, bench.RACK = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 w, now, _ = _world(n, 99)
 w.decide_many(_tasks(tasks, 99, "w"), now)
 rates, placed, digest = [], [], []
@@ -54,18 +55,20 @@ STEPS = {
 }
 
 
-def _run(code: Path, nodes: int, tasks: int, rounds: int) -> dict:
-    done = subprocess.run([sys.executable, "-c", _DRIVER, str(nodes), str(tasks), str(rounds)], cwd=code,
+def _run(code: Path, nodes: int, tasks: int, rounds: int, rack: int) -> dict:
+    done = subprocess.run([sys.executable, "-c", _DRIVER, str(nodes), str(tasks), str(rounds), str(rack)], cwd=code,
                           env={**os.environ, "PYTHONPATH": str(code)}, capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"the decide burst in {code} failed: {done.stderr.strip().splitlines()[-1:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def where_time_goes(nodes: int, tasks: int) -> dict[str, float]:
+def where_time_goes(nodes: int, tasks: int, rack: int) -> dict[str, float]:
     """Share of one burst's time (ours, under cProfile) per step of :data:`STEPS`, and the rest."""
+    from streams.dev.bench import decide
     from streams.dev.bench.decide import _tasks, _world
 
+    decide.RACK = rack
     w, now, _ = _world(nodes, 98)
     w.decide_many(_tasks(tasks, 98, "w"), now)
     s, now, _ = _world(nodes, 97)
@@ -83,22 +86,22 @@ def where_time_goes(nodes: int, tasks: int) -> dict[str, float]:
     return shares
 
 
-def bench_decide_rev(baseline_rev: str, node_counts, tasks: int, rounds: int) -> dict:
+def bench_decide_rev(baseline_rev: str, node_counts, tasks: int, rounds: int, rack: int = 8) -> dict:
     workdir = Path(tempfile.mkdtemp(prefix="cnsched-bench-decide-"))
     old = workdir / "baseline"
     subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(old), baseline_rev], check=True,
                    capture_output=True)
-    out: dict = {"tasks_per_burst": tasks, "rounds": rounds, "baseline_rev": baseline_rev}
+    out: dict = {"tasks_per_burst": tasks, "rounds": rounds, "baseline_rev": baseline_rev, "rack_size": rack}
     try:
         for n in node_counts:
-            ours, base = _run(REPO, n, tasks, rounds), _run(old, n, tasks, rounds)
+            ours, base = _run(REPO, n, tasks, rounds, rack), _run(old, n, tasks, rounds, rack)
             best_ours, best_base = max(ours["per_s"]), max(base["per_s"])
             out[f"nodes_{n}"] = {
                 "ours_per_s": round(best_ours, 1), f"{baseline_rev}_per_s": round(best_base, 1),
                 "ratio_ours_over_baseline": round(best_ours / best_base, 2),
                 "ours_placed": ours["placed"][0], f"{baseline_rev}_placed": base["placed"][0],
                 "same_decisions": ours["digest"] == base["digest"],
-                "where_ours_goes": where_time_goes(n, tasks),
+                "where_ours_goes": where_time_goes(n, tasks, rack),
             }
     finally:
         subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(old)], capture_output=True)
