@@ -58,8 +58,9 @@ STEPS = {
 def _run(code: Path, nodes: int, tasks: int, rounds: int, rack: int) -> dict:
     done = subprocess.run([sys.executable, "-c", _DRIVER, str(nodes), str(tasks), str(rounds), str(rack)], cwd=code,
                           env={**os.environ, "PYTHONPATH": str(code)}, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"the decide burst in {code} failed: {done.stderr.strip().splitlines()[-1:]}")
+    if done.returncode != 0:  # a negative code: killed by that signal (9: out of memory, most likely)
+        raise RuntimeError(f"the decide burst in {code} failed (exit {done.returncode}): "
+                           f"{done.stderr.strip().splitlines()[-1:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
