@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
 
-.PHONY: demo test lint unit install-dev install-run clean bench fuzz crash stall browser promtool slurm haproxy
+.PHONY: demo test lint unit install-dev install-run clean bench fuzz crash browser promtool slurm haproxy
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -61,15 +61,11 @@ haproxy:
 unit: install-dev browser promtool slurm haproxy
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-# the committed-offsets kill test (issue 55): a second stall remains, so it runs here, not in `make test`
-stall: install-dev
-	$(BIN)/python -m pytest -q -m stall tests/integration/test_crash_safety.py
-
 # the SIGKILL tests (tests/integration/test_crash_safety.py, also in `make test`) on both Kafka
 # implementations, CRASH_RUNS times in a row (default 10, the bar issue 32 set); stops at the first failing run
 crash: install-dev
 	@rm -f crash-report.log; for i in $$(seq 1 $(or $(CRASH_RUNS),10)); do \
-	  CRASH_REPORT=$(CURDIR)/crash-report.log $(BIN)/python -m pytest -q -m "crash and not stall" \
+	  CRASH_REPORT=$(CURDIR)/crash-report.log $(BIN)/python -m pytest -q -m crash \
 	    tests/integration/test_crash_safety.py || { echo "run $$i failed"; cat crash-report.log; exit 1; }; \
 	  echo "run $$i passed"; done; cat crash-report.log
 

@@ -59,6 +59,7 @@ from streams.worker.progress import (
     idle_event_time,
     jumps,
     mend_commit_holes,
+    note_read_back,
     read_range,
 )
 from streams.worker.windowing import PartitionWindows
@@ -178,6 +179,7 @@ class Ingest:
             late += await self._apply(state, batches, [ev.message.offset for ev in chunk], chunk)
             read += len(chunk)
         c.inc("ingest_gap_messages_read_total", read)
+        await note_read_back(self.app, topic, partition, start, stop - 1)
         if state.mark.applied_offset < stop - 1:
             c.inc("ingest_gap_offsets_unread_total", stop - 1 - max(state.mark.applied_offset, start - 1))
             log.error("partition %d: offsets %d..%d could not be read back (gone from the broker?); "
@@ -299,9 +301,16 @@ class Ingest:
 
     # -------------------------------------------------------------------------- flush
     async def flush(self) -> None:
-        """Persist what changed, then ack the events it covers (see the module docstring)."""
-        if not any(self.pending.values()) and not any(s.dirty or s.dropped for s in self.windows.values()):
-            return
+        """Persist what changed, then ack the events it covers (see the module docstring); then keep the
+        consumer's commit moving over what the persisted state holds (streams/worker/progress.py), also
+        once the stream has gone quiet: a hole Faust's commit waits on is often seen only after its
+        last commit, when nothing is left to persist."""
+        if any(self.pending.values()) or any(s.dirty or s.dropped for s in self.windows.values()):
+            await self._persist()
+        await mend_commit_holes(self.app, self.topics.samples.get_topic_name(),
+                                {p: s.mark.applied_offset for p, s in self.windows.items()}, self.counters)
+
+    async def _persist(self) -> None:
         await self.app.producer.flush()  # window results sent so far are delivered
         data = self.table.data
         changelog = self.table.changelog_topic
@@ -330,9 +339,6 @@ class Ingest:
                 ev.ack()
             events.clear()
         self.last_flush = time.monotonic()
-        # the consumer's commit kept moving over what the persisted state holds (streams/worker/progress.py)
-        await mend_commit_holes(self.app, self.topics.samples.get_topic_name(),
-                                {p: s.mark.applied_offset for p, s in self.windows.items()}, self.counters)
 
     async def revoke(self, partitions: set[int]) -> None:
         async with self.lock:

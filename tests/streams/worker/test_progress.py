@@ -84,10 +84,7 @@ async def test_faust_s_own_commit_no_longer_crawls_over_a_gap_whose_offsets_were
         for _ in range(3):
             if mend:
                 await mend_commit_holes(app, "samples", {0: 599}, counters)
-            offset = consumer._new_offset(tp)
-            if offset is not None and consumer._should_commit(tp, offset):
-                consumer._committed_offset[tp] = offset
-            commits.append(consumer._committed_offset[tp])
+            commits += _commits(consumer, tp, 1)
         assert commits == expected
         assert counters.get("ingest_commit_repeats_total") == (11 if mend else 0)
 
@@ -145,14 +142,78 @@ class _Sent:
         self.values.append(value)
 
 
-def _ingest(settings) -> tuple[Ingest, Counters]:
-    """The ingest step with the Faust parts it touches stood in for (no consumer, no table changelog):
-    what is under test is which messages reach the window state."""
+def _ingest(settings, app=None) -> tuple[Ingest, Counters]:
+    """The ingest step with the Faust parts it touches stood in for (no table changelog; a consumer only
+    when ``app``, a Faust app never started, is given): what is under test is which messages reach the
+    window state, and what Faust's consumer is told."""
     name = settings.topic(PROBE_SAMPLES)
     topics = SimpleNamespace(samples=SimpleNamespace(get_topic_name=lambda: name), windows=_Sent(),
                              deadletter=_Sent())
     counters = Counters()
-    return Ingest(SimpleNamespace(), topics, settings, counters, SimpleNamespace(data={})), counters
+    return Ingest(app or SimpleNamespace(), topics, settings, counters, SimpleNamespace(data={})), counters
+
+
+def _commits(consumer, tp, times: int = 3) -> list:
+    """Faust's commit of ``tp`` after each of ``times`` commit intervals (what ``Consumer.commit`` would
+    send: ``_new_offset`` when ``_should_commit``)."""
+    out = []
+    for _ in range(times):
+        offset = consumer._new_offset(tp)
+        if offset is not None and consumer._should_commit(tp, offset):
+            consumer._committed_offset[tp] = offset
+        out.append(consumer._committed_offset[tp])
+    return out
+
+
+def test_offsets_read_back_are_noted_so_faust_s_commit_passes_them(make_settings_both):
+    """Issue 55, the second stall: after restarts that left nothing committed, Faust delivered offsets
+    0..2 and then 12.. of a partition without noting a gap (it notes one only when it knows where it
+    read last). The ingest step read 3..11 back, but only Faust's own deliveries are acked: its commit
+    went to 3 and stayed there for ever (seen: 3, acked from 1,027 on). Now the read-back range is
+    noted as a gap: once 0..2 and 12..19 are acked (after the flush that persists them), Faust's commit
+    is 20."""
+    settings = make_settings_both()
+
+    async def run():
+        values = await _produce(settings, 20, time.time())
+        app = faust.App("read-back", broker="kafka://127.0.0.1:1")
+        ingest, counters = _ingest(settings, app)
+        await ingest.process(_events(settings, values, range(0, 3)))
+        await ingest.process(_events(settings, values, range(12, 20)))
+        assert counters.get("ingest_gap_messages_read_total") == 9
+        consumer, tp = app.consumer, TP(settings.topic(PROBE_SAMPLES), 0)
+        assert sorted((g.begin, g.end) for g in consumer._gap[tp]) == [(3, 12)]
+        acked = [*range(0, 3), *range(12, 20)]
+        consumer._acked[tp].extend(acked)
+        consumer._acked_index[tp].update(acked)
+        assert _commits(consumer, tp) == [20, 20, 20]
+
+    asyncio.run(run())
+
+
+def test_a_quiet_stream_s_flush_still_frees_a_commit_held_at_a_hole(make_settings_both):
+    """The hole is often seen only after Faust's last commit, when the stream has ended and a flush has
+    nothing to persist: the flush timer still mends it. Faust committed 3; 12..19 are acked and the
+    state (persisted: nothing left to write) applied up to 19; one flush later Faust's commit is 20."""
+    settings = make_settings_both()
+
+    async def run():
+        values = await _produce(settings, 20, time.time())
+        app = faust.App("quiet", broker="kafka://127.0.0.1:1")
+        ingest, counters = _ingest(settings, app)
+        await ingest.process(_events(settings, values, range(0, 20)))
+        ingest.pending[0].clear()
+        ingest.windows[0].take_changes()  # as if the last flush persisted it all
+        consumer, tp = app.consumer, TP(settings.topic(PROBE_SAMPLES), 0)
+        consumer._committed_offset[tp] = 3
+        consumer._acked[tp].extend(range(12, 20))
+        consumer._acked_index[tp].update(range(12, 20))
+        assert _commits(consumer, tp, 1) == [3]  # held at the hole 4..11
+        await ingest.flush()
+        assert _commits(consumer, tp) == [20, 20, 20]
+        assert counters.get("ingest_commit_holes_total") == 1
+
+    asyncio.run(run())
 
 
 def _events(settings, values: list[bytes], offsets: range) -> list:
