@@ -115,7 +115,7 @@ class PathColumns:
         self._inputs: tuple | None = None
         self.aging: tuple | None = None  # path_table.ages_of: (key, ages), per write and time
         self.empty = self.code("")
-        self._set_records(records or [])
+        self.set_records(records or [])
 
     def code(self, name: str) -> int:
         c = self.codes.get(name)
@@ -151,54 +151,29 @@ class PathColumns:
         return row
 
     def set(self, rec: dict) -> None:
-        row = self._row(rec["src"], rec["dst"])
-        for field, metric, which in self.FIELDS:
-            self.cols[field][row] = stat(rec, metric, which)
-        self.writes += 1
-        self._remember_one(row)
+        self.set_records([rec])
 
-    def _set_records(self, records: list[dict]) -> None:
-        """:meth:`set` of each record, the detector's memory pushed once for all their rows (a table of
-        hundreds of thousands of paths is parsed at a start or a rebalance); one by one where a path
-        comes twice (the later must follow the earlier)."""
-        rows = np.array([self._row(r["src"], r["dst"]) for r in records], np.int64)
-        if len(np.unique(rows)) < len(rows):
-            for r in records:
-                self.set(r)
+    def set_records(self, records: list[dict]) -> None:
+        """:meth:`set` of each record in turn, vectorised over runs of distinct paths (a table of
+        hundreds of thousands of paths parsed at a start, a step of window results): where a path
+        comes again, a new run begins, so the later follows the earlier as one by one."""
+        if not records:
             return
+        rows = [self._row(r["src"], r["dst"]) for r in records]
+        start, seen = 0, set()
+        for k, row in enumerate(rows):
+            if row in seen:
+                self._set_run(records[start:k], rows[start:k])
+                start, seen = k, set()
+            seen.add(row)
+        self._set_run(records[start:], rows[start:])
+
+    def _set_run(self, records: list[dict], rows: list[int]) -> None:
+        rows = np.array(rows, np.int64)
         for field, metric, which in self.FIELDS:
             self.cols[field][rows] = [stat(r, metric, which) for r in records]
         self.writes += 1
         self._remember(rows)
-
-    def _remember_one(self, row: int) -> None:
-        """:meth:`_remember` of one row in plain Python (one window result at a time: numpy's
-        per-call cost on one-element arrays was most of a window's handling)."""
-        cols = self.cols
-        end = float(cols["end"][row])
-        count, lost = float(cols["count"][row]), float(cols["lost"][row])
-        if count > (0.0 if math.isnan(lost) else lost) and not math.isnan(end):  # fmax: a NaN end leaves it
-            self.answered_end[row] = max(float(self.answered_end[row]), end)
-        last = float(self.hist_end[row])
-        if not end > last:  # NaN (no rtt window) is never newer
-            return
-        if self._step_one(end) == self._step_one(last):
-            self.hist[row, self.hist_head[row]] = cols["p95"][row]
-            self.hist_end[row] = end
-            return
-        head = int(self.hist_head[row]) + 1
-        head = 0 if head == self.HISTORY else head
-        self.hist_head[row] = head
-        self.hist[row, head] = cols["p95"][row]
-        self.hist_end[row] = end
-        if self.hist_count[row] == 0:
-            self.hist_first[row] = end
-        self.hist_count[row] = min(int(self.hist_count[row]) + 1, self.HISTORY)
-
-    def _step_one(self, end: float) -> float:
-        """:meth:`_step` of one end (-inf, no window yet, stays -inf)."""
-        q = end / self.step_s if self.step_s > 0 else end
-        return float(math.floor(q)) if math.isfinite(q) else q
 
     def set_many(self, src: list[str], dst: list[str], values: dict[str, np.ndarray],
                  rows: np.ndarray | None = None) -> np.ndarray:

@@ -54,12 +54,15 @@ def _path_benches(bsub) -> list:
     bd.add_argument("--rounds", type=int, default=3, help="with --baseline-rev: timed bursts per revision (best)")
     bd.add_argument("--rack-size", type=int, default=8, help="nodes per rack (every rack pair probed; 40 for 50,000 "
                     "nodes: 1.6 million rack-level paths)")
+    bn = bsub.add_parser("netstate", help="window results into the network view: one message at a time vs steps")
+    bn.add_argument("--paths", type=int, default=20_000, help="paths, each with a window result per metric (4)")
+    bn.add_argument("--step", type=int, default=200, help="messages per step (CNSCHED_TAKE_MAX_MESSAGES)")
     ba = bsub.add_parser("api", help="a burst of concurrent GETs: ours beside an older revision's worker")
     ba.add_argument("--nodes", type=int, default=200, help="compute reports the workers hold")
     ba.add_argument("--requests", type=int, default=1000, help="concurrent GETs per path")
     ba.add_argument("--rounds", type=int, default=2, help="workers of each revision, in turn (medians)")
     ba.add_argument("--baseline-rev", default="6fdafa7", help="the git revision beside ours")
-    return [bi, bs, bk, bret, br, bd, ba]
+    return [bi, bs, bk, bret, br, bd, bn, ba]
 
 
 def _analysis_benches(bsub) -> list:
@@ -272,6 +275,14 @@ def cmd_bench(args, settings: Settings) -> int:
             if getattr(args, name) < 1:
                 raise UsageError(f"--{name} must be at least 1")
         print_result(bench_reschedule(args.nodes, min(args.peers, args.nodes - 1) or 1, args.tasks), args.json)
+        return 0
+    if args.bench == "netstate":
+        from streams.dev.bench.netstate import bench_netstate
+
+        for name in ("paths", "step"):
+            if getattr(args, name) < 1:
+                raise UsageError(f"--{name} must be at least 1")
+        print_result(bench_netstate(args.paths, args.step), args.json)
         return 0
     if args.bench == "scoring":
         for name in ("jobs", "nodes", "endpoints"):

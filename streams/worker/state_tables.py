@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from schemas.compute import ComputeReport
 from schemas.windows import WindowResult
-from streams.adapters.network import PathColumns
+from streams.adapters.network import PathColumns, merge_window
 from streams.config import Settings
 from streams.kafka import COMPUTE_TABLE, NETSTATE_TABLE, table_name
 from streams.metrics import Counters
@@ -54,6 +54,15 @@ class _ParsedView:
     def put(self, key: bytes, record: dict) -> None:
         self.table[key] = json.dumps(record).encode()
         self._all()[key] = record
+        self.version += 1
+        self.on_change()
+
+    def put_many(self, items: dict[bytes, dict]) -> None:
+        """:meth:`put` of each record, one version step for all (a step of window results)."""
+        parsed = self._all()
+        for key, record in items.items():
+            self.table[key] = json.dumps(record).encode()
+            parsed[key] = record
         self.version += 1
         self.on_change()
 
@@ -103,6 +112,11 @@ class NetState(_ParsedView):
             self._columns.set(record)
         super().put(key, record)
 
+    def put_many(self, items: dict[bytes, dict]) -> None:
+        if self._columns is not None:
+            self._columns.set_records(list(items.values()))
+        super().put_many(items)
+
     def invalidate(self) -> None:
         self._columns = None
         super().invalidate()
@@ -114,8 +128,6 @@ class Inventory(_ParsedView):
 
 
 def register(app: faust.App, topics, settings: Settings, counters: Counters) -> tuple[NetState, Inventory]:
-    from streams.adapters.network import merge_window
-
     counters.describe("window_results_total", "netstate.windows messages applied to the network view")
     counters.describe("window_results_rejected_total", "netstate.windows messages that were not window results")
     counters.describe("compute_reports_total", "compute.nodes reports applied")
@@ -127,18 +139,13 @@ def register(app: faust.App, topics, settings: Settings, counters: Counters) -> 
 
     @app.agent(topics.windows, name="netstate")
     async def netstate_agent(stream):
-        async for event in stream.events():
-            try:
-                w = WindowResult.model_validate_json(event.value).model_dump()
-            except (ValidationError, ValueError, TypeError):
-                counters.inc("window_results_rejected_total")
-                log.warning("not a window result at %s:%d@%d", event.message.topic,
-                            event.message.partition, event.message.offset)
-                continue
-            key = f"{w['src']}|{w['dst']}".encode()
-            if await guarded(event, None, counters,
-                             lambda key=key, w=w: _put(net, key, merge_window(net.get_key(key), w))):
-                counters.inc("window_results_total")
+        # window results come in steps (a window's end brings one per path and metric at once): each
+        # path's record merged over the step and written once, the columns updated once per step
+        async for events in stream.take_events(settings.take_max_messages, settings.take_within_seconds):
+            # a table write asks the current event for its changelog partition (the topic has one);
+            # Faust sets it per event only when iterating one at a time
+            stream._set_current_event(events[-1])
+            await apply_windows(net, events, counters)
 
     @app.agent(topics.compute_nodes, name="inventory")
     async def inventory_agent(stream):
@@ -163,6 +170,41 @@ def register(app: faust.App, topics, settings: Settings, counters: Counters) -> 
         inv.invalidate()
 
     return net, inv
+
+
+async def apply_windows(net: NetState, events, counters: Counters) -> None:
+    """A step of netstate.windows messages into the network view: each valid window result merged into
+    its path's record (newer wins, per metric), every record the step touched written once. One that
+    is not a window result is counted and logged; one whose handling raises is logged and counted
+    (``guarded``) and the rest go on."""
+    merged: dict[bytes, dict] = {}
+    last: dict[bytes, object] = {}  # key -> the step's last event for it (blamed if its write fails)
+    count: dict[bytes, int] = {}  # key -> the step's window results merged into it
+    for event in events:
+        try:
+            w = WindowResult.model_validate_json(event.value).model_dump()
+        except (ValidationError, ValueError, TypeError):
+            counters.inc("window_results_rejected_total")
+            log.warning("not a window result at %s:%d@%d", event.message.topic,
+                        event.message.partition, event.message.offset)
+            continue
+        key = f"{w['src']}|{w['dst']}".encode()
+
+        async def merge(key=key, w=w) -> None:
+            merged[key] = merge_window(merged.get(key) or net.get_key(key), w)
+
+        if await guarded(event, None, counters, merge):
+            last[key], count[key] = event, count.get(key, 0) + 1
+    if not merged:
+        return
+    try:
+        net.put_many(merged)
+    except Exception:  # one by one: the record that fails is blamed on its last message, the rest kept
+        log.exception("a step of %d path records failed; writing them one by one", len(merged))
+        for key, record in merged.items():
+            if not await guarded(last[key], None, counters, lambda key=key, record=record: _put(net, key, record)):
+                count[key] = 0
+    counters.inc("window_results_total", sum(count.values()))
 
 
 async def _put(table, key: bytes, value) -> None:

@@ -19,13 +19,16 @@ SITES = 4
 RACK = 8
 
 
-def _world(nodes: int, seed: int, now: float | None = None):
+def _world(nodes: int, seed: int, now: float | None = None, rack: int | None = None):
+    """``rack``: nodes per rack (None: the module's ``RACK``, which bench/decide_rev.py's driver sets,
+    as older revisions' ``_world`` read only that)."""
     from streams.worker.scheduling.state import Scheduler
     from streams.worker.state_tables import Inventory, NetState
 
+    rack = RACK if rack is None else rack
     rng = np.random.default_rng(seed)
     now = time.time() if now is None else now  # two worlds compared: the same clock (bookings read it)
-    racks = max(nodes // RACK, 1)
+    racks = max(nodes // rack, 1)
     inv: dict = {}
     net: dict = {}
 
@@ -35,7 +38,7 @@ def _world(nodes: int, seed: int, now: float | None = None):
 
     site = [r * SITES // racks for r in range(racks)]
     for i in range(nodes):
-        r = min(i // RACK, racks - 1)
+        r = min(i // rack, racks - 1)
         inv[f"n{i}".encode()] = json.dumps({
             "node": f"n{i}", "ts": now, "received_at": now, "cards": 8, "accel_class": "gpu", "rack": f"r{r}",
             "peak_tflops": {"fp16": float(rng.choice([400, 1000])), "fp32": 100}, "mem_gb": 80,
@@ -68,16 +71,14 @@ def _tasks(n: int, seed: int, tag: str):
 def bench_decide(node_counts=(1000, 5000), tasks: int = 500, seed: int = 0, rack: int = RACK) -> dict:
     """``rack``: nodes per rack (every rack pair is probed: 8 per rack at 50,000 nodes would be 39
     million rack-level paths; 40 per rack, 1.6 million)."""
-    global RACK
-    RACK = rack
     out: dict = {"tasks_per_burst": tasks, "rack_size": rack}
     from streams.worker.warm import compile_decisions, compile_scoring
 
     compile_scoring()  # every kernel compiled (or loaded) before timing, as the worker does at start
     compile_decisions()
     for n in node_counts:
-        one, now, paths = _world(n, seed)
-        many, _, _ = _world(n, seed, now)
+        one, now, paths = _world(n, seed, rack=rack)
+        many, _, _ = _world(n, seed, now, rack)
         burst = _tasks(tasks, seed, "t")
         one.nodes(now), many.nodes(now)  # the node view is built once per inventory version, not per burst
         t = time.perf_counter()

@@ -66,13 +66,11 @@ def _run(code: Path, nodes: int, tasks: int, rounds: int, rack: int) -> dict:
 
 def where_time_goes(nodes: int, tasks: int, rack: int) -> dict[str, float]:
     """Share of one burst's time (ours, under cProfile) per step of :data:`STEPS`, and the rest."""
-    from streams.dev.bench import decide
     from streams.dev.bench.decide import _tasks, _world
 
-    decide.RACK = rack
-    w, now, _ = _world(nodes, 98)
+    w, now, _ = _world(nodes, 98, rack=rack)
     w.decide_many(_tasks(tasks, 98, "w"), now)
-    s, now, _ = _world(nodes, 97)
+    s, now, _ = _world(nodes, 97, rack=rack)
     s.nodes(now)
     burst = _tasks(tasks, 97, "p")
     prof = cProfile.Profile()

@@ -106,3 +106,31 @@ def test_the_window_history_is_the_same_written_together_or_apart():
     np.testing.assert_array_equal(together.history(a), expected)
     assert together.hist_count[a].tolist() == [min(len(v), H) for v in plain]
     np.testing.assert_array_equal(together.hist_end[a], apart.hist_end[b])
+
+
+def test_set_records_of_a_step_with_repeated_paths_is_set_one_by_one():
+    """A step of window results names a path several times (one per metric, or a newer window): the
+    later must follow the earlier, as one by one — its columns and the detector's memory (each newer
+    window of a newer step pushed, one of the same step over the newest place)."""
+    import numpy as np
+
+    from streams.adapters.network import PathColumns
+
+    rng = np.random.default_rng(7)
+    records = []
+    for _ in range(300):
+        end = float(rng.choice([100.0, 110.0, 130.0, 160.0, 160.0 + rng.uniform(0, 90)]))
+        m = {"window_start": end - 10, "window_end": end, "p95": float(rng.uniform(1, 9)),
+             "count": float(rng.choice([0.0, 5.0, 10.0])), "lost": float(rng.choice([0.0, 5.0]))}
+        records.append({"src": f"r{rng.integers(0, 3)}", "dst": f"r{rng.integers(0, 3)}", "metrics": {"rtt_ms": m}})
+    one, step = PathColumns(step_s=20.0), PathColumns(step_s=20.0)
+    for rec in records:
+        one.set(rec)
+    for k in range(0, len(records), 50):  # steps of 50, each with repeats (9 paths)
+        step.set_records(records[k:k + 50])
+    assert one.rows == step.rows
+    for name in ("hist", "hist_head", "hist_end", "hist_first", "hist_count", "answered_end"):
+        np.testing.assert_array_equal(getattr(one, name)[:one.n], getattr(step, name)[:step.n], err_msg=name)
+    for f in one.cols:
+        np.testing.assert_array_equal(one.cols[f][:one.n], step.cols[f][:step.n], err_msg=f)
+    assert int(one.hist_count[:one.n].max()) > 1  # windows of several steps were pushed

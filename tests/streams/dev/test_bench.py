@@ -43,6 +43,15 @@ def test_bench_scoring_and_reschedule_report_their_keys():
     assert r["running_tasks"] == 20 and r["window_to_reschedule_s"] > 0
 
 
+def test_bench_netstate_writes_each_path_once_per_step_and_ends_with_the_same_records():
+    from streams.dev.bench.netstate import METRICS, bench_netstate
+
+    r = bench_netstate(paths=300, step=40)  # 10 paths' four metrics per step
+    assert r["messages"] == 300 * len(METRICS) and r["same_records"]
+    assert r["one_by_one_table_writes"] == r["messages"] and r["steps_table_writes"] == 300
+    assert r["one_by_one_per_s"] > 0 and r["steps_per_s"] > 0
+
+
 def test_bench_battery_runs_both_targets_beside_the_reference():
     from streams.dev.bench.battery import bench_battery
 
