@@ -31,6 +31,7 @@ class Copy:
     size_gb: float
     ready_at: float  # when the copy is expected to be complete (epoch s)
     used_at: float  # last staged or chosen as a source
+    done: bool = False  # a runner said the copy ended (``arrived``)
 
 
 @dataclass
@@ -40,6 +41,7 @@ class CopyBook:
     at: dict[str, dict[str, Copy]] = field(default_factory=dict)  # store endpoint -> {name: copy}
     on_stage: Callable[[str, Staging, float], None] | None = None  # told (task, staging, at) of every copy made
     _new: dict[str, list[Staging]] = field(default_factory=dict)  # task -> staging its next decision carries
+    _ahead: dict[str, list[Staging]] = field(default_factory=dict)  # task -> staged while it waited (take)
 
     @property
     def on(self) -> bool:
@@ -88,7 +90,7 @@ class CopyBook:
         for s in staged if isinstance(staged, list) else ():
             c = self.at.get(s.get("target"), {}).get(s.get("name")) if isinstance(s, dict) else None
             if c is not None:
-                c.ready_at = min(c.ready_at, at)
+                c.ready_at, c.done = min(c.ready_at, at), True
 
     def restore(self, records) -> int:
         """A restarted worker's copies, from the task records: each decision's staging a copy expected
@@ -114,9 +116,24 @@ class CopyBook:
                 over -= copies.pop(old).size_gb
         return n
 
-    def take(self, task: str) -> dict:
-        """{"staging": [...]} for the task's decision when it staged something since its last, else {}."""
-        got = self._new.pop(task, None)
+    def take(self, task: str, placed_at: str | None | bool = None) -> dict:
+        """{"staging": [...]} for the task's decision when it staged something since its last, else {}.
+        ``placed_at``: the store of the site the decision places the task at (None or False: not placed). A
+        placement also carries again what was staged for it there while it waited and no runner has
+        said is done: a runner copies only what a placement carries (the Slurm bridge runs the staging
+        before the task's job and points the job at the copy), so a copy staged ahead is made then at
+        the latest, never assumed made."""
+        got = self._new.pop(task, None) or []
+        if not placed_at:
+            if got:
+                self._ahead.setdefault(task, []).extend(got)
+            return {"staging": got} if got else {}
+        have = {(s.name, s.target) for s in got}
+        for s in self._ahead.pop(task, ()):
+            copy = self.at.get(s.target, {}).get(s.name)
+            if s.target == placed_at and copy is not None and not copy.done and (s.name, s.target) not in have:
+                got.append(s)
+                have.add((s.name, s.target))
         return {"staging": got} if got else {}
 
 

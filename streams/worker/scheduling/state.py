@@ -53,7 +53,7 @@ from streams.worker.scheduling.queue import QueueMixin, QueuePass, Reservation
 from streams.worker.scheduling.quotas import QuotaBook
 from streams.worker.scheduling.ramp import RampBook, power_timing
 from streams.worker.scheduling.seconds import Costing, decided_in_seconds
-from streams.worker.scheduling.staging import CopyBook
+from streams.worker.scheduling.staging import CopyBook, site_of
 
 
 @dataclass
@@ -193,8 +193,7 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
         """The profile's network inputs for these endpoints, gathered once per path table and node
         list (rescoring asks for the same endpoints for every gang and group)."""
         pt = self.path_table(nodes, profile)
-        key = tuple(endpoint_ids)
-        hit = pt.inputs.get(key)
+        hit = pt.inputs.get(key := tuple(endpoint_ids))
         if hit is not None and hit[0] is nodes.ids and hit[1] is nodes.link_gbps:
             return hit[2]
         made = network_inputs(pt, endpoint_ids, nodes)
@@ -340,7 +339,8 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
             waiting.alpha = alpha  # what its decisions say while it waits (and its expiry, queue.py)
             timing = {}
         d = decision(task, b.profile, s, nodes, p, reasons, compute_only, self.version, now, self.audit)
-        timing.update(self.copies.take(task.id))  # what it staged: at its site, or ahead where it waits
+        # what it staged at its site, or ahead where it waits (carried again by a placement there)
+        timing.update(self.copies.take(task.id, p.placed and self.copies.store_of(site_of(nodes, p.nodes))))
         if timing:
             d = d.model_copy(update=timing)
         queued = self.pending.get(task.id)

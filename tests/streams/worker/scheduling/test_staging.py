@@ -110,6 +110,22 @@ def test_a_gang_waiting_for_a_site_has_its_data_staged_there_ahead():
     assert [p.task_id for p in placed] == ["g"]
     run = float(run_seconds(3600.0, 1.0, TRAINING_COMM_SHARE, 2, 0.05, 400.0))
     assert placed[0].expected_completion_s == pytest.approx(1001 + 400 + run, abs=2)
+    # the placement carries the copy again: a runner copies only what a placement carries (the Slurm
+    # bridge runs it before the job and points the job at the copy), and none said it was made
+    assert [(x.source, x.target) for x in placed[0].staging] == [("store.west", "store.east")]
+
+
+def test_a_copy_staged_ahead_is_not_carried_again_once_made_or_where_the_task_is_not_placed():
+    s = east_only()
+    book = s.copies
+    book.stage("g", "imagenet", "store.west", "store.east", 500, 2000, now=NOW)
+    assert [x.target for x in book.take("g")["staging"]] == ["store.east"]  # the waiting decision's
+    assert book.take("g", "store.north") == {}  # placed at another site: that copy is not its data
+    book.stage("h", "coco", "store.west", "store.east", 100, 400, now=NOW)
+    book.take("h")
+    book.arrived([{"name": "coco", "target": "store.east"}], NOW + 300)  # a runner made it
+    assert book.take("h", "store.east") == {}
+    assert book.holding("coco") == [("store.east", pytest.approx(NOW + 300))]
 
 
 def test_a_restarted_worker_knows_the_copies_its_records_say_were_staged():
