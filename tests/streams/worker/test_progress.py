@@ -165,6 +165,21 @@ def _commits(consumer, tp, times: int = 3) -> list:
     return out
 
 
+def _ack(consumer, tp, offsets) -> None:
+    """What ``Consumer.ack`` records of each offset (the events here are stand-ins, never acked)."""
+    consumer._acked[tp].extend(offsets)
+    consumer._acked_index[tp].update(offsets)
+
+
+async def _with_consumer(settings, name: str):
+    """(values produced, the ingest step over a never-started Faust app, its counters, Faust's consumer,
+    the probe partition 0 as Faust names it): 20 messages on a real broker."""
+    values = await _produce(settings, 20, time.time())
+    app = faust.App(name, broker="kafka://127.0.0.1:1")
+    ingest, counters = _ingest(settings, app)
+    return values, ingest, counters, app.consumer, TP(settings.topic(PROBE_SAMPLES), 0)
+
+
 def test_offsets_read_back_are_noted_so_faust_s_commit_passes_them(make_settings_both):
     """Issue 55, the second stall: after restarts that left nothing committed, Faust delivered offsets
     0..2 and then 12.. of a partition without noting a gap (it notes one only when it knows where it
@@ -175,17 +190,12 @@ def test_offsets_read_back_are_noted_so_faust_s_commit_passes_them(make_settings
     settings = make_settings_both()
 
     async def run():
-        values = await _produce(settings, 20, time.time())
-        app = faust.App("read-back", broker="kafka://127.0.0.1:1")
-        ingest, counters = _ingest(settings, app)
+        values, ingest, counters, consumer, tp = await _with_consumer(settings, "read-back")
         await ingest.process(_events(settings, values, range(0, 3)))
         await ingest.process(_events(settings, values, range(12, 20)))
         assert counters.get("ingest_gap_messages_read_total") == 9
-        consumer, tp = app.consumer, TP(settings.topic(PROBE_SAMPLES), 0)
         assert sorted((g.begin, g.end) for g in consumer._gap[tp]) == [(3, 12)]
-        acked = [*range(0, 3), *range(12, 20)]
-        consumer._acked[tp].extend(acked)
-        consumer._acked_index[tp].update(acked)
+        _ack(consumer, tp, [*range(0, 3), *range(12, 20)])
         assert _commits(consumer, tp) == [20, 20, 20]
 
     asyncio.run(run())
@@ -198,16 +208,12 @@ def test_a_quiet_stream_s_flush_still_frees_a_commit_held_at_a_hole(make_setting
     settings = make_settings_both()
 
     async def run():
-        values = await _produce(settings, 20, time.time())
-        app = faust.App("quiet", broker="kafka://127.0.0.1:1")
-        ingest, counters = _ingest(settings, app)
+        values, ingest, counters, consumer, tp = await _with_consumer(settings, "quiet")
         await ingest.process(_events(settings, values, range(0, 20)))
         ingest.pending[0].clear()
         ingest.windows[0].take_changes()  # as if the last flush persisted it all
-        consumer, tp = app.consumer, TP(settings.topic(PROBE_SAMPLES), 0)
         consumer._committed_offset[tp] = 3
-        consumer._acked[tp].extend(range(12, 20))
-        consumer._acked_index[tp].update(range(12, 20))
+        _ack(consumer, tp, range(12, 20))
         assert _commits(consumer, tp, 1) == [3]  # held at the hole 4..11
         await ingest.flush()
         assert _commits(consumer, tp) == [20, 20, 20]
