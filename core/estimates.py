@@ -38,10 +38,12 @@ def limit_factors(n_jobs: int, f: float, seed: int) -> np.ndarray:
 def like_completed(limits, completed, shape, seed: int) -> np.ndarray:
     """float64[J]: ``limits`` with each job that did not complete (``completed`` False: it failed or was
     killed) given the limit of a completed job drawn at random among those of its ``shape`` (any
-    hashable per job: nodes x cards), or among all completed jobs when none has its shape. A user asks
-    for a limit before knowing the job will fail: a failing job's own limit must not come from its time
-    to failure, or the queue would learn which jobs die early. Drawn reproducibly from ``seed``;
-    unchanged when no job, or every job, completed."""
+    hashable per job: nodes x cards), or among all completed jobs when none has its shape, raised to
+    its own limit where that is higher. A user asks for a limit before knowing the job will fail: a
+    failing job's own limit must not come from its time to failure, or the queue would learn which jobs
+    die early; but a job past its limit is killed, so one that ran longer than the drawn limit asked
+    for at least what it ran (its own limit) — a limit is never below the run. Drawn reproducibly from
+    ``seed``; unchanged when no job, or every job, completed."""
     limits = np.asarray(limits, np.float64).copy()
     done = np.asarray(completed, bool)
     if done.all() or not done.any():
@@ -55,22 +57,26 @@ def like_completed(limits, completed, shape, seed: int) -> np.ndarray:
     for j in np.flatnonzero(~done).tolist():
         same = pool.get(keys[j].item())
         src = same if same else every
-        limits[j] = limits[src[int(rng.integers(len(src)))]]
+        limits[j] = max(limits[src[int(rng.integers(len(src)))]], limits[j])
     return limits
 
 
-def predicted_runs(estimates, last_runs) -> np.ndarray:
-    """float64[T]: each task's predicted run time — the mean of its user's last runs (``last_runs``
-    float64[T, k], NaN where there is none; Tsafrir, Etsion & Feitelson, "Backfilling using
-    system-generated predictions rather than user runtime estimates", IEEE TPDS 2007, use the last
-    two), never more than the user's own ``estimates`` (float64[T]); the estimate where the user has
-    no run yet. Worked: estimate 3,600 s, last runs 600 and 1,000 -> 800; last runs 5,000 and 9,000 ->
-    3,600; none -> 3,600."""
+def predicted_runs(estimates, last_ratios) -> np.ndarray:
+    """float64[T]: each task's predicted run time — its user's own ``estimates`` (float64[T]) times the
+    mean ratio of run time to estimate over the user's last runs (``last_ratios`` float64[T, k], NaN
+    where there is none), never more than the estimate; the estimate where the user has no run yet.
+    Which runs and how many are those of Tsafrir, Etsion & Feitelson ("Backfilling using
+    system-generated predictions rather than user runtime estimates", IEEE TPDS 2007: the last two);
+    scaling the new request by how much of their requests the user's last runs used, rather than
+    taking the runs' mean, is cnsched's: a user who asks for four hours and used a tenth of it twice
+    is planned at 24 min, whatever those runs' own length — and a user whose runs fail early is
+    planned short. Worked: estimate 3,600 s, ratios 1/6 and 5/18 -> 800; estimate 7,200 s, the same
+    ratios -> 1,600; ratios 1.4 and 2.5 -> 3,600; none -> 3,600."""
     est = np.asarray(estimates, np.float64)
-    runs = np.asarray(last_runs, np.float64)
-    runs = runs.reshape(est.size, runs.shape[-1] if runs.ndim > 1 else -1)
-    known = np.isfinite(runs)
+    ratios = np.asarray(last_ratios, np.float64)
+    ratios = ratios.reshape(est.size, ratios.shape[-1] if ratios.ndim > 1 else -1)
+    known = np.isfinite(ratios)
     counts = known.sum(axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
-        mean = np.where(known, runs, 0.0).sum(axis=1) / counts
-    return np.where(counts > 0, np.minimum(mean, est), est)
+        mean = np.where(known, ratios, 0.0).sum(axis=1) / counts
+    return np.where(counts > 0, est * np.minimum(mean, 1.0), est)

@@ -1,12 +1,13 @@
-"""Run times predicted from history (issue 52): a task is planned with the mean of its submitter's last
-two runs, never more than its own expected duration (core.estimates.predicted_runs, after Tsafrir,
-Etsion & Feitelson, IEEE TPDS 2007); the figure the user gave stays what a task that runs past its
-prediction is planned with from then on, and its time limit (``time_limit_s``) stays the kill bound.
+"""Run times predicted from history (issue 52): a task is planned with its own expected duration times
+the mean share of their expected durations its submitter's last two runs took, never more than its
+own figure (core.estimates.predicted_runs; the last two after Tsafrir, Etsion & Feitelson, IEEE TPDS
+2007); the figure the user gave stays what a task that runs past its prediction is planned with from
+then on, and its time limit (``time_limit_s``) stays the kill bound.
 
 A submitter is the task's ``submitted_by`` (the API sets it to the token's name), else its team; a
 task with neither is planned with its own figure. A run is counted in the reference's seconds (the
 pool's slowest card, as expected durations are read): its wall time from placement to finish times
-its slowest member's card speed. Kept in memory: a restarted worker learns again from its next
+its slowest member's card speed, over the expected duration its user gave. Kept in memory: a restarted worker learns again from its next
 finishes."""
 
 from __future__ import annotations
@@ -27,17 +28,17 @@ def submitter(task: Task) -> str:
 
 class Durations:
     def __init__(self) -> None:
-        self.runs: dict[str, deque] = {}  # submitter -> its last KEEP runs, reference seconds
+        self.ratios: dict[str, deque] = {}  # submitter -> its last KEEP runs over their users' figures
         self.given: dict[str, float] = {}  # task id -> the expected duration its user gave, while a prediction stands
 
     def planned(self, task: Task) -> Task:
         """``task`` with its predicted expected duration (itself when the prediction is its own figure,
         or it was predicted already)."""
         who = submitter(task)
-        if task.id in self.given or not who or who not in self.runs:
+        if task.id in self.given or not who or who not in self.ratios:
             return task
         last = np.full((1, KEEP), np.nan)
-        got = list(self.runs[who])
+        got = list(self.ratios[who])
         last[0, :len(got)] = got
         p = max(float(predicted_runs([task.expected_duration_s], last)[0]), 1.0)
         if p >= task.expected_duration_s:
@@ -47,11 +48,11 @@ class Durations:
 
     def finished(self, task: Task, wall_s: float, slowest_speed: float) -> None:
         """A task finished after ``wall_s`` on members whose slowest card is ``slowest_speed`` times the
-        reference: its submitter's history gains the run."""
-        self.given.pop(task.id, None)
+        reference: its submitter's history gains the run, over the figure the task's user gave."""
+        gave = self.given.pop(task.id, task.expected_duration_s)
         who = submitter(task)
-        if who and np.isfinite(wall_s) and wall_s > 0:
-            self.runs.setdefault(who, deque(maxlen=KEEP)).append(wall_s * max(slowest_speed, 1e-9))
+        if who and np.isfinite(wall_s) and wall_s > 0 and gave > 0:
+            self.ratios.setdefault(who, deque(maxlen=KEEP)).append(wall_s * max(slowest_speed, 1e-9) / gave)
 
     def overdue(self, running, pending, now: float) -> None:
         """Running tasks past their prediction are planned with the figure their user gave from now on

@@ -49,12 +49,15 @@ def test_requested_limits_round_up_to_the_values_users_pick():
 
 def test_a_failing_jobs_limit_is_a_completed_jobs_of_its_shape_never_its_own():
     # jobs 0-2 completed (limits 600, 1,200 s of shape 8; 5,400 s of shape 16); 3 (shape 8) and 4
-    # (shape 16) failed early, their own limits 300 s; 5 failed with a shape no completed job has
-    limits, done = [600.0, 1200.0, 5400.0, 300.0, 300.0, 300.0], [True, True, True, False, False, False]
-    got = like_completed(limits, done, [8, 8, 16, 8, 16, 32], seed=7)
+    # (shape 16) failed early, their own limits 300 s; 5 failed with a shape no completed job has; 6
+    # (shape 8) was killed after a day: it asked for at least that (its own 86,400 s), never less
+    limits = [600.0, 1200.0, 5400.0, 300.0, 300.0, 300.0, 86400.0]
+    done = [True, True, True, False, False, False, False]
+    got = like_completed(limits, done, [8, 8, 16, 8, 16, 32, 8], seed=7)
     np.testing.assert_array_equal(got[:3], limits[:3])
     assert got[3] in (600.0, 1200.0) and got[4] == 5400.0 and got[5] in (600.0, 1200.0, 5400.0)
-    np.testing.assert_array_equal(got, like_completed(limits, done, [8, 8, 16, 8, 16, 32], seed=7))
+    assert got[6] == 86400.0
+    np.testing.assert_array_equal(got, like_completed(limits, done, [8, 8, 16, 8, 16, 32, 8], seed=7))
     assert like_completed([1.0, 2.0], [True, True], [1, 1], 0).tolist() == [1.0, 2.0]
     # in the replay: a failed job of the trace is told a completed one's limit
     t = trace([0, 1], [3600.0, 10.0], [8, 8], [1, 1])

@@ -1,6 +1,7 @@
 """Run times from history (streams/worker/scheduling/durations.py, core.estimates.predicted_runs): a task
-is planned with the mean of its submitter's last two runs, never more than its own figure; past its
-prediction it is planned with its own figure again; its time limit stays. Numbers by hand."""
+is planned with its own figure times the mean share of their figures its submitter's last two runs
+took, never more than its own figure; past its prediction it is planned with its own figure again;
+its time limit stays. Numbers by hand."""
 
 import math
 
@@ -15,9 +16,11 @@ NOW = 1_000_000.0
 
 
 def test_predicted_runs_worked_examples():
-    got = predicted_runs([3600.0, 3600.0, 3600.0, 3600.0],
-                         [[600.0, 1000.0], [5000.0, 9000.0], [np.nan, np.nan], [np.nan, 200.0]])
-    np.testing.assert_array_equal(got, [800.0, 3600.0, 3600.0, 200.0])
+    got = predicted_runs([3600.0, 7200.0, 3600.0, 3600.0, 3600.0],
+                         [[1 / 6, 5 / 18], [1 / 6, 5 / 18], [1.4, 2.5], [np.nan, np.nan], [np.nan, 1 / 18]])
+    # 3,600 x (1/6 + 5/18) / 2 = 800; 7,200 x the same 4/9 = 3,200 / 2 = 1,600; ratios above 1 -> the
+    # figure itself; no run -> the figure; one run -> 3,600 / 18 = 200
+    np.testing.assert_allclose(got, [800.0, 1600.0, 3600.0, 3600.0, 200.0])
     assert predicted_runs([], np.zeros((0, 2))).size == 0
 
 
@@ -37,13 +40,20 @@ def test_a_submitters_last_two_runs_plan_the_next_task():
     assert s.decide(task("a"), NOW).nodes == ["n0"]  # the faster card (1.5x the slowest)
     assert s.decide(task("b"), NOW).nodes == ["n1"]
     assert s.finished("a", NOW + 400) and s.finished("b", NOW + 1000)
-    # runs in the slowest card's seconds: 400 x 1.5 = 600 and 1,000 x 1 = 1,000 -> mean 800 s
-    assert list(s.durations.runs["alice"]) == [600.0, 1000.0]
+    # runs in the slowest card's seconds: 400 x 1.5 = 600 and 1,000 x 1 = 1,000, of the 3,600 s each
+    # task's user gave: shares 1/6 and 5/18 -> a 3,600 s task is planned at 800 s
+    np.testing.assert_allclose(list(s.durations.ratios["alice"]), [1 / 6, 5 / 18])
     s.decide(task("c", time_limit_s=7200.0), NOW + 1000)
     run = s.running["c"]
     assert run.task.expected_duration_s == pytest.approx(800.0) and run.task.time_limit_s == 7200.0
     s.decide(task("d", by="bob"), NOW + 1000)  # bob has no run yet: his own figure
     assert s.running["d"].task.expected_duration_s == 3600.0
+    s.finished("d", NOW + 1000)
+    s.decide(task("e", duration=7200.0), NOW + 1000)  # alice asks for twice as long: twice the plan
+    assert s.running["e"].task.expected_duration_s == pytest.approx(1600.0)
+    speed = 1.5 if s.running["e"].nodes == ["n0"] else 1.0
+    s.finished("e", NOW + 1900)  # 900 s: its share is of the 7,200 s its user gave, not of its plan
+    assert s.durations.ratios["alice"][-1] == pytest.approx(900.0 * speed / 7200.0)
     # c runs past its 800 s: from then on it is planned with the 3,600 s its user gave
     s.retry_pending(NOW + 1500)
     assert s.running["c"].task.expected_duration_s == pytest.approx(800.0)
