@@ -183,7 +183,7 @@ class Costing:
 
     def _paths_of(self, members: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`_paths` of one set, once per Costing (a placed gang's expected run and its booking ask)."""
-        key = tuple(np.asarray(members, np.int64).tolist())
+        key = tuple(sorted(np.asarray(members, np.int64).tolist()))  # a set's worst and narrowest pair: any order
         hit = self._one.get(key)
         if hit is None:
             hit = self._one[key] = self._paths(np.asarray(key, np.int64)[None, :])
@@ -222,7 +222,12 @@ class Costing:
             lost = np.stack([self.net.from_node("loss", u)[uniq] for u in uniq.tolist()])[inv[:, :, None], inv[:, None, :]]
             with np.errstate(invalid="ignore"):
                 link = np.where((lost >= LOST_LOSS) | (np.swapaxes(lost, 1, 2) >= LOST_LOSS), 0.0, link)
-        return members_paths(r, np.minimum(link, window_gbps(r)), unknown)
+        worst, narrow = members_paths(r, np.minimum(link, window_gbps(r)), unknown)
+        # a set whose every pair is measured gets the same alone (``unknown`` is the block's): kept for
+        # _paths_of (the chosen set's expected run and booking read it again)
+        for i in np.flatnonzero(np.isfinite(rtt[:, off]).all(axis=1)).tolist():
+            self._one.setdefault(tuple(sorted(sets[i].tolist())), (worst[i:i + 1], narrow[i:i + 1]))
+        return worst, narrow
 
     def book(self, members) -> None:
         """Book what the task will send across paths placed on ``members`` (bandwidth.py): its load from
