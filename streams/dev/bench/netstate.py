@@ -22,7 +22,9 @@ from streams.worker.state_tables import NetState, apply_windows
 METRICS = ("rtt_ms", "loss", "bw_util", "retrans")
 
 
-class _Table(dict):
+class CountingTable(dict):
+    """A table that counts its writes (a Faust table sends one changelog record per write)."""
+
     writes = 0
 
     def __setitem__(self, key, value) -> None:
@@ -64,7 +66,7 @@ def bench_netstate(paths: int = 20_000, step: int = 200) -> dict:
     out: dict = {"paths": paths, "metrics": len(METRICS), "messages": len(second), "step": step}
     records = []
     for name in ("one_by_one", "steps"):
-        table = _Table()
+        table = CountingTable()
         net = NetState(table)
         net.columns()  # the scheduler's columns exist: every write keeps them in step
         asyncio.run(_steps(net, first, step))

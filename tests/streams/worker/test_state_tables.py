@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from streams.dev.bench.netstate import CountingTable
 from streams.metrics import Counters
 from streams.worker.state_tables import NetState, apply_windows
 
@@ -24,18 +25,8 @@ def _events(values: list[bytes]) -> list:
             for k, v in enumerate(values)]
 
 
-class _Table(dict):
-    """A table that counts its writes (a Faust table sends one changelog record per write)."""
-
-    writes = 0
-
-    def __setitem__(self, key, value) -> None:
-        self.writes += 1
-        super().__setitem__(key, value)
-
-
 def test_a_step_of_window_results_is_merged_per_path_and_written_once():
-    table = _Table()
+    table = CountingTable()
     net = NetState(table)
     cols = net.columns()  # built before the step: kept in step with it
     versions = []
