@@ -33,6 +33,7 @@ class Placement:
     nodes: list[int] = field(default_factory=list)
     fallbacks: list[tuple[int, str]] = field(default_factory=list)
     expected_s: float = float("nan")  # by the seconds rule: the expected wait + load + run there (core.ect)
+    waits_for: list[int] = field(default_factory=list)  # not placed: the set it waits for, which frees later
 
     @property
     def placed(self) -> bool:

@@ -207,6 +207,13 @@ class Staging(BaseModel):
     expected_s: float = Field(description="the copy's expected time over the measured path, seconds")
 
 
+class DataAt(BaseModel):
+    """Where a task reads its named data: a store holding a copy of ``name`` (made, or being made)."""
+
+    name: str
+    store: str
+
+
 class Fallback(BaseModel):
     node: str
     reason: str
@@ -271,6 +278,13 @@ class Decision(BaseModel):
     staging: list[Staging] = Field(default_factory=list, description=(
         "copies to make before the task loads (placed: at its site, then it starts; queued: ahead, at the "
         "site it waits for); the runner copies, then the task loads from the target"))
+    data_at: DataAt | None = Field(default=None, description=(
+        "placed: the store whose copy of its named data the task was costed to read (a copy made, or being "
+        "made, for it or an earlier task); the runner points the task there, after that copy if it is "
+        "still being made"))
+    waits_for: list[str] = Field(default_factory=list, description=(
+        "queued: the nodes of the set it waits for, which free later (the seconds rule); a copy staged "
+        "ahead is made on their side"))
 
 
 class ScoreBreakdown(BaseModel):

@@ -48,19 +48,18 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from streams.bridge.slurm_parse import FAILED_STATES, gres_count, jobs
+from streams.bridge.slurm_parse import FAILED_STATES, LIVE_STATES, gres_count, jobs, slurm_minutes
 from streams.bridge.slurm_staging import (
     DEFAULT_STAGING_COMMAND,
     STAGE_COMMENT,
     STAGE_SUFFIX,
-    data_path,
+    Copies,
     stage_events,
     staging_script,
 )
 
 log = logging.getLogger(__name__)
 NO_COMMAND = "the task has no command: the Slurm bridge runs a task's command (POST /tasks with \"command\")"
-LIVE_STATES = frozenset({"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING"})
 NODES_TTL_S = 5.0  # the cluster's node list is read again at most this often (a node added to Slurm)
 FOREIGN_KEPT = 10_000  # tasks decided on other clusters whose command and cards are kept (a move here)
 PROGRESS_EVERY_S = 60.0  # a job's steps done go to the scheduler at most this often
@@ -95,12 +94,6 @@ class Job:
     load_sent: bool = False
 
 
-def slurm_minutes(seconds: float) -> int:
-    """sbatch's ``--time`` in whole minutes, rounded up (Slurm's smallest unit; at least 1). Worked:
-    90 s -> 2, 3,600 s -> 60."""
-    return max(1, -(-int(math.ceil(seconds)) // 60))
-
-
 @dataclass
 class SlurmRunner:
     gres: str
@@ -113,6 +106,7 @@ class SlurmRunner:
     foreign: dict[str, Job] = field(default_factory=dict)  # decided on another cluster: what a move here submits
     staging_command: str = DEFAULT_STAGING_COMMAND  # one copy of a decision's staging (slurm_staging.py)
     stores: Path | None = None  # the stores' root: each store a directory (None: <work dir>/stores)
+    copies: Copies = field(default_factory=Copies)  # which staging job makes which copy (slurm_staging.py)
 
     @property
     def state_file(self) -> Path:
@@ -149,6 +143,7 @@ class SlurmRunner:
         self._read_nodes(time.time())
         if self.state_file.exists():
             self.jobs = {t: Job(**j) for t, j in json.loads(self.state_file.read_text()).items()}
+        self.copies = Copies.load(self.state_file.with_suffix(".copies.json"))
         out = self._run("scontrol", "show", "job", "-o")
         if out.returncode != 0:
             return
@@ -166,6 +161,7 @@ class SlurmRunner:
         tmp = self.state_file.with_suffix(".tmp")
         tmp.write_text(json.dumps({t: asdict(j) for t, j in self.jobs.items()}))
         os.replace(tmp, self.state_file)
+        self.copies.save(self.state_file.with_suffix(".copies.json"))
 
     def _run(self, *argv: str) -> subprocess.CompletedProcess:
         return subprocess.run(list(argv), capture_output=True, text=True, env=self.env, timeout=30)
@@ -213,9 +209,12 @@ class SlurmRunner:
             if (why := self._not_here(task, nodes, now, d)) is not None:
                 return why
             return self._submit(task, nodes, int(d.get("cards") or 0), d.get("command"), str(d["decided_at"]),
-                                now, d.get("time_limit_s"), d.get("start_at"), d.get("staging") or [])
+                                now, d.get("time_limit_s"), d.get("start_at"), d.get("staging") or [], d.get("data_at"))
         if status in ("cancelled", "preempted"):
             self._cancel(task, "cancel" if status == "cancelled" else "preempt")
+        elif d.get("staging") and d.get("waits_for") and self.mine(d["waits_for"][:1], now):  # copied ahead
+            self.copies.run_ahead(self._run, d, d["waits_for"][0], self.stores or self.work_dir / "stores",
+                                  self.staging_command, self.work_dir)
         return []
 
     def _not_here(self, task: str, nodes: list[str], now: float, spec: dict | None = None) -> list[dict] | None:
@@ -257,7 +256,7 @@ class SlurmRunner:
 
     def _submit(self, task: str, nodes: list[str], cards: int, command: str | None, comment: str,
                 now: float, time_limit_s: float | None = None, start_at: float | None = None,
-                staging: list[dict] = ()) -> list[dict]:
+                staging: list[dict] = (), data_at: dict | None = None) -> list[dict]:
         known = self.jobs.get(task)
         if known is not None and known.comment == comment:
             known.command = known.command or command  # an adopted job learns its command again
@@ -279,17 +278,20 @@ class SlurmRunner:
             argv.append(f"--time={slurm_minutes(time_limit_s)}")
         if start_at and start_at > now:  # a site's power ramp: not before (relative: no time zone to agree on)
             argv.append(f"--begin=now+{math.ceil(start_at - now)}")
-        stage_id = ""
-        if staging:  # its data copied first, on the target's side; the job waits for it
-            stores = self.stores or self.work_dir / "stores"
+        stores = self.stores or self.work_dir / "stores"
+        # copies still to make, or the staging job already making them (a copy made once), and where its data is
+        todo, stage_id, path = self.copies.cover(self._run, list(staging), data_at, stores, task)
+        if todo:  # its data copied first, on the target's side; the job waits for it
             out = self._run("sbatch", "--parsable", "-J", task + STAGE_SUFFIX, f"--comment={STAGE_COMMENT}{comment}",
                             "-w", nodes[0], "-N", "1", "-o", str(self.work_dir / f"{task}-stage-%j.out"),
-                            "--wrap", staging_script(self.staging_command, stores, staging))
+                            "--wrap", staging_script(self.staging_command, stores, todo))
             if out.returncode != 0:
                 return self._refused(task, nodes, out, now)
             stage_id = out.stdout.strip().split(";")[0]
-            export = next(i for i, a in enumerate(argv) if a.startswith("--export="))
-            argv[export] += f",CNSCHED_DATA_PATH={data_path(stores, staging)}"
+            self.copies.making(todo, stage_id)
+        if path:
+            argv[next(i for i, a in enumerate(argv) if a.startswith("--export="))] += f",CNSCHED_DATA_PATH={path}"
+        if stage_id:
             argv.append(f"--dependency=afterok:{stage_id}")
         argv += ["--wrap", command]
         out = self._run(*argv)
@@ -300,7 +302,8 @@ class SlurmRunner:
         job_id = out.stdout.strip().split(";")[0]
         self.jobs[task] = Job(task, job_id, comment, list(nodes), cards=cards, command=command,
                               time_limit_s=time_limit_s, resumed=comment.startswith("move:") or ckpt.exists(),
-                              stage_job=stage_id, staging=list(staging))
+                              stage_job=stage_id, staging=list(staging) or (
+                                  [{"name": data_at["name"], "target": data_at["store"]}] if stage_id else []))
         log.info("task %s is Slurm job %s on %s%s", task, job_id, ",".join(nodes),
                  f" after staging job {stage_id}" if stage_id else "")
         return []
@@ -320,14 +323,14 @@ class SlurmRunner:
     # ------------------------------------------------------------------ states
     def poll(self, now: float) -> list[dict]:
         """Events for what changed since the last poll."""
-        if not self.jobs:
+        if not self.jobs and not self.copies.ahead:
             return []
         out = self._run("scontrol", "show", "job", "-o")
         if out.returncode != 0:
             log.warning("scontrol show job: %s", out.stderr.strip())
             return []
         by_id = {j["job_id"]: j for j in jobs(out.stdout)}
-        events = []
+        events = self.copies.poll(by_id, now)
         for task, job in self.jobs.items():
             if job.stage_job:
                 got, cancel = stage_events(task, job, by_id.get(job.stage_job), now)

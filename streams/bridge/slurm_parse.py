@@ -11,6 +11,7 @@ checkpoint); otherwise ``up``.
 
 from __future__ import annotations
 
+import math
 import re
 
 _KEY = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z0-9_/:.]*)=")
@@ -100,6 +101,7 @@ def _number(text: str | None) -> float | None:
 
 # ---------------------------------------------------------------------------------------------- jobs
 FAILED_STATES = frozenset({"FAILED", "NODE_FAIL", "TIMEOUT", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE"})
+LIVE_STATES = frozenset({"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING"})
 
 
 def expand_hostlist(text: str | None) -> list[str]:
@@ -146,3 +148,9 @@ def jobs(text: str) -> list[dict]:
                     "comment": f.get("Comment", ""), "tres_per_node": f.get("TresPerNode", ""),
                     "started": f.get("JobState") != "PENDING" and f.get("StartTime", "Unknown") not in ("Unknown", "None", "")})
     return out
+
+
+def slurm_minutes(seconds: float) -> int:
+    """sbatch's ``--time`` in whole minutes, rounded up (Slurm's smallest unit; at least 1). Worked:
+    90 s -> 2, 3,600 s -> 60."""
+    return max(1, -(-int(math.ceil(seconds)) // 60))

@@ -61,3 +61,66 @@ def test_a_staged_data_set_is_copied_on_the_targets_side_before_the_job_which_lo
     assert failed["event"] == "failed" and failed["reason"].startswith("staging its data failed: FAILED")
     assert slurm.run("squeue", "-h", "-o", "%j").split() == []  # u's job is not left waiting for it
     assert not (stores / "store.south" / "missing").exists()
+
+
+def test_a_waiting_gangs_copy_runs_ahead_beside_the_work_there_and_is_made_once(tmp_path, slurm):
+    from streams.bridge.slurm_jobs import SlurmRunner, wait_for
+    from streams.bridge.slurm_staging import DEFAULT_STAGING_COMMAND
+
+    stores = tmp_path / "stores"
+    (stores / "store.west").mkdir(parents=True)
+    data = {name: os.urandom(1 << 20) for name in ("imagenet", "coco")}
+    for name, blob in data.items():
+        (stores / "store.west" / name).write_bytes(blob)
+    # each copy appends where and when it ended: a copy made twice would show two lines
+    slow = ("sleep 3 && " + DEFAULT_STAGING_COMMAND +
+            " && echo $SLURMD_NODENAME $(date +%s.%N) >> {stores}/{target}/{name}.staged")
+    runner = SlurmRunner("card", tmp_path / "b", slurm.env, staging_command=slow, stores=stores)
+    runner.load()
+    done = tmp_path / "busy.end"
+    busy = {"task_id": "busy", "status": "placed", "nodes": ["n2"], "cards": 8, "decided_at": time.time(),
+            "command": f"sleep 12; date +%s.%N > {done}"}
+    assert runner.on_decision(busy, time.time()) == []
+
+    def stage(name):
+        return {"name": name, "source": "store.west", "target": "store.east", "size_gb": 0.001, "expected_s": 3.0}
+
+    def copies(name):
+        return [line.split() for line in (stores / "store.east" / f"{name}.staged").read_text().splitlines()]
+
+    # the gang waits for n2 (all its cards are busy): its queued decision's copy runs now, beside the work
+    queued = {"task_id": "g", "status": "queued", "nodes": [], "waits_for": ["n2"], "cards": 8,
+              "decided_at": time.time(), "staging": [stage("imagenet")]}
+    assert runner.on_decision(queued, time.time()) == [] and runner.on_decision(queued, time.time()) == []
+    got = wait_for(runner, lambda ev: any(e["event"] == "staged" for e in ev), timeout_s=30)
+    got = [e for e in got if e["task_id"] != "busy"]
+    assert [(e["task_id"], e["event"], e["nodes"]) for e in got] == [("g", "staged", ["n2"])]
+    assert got[0]["staged"] == [{"name": "imagenet", "target": "store.east"}] and not done.exists()
+    # placed there with the copy carried again (the scheduler had not heard): nothing is copied again
+    placed = {"task_id": "g", "status": "placed", "nodes": ["n2"], "cards": 8, "decided_at": time.time(),
+              "command": READ, "staging": [stage("imagenet")], "data_at": {"name": "imagenet", "store": "store.east"}}
+    assert runner.on_decision(placed, time.time()) == []
+    # another gang placed while its copy ahead still runs: its job waits for that copy, not a second one
+    runner.on_decision({**queued, "task_id": "k", "staging": [stage("coco")]}, time.time())
+    runner.on_decision({**placed, "task_id": "k", "nodes": ["n3"], "staging": [stage("coco")], "data_at": None},
+                       time.time())
+    got = wait_for(runner, lambda ev: sum(e["event"] == "finished" and e["task_id"] in "gk" for e in ev) == 2,
+                   timeout_s=90)
+    assert [e["event"] for e in got if e["task_id"] == "g"] == ["started", "loaded", "progress", "finished"], got
+    assert [e["event"] for e in got if e["task_id"] == "k"] == ["staged", "started", "loaded", "progress",
+                                                                 "finished"], got
+    assert len(copies("imagenet")) == 1 and len(copies("coco")) == 1
+    (node, copied_at), = copies("imagenet")
+    assert node == "n2" and float(copied_at) < float(done.read_text())  # while the work there ran
+    for task, name in (("g", "imagenet"), ("k", "coco")):  # each read its copy after it was made
+        job_node, read_at = runner.progress_file(task).with_suffix(".json.where").read_text().split()
+        assert float(read_at) >= float(copies(name)[0][1])
+        assert (stores / "store.east" / name).read_bytes() == data[name]
+    # a later task placed to read a copy is pointed at it and copies nothing
+    later = {"task_id": "h", "status": "placed", "nodes": ["n3"], "cards": 1, "decided_at": time.time(),
+             "command": READ, "data_at": {"name": "imagenet", "store": "store.east"}}
+    assert runner.on_decision(later, time.time()) == []
+    got = wait_for(runner, lambda ev: any(e["task_id"] == "h" and e["event"] == "finished" for e in ev), timeout_s=60)
+    assert [e["event"] for e in got if e["task_id"] == "h"] == ["started", "loaded", "progress", "finished"], got
+    assert len(copies("imagenet")) == 1
+    assert slurm.run("squeue", "-h", "-o", "%j").split() == []

@@ -81,6 +81,7 @@ def decision(task: Task, profile: str, s: Scored, nodes: NodeView, placement: Pl
         command=task.command, time_limit_s=task.time_limit_s if chosen else None,
         expected_completion_s=round(placement.expected_s, 3) if chosen and math.isfinite(placement.expected_s) else None,
         staging=[],  # given: pydantic inspects a default factory's signature on every construct (~0.5 ms)
+        data_at=None, waits_for=[nodes.ids[i] for i in placement.waits_for] if not chosen else [],
     )
 
 

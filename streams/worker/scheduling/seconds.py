@@ -260,11 +260,15 @@ class Costing:
         booked on the paths to their racks too (placed, the load's own booking covers it)."""
         copies, name = self.sched.copies, load_name(self.task)
         members = np.asarray(members, np.int64)
-        target = copies.store_of(site_of(self.nodes, members.tolist())) if copies.on and name and self.sources else None
-        if target is None or not np.isfinite(self.load[members]).all():
+        if not (copies.on and name and self.sources) or not np.isfinite(self.load[members]).all():
             return
         slow = int(members[np.argmax(self.load[members])])
         src = self.sources[self.load_src[slow]][0]
+        if self.load_src[slow] > 0 and not ahead:  # placed to read a copy at a store: its decision says which
+            copies.reads(self.task.id, name, src)
+        target = copies.store_of(site_of(self.nodes, members.tolist()))
+        if target is None:
+            return
         copies.used(name, src, self.now)
         if copies.has(name, target) or src == target or self.net.table is None or \
                 not np.isfinite(self.net.table.gather("p95", [target], len(self.nodes.ids))[0][members]).all():
@@ -360,7 +364,8 @@ class Costing:
         where = named(later, self.nodes, rack, site)
         now_s = "no placement now" if best is None else f"{best_cost:.0f} s now"
         return Placement(fallbacks=[(-1, f"{FAR}: {where} frees in {when - self.now:.0f} s; expected "
-                                         f"{later_cost:.0f} s to complete there against {now_s}")])
+                                         f"{later_cost:.0f} s to complete there against {now_s}")],
+                         waits_for=later.tolist())
 
     def _near(self, wait: np.ndarray, g: int, leads: int = 8) -> list[np.ndarray]:
         """Member sets by measured closeness, when some nodes report no rack: for each of the

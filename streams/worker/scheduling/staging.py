@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from schemas.sched import Staging, Task
+from schemas.sched import DataAt, Staging, Task
 from streams.adapters.tasks import biggest
 
 STORE = "store.{site}"  # a site's store endpoint by default (CNSCHED_STAGING_STORE)
@@ -42,6 +42,7 @@ class CopyBook:
     on_stage: Callable[[str, Staging, float], None] | None = None  # told (task, staging, at) of every copy made
     _new: dict[str, list[Staging]] = field(default_factory=dict)  # task -> staging its next decision carries
     _ahead: dict[str, list[Staging]] = field(default_factory=dict)  # task -> staged while it waited (take)
+    _reads: dict[str, DataAt] = field(default_factory=dict)  # task -> the copy its placement reads (take)
 
     @property
     def on(self) -> bool:
@@ -84,6 +85,10 @@ class CopyBook:
         self._new.setdefault(task, []).append(s)
         return s
 
+    def reads(self, task: str, name: str, store: str) -> None:
+        """The task's placement reads the copy of ``name`` at ``store``: its decision says so (take)."""
+        self._reads[task] = DataAt(name=name, store=store)
+
     def arrived(self, staged, at: float) -> None:
         """A runner says copies ended (``staged``: [{"name", "target"}] of a ``staged`` event; None or
         anything else: nothing): they are ready from ``at`` (what later loads are costed from)."""
@@ -117,13 +122,15 @@ class CopyBook:
         return n
 
     def take(self, task: str, placed_at: str | None | bool = None) -> dict:
-        """{"staging": [...]} for the task's decision when it staged something since its last, else {}.
+        """{"staging": [...]} for the task's decision when it staged something since its last, and
+        {"data_at": ...} for a placement that reads a copy at a store (reads), else {}.
         ``placed_at``: the store of the site the decision places the task at (None or False: not placed). A
         placement also carries again what was staged for it there while it waited and no runner has
         said is done: a runner copies only what a placement carries (the Slurm bridge runs the staging
         before the task's job and points the job at the copy), so a copy staged ahead is made then at
         the latest, never assumed made."""
         got = self._new.pop(task, None) or []
+        read = self._reads.pop(task, None)
         if not placed_at:
             if got:
                 self._ahead.setdefault(task, []).extend(got)
@@ -134,7 +141,7 @@ class CopyBook:
             if s.target == placed_at and copy is not None and not copy.done and (s.name, s.target) not in have:
                 got.append(s)
                 have.add((s.name, s.target))
-        return {"staging": got} if got else {}
+        return ({"staging": got} if got else {}) | ({"data_at": read} if read is not None else {})
 
 
 def load_name(task: Task) -> str | None:

@@ -51,17 +51,21 @@ def test_a_task_placed_away_from_its_data_stages_it_and_the_next_one_loads_the_c
                                                     "target": "store.east", "size_gb": 500.0,
                                                     "expected_s": pytest.approx(2000.0)}]
     assert s.copies.holding("imagenet") == [("store.east", pytest.approx(NOW + 2000))]
+    assert d.data_at is None  # it reads from the origin as its copy arrives: its staging says where
     # once the copy is there: 500 GB over 10 Gbit/s = 400 s from store.east, not 2,000 s
     d2 = s.decide(reader("t2"), NOW + 2100)
     assert d2.expected_completion_s == pytest.approx(4000.0, abs=1) and d2.staging == []
+    # it copies nothing, and its runner is told where the copy it was costed to read is
+    assert d2.data_at.model_dump() == {"name": "imagenet", "store": "store.east"}
     assert [(e[0], e[1]) for e in s.path_book.entries if e[0] == "t2"] == [("t2", "store.east")]
     # 1,800 s after the first: the copy is 200 s from done; 200 + 400 = 600 s beats 2,000 s from the origin
     s.end("t1"), s.end("t2")
     d3 = s.decide(reader("t3"), NOW + 1800)
-    assert d3.expected_completion_s == pytest.approx(4200.0, abs=1)
+    assert d3.expected_completion_s == pytest.approx(4200.0, abs=1) and d3.data_at.store == "store.east"
     # 100 s after it: 1,900 + 400 = 2,300 s; from the origin 2,000 s
     s.end("t3")
-    assert s.decide(reader("t4"), NOW + 100).expected_completion_s == pytest.approx(5600.0, abs=1)
+    d4 = s.decide(reader("t4"), NOW + 100)
+    assert d4.expected_completion_s == pytest.approx(5600.0, abs=1) and d4.data_at is None  # the origin
 
 
 def test_other_data_unnamed_data_and_staging_off_stage_nothing():
@@ -101,6 +105,7 @@ def test_a_gang_waiting_for_a_site_has_its_data_staged_there_ahead():
     d = s.decide(reader("g", peers=2), NOW + 1)
     # no room now: it waits for rack e1 (frees at NOW + 1000), and its data is copied there meanwhile
     assert d.status != "placed" and [(x.source, x.target) for x in d.staging] == [("store.west", "store.east")]
+    assert d.waits_for == ["n0", "n1"] and d.nodes == []  # the set it waits for: where a runner copies ahead
     assert ("g", "store.west", E1) in [e[:3] for e in s.path_book.entries]  # the copy is booked on the path
     assert s.decide(reader("g", peers=2), NOW + 2).staging == []  # asked again: staged once
     s.end("busy")
@@ -113,6 +118,7 @@ def test_a_gang_waiting_for_a_site_has_its_data_staged_there_ahead():
     # the placement carries the copy again: a runner copies only what a placement carries (the Slurm
     # bridge runs it before the job and points the job at the copy), and none said it was made
     assert [(x.source, x.target) for x in placed[0].staging] == [("store.west", "store.east")]
+    assert placed[0].data_at.store == "store.east" and placed[0].waits_for == []
 
 
 def test_a_copy_staged_ahead_is_not_carried_again_once_made_or_where_the_task_is_not_placed():
