@@ -13,7 +13,9 @@ awareness itself adds and what comes from elsewhere (card speeds, data, waiting,
   communication share drawn from 0.1-0.5 and every job ``fast_speed`` times faster on the newer card;
 - ``no-staging``: ours never copies data to the site it places at (issue 53's E2: what data following
   compute adds);
-- ``no-reuse``: every data job reads data of its own (no later job finds a staged copy of it).
+- ``no-reuse``: every data job reads data of its own (no later job finds a staged copy of it);
+- ``no-predictions``: ours plans with the requested limits, as topology does, not with run times
+  predicted from its users' history (issue 52: what the predictions add).
 
 Each is ours against each baseline with the same seeds; a row per variant, baseline and job kind
 (completion time: streams/replay/stats.py).
@@ -28,7 +30,7 @@ from streams.replay.results import replay
 from streams.replay.stats import EXPOSURE, HEADLINE_BASELINES, compare, exposed
 
 ABLATIONS = ("as-is", "one-site", "no-data", "equal-cards", "static-network", "no-migrations", "oracle", "first-come",
-             "assumed-timing", "no-staging", "no-reuse")
+             "assumed-timing", "no-staging", "no-reuse", "no-predictions")
 KINDS = ("gang", "data", "all")
 
 
@@ -40,7 +42,7 @@ def variant(name: str, cfg, rtt_series):
         return dataclasses.replace(cfg, cluster=spec), None, "ours"
     changes = {"no-data": {"data_share": 0.0}, "equal-cards": {"fast_speed": 1.0}, "oracle": {"estimate": "oracle"},
                "first-come": {"queue_order": "fifo"}, "assumed-timing": {"models": None}, "no-staging": {"staging": False},
-               "no-reuse": {"datasets": "job"}}
+               "no-reuse": {"datasets": "job"}, "no-predictions": {"predictions": False}}
     series = None if name == "static-network" else rtt_series
     return dataclasses.replace(cfg, **changes.get(name, {})), series, "ours-static" if name == "no-migrations" else "ours"
 

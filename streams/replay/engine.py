@@ -119,6 +119,7 @@ class Replay:
                           sees_network=policy != "compute-only")
         if policy != "topology":  # the topology baseline serves by age (baselines.py)
             self.sched.queue_rule = cfg.queue_order
+            self.sched.durations = self.sched.durations if cfg.predictions else None
         if cfg.staging and policy not in ("topology", "compute-only"):  # ours' data follows its compute
             self.copies = self.sched.copies
             self.copies.on_stage = self.stores.staged

@@ -69,6 +69,9 @@ class SimConfig:
     # the queue's order under ours' rule (core.quota.queue_order; topology serves by age whatever this says):
     # "response", the worker's default, or "fifo" (an ablation: what the order adds)
     queue_order: str = "response"
+    # ours (and compute-only) plan with run times predicted from history (streams/worker/scheduling/
+    # durations.py); False: with the requested limits, as topology does (an ablation: what they add)
+    predictions: bool = True
     # the measured models jobs are drawn from (streams/replay/models.py, issue 53): each job's
     # communication share and speed on the newer card from its model; None: the assumed ones (a
     # communication share drawn from perf's range, every job fast_speed times faster on the newer card)

@@ -234,3 +234,15 @@ def test_oracle_ect_is_ours_rule_told_the_truth():
     r.sched.decide = lambda task, now: seen.append(task.expected_duration_s) or decide(task, now)
     assert r.run().state == ["finished"] * 2
     assert seen == [5000.0, 300.0]
+
+
+def test_without_predictions_ours_plans_with_the_limits_as_topology_does():
+    from streams.replay.engine import Replay
+
+    spec = ClusterSpec(sites=1, racks_per_site=2, nodes_per_rack=2)
+    cluster = build_cluster(sites(["solo"], [[0.0]], [[np.nan]]), spec)
+    t = trace([0, 1], [5000.0, 300.0], [16, 8], [2, 1])
+    cfg = SimConfig(cluster=spec, **QUIET)
+    jobs = sim_jobs(t, cluster, cfg)
+    assert Replay(jobs, cluster, cfg, "ours", []).sched.durations is not None
+    assert Replay(jobs, cluster, dataclasses.replace(cfg, predictions=False), "ours", []).sched.durations is None

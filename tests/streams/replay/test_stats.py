@@ -2,6 +2,7 @@
 paired ratios, the top ten's share, only completed work counted — and runs in processes give the
 same results as one after another."""
 
+import dataclasses
 import math
 from types import SimpleNamespace
 
@@ -119,6 +120,7 @@ def test_each_ablation_takes_away_one_ingredient():
     assert got["static-network"][1] is None and got["static-network"][0] == cfg
     assert got["no-migrations"] == (cfg, series, "ours-static")
     assert got["oracle"][0].estimate == "oracle"
+    assert got["no-predictions"] == (dataclasses.replace(cfg, predictions=False), series, "ours")
 
 
 def test_simulate_ablations_prints_a_row_per_variant_and_refuses_unknown_names(tmp_path, capsys):
