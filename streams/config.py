@@ -169,6 +169,10 @@ class Settings(BaseSettings):
         "response: within a priority, the queued task of highest (wait + predicted run) / predicted run first "
         "(short tasks before long ones that waited as long; every task's ratio grows while it waits); fifo: "
         "longest wait first, as Slurm's age factor"))
+    run_predictions: Literal["history", "figures"] = Field(default="history", description=(
+        "history: a task is planned with its own expected duration times the share of their figures its "
+        "submitter's last two runs took (never more than its figure); figures: with the figure each user gives "
+        "(where users' figures are close to their runs, as in the replay's limits, planning with them may do better)"))
     placement_rule: Literal["seconds", "points"] = Field(default="seconds", description=(
         "seconds: training tasks go where their expected completion (wait + load + run on those cards and "
         "paths) plus the queue's price on the card-seconds they hold is least, and a gang waits for a closer "

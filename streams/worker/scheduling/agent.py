@@ -16,23 +16,15 @@ import logging
 import math
 import time
 
-from core.failures import FailureRule
-from core.quality import Freshness
-from core.reschedule import ReschedulePolicy
 from schemas.api import ServiceState
 from schemas.quota import DEFAULT_TEAM
 from schemas.sched import Decision, Incident, RescheduleEvent, Task, TaskEvent
 from streams.adapters.tasks import need
-from streams.config import Settings
 from streams.metrics import Counters
 from streams.worker.scheduling import gauges
 from streams.worker.scheduling import service_agent as services
-from streams.worker.scheduling.history import configured_types
-from streams.worker.scheduling.maintenance import MaintenanceBook
 from streams.worker.scheduling.preemption import preempted_decision, tidal_reclaim
-from streams.worker.scheduling.ramp import RampBook
 from streams.worker.scheduling.services import Service, service_of
-from streams.worker.scheduling.staging import CopyBook
 from streams.worker.scheduling.state import Pending, Running, Scheduler
 from streams.worker.scheduling.view import SchedulerView
 from streams.worker.taskbook import (
@@ -90,27 +82,6 @@ METRICS = {
 
 def _nan(v: float | None) -> float:
     return math.nan if v is None else v
-
-
-def make_scheduler(settings: Settings, net, inv) -> Scheduler:
-    sched = Scheduler(
-        net, inv, margin=settings.resource_margin, max_wait_s=settings.max_wait_seconds,
-        queue_rule=settings.queue_order,
-        placement_rule=settings.placement_rule, packing_band=settings.packing_band,
-        gang_packing_band=settings.gang_packing_band, gang_closeness=settings.gang_closeness,
-        gang_patience=settings.gang_patience, node_timeout_s=settings.node_timeout_seconds,
-        failure_rule=FailureRule(settings.failure_min_probes, settings.failure_grace_seconds,
-                                 settings.failure_min_observers, settings.failure_max_network_fraction),
-        policy=ReschedulePolicy(cooldown_s=settings.migration_cooldown_seconds),
-        conversion=settings.conversion_table, benchmark_work=settings.benchmark_table,
-        energy_carbon_weight=settings.energy_carbon_weight, preemption=settings.preemption, preemption_priority=settings.preemption_priority,
-        compute_scope=settings.compute_normalisation, copies=CopyBook(settings.staging_store, settings.staging_store_gb),
-        ramps=RampBook(dict(settings.site_ramp_limits), checkpoint_every_s=settings.checkpoint_interval_seconds),
-        freshness=Freshness(settings.path_fresh_seconds, settings.path_stale_seconds),
-        maintenance=MaintenanceBook(settings.drain_deadline_seconds),
-    )
-    sched.types = configured_types(settings)
-    return sched
 
 
 class SchedulingService:

@@ -56,7 +56,7 @@ def test_frugal_types_are_kept_off_high_end_cards_when_configured():
     import dataclasses
 
     from streams.config import Settings
-    from streams.worker.scheduling.agent import make_scheduler as from_settings
+    from streams.worker.scheduling.wiring import make_scheduler as from_settings
 
     now = time.time()
     s = make_scheduler([gpu_node("big", now, 1000.0, accel_class="h100"),

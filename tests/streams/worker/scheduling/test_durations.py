@@ -84,3 +84,12 @@ def test_a_prediction_never_exceeds_the_users_figure_and_the_topology_baseline_m
     from streams.replay.baselines import TopologyScheduler
 
     assert TopologyScheduler(s.net, s.inv).durations is None
+
+
+def test_the_worker_plans_with_history_unless_told_to_plan_with_the_users_figures():
+    from streams.config import Settings
+    from streams.worker.scheduling.wiring import make_scheduler as from_settings
+
+    s = scheduler()
+    assert from_settings(Settings(), s.net, s.inv).durations is not None
+    assert from_settings(Settings(run_predictions="figures"), s.net, s.inv).durations is None
