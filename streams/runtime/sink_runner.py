@@ -29,9 +29,10 @@ from pydantic import BaseModel, ValidationError
 
 from schemas.api import field_errors
 from schemas.compute import ComputeReport
+from schemas.operations import Incident, NodeCommand
 from schemas.quota import QuotaSet
 from schemas.routes import Routes
-from schemas.sched import Decision, Incident, NodeCommand, RescheduleEvent, TaskEvent
+from schemas.sched import Decision, RescheduleEvent, TaskEvent
 from schemas.topics import (
     COMPUTE_NODES,
     NETSTATE_WINDOWS,

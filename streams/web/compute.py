@@ -18,7 +18,7 @@ from schemas.api import (
     field_errors,
     read_body,
 )
-from schemas.sched import NodeCommand
+from schemas.operations import NodeCommand
 from streams.adapters.inventory import scored
 from streams.web.base import NotAllowed, Resource, acting, auth_of, until_applied, until_gone
 from streams.web.params import check_ids

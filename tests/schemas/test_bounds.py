@@ -5,7 +5,8 @@ document says so."""
 import pytest
 from pydantic import ValidationError
 
-from schemas.sched import DURATION_MAX_S, EPOCH_MAX, SIZE_MAX_GB, NodeCommand, Task, TaskEvent
+from schemas.operations import NodeCommand
+from schemas.sched import DURATION_MAX_S, EPOCH_MAX, SIZE_MAX_GB, Task, TaskEvent
 
 BASE = {"id": "t", "type": "inference"}
 

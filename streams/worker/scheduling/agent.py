@@ -17,8 +17,9 @@ import math
 import time
 
 from schemas.api import ServiceState
+from schemas.operations import Incident
 from schemas.quota import DEFAULT_TEAM
-from schemas.sched import Decision, Incident, RescheduleEvent, Task, TaskEvent
+from schemas.sched import Decision, RescheduleEvent, Task, TaskEvent
 from streams.adapters.tasks import need
 from streams.metrics import Counters
 from streams.worker.scheduling import gauges

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from core.failures import OBSERVERS, UNKNOWN, FailureRule, dark_paths, node_failures, paths_lost
-from schemas.sched import Incident
+from schemas.operations import Incident
 from streams.adapters.inventory import NodeView
 
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 import math
 import time
 
-from schemas.sched import Decision, Fallback, Incident, RescheduleEvent, ScoreBreakdown
+from schemas.operations import Incident
+from schemas.sched import Decision, Fallback, RescheduleEvent, ScoreBreakdown
 from streams.worker.scheduling.held import Pending
 from streams.worker.scheduling.preemption import preempt
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import faust
 import numpy as np
 
-from schemas.sched import NodeCommand
+from schemas.operations import NodeCommand
 from streams.config import Settings
 from streams.kafka import MAINTENANCE_TABLE, table_name
 from streams.metrics import Counters

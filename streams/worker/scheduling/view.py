@@ -10,9 +10,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from schemas.api import QueueRow, QuotaUsage, SummaryAnswer, TaskEstimate
+from schemas.operations import Incident
 from schemas.quota import ANY_CLASS, DEFAULT_TEAM
 from schemas.routes import Routes
-from schemas.sched import Incident
 from streams.worker.scheduling.failures import open_incidents
 from streams.worker.scheduling.queue import expected_end
 from streams.worker.scheduling.routing import routes_for

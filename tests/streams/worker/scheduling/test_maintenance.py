@@ -3,7 +3,8 @@ hand: a cordoned node takes nothing new and keeps its work; a draining node's wo
 checkpoint (trigger drain), by the deadline at the latest, and is stopped and re-queued when nothing
 can take it; leaving is a drain, not a failure."""
 
-from schemas.sched import NodeCommand, Task
+from schemas.operations import NodeCommand
+from schemas.sched import Task
 from tests.helpers.scheduling import gpu_node, make_scheduler
 
 NOW = 1_000_000.0
