@@ -110,7 +110,7 @@ class PathColumns:
         self.hist_first = np.zeros(0)  # end of the first window pushed into each row (+inf: none)
         self.hist_count = np.zeros(0, np.int64)  # windows held (at most HISTORY)
         self.answered_end = np.zeros(0)  # end of the newest rtt window in which some probe answered (-inf: none)
-        self.shapes: dict = {}  # what the path table derives from the rows alone (path_table._shape)
+        self.shapes: dict = {}  # what the path table derives from the rows alone (path_shape.shape_of)
         self.writes = 0  # changes to the rows or their values (what quality_inputs is remembered by)
         self._inputs: tuple | None = None
         self.aging: tuple | None = None  # path_table.ages_of: (key, ages), per write and time

@@ -93,7 +93,7 @@ def _window_end(table, src: str, dst: str) -> float:
 
 
 def rack_names(table) -> list[str]:
-    """The rack endpoint of each rack code of ``table.node_rack`` (path_table._racks numbers the racks
+    """The rack endpoint of each rack code of ``table.node_rack`` (path_shape._racks numbers the racks
     the nodes report in sorted order), once per table."""
     hit = table._rack_rows.get("rack names")
     if hit is None:

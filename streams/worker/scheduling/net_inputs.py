@@ -50,6 +50,11 @@ class NetworkInputs:
             self._rows[(name, node)] = row
         return row
 
+    def among(self, name: str, members) -> np.ndarray:
+        """float64[U, U] of one column (``p95``, ``loss``...) between node rows ``members``, from each
+        to each: ``from_node(name, m)[members]`` of every member, without gathering their rows."""
+        return self.table.among(name, members, self.nodes.ids)
+
     def bandwidth_from(self, endpoint: str) -> np.ndarray:
         """float32[N] usable Gbit/s from ``endpoint`` to every node: its row when the tasks name it, else
         gathered as :func:`network_inputs` gathers one (a store holding a staged copy: staging.py)."""

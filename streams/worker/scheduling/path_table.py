@@ -33,6 +33,7 @@ from core.quality import (
     worse_direction,
 )
 from streams.adapters.network import PathColumns
+from streams.worker.scheduling.path_shape import rack_node_q, shape_of
 
 _EMPTY = np.zeros(0, np.int64)
 
@@ -111,6 +112,42 @@ class PathTable:
                     out[a, gap] = rack_row[gap]
         return out
 
+    def among(self, name: str, members: np.ndarray, node_ids: list[str]) -> np.ndarray:
+        """float64[U, U]: ``gather(name, [node_ids[m] for m in members], len(node_ids))[:, members]``
+        (a gang's member pairs) without the full rows: each member's rack-level source row read at the
+        members' racks only, a member with node-level paths of its own through :meth:`gather`."""
+        if name == "shift":
+            raise ValueError("shift is computed per gathered path: gather it")
+        members = np.asarray(members, np.int64)
+        src, towards, own = self._sources(node_ids)
+        col = getattr(self, name)
+        s, r = src[members], self.node_rack[members]
+        out = np.full((members.size, members.size), np.nan)
+        if towards.size and members.size:
+            rows = towards[np.maximum(s, 0)[:, None], np.maximum(r, 0)[None, :]]
+            ok = (s >= 0)[:, None] & (r >= 0)[None, :] & (rows >= 0)
+            out = np.where(ok, col[np.maximum(rows, 0)], np.nan)
+        for i in np.flatnonzero(own[members]).tolist():  # node-level paths win (rare)
+            out[i] = self.gather(name, [node_ids[int(members[i])]], len(node_ids))[0][members]
+        return out
+
+    def _sources(self, node_ids: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(int64[N] each node's rack-level source in ``towards`` (-1: none), int64[S, racks] each such
+        source's path row towards every rack (:meth:`gather`'s ``to_racks`` rows), bool[N] whether the
+        node has node-level paths of its own): the shape's, built once per node list."""
+        key = ("member sources", len(node_ids))
+        hit = self.rack_index.get(key)
+        if hit is not None and hit[0] is node_ids:
+            return hit[1]
+        sources = [ep if ep in self.to_racks else self.rack_of.get(ep) for ep in node_ids]
+        distinct = [x for x in dict.fromkeys(sources) if x in self.to_racks]
+        at = {x: k for k, x in enumerate(distinct)}
+        towards = np.stack([self.to_racks[x] for x in distinct]) if distinct else np.zeros((0, 0), np.int64)
+        out = (np.array([at.get(x, -1) for x in sources], np.int64), towards,
+               np.array([ep in self.by_ep for ep in node_ids], bool))
+        self.rack_index[key] = (node_ids, out)
+        return out
+
     def node_matrix(self, name: str, node_ids: list[str], dtype=np.float64) -> np.ndarray:
         """``gather(name, node_ids, len(node_ids), dtype)``: every node as an endpoint at once, each
         its rack's row (one per rack, shared) unless it has node-level paths of its own; built once
@@ -185,11 +222,11 @@ def build_path_table(cols: PathColumns, node_ids: list[str], profile: str,
         q = aged_quality(q, age, freshness).astype(np.float32)
         if stale.any():
             p95, p95_eff, loss, probes, gbps = (np.where(stale, np.nan, v) for v in (p95, p95_eff, loss, probes, gbps))
-    shape = _shape(cols, rows, node_ids, node_racks, rack_aliases)
+    shape = shape_of(cols, rows, node_ids, node_racks, rack_aliases)
     bw = cols.cols["bw_util"]
     util = np.where(shape.local >= 0, bw[np.maximum(shape.local, 0)] if bw.size else np.nan, np.nan)
     node_q = mean_by_group(shape.ent_col, q[shape.ent_row], len(node_ids)).astype(np.float32)
-    node_q = np.where(np.isnan(node_q), _rack_node_q(shape, q), node_q).astype(np.float32)
+    node_q = np.where(np.isnan(node_q), rack_node_q(shape, q), node_q).astype(np.float32)
     return PathTable(
         q=q, p95=p95, p95_eff=p95_eff, loss=loss, probes=probes,
         end=end, path_nodes=shape.path_nodes, by_ep=shape.by_ep,
@@ -205,7 +242,7 @@ def ends_table(cols: PathColumns, node_ids: list[str], node_racks: list[str] | N
     :func:`build_path_table` gives it; no profile's quality, no values besides): what a rescoring
     that needs no scores reads to know which windows its tasks have seen."""
     rows, _, _ = cols.quality_inputs()
-    shape = _shape(cols, rows, node_ids, node_racks, rack_aliases)
+    shape = shape_of(cols, rows, node_ids, node_racks, rack_aliases)
     return PathTable(q=None, p95=None, p95_eff=None, loss=None, probes=None, end=cols.column("end", rows),
                      path_nodes=shape.path_nodes, by_ep=shape.by_ep, node_q=None, headroom=None,
                      node_rack=shape.node_rack, to_racks=shape.to_racks, rack_of=shape.rack_of,
@@ -236,7 +273,7 @@ def path_losses(cols: PathColumns, node_ids: list[str], node_racks: list[str] | 
         if np.isfinite(end).any():
             with np.errstate(invalid="ignore"):
                 loss = np.where(end < np.nanmax(end) - rule.grace_s, np.nan, loss)
-    shape = _shape(cols, rows, node_ids, node_racks, rack_aliases)
+    shape = shape_of(cols, rows, node_ids, node_racks, rack_aliases)
     return shape.path_nodes, loss, cols.src[rows], evidence
 
 
@@ -266,120 +303,3 @@ def _ages(end: np.ndarray, now: float | None, freshness: Freshness | None) -> tu
         return None
     age = np.where(np.isnan(end), 0.0, now - end)  # a path without rtt windows has no age to judge
     return age, freshness.confidence(age) <= 0
-
-
-@dataclass(frozen=True)
-class _Shape:
-    """What a path table derives from which paths and nodes there are, not from their values: built
-    once while no path or name is added and the nodes stay the same (kept on the columns)."""
-
-    ent_row: np.ndarray  # every use of a path by a node (_entries)
-    ent_col: np.ndarray
-    by_ep: dict
-    path_nodes: np.ndarray
-    local: np.ndarray  # int64[N] each node's node-local row (-1: none)
-    node_rack: np.ndarray
-    to_racks: dict
-    rack_of: dict
-    rack_rows: np.ndarray  # the rack-level paths, and the code of the rack each starts at (-1: none)
-    rack_src: np.ndarray
-    racks: int
-    rack_index: dict = field(default_factory=dict)  # filled by PathTable._rack_row, shared by the tables
-
-
-def _shape(cols: PathColumns, rows: np.ndarray, node_ids: list[str], node_racks: list[str] | None,
-           rack_aliases: list[str] | None) -> _Shape:
-    """The shape of the paths at ``rows`` (quality_inputs' rows) over these nodes (``node_racks``: each
-    node's rack endpoint, None: none), once while no path or name is added."""
-    node_racks = node_racks or [""] * len(node_ids)
-    key = (cols.n, len(cols.names), tuple(node_ids), tuple(node_racks), tuple(rack_aliases or ()))
-    hit = cols.shapes.get(key)
-    if hit is not None:
-        return hit
-    src, dst = cols.src[rows], cols.dst[rows]
-    pos = _node_rows(cols, node_ids)
-    ent_row, ent_col, ent_ep = _entries(cols, src, dst, pos)
-    local = np.array([cols.rows.get((cols.codes.get(n, -1), cols.empty), -1) for n in node_ids], np.int64)
-    shape = _Shape(ent_row, ent_col, _by_endpoint(cols.names, ent_row, ent_col, ent_ep),
-                   np.stack([pos[src], pos[dst]], axis=1).reshape(-1, 2), local,
-                   **_racks(cols, src, dst, node_ids, node_racks, rack_aliases))
-    if len(cols.shapes) >= 4:  # paths were added, or another node list: the old shapes are done with
-        cols.shapes.clear()
-    cols.shapes[key] = shape
-    return shape
-
-
-def _racks(cols: PathColumns, src: np.ndarray, dst: np.ndarray, node_ids: list[str], node_racks: list[str],
-           rack_aliases: list[str] | None = None) -> dict:
-    """The rack-level side of the table: each node's rack code, each source's path row towards every
-    rack, and which rack-level paths start at a rack (their mean quality stands for the nodes of a
-    rack without node-level paths). A rack probed under its unscoped alias counts as that rack when
-    the alias names one rack only."""
-    names = sorted({r for r in node_racks if r})
-    code = {r: i for i, r in enumerate(names)}
-    alias_of: dict[str, set[str]] = {}
-    for scoped, alias in zip(node_racks, rack_aliases or node_racks, strict=True):
-        if scoped and alias and alias != scoped:
-            alias_of.setdefault(alias, set()).add(scoped)
-    aliases = {a: next(iter(s)) for a, s in alias_of.items() if len(s) == 1 and a not in code}
-    code.update({a: code[s] for a, s in aliases.items()})
-    node_rack = np.array([code.get(r, -1) for r in node_racks], np.int64)
-    dst_rack = np.array([code.get(n, -1) for n in cols.names], np.int64)[dst] if names else np.full(dst.size, -1)
-    rows = np.flatnonzero(dst_rack >= 0)  # the rack-level paths
-    srcs, inv = np.unique(src[rows], return_inverse=True)
-    towards = np.full((srcs.size, len(names)), -1, np.int64)
-    towards[inv, dst_rack[rows]] = rows
-    to_racks = {cols.names[int(c)]: towards[k] for k, c in enumerate(srcs)}
-    for a, scoped in aliases.items():  # a rack's own paths probed under its alias
-        if a in to_racks and scoped not in to_racks:
-            to_racks[scoped] = to_racks[a]
-    src_rack = np.array([code.get(cols.names[int(c)], -1) for c in srcs], np.int64)[inv] if rows.size else rows
-    rack_of = {n: r for n, r in zip(node_ids, node_racks, strict=True) if r}
-    return {"node_rack": node_rack, "to_racks": to_racks, "rack_of": rack_of, "rack_rows": rows,
-            "rack_src": src_rack, "racks": len(names)}
-
-
-def _rack_node_q(shape: _Shape, q: np.ndarray) -> np.ndarray:
-    """float[N] a node's mean quality from its rack's paths (NaN: no rack, or none known)."""
-    rows, src_rack = shape.rack_rows, shape.rack_src
-    ok = (src_rack >= 0) & ~np.isnan(q[rows])
-    rack_sum = np.bincount(src_rack[ok], q[rows][ok].astype(np.float64), shape.racks)
-    rack_cnt = np.bincount(src_rack[ok], minlength=shape.racks)
-    with np.errstate(invalid="ignore"):
-        rack_q = np.where(rack_cnt > 0, rack_sum / np.maximum(rack_cnt, 1), np.nan)
-    node_rack = shape.node_rack
-    return np.where(node_rack >= 0, rack_q[np.maximum(node_rack, 0)] if shape.racks else np.nan, np.nan)
-
-
-def _node_rows(cols: PathColumns, node_ids: list[str]) -> np.ndarray:
-    """int64[names]: the node row of every interned name (-1 where the name is not a node)."""
-    pos = np.full(len(cols.names), -1, np.int64)
-    for i, node in enumerate(node_ids):
-        code = cols.codes.get(node)
-        if code is not None:
-            pos[code] = i
-    return pos
-
-
-def _entries(cols: PathColumns, src: np.ndarray, dst: np.ndarray, pos: np.ndarray):
-    """(path row, node column, endpoint code) of every use of a path, sorted by endpoint: each path
-    serves the node at its source towards the endpoint at its destination, and the reverse direction
-    when that one is not measured itself."""
-    k = len(cols.names)
-    reverse_measured = np.isin(dst * k + src, src * k + dst)
-    idx = np.arange(src.size)
-    fwd = pos[src] >= 0
-    rev = (pos[dst] >= 0) & ~reverse_measured
-    ent_row = np.concatenate([idx[fwd], idx[rev]])
-    ent_col = np.concatenate([pos[src][fwd], pos[dst][rev]])
-    ent_ep = np.concatenate([dst[fwd], src[rev]])
-    order = np.argsort(ent_ep, kind="stable")
-    return ent_row[order], ent_col[order], ent_ep[order]
-
-
-def _by_endpoint(names: list[str], ent_row, ent_col, ent_ep) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    if ent_ep.size == 0:  # no path touches a known node yet (a fresh cluster)
-        return {}
-    cuts = np.flatnonzero(np.r_[True, ent_ep[1:] != ent_ep[:-1]])
-    ends = np.r_[cuts[1:], ent_ep.size]
-    return {names[int(ent_ep[a])]: (ent_col[a:b], ent_row[a:b]) for a, b in zip(cuts, ends, strict=True)}

@@ -201,7 +201,7 @@ class Costing:
         if not self.sched.sees_network:  # the compute-only baseline: every gang as if in one rack
             return np.full(k, ONE_RACK.ideal_rtt_ms), np.full(k, ONE_RACK.ideal_gbps)
         uniq, inv = np.unique(sets, return_inverse=True)
-        among = np.stack([self.net.from_node("p95", u)[uniq] for u in uniq.tolist()])  # [U, U] between members
+        among = self.net.among("p95", uniq)  # [U, U] between members
         inv = inv.reshape(k, g)
         rtt = among[inv[:, :, None], inv[:, None, :]].astype(np.float64)  # [K, g, g]: from member i to member j
         off = ~np.eye(g, dtype=bool)
@@ -219,7 +219,7 @@ class Costing:
             nr = t.node_rack
             link = left(link, booked_between(self.booked, rack_codes(t), nr[a], nr[b]).reshape(rtt.shape))
         if self.net.table.any_at_least("loss", LOST_LOSS):  # some path is dark: none between members
-            lost = np.stack([self.net.from_node("loss", u)[uniq] for u in uniq.tolist()])[inv[:, :, None], inv[:, None, :]]
+            lost = self.net.among("loss", uniq)[inv[:, :, None], inv[:, None, :]]
             with np.errstate(invalid="ignore"):
                 link = np.where((lost >= LOST_LOSS) | (np.swapaxes(lost, 1, 2) >= LOST_LOSS), 0.0, link)
         worst, narrow = members_paths(r, np.minimum(link, window_gbps(r)), unknown)

@@ -121,6 +121,15 @@ def every_node_as_endpoint(pt, node_ids):
         assert pt.node_matrix(name, node_ids, dtype) is got
     with pytest.raises(ValueError):
         pt.node_matrix("shift", node_ids)
+    # PathTable.among (a gang's member pairs, without full rows): the same values on any members
+    rng = np.random.default_rng(len(node_ids))
+    n = len(node_ids)
+    for members in (np.arange(n), np.arange(n)[::-1], rng.permutation(n)[: max(n // 2, 1)], np.zeros(0, np.int64)):
+        for name in ("p95", "loss", "end"):
+            want = pt.gather(name, [node_ids[m] for m in members], n)[:, members]
+            np.testing.assert_array_equal(pt.among(name, members, node_ids), want, err_msg=name)
+    with pytest.raises(ValueError):
+        pt.among("shift", np.arange(n), node_ids)
 
 
 @pytest.mark.parametrize("seed", range(6))
