@@ -8,6 +8,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from pydantic import TypeAdapter
 
 from core.placement import Placement, top
 from core.scoring import REASONS
@@ -17,6 +18,7 @@ from streams.adapters.tasks import load_gb
 
 TOP_CANDIDATES = 10  # candidates listed per decision
 REJECTED_LISTED = 20  # nodes named per filter reason in a decision's ``rejected`` (all are counted)
+_CANDIDATES = TypeAdapter(list[Candidate])
 
 
 @dataclass
@@ -36,13 +38,24 @@ def finite(v) -> float | None:
 
 
 def candidates(s: Scored, nodes: NodeView, with_energy: bool) -> list[Candidate]:
-    # validated: pydantic's compiled validator builds a small model faster than model_construct
-    return [Candidate(node=nodes.ids[i], compute_score=round(float(s.compute[i]), 4),
-                      network_score=round(float(s.network[i]), 4) if s.alpha < 1 else 0.0,
-                      alpha=s.alpha, composite=round(float(s.composite[i]), 4),
-                      energy_score=round(float(nodes.energy[i]), 4) if with_energy else None,
-                      load_score=None if s.load is None else round(float(s.load[i]), 4))
-            for i in top(s.composite, TOP_CANDIDATES)]
+    """The ``TOP_CANDIDATES`` nodes of best composite, each with its parts rounded to 4 places (Python's
+    round of each value as a float: the same figures however they are gathered)."""
+    idx = top(s.composite, TOP_CANDIDATES)
+    if not idx.size:
+        return []
+
+    def four(a) -> list[float]:
+        return [round(v, 4) for v in a[idx].tolist()]
+
+    compute, composite = four(s.compute), four(s.composite)
+    network = four(s.network) if s.alpha < 1 else [0.0] * idx.size
+    energy = four(nodes.energy) if with_energy else [None] * idx.size
+    load = [None] * idx.size if s.load is None else four(s.load)
+    # validated in one call: pydantic's compiled validator builds them faster than model_construct
+    return _CANDIDATES.validate_python([
+        {"node": nodes.ids[i], "compute_score": c, "network_score": w, "alpha": s.alpha, "composite": x,
+         "energy_score": e, "load_score": ld}
+        for i, c, w, x, e, ld in zip(idx.tolist(), compute, network, composite, energy, load, strict=True)])
 
 
 def rejections(reasons: np.ndarray, nodes: NodeView) -> tuple[dict[str, str], dict[str, int]]:
@@ -50,13 +63,17 @@ def rejections(reasons: np.ndarray, nodes: NodeView) -> tuple[dict[str, str], di
     the first ``REJECTED_LISTED`` of each reason (by node order) named — a decision on a cluster of
     thousands of full nodes stays a small message (Kafka's default limit is 1 MB)."""
     counts_all = np.bincount(reasons.astype(np.int64), minlength=len(REASONS)) if reasons.size else reasons
-    rejected, counts = {}, {}
+    rows, names, counts = [], [], {}
     for r in np.flatnonzero(counts_all[1:]).tolist():
         name = REASONS[r + 1]
         counts[name] = int(counts_all[r + 1])
-        listed = np.flatnonzero(reasons == r + 1)[:REJECTED_LISTED].tolist()
-        rejected.update(zip([nodes.ids[i] for i in listed], [name] * len(listed), strict=True))
-    return dict(sorted(rejected.items(), key=lambda kv: nodes.index[kv[0]])), counts
+        listed = np.flatnonzero(reasons == r + 1)[:REJECTED_LISTED]
+        rows.append(listed)
+        names += [name] * listed.size
+    if not rows:
+        return {}, counts
+    at = np.concatenate(rows)  # a node has one reason: rows are distinct, and a row is its node's order
+    return {nodes.ids[at[k]]: names[k] for k in np.argsort(at, kind="stable").tolist()}, counts
 
 
 def decision(task: Task, profile: str, s: Scored, nodes: NodeView, placement: Placement, reasons: np.ndarray,

@@ -66,8 +66,12 @@ def price_of(sched, task: Task, nodes: NodeView) -> float:
     """The queue's price on a card-second (core.ect.queue_price): the tasks waiting besides ``task``
     over the cards of the open, live nodes."""
     waiting = len(sched.pending) - (task.id in sched.pending)
-    open_ = np.asarray(nodes.available, bool) & ~np.asarray(nodes.closed, bool)
-    return queue_price(waiting, float(nodes.capacity[open_, 0].sum()))
+    memo = sched._cache.get("open cards")  # once per view: its arrays are built, never written
+    if memo is None or memo[0] is not nodes.available or memo[1] is not nodes.closed or memo[2] is not nodes.capacity:
+        open_ = np.asarray(nodes.available, bool) & ~np.asarray(nodes.closed, bool)
+        memo = sched._cache["open cards"] = (nodes.available, nodes.closed, nodes.capacity,
+                                             float(nodes.capacity[open_, 0].sum()))
+    return queue_price(waiting, memo[3])
 
 
 class Costing:
