@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from core.groups import group_firsts
 from streams.adapters.inventory import NodeView
 
 
@@ -36,35 +37,29 @@ def now_sets(fits: np.ndarray, g: int, rack: np.ndarray, site: np.ndarray, speed
     ok = np.flatnonzero(fits)
     if ok.size < g:
         return
-    r_stock = np.bincount(rack[ok], minlength=int(rack.max()) + 1)[rack[ok]]
-    s_stock = np.bincount(site[ok], minlength=int(site.max()) + 1)[site[ok]]
-    order = ok[np.lexsort((ok, left[ok], -speed[ok], -r_stock, -s_stock))]  # most stocked site, rack first
-    sites, counts = np.unique(site[ok], return_counts=True)
+    r_stock = np.bincount(rack[ok], minlength=int(rack.max()) + 1)[rack]  # fitting nodes in each one's rack
+    s_count = np.bincount(site[ok], minlength=int(site.max()) + 1)
+    s_stock = s_count[site]
+    speed, left = np.asarray(speed, np.float64), np.asarray(left, np.float64)
+    sites = np.flatnonzero(s_count)
     if p95_from is None or sites.size < 2:
-        yield order[:g]
-    else:
+        # the first of ``order`` below: the most stocked site's, rack's, faster cards, best fit, index
+        yield group_firsts(ok, np.zeros(len(fits), np.int64), np.stack([-s_stock, -r_stock, -speed, left]), g)[0]
+    elif (s_count[sites] < g).any():
+        order = ok[np.lexsort((ok, left[ok], -speed[ok], -r_stock[ok], -s_stock[ok]))]  # most stocked site, rack first
         rank = np.empty(len(fits), np.int64)
         rank[order] = np.arange(order.size)
-        for s in sites[counts < g].tolist():  # a site that holds the gang has its own set below
+        for s in sites[s_count[sites] < g].tolist():  # a site that holds the gang has its own set below
             lead = int(order[site[order] == s][0])
             rtt = np.asarray(p95_from(lead), np.float64)[order]
             far = np.where(site[order] == s, -1.0, np.where(np.isnan(rtt), np.inf, rtt))
             yield order[np.lexsort((rank[order], far))][:g]
-    # a site's nodes in ``order``; a rack's by faster cards, best fit, index; groups by code, ascending
-    # (each level's sets as one int64[k, g] block)
-    for block in (firsts(order[np.argsort(site[order], kind="stable")], site, g),
-                  firsts(ok[np.lexsort((ok, left[ok], -speed[ok], rack[ok]))], rack, g)):
+    # a site's nodes in ``order``'s ranks; a rack's by faster cards, best fit, index; groups by code,
+    # ascending (each level's sets as one int64[k, g] block: core.groups)
+    for block in (group_firsts(ok, site, np.stack([-r_stock, -speed, left]), g),
+                  group_firsts(ok, rack, np.stack([-speed, left]), g)):
         if len(block):
             yield block
-
-
-def firsts(by: np.ndarray, level: np.ndarray, g: int) -> np.ndarray:
-    """int64[k, g]: the first ``g`` nodes of each group (``level`` codes) of ``by`` — node rows sorted by
-    group, then by preference — that has ``g`` of them, groups in the order they come."""
-    grp = level[by]
-    starts = np.flatnonzero(np.r_[True, grp[1:] != grp[:-1]]) if by.size else by
-    counts = np.diff(np.r_[starts, by.size])
-    return by[starts[counts >= g][:, None] + np.arange(g)[None, :]]
 
 
 def later_sets(free_at: np.ndarray, g: int, rack: np.ndarray, site: np.ndarray,
@@ -73,7 +68,7 @@ def later_sets(free_at: np.ndarray, g: int, rack: np.ndarray, site: np.ndarray,
     ``g`` nodes that free first (``free_at``; ties: the lower index) do so after ``now``: the gang in
     one rack or one site, later."""
     ok = np.flatnonzero(np.isfinite(free_at))
-    blocks = [firsts(ok[np.lexsort((ok, free_at[ok], level[ok]))], level, g) for level in (rack, site)]
+    blocks = [group_firsts(ok, level, free_at[None, :], g) for level in (rack, site)]
     sets = np.concatenate(blocks) if ok.size else np.zeros((0, g), np.int64)
     start = free_at[sets[:, -1]] if len(sets) else np.zeros(0)
     later = start > now

@@ -1,0 +1,40 @@
+"""core.groups.group_firsts (compiled) against its plain reference (a sort of every row), on random
+groups and keys full of ties, empty and constant inputs, and one worked example."""
+
+import numpy as np
+import pytest
+
+from core.groups import group_firsts, group_firsts_reference
+
+
+def test_worked_example():
+    # rows 0-5 in groups [0, 0, 1, 1, 1, 0]; one key [3, 1, 2, 2, 0, 1]; g = 2:
+    # group 0 holds rows 0, 1, 5 -> least keys 1 (row 1), 1 (row 5; the tie to the lower row first);
+    # group 1 holds rows 2, 3, 4 -> row 4 (0), then row 2 (2; row 3 ties and comes later)
+    got = group_firsts(np.arange(6), np.array([0, 0, 1, 1, 1, 0]), np.array([[3.0, 1, 2, 2, 0, 1]]), 2)
+    np.testing.assert_array_equal(got, [[1, 5], [4, 2]])
+    # a group short of g members has no set; rows outside ``rows`` do not count
+    got = group_firsts(np.array([0, 2, 3]), np.array([0, 0, 1, 1, 1, 0]), np.array([[3.0, 1, 2, 2, 0, 1]]), 2)
+    np.testing.assert_array_equal(got, [[2, 3]])
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_matches_the_reference(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 60))
+    group = rng.integers(0, int(rng.integers(1, 8)), n)
+    keys = rng.integers(0, 3, (int(rng.integers(1, 5)), n)).astype(np.float64)  # few values: many ties
+    if seed % 5 == 0:
+        keys[:] = 1.0  # constant keys: the lowest rows of each group
+    rows = np.flatnonzero(rng.random(n) < 0.7)
+    for g in (1, 2, 3, 5):
+        want = group_firsts_reference(rows, group, keys, g)
+        got = group_firsts(rows, group, keys, g)
+        assert got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+
+
+def test_empty_and_too_few():
+    assert group_firsts(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros((1, 0)), 2).shape == (0, 2)
+    assert group_firsts(np.array([0]), np.array([0]), np.array([[1.0]]), 2).shape == (0, 2)
+    np.testing.assert_array_equal(group_firsts(np.array([0]), np.array([0]), np.array([[1.0]]), 1), [[0]])
