@@ -16,6 +16,7 @@ from core.ect import (
     members_paths,
     queue_price,
     run_seconds,
+    sets_run_seconds,
     single_order,
 )
 from tests.helpers.data import DATA, needs_data
@@ -50,6 +51,30 @@ def test_run_seconds_worked():
     # vectorised over candidates
     got = run_seconds(3600.0, np.array([1.0, 1.5]), 0.0, 1, 0.0, np.inf)
     assert got.tolist() == pytest.approx([3600.0, 2400.0])
+
+
+@pytest.mark.parametrize("n_nodes", [1, 2, 4])
+def test_sets_run_seconds_is_run_seconds_bit_for_bit(n_nodes):
+    """The compiled costing of K sets against the plain one (core.jobperf's arrays): random paths with
+    zero, infinite and NaN RTTs and bandwidths, speeds 1-2, each share, no sets at all."""
+    rng = np.random.default_rng(n_nodes)
+    k = 200
+    rtt = rng.choice([0.0, 0.05, 3.7, 80.0, np.inf, np.nan], k) * rng.uniform(0.5, 2, k)
+    gbps = rng.choice([0.0, 0.4, 6.0, 100.0, np.inf, np.nan], k) * rng.uniform(0.5, 2, k)
+    speed = rng.uniform(1.0, 2.0, k)
+    for comm in (0.0, TRAINING_COMM_SHARE, 0.9):
+        with np.errstate(invalid="ignore"):  # 0 x inf in the plain one, as in the compiled
+            want = run_seconds(3600.0, speed, comm, n_nodes, rtt, gbps)
+        np.testing.assert_array_equal(sets_run_seconds(3600.0, speed, comm, n_nodes, rtt, gbps), want)
+    # scalars for every set (a floor: no latency, no bound), and none
+    np.testing.assert_array_equal(sets_run_seconds(7200.0, speed, 0.43, n_nodes, 0.0, np.inf),
+                                  run_seconds(7200.0, speed, 0.43, n_nodes, np.zeros(k), np.full(k, np.inf)))
+    assert sets_run_seconds(7200.0, np.zeros(0), 0.43, n_nodes, np.zeros(0), np.zeros(0)).shape == (0,)
+    # the worked two-node example above
+    if n_nodes == 2:
+        want = 3600 * (0.57 / 1.5 + 0.43 * (0.16 + 8 / 6) / (0.0001 + 0.08))
+        assert sets_run_seconds(3600.0, np.array([1.5]), 0.43, 2, np.array([80.0]), np.array([6.0]))[0] == \
+            pytest.approx(want)
 
 
 def test_cost_prices_the_card_seconds_held():

@@ -25,7 +25,7 @@ from core.ect import (
     cost,
     members_paths,
     queue_price,
-    run_seconds,
+    sets_run_seconds,
     single_order,
 )
 from core.failures import LOST_LOSS
@@ -158,8 +158,8 @@ class Costing:
             worst, narrow = self._paths(sets) if len(sets) != 1 else self._paths_of(sets[0])
         else:
             worst, narrow = np.full(len(sets), ONE_RACK.ideal_rtt_ms), np.full(len(sets), ONE_RACK.ideal_gbps)
-        return run_seconds(self.task.expected_duration_s, self.speed[sets].min(axis=1), self.comm, sets.shape[1],
-                           worst, narrow)
+        return sets_run_seconds(self.task.expected_duration_s, self.speed[sets].min(axis=1), self.comm, sets.shape[1],
+                                worst, narrow)
 
     def floor(self, sets: np.ndarray, wait_s: np.ndarray) -> np.ndarray:
         """float64[K]: no set's cost (:meth:`of_sets`, without what it strands) is below this: its
@@ -167,8 +167,8 @@ class Costing:
         with RTT and falls with bandwidth). A later set whose floor is above the best set now (beyond
         core.ect.EQUAL_SHARE) cannot win, so its paths are not read."""
         sets = np.asarray(sets, np.int64)
-        run = run_seconds(self.task.expected_duration_s, self.speed[sets].min(axis=1), self.comm, sets.shape[1],
-                          np.zeros(len(sets)), np.full(len(sets), np.inf))
+        run = sets_run_seconds(self.task.expected_duration_s, self.speed[sets].min(axis=1), self.comm, sets.shape[1],
+                               0.0, np.inf)
         return cost(wait_s, self.load[sets].max(axis=1), run, self.cards, self.price)
 
     def expected(self, members: np.ndarray) -> float:
