@@ -263,12 +263,14 @@ def load_seconds(data_gb, gbps):
         return data_gb * 8.0 / gbps
 
 
-def load_scores(x: ScoringInputs, j: int) -> np.ndarray | None:
+def load_scores(x: ScoringInputs, j: int, at: np.ndarray | None = None) -> np.ndarray | None:
     """[N] 0..100 of job j's data load time on each node (the kernel's load factor), or None when it
-    loads nothing."""
+    loads nothing; ``at`` (node rows): on those nodes only, the same values (a decision lists a few)."""
     if not (x.data_ep[j] >= 0 and x.data_gb[j] > 0):
         return None
     bw = x.bandwidth_gbps[x.data_ep[j]].astype(np.float64)
+    if at is not None:
+        bw = bw[np.asarray(at, np.int64)]
     load_s = load_seconds(x.data_gb[j], bw)
     with np.errstate(divide="ignore"):
         u = (np.log(x.load_bad_s) - np.log(load_s)) / (np.log(x.load_bad_s) - np.log(x.load_good_s))

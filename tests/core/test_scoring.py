@@ -9,6 +9,7 @@ from core.scoring import (
     ScoringInputs,
     evolved,
     filter_reasons,
+    load_scores,
     network_scores_reference,
     score_all,
     score_parts,
@@ -28,6 +29,20 @@ def assert_same(a, r):
 def test_kernel_matches_reference(seed, jobs, nodes, eps):
     x = synthetic_inputs(jobs, nodes, eps, seed=seed)
     assert_same(score_all(x), score_reference(x))
+
+
+def test_load_scores_at_some_nodes_are_theirs_of_every_node():
+    """A decision reads the load score of the nodes it lists only: the same values as on every node."""
+    x = synthetic_inputs(60, 50, 6, seed=11)
+    at = np.array([49, 0, 7, 7, 23])
+    loading = [j for j in range(60) if load_scores(x, j) is not None]
+    assert loading and len(loading) < 60  # both kinds of job are there
+    for j in range(60):
+        full = load_scores(x, j)
+        if full is None:
+            assert load_scores(x, j, at) is None
+        else:
+            np.testing.assert_array_equal(load_scores(x, j, at), full[at])
 
 
 def test_all_unknown_quality_and_constant_inputs():

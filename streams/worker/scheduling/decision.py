@@ -5,6 +5,7 @@ the compute-only counterfactual."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,7 +30,9 @@ class Scored:
     composite: np.ndarray  # float[N], -inf where infeasible
     compute: np.ndarray  # float[N]
     network: np.ndarray  # float[N]
-    load: np.ndarray | None = None  # float[N] the data load time's score, when the task loads data
+    # the data load time's score at some nodes (rows in, float[k] out; None: it loads nothing), read
+    # for the candidates a decision lists only
+    load: Callable[[np.ndarray], np.ndarray | None] | None = None
 
 
 def finite(v) -> float | None:
@@ -44,13 +47,14 @@ def candidates(s: Scored, nodes: NodeView, with_energy: bool) -> list[Candidate]
     if not idx.size:
         return []
 
-    def four(a) -> list[float]:
-        return [round(v, 4) for v in a[idx].tolist()]
+    def four(a, at=idx) -> list[float]:
+        return [round(v, 4) for v in a[at].tolist()]
 
     compute, composite = four(s.compute), four(s.composite)
     network = four(s.network) if s.alpha < 1 else [0.0] * idx.size
     energy = four(nodes.energy) if with_energy else [None] * idx.size
-    load = [None] * idx.size if s.load is None else four(s.load)
+    at = None if s.load is None else s.load(idx)
+    load = [None] * idx.size if at is None else four(at, slice(None))
     # validated in one call: pydantic's compiled validator builds them faster than model_construct
     return _CANDIDATES.validate_python([
         {"node": nodes.ids[i], "compute_score": c, "network_score": w, "alpha": s.alpha, "composite": x,

@@ -283,7 +283,7 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
             reasons = constrained(self.running, task, nodes, usable, reasons, b.composite[t])
         fits = reasons == 0
         s = Scored(alpha, np.where(fits, b.composite[t], -np.inf), nodes.compute[:, x.kind[t]], b.network[t],
-                   load_scores(x, t))
+                   lambda at: load_scores(x, t, at))
         compute_only = [int(i) for i in top(np.where(fits, b.compute_only[t], -np.inf), task.peers)] \
             if self.audit else []
         return reasons, s, compute_only, self.placement(task, s, net, x.unknown_quality, nodes, usable, reserve, now)
