@@ -162,6 +162,47 @@ def _single_top(costs, left, stock, k):  # pragma: no cover - compiled (tested a
     return idx[:m]
 
 
+def single_costs(load_s: np.ndarray, run_s: np.ndarray, strands: np.ndarray, ok: np.ndarray, usable: np.ndarray,
+                 need: np.ndarray, rack: np.ndarray, cards: float, price: float) -> tuple[np.ndarray, np.ndarray]:
+    """(cost float64[N], stock float64[N]) of a one-node task on each node, compiled in one pass: the
+    :func:`cost` of starting now (``load_s`` + ``run_s``, priced) plus what it ``strands`` of the queue
+    times its time held, infinite where the node is not ``ok`` or its ``usable`` (float[N, R]) does not
+    cover ``need`` (float[R]); and, for each node, the nodes that fit in its ``rack`` (codes ≥ 0):
+    :func:`single_order`'s inputs, bit for bit what the array form computes (the tests hold both)."""
+    usable = np.asarray(usable)
+    return _single_costs(np.ascontiguousarray(load_s, np.float64), np.ascontiguousarray(run_s, np.float64),
+                         np.ascontiguousarray(strands, np.float64), np.ascontiguousarray(ok, np.bool_),
+                         np.ascontiguousarray(usable, np.float64), np.asarray(need, np.float64).copy(),
+                         np.ascontiguousarray(rack, np.int64), int(rack.max(initial=-1)) + 1,
+                         float(price) * float(cards))
+
+
+@nb.njit(cache=True, error_model="numpy")
+def _single_costs(load, run, strands, ok, usable, need, rack, n_racks, priced):  # pragma: no cover - compiled
+    n = load.shape[0]
+    costs = np.full(n, np.inf)
+    count = np.zeros(max(n_racks, 1))
+    fits = np.zeros(n, np.bool_)
+    for i in range(n):
+        if not ok[i]:
+            continue
+        f = True
+        for r in range(need.shape[0]):
+            if not usable[i, r] >= need[r]:
+                f = False
+        if not f:
+            continue
+        fits[i] = True
+        count[rack[i]] += 1
+        held = load[i] + run[i]
+        c = np.inf if np.isinf(held) else (0.0 + held) + priced * held
+        costs[i] = c + strands[i] * held
+    stock = np.empty(n)
+    for i in range(n):
+        stock[i] = count[rack[i]]
+    return costs, stock
+
+
 def members_paths(rtt_ms: np.ndarray, gbps: np.ndarray, unknown_rtt_ms: float) -> tuple:
     """(worst pair RTT ms, narrowest pair Gbit/s) over a gang's members: ``rtt_ms[..., i, j]`` and
     ``gbps[..., i, j]`` from member i to member j (NaN RTT: not measured, taken as ``unknown_rtt_ms``;

@@ -17,6 +17,7 @@ from core.ect import (
     queue_price,
     run_seconds,
     sets_run_seconds,
+    single_costs,
     single_order,
 )
 from tests.helpers.data import DATA, needs_data
@@ -75,6 +76,35 @@ def test_sets_run_seconds_is_run_seconds_bit_for_bit(n_nodes):
         want = 3600 * (0.57 / 1.5 + 0.43 * (0.16 + 8 / 6) / (0.0001 + 0.08))
         assert sets_run_seconds(3600.0, np.array([1.5]), 0.43, 2, np.array([80.0]), np.array([6.0]))[0] == \
             pytest.approx(want)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_single_costs_are_the_array_forms(seed):
+    """The compiled one-node costs against the array form they replace (cost, covers, a bincount of the
+    fitting nodes per rack): unreachable and NaN loads, nodes not ok or too full, stranding, no price."""
+    from core.feasibility import covers
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 300))
+    load = rng.choice([0.0, 12.5, 400.0, np.inf, np.nan], n) * rng.uniform(0.5, 2, n)
+    run = 3600.0 / rng.uniform(1.0, 2.0, n)
+    strands = np.where(rng.random(n) < 0.3, rng.uniform(0, 3, n), 0.0)
+    ok = rng.random(n) < 0.8
+    usable = rng.integers(0, 9, (n, 3)).astype(np.float32)
+    need = np.array([4, 2, 1], np.float32)
+    rack = rng.integers(0, 12, n)
+    price = [0.0, 0.0977][seed % 2]
+    with np.errstate(invalid="ignore"):  # 0 x inf where nothing is stranded on an unreachable node
+        want = cost(0.0, load, run, 8.0, price) + strands * (load + run)
+    fits = ok & covers(usable, need)
+    want = np.where(fits, want, np.inf)
+    got, stock = single_costs(load, run, strands, ok, usable, need, rack, 8.0, price)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(stock, np.bincount(rack[fits], minlength=12)[rack])
+    # worked: one node, 40 s load, 2,400 s run, 8 cards at 0.05 a card-second, 0.5 stranded
+    got, stock = single_costs(np.array([40.0]), np.array([2400.0]), np.array([0.5]), np.array([True]),
+                              np.array([[8.0, 80.0, 100.0]]), need, np.array([0]), 8.0, 0.05)
+    assert got[0] == pytest.approx(2440 + 0.05 * 8 * 2440 + 0.5 * 2440) and stock[0] == 1.0
 
 
 def test_cost_prices_the_card_seconds_held():

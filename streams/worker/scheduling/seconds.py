@@ -26,6 +26,7 @@ from core.ect import (
     members_paths,
     queue_price,
     sets_run_seconds,
+    single_costs,
     single_order,
 )
 from core.failures import LOST_LOSS
@@ -289,12 +290,10 @@ class Costing:
     def single(self, ok: np.ndarray, usable: np.ndarray, reserve) -> Placement:
         run = self.task.expected_duration_s / self.speed
         self.strands = self._stranding(usable)
-        costs = cost(0.0, self.load, run, self.cards, self.price) + self.strands * (self.load + run)
-        costs = np.where(ok, costs, np.inf)
-        fits = ok & covers(usable, self.need)
-        rack = self._codes("racks")
-        stock = np.bincount(rack[fits], minlength=int(rack.max(initial=-1)) + 1)[rack] if fits.any() else rack
-        costs, left = np.where(fits, costs, np.inf), usable[:, 0] - self.need[0]
+        # cost where it fits now (and what it strands there), infinite elsewhere; each node's rack's stock
+        costs, stock = single_costs(self.load, run, self.strands, ok, usable, self.need, self._codes("racks"),
+                                    self.cards, self.price)
+        left = usable[:, 0] - self.need[0]
         if reserve is None:  # every node of the order fits and takes it: the first is the placement
             first = single_order(costs, left, stock, 1)
             p = Placement(nodes=first.tolist())
