@@ -268,9 +268,8 @@ def load_scores(x: ScoringInputs, j: int, at: np.ndarray | None = None) -> np.nd
     loads nothing; ``at`` (node rows): on those nodes only, the same values (a decision lists a few)."""
     if not (x.data_ep[j] >= 0 and x.data_gb[j] > 0):
         return None
-    bw = x.bandwidth_gbps[x.data_ep[j]].astype(np.float64)
-    if at is not None:
-        bw = bw[np.asarray(at, np.int64)]
+    bw = x.bandwidth_gbps[x.data_ep[j]]
+    bw = (bw if at is None else bw[np.asarray(at, np.int64)]).astype(np.float64)
     load_s = load_seconds(x.data_gb[j], bw)
     with np.errstate(divide="ignore"):
         u = (np.log(x.load_bad_s) - np.log(load_s)) / (np.log(x.load_bad_s) - np.log(x.load_good_s))

@@ -31,11 +31,13 @@ class PathBook:
         # the last sum: (table it was read on, the first ``until`` among the entries, the sum); entries
         # added since are added to it (a burst of decisions reads one table: no pass over them all)
         self._sum: tuple | None = None
+        self.version = 0  # steps whenever what :meth:`unseen` returns may change (what is read of it is kept by it)
 
     def add(self, task: str, pairs: list[tuple[str, str]], gbps: float, at: float, until: float) -> None:
         if gbps > 0 and until > at:
             new = [(task, a, b, float(gbps), at, float(until)) for a, b in pairs if a != b]
             self.entries += new
+            self.version += 1
             if self._sum is not None and new:
                 table, first, out = self._sum
                 for _, a, b, g, _, _ in new:
@@ -59,6 +61,7 @@ class PathBook:
         if any(e[0] == task for e in self.entries):
             self.entries = [e for e in self.entries if e[0] != task]
             self._sum = None
+            self.version += 1
 
     def unseen(self, table, now: float) -> dict[tuple[str, str], float]:
         """{(source, destination): Gbit/s} booked and not yet seen by a window of the path's (``table``:
@@ -77,6 +80,7 @@ class PathBook:
             out[(src, dst)] = out.get((src, dst), 0.0) + gbps
         self.entries = keep
         self._sum = (table, min((e[5] for e in keep), default=np.inf), out)
+        self.version += 1
         return out
 
 

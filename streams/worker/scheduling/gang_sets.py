@@ -1,13 +1,18 @@
 """Candidate member sets of a gang for the seconds rule (seconds.Costing): the sets that start now
 (each rack, each site, across sites led from each site) and those that start later (each rack's or
-site's nodes that free first), and what a set is called in a decision."""
+site's nodes that free first), what their members' paths measure (the worst pair, the narrowest),
+and what a set is called in a decision."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from core.ect import ONE_RACK, members_paths
+from core.failures import LOST_LOSS
 from core.groups import group_firsts
+from core.quality import window_gbps
 from streams.adapters.inventory import NodeView
+from streams.worker.scheduling.bandwidth import booked_between, left, rack_codes
 
 
 def named(members: np.ndarray, nodes: NodeView, rack: np.ndarray, site: np.ndarray) -> str:
@@ -73,3 +78,43 @@ def later_sets(free_at: np.ndarray, g: int, rack: np.ndarray, site: np.ndarray,
     start = free_at[sets[:, -1]] if len(sets) else np.zeros(0)
     later = start > now
     return start[later], sets[later]
+
+
+def sets_paths(net, sets: np.ndarray, booked: dict, sees_network: bool = True
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(worst pair RTT, narrowest pair Gbit/s, whether every pair is measured) of each set of members
+    (``sets`` int64[K, g] node rows) as ``net`` (net_inputs.NetworkInputs) measures them: an unmeasured
+    pair at the worst measured one of the block, or one rack's when none is; bandwidth the slower link
+    times the receiver's NIC headroom less what placements ``booked`` on the racks' paths
+    (bandwidth.py), at most one 64 MiB window per round trip; nothing between members whose path lost
+    (nearly) every probe either way (a dark path: core.failures). Without ``sees_network`` (the
+    compute-only baseline) every set as if in one rack."""
+    k, g = sets.shape
+    if g < 2:
+        return np.zeros(k), np.full(k, np.inf), np.ones(k, bool)
+    if not sees_network:
+        return np.full(k, ONE_RACK.ideal_rtt_ms), np.full(k, ONE_RACK.ideal_gbps), np.zeros(k, bool)
+    uniq, inv = np.unique(sets, return_inverse=True)
+    among = net.among("p95", uniq)  # [U, U] between members
+    inv = inv.reshape(k, g)
+    rtt = among[inv[:, :, None], inv[:, None, :]].astype(np.float64)  # [K, g, g]: from member i to member j
+    off = ~np.eye(g, dtype=bool)
+    known = rtt[:, off][np.isfinite(rtt[:, off])]
+    unknown = float(known.max()) if known.size else ONE_RACK.ideal_rtt_ms
+    r = np.where(np.isfinite(rtt), rtt, unknown)
+    a = np.broadcast_to(sets[:, :, None], rtt.shape).ravel()
+    b = np.broadcast_to(sets[:, None, :], rtt.shape).ravel()
+    # not bounded by the member pairs' measured throughput: a running gang's own traffic is in what
+    # its current paths measure and not in another set's, so every move looked worth it (issue 53's
+    # E1 replay: ~4,500 moves per 1,000 jobs); what placements book stands for the others' traffic
+    link = net.between_nodes(a, b, measured=False).reshape(rtt.shape).astype(np.float64)
+    if booked:
+        t = net.table
+        nr = t.node_rack
+        link = left(link, booked_between(booked, rack_codes(t), nr[a], nr[b]).reshape(rtt.shape))
+    if net.table.any_at_least("loss", LOST_LOSS):  # some path is dark: none between members
+        lost = net.among("loss", uniq)[inv[:, :, None], inv[:, None, :]]
+        with np.errstate(invalid="ignore"):
+            link = np.where((lost >= LOST_LOSS) | (np.swapaxes(lost, 1, 2) >= LOST_LOSS), 0.0, link)
+    worst, narrow = members_paths(r, np.minimum(link, window_gbps(r)), unknown)
+    return worst, narrow, np.isfinite(rtt[:, off]).all(axis=1)

@@ -23,22 +23,19 @@ from core.ect import (
     ONE_RACK,
     TRAINING_COMM_SHARE,
     cost,
-    members_paths,
     queue_price,
     sets_run_seconds,
     single_costs,
     single_order,
 )
-from core.failures import LOST_LOSS
 from core.feasibility import covers
 from core.placement import Placement, place
-from core.quality import window_gbps
 from core.scoring import load_seconds
 from schemas.sched import Task
 from streams.adapters.inventory import NodeView
 from streams.adapters.tasks import endpoints_of, load_source, need
-from streams.worker.scheduling.bandwidth import booked_between, booked_from, left, rack_codes
-from streams.worker.scheduling.gang_sets import distinct, later_sets, named, now_sets
+from streams.worker.scheduling.bandwidth import booked_from, left, rack_codes
+from streams.worker.scheduling.gang_sets import distinct, later_sets, named, now_sets, sets_paths
 from streams.worker.scheduling.gangs import FAR
 from streams.worker.scheduling.queue import free_times
 from streams.worker.scheduling.staging import load_name, site_of
@@ -129,14 +126,28 @@ class Costing:
                                             if copies.on else [])
         best = np.full(n, np.inf)
         for k, (ep, ready) in enumerate(self.sources):
-            bw = self.net.bandwidth_from(ep).astype(np.float64)
-            if self.booked:
-                t = self.net.table
-                bw = left(bw, booked_from(self.booked, ep, rack_codes(t), t.node_rack))
+            bw = self._left_from(ep)
             secs = max(ready - self.now, 0.0) + np.where(bw > 0, load_seconds(gb, bw), np.inf)
             better = secs < best
             best, self.load_gbps[better], self.load_src[better] = np.where(better, secs, best), bw[better], k
         return best
+
+    def _left_from(self, ep: str) -> np.ndarray:
+        """float64[N] Gbit/s left from endpoint ``ep`` to each node with what is booked on the paths
+        (bandwidth.py), kept while neither the network inputs nor the book change (a burst's tasks
+        loading from one store read it once)."""
+        bw = self.net.bandwidth_from(ep)
+        if not self.booked:
+            return bw.astype(np.float64)
+        book = self.sched.path_book
+        memo = self.sched._cache.get(("left from", ep))
+        if memo is not None and memo[0] is self.net and memo[1] == book.version and memo[2] is self.booked:
+            return memo[3]
+        t = self.net.table
+        out = left(bw.astype(np.float64), booked_from(self.booked, ep, rack_codes(t), t.node_rack))
+        out.flags.writeable = False
+        self.sched._cache[("left from", ep)] = (self.net, book.version, self.booked, out)
+        return out
 
     def of_sets(self, sets: np.ndarray, wait_s: np.ndarray, paths: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """(cost, what it strands of the queue in seconds), float64[K] each, of the task on each set of
@@ -195,42 +206,12 @@ class Costing:
         return hit
 
     def _paths(self, sets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(worst pair RTT, narrowest pair Gbit/s) of each set of members as measured (an unmeasured pair
-        at the worst measured one, or one rack's when none is measured): the members' p95 rows, gathered
-        once per member; bandwidth the slower link times the receiver's NIC headroom, at most one 64 MiB
-        window per round trip; nothing between members whose path lost (nearly) every probe either way
-        (a dark path: core.failures)."""
-        k, g = sets.shape
-        if g < 2:
-            return np.zeros(k), np.full(k, np.inf)
-        if not self.sched.sees_network:  # the compute-only baseline: every gang as if in one rack
-            return np.full(k, ONE_RACK.ideal_rtt_ms), np.full(k, ONE_RACK.ideal_gbps)
-        uniq, inv = np.unique(sets, return_inverse=True)
-        among = self.net.among("p95", uniq)  # [U, U] between members
-        inv = inv.reshape(k, g)
-        rtt = among[inv[:, :, None], inv[:, None, :]].astype(np.float64)  # [K, g, g]: from member i to member j
-        off = ~np.eye(g, dtype=bool)
-        known = rtt[:, off][np.isfinite(rtt[:, off])]
-        unknown = float(known.max()) if known.size else ONE_RACK.ideal_rtt_ms
-        r = np.where(np.isfinite(rtt), rtt, unknown)
-        a = np.broadcast_to(sets[:, :, None], rtt.shape).ravel()
-        b = np.broadcast_to(sets[:, None, :], rtt.shape).ravel()
-        # not bounded by the member pairs' measured throughput: a running gang's own traffic is in what
-        # its current paths measure and not in another set's, so every move looked worth it (issue 53's
-        # E1 replay: ~4,500 moves per 1,000 jobs); what placements book stands for the others' traffic
-        link = self.net.between_nodes(a, b, measured=False).reshape(rtt.shape).astype(np.float64)
-        if self.booked:
-            t = self.net.table
-            nr = t.node_rack
-            link = left(link, booked_between(self.booked, rack_codes(t), nr[a], nr[b]).reshape(rtt.shape))
-        if self.net.table.any_at_least("loss", LOST_LOSS):  # some path is dark: none between members
-            lost = self.net.among("loss", uniq)[inv[:, :, None], inv[:, None, :]]
-            with np.errstate(invalid="ignore"):
-                link = np.where((lost >= LOST_LOSS) | (np.swapaxes(lost, 1, 2) >= LOST_LOSS), 0.0, link)
-        worst, narrow = members_paths(r, np.minimum(link, window_gbps(r)), unknown)
-        # a set whose every pair is measured gets the same alone (``unknown`` is the block's): kept for
-        # _paths_of (the chosen set's expected run and booking read it again)
-        for i in np.flatnonzero(np.isfinite(rtt[:, off]).all(axis=1)).tolist():
+        """(worst pair RTT, narrowest pair Gbit/s) of each set of members as measured
+        (gang_sets.sets_paths); a set whose every pair is measured is kept for :meth:`_paths_of` (it
+        gets the same alone: the chosen set's expected run and booking read it again)."""
+        worst, narrow, measured = sets_paths(self.net, np.asarray(sets, np.int64), self.booked,
+                                             self.sched.sees_network)
+        for i in np.flatnonzero(measured).tolist():
             self._one.setdefault(tuple(sorted(sets[i].tolist())), (worst[i:i + 1], narrow[i:i + 1]))
         return worst, narrow
 

@@ -60,6 +60,12 @@ def test_two_gangs_in_one_pass_do_not_both_count_on_the_same_free_bandwidth(monk
     # each books its load: 8 Gbit/s to e1 for 500 s, 4 Gbit/s to e2 for 1,000 s
     assert [(t, a, b, round(g, 6), until - at) for t, a, b, g, at, until in s.path_book.entries] == \
         [("g1", "store.west", E1, 8.0, pytest.approx(500.0)), ("g2", "store.west", E2, 4.0, pytest.approx(1000.0))]
+    # a third reads both bookings: e1 at 0.4 Gbit/s (10,000 s) against e2 at max(4 - 4, 5 % of 4) = 0.2
+    # (20,000 s): e1, where two nodes are still free (what is left of a store's paths is kept per
+    # burst while nothing is booked: g2's booking must show)
+    s = data_cluster()
+    d1, d2, d3 = s.decide_many([loader("g1"), loader("g2"), loader("g3")], NOW)
+    assert set(d2.nodes) <= {"n4", "n5", "n6", "n7"} and set(d3.nodes) <= {"n0", "n1", "n2", "n3"}
     # without the booking both count on e1's 8 Gbit/s: g2 goes there too
     monkeypatch.setattr(PathBook, "add", lambda *a, **k: None)
     s = data_cluster()
