@@ -263,6 +263,17 @@ def load_seconds(data_gb, gbps):
         return data_gb * 8.0 / gbps
 
 
+def held_reasons(reasons: np.ndarray, quota_ok: np.ndarray, held: np.ndarray, closed: np.ndarray) -> np.ndarray:
+    """int8[N]: :func:`filter_reasons`' ``reasons`` with the feasible nodes its team's quota rules out
+    (TEAM_QUOTA), then those ``held`` for the head of the queue (RESERVED), and every available node
+    ``closed`` to new work (CORDONED: no room there because no new work goes there)."""
+    reasons = np.where((reasons == FEASIBLE) & ~quota_ok, TEAM_QUOTA, reasons)
+    reasons = np.where((reasons == FEASIBLE) & held, RESERVED, reasons).astype(np.int8)
+    if closed.any():
+        reasons = np.where(closed & (reasons != UNAVAILABLE), CORDONED, reasons).astype(np.int8)
+    return reasons
+
+
 def load_scores(x: ScoringInputs, j: int, at: np.ndarray | None = None) -> np.ndarray | None:
     """[N] 0..100 of job j's data load time on each node (the kernel's load factor), or None when it
     loads nothing; ``at`` (node rows): on those nodes only, the same values (a decision lists a few)."""

@@ -3,12 +3,16 @@ import pytest
 
 from core.scoring import (
     CLASS_NOT_ALLOWED,
+    CORDONED,
     FEASIBLE,
     NO_CARDS,
+    RESERVED,
+    TEAM_QUOTA,
     UNAVAILABLE,
     ScoringInputs,
     evolved,
     filter_reasons,
+    held_reasons,
     load_scores,
     network_scores_reference,
     score_all,
@@ -29,6 +33,18 @@ def assert_same(a, r):
 def test_kernel_matches_reference(seed, jobs, nodes, eps):
     x = synthetic_inputs(jobs, nodes, eps, seed=seed)
     assert_same(score_all(x), score_reference(x))
+
+
+def test_held_reasons_worked():
+    # five nodes: feasible, feasible, no cards, feasible, unavailable; the team's quota rules out node 0,
+    # the head's reservation holds nodes 0 and 1, nodes 1, 2 and 4 are cordoned
+    reasons = np.array([FEASIBLE, FEASIBLE, NO_CARDS, FEASIBLE, UNAVAILABLE], np.int8)
+    got = held_reasons(reasons, np.array([False, True, True, True, True]), np.array([True, True, False, False, False]),
+                       np.array([False, True, True, False, True]))
+    # the quota first (node 0), then the hold (node 1), then cordoned over any reason but unavailable
+    assert got.tolist() == [TEAM_QUOTA, CORDONED, CORDONED, FEASIBLE, UNAVAILABLE] and got.dtype == np.int8
+    assert held_reasons(reasons, np.ones(5, bool), np.zeros(5, bool), np.zeros(5, bool)).tolist() == reasons.tolist()
+    assert held_reasons(reasons, np.ones(5, bool), np.array([0, 1, 0, 0, 0], bool), np.zeros(5, bool))[1] == RESERVED
 
 
 def test_load_scores_at_some_nodes_are_theirs_of_every_node():

@@ -329,6 +329,8 @@ class SchedulingService:
             if self.sched.pending and self.sched.capacity_key() != self.retried_key:
                 for d in self.sched.retry_pending():  # only when what is free may have changed
                     await self.publish_decision(self.sched.running[d.task_id].task, d)
+                for task, d in self.sched.take_ahead():  # a queued head whose data is copied ahead
+                    await self.publish_decision(task, d)
                 self.retried_key = self.sched.capacity_key()
             if self.sched.version != self.scored_version or self.sched.incidents.unmitigated():
                 for ev in self.sched.reschedule():

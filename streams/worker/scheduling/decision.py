@@ -12,7 +12,7 @@ import numpy as np
 from pydantic import TypeAdapter
 
 from core.placement import Placement, top
-from core.scoring import REASONS
+from core.scoring import REASONS, ScoringInputs, load_scores
 from schemas.sched import Candidate, Decision, Fallback, ScoreBreakdown, Task
 from streams.adapters.inventory import NodeView
 from streams.adapters.tasks import load_gb
@@ -33,6 +33,12 @@ class Scored:
     # the data load time's score at some nodes (rows in, float[k] out; None: it loads nothing), read
     # for the candidates a decision lists only
     load: Callable[[np.ndarray], np.ndarray | None] | None = None
+
+
+def loads_at(x: ScoringInputs, j: int) -> Callable[[np.ndarray], np.ndarray | None]:
+    """:attr:`Scored.load` of task ``j`` of the scoring inputs: its load scores at the nodes asked
+    (core.scoring.load_scores), computed for a decision's listed candidates only."""
+    return lambda at: load_scores(x, j, at)
 
 
 def finite(v) -> float | None:

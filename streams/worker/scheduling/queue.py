@@ -193,6 +193,7 @@ class QueueMixin:
         if missing.size:
             self.reservation = reservation_for(self, queued[head].task, nodes, now,
                                                bool(starving[order[head]]))
+            self._stage_for_head(queued[head].task, nodes, now)
         # held back by the head's reservation: behind it (after it in the order) and _behind's rule
         behind = (np.arange(len(queued)) > head) & self._behind_all(book.order[ranked], now)
         kept = np.flatnonzero(keep)
@@ -214,6 +215,21 @@ class QueueMixin:
                                                                (book.kind[ranked[take]], book.kinds)))
         self._reserve_for_waiting_gang(decided, tasks, take, head, starving[order])
         return [d for d in decided if d.status == "placed" and d.task_id in self.running]
+
+    def _stage_for_head(self, task: Task, nodes: NodeView, now: float) -> None:
+        """The head's data copied ahead to its reservation's site (head_staging.py); the queued decision
+        saying so kept for the service to publish (``ahead``; not in the replay, which has no runners)."""
+        # it costs with seconds.py, which reads this module
+        from streams.worker.scheduling.head_staging import stage_for_head
+
+        d = stage_for_head(self, task, nodes, now)
+        if d is not None and self.audit:
+            self.ahead.append((task, d))
+
+    def take_ahead(self) -> list[tuple[Task, Decision]]:
+        """The queued decisions that carry a copy ahead (:meth:`_stage_for_head`) since the last take."""
+        done, self.ahead = self.ahead, []
+        return done
 
     def _reserve_for_waiting_gang(self, decided, tasks, take, head: int, starving: np.ndarray) -> None:
         """A gang that could start now but waits for a closer set (the seconds rule: that completes

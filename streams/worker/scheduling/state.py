@@ -17,16 +17,7 @@ from core.metering import DEFAULT_BENCHMARK_WORK, DEFAULT_MODEL_CONVERSION
 from core.placement import Placement, top
 from core.quality import Freshness
 from core.reschedule import ReschedulePolicy, endpoint_worst, worst_known
-from core.scoring import (
-    CORDONED,
-    FEASIBLE,
-    RESERVED,
-    TEAM_QUOTA,
-    UNAVAILABLE,
-    evolved,
-    filter_reasons,
-    load_scores,
-)
+from core.scoring import evolved, filter_reasons, held_reasons
 from core.vocabulary import DEFAULT_TYPES
 from schemas.sched import Decision, RescheduleEvent, Task
 from streams.adapters.inventory import NodeView, node_view
@@ -37,7 +28,7 @@ from streams.worker.scheduling.batch import QUEUE_CHUNK, BatchScores, by_profile
 from streams.worker.scheduling.books import PendingBook, RunningBook
 from streams.worker.scheduling.constraints import allowed, constrained
 from streams.worker.scheduling.control import ControlMixin
-from streams.worker.scheduling.decision import Scored, decision
+from streams.worker.scheduling.decision import Scored, decision, loads_at
 from streams.worker.scheduling.durations import Durations
 from streams.worker.scheduling.failures import IncidentBook, health
 from streams.worker.scheduling.gangs import FAR, by_points
@@ -92,6 +83,7 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
     preemption: bool = True  # a task that finds no room may take it from work it outranks
     preemption_priority: int | None = None  # without quotas: the priority from which tasks may preempt
     preemptions: list[Preemption] = field(default_factory=list)  # made since the service last took them
+    ahead: list = field(default_factory=list)  # (task, queued decision) carrying a copy ahead (head_staging.py), to publish
     reservation: Reservation | None = None  # the head of the queue's nodes and start (queue.py)
     tidal_forecast: dict = field(default_factory=dict)  # tidal team -> cards it is forecast to need soon
     ramps: RampBook = field(default_factory=RampBook)  # power-aware starts per site (CNSCHED_SITE_RAMP_LIMITS)
@@ -275,15 +267,12 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
         alpha, x, net = b.alphas[t], b.x, b.net
         # what the batch's earlier placements took is infeasible now (the kernel saw the batch's start)
         reasons = filter_reasons(dataclasses.replace(x, usable=usable), t) if nodes.ids else np.zeros(0, np.int8)
-        reasons = np.where((reasons == FEASIBLE) & ~quota_ok, TEAM_QUOTA, reasons)
-        reasons = np.where((reasons == FEASIBLE) & held, RESERVED, reasons).astype(np.int8)
-        if nodes.closed.any():  # no room there because no new work goes there: say so
-            reasons = np.where(nodes.closed & (reasons != UNAVAILABLE), CORDONED, reasons).astype(np.int8)
+        reasons = held_reasons(reasons, quota_ok, held, nodes.closed)
         if task.constraints is not None or task.peers > 1:  # constraints; a gang in one cluster
             reasons = constrained(self.running, task, nodes, usable, reasons, b.composite[t])
         fits = reasons == 0
         s = Scored(alpha, np.where(fits, b.composite[t], -np.inf), nodes.compute[:, x.kind[t]], b.network[t],
-                   lambda at: load_scores(x, t, at))
+                   loads_at(x, t))
         compute_only = [int(i) for i in top(np.where(fits, b.compute_only[t], -np.inf), task.peers)] \
             if self.audit else []
         return reasons, s, compute_only, self.placement(task, s, net, x.unknown_quality, nodes, usable, reserve, now)

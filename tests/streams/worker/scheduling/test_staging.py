@@ -121,6 +121,40 @@ def test_a_gang_waiting_for_a_site_has_its_data_staged_there_ahead():
     assert placed[0].data_at.store == "store.east" and placed[0].waits_for == []
 
 
+def test_the_head_of_the_queue_has_its_data_staged_at_its_reservation_ahead():
+    s = east_only()
+    busy = Task(id="busy", type="training-data-parallel", peers=4, resources={"cards": 8}, submitted_at=NOW,
+                expected_duration_s=1000.0)
+    assert s.decide(busy, NOW).status == "placed"
+    d = s.decide(reader("h"), NOW + 1)  # one node, no room: queued (a one-node task waits for no set)
+    assert d.status != "placed" and d.staging == [] and d.waits_for == []
+    assert s.retry_pending(NOW + 2) == []
+    # the head holds a reservation on the node that frees first (NOW + 1,000); its data is copied to
+    # east's store from now: 500 GB over 2 Gbit/s, ready at NOW + 2,002 — booked on the path
+    assert s.reservation.task_id == "h" and s.reservation.start == pytest.approx(NOW + 1000)
+    assert s.copies.holding("imagenet") == [("store.east", pytest.approx(NOW + 2002))]
+    assert ("h", "store.west", E1) in [e[:3] for e in s.path_book.entries]
+    (task, q), = s.take_ahead()  # the queued decision a runner copies ahead by: the copy, the node
+    assert task.id == "h" and q.status == "unschedulable" and q.waits_for == s.reservation.nodes
+    assert [(x.source, x.target, x.expected_s) for x in q.staging] == [("store.west", "store.east", pytest.approx(2000))]
+    assert s.take_ahead() == []
+    s.retry_pending(NOW + 3)  # asked again: the copy is coming, nothing staged again
+    assert s.take_ahead() == [] and len(s.copies.holding("imagenet")) == 1
+    s.end("busy")
+    # at NOW + 1,000: the copy has 1,002 s to go, then 400 s from east's store (10 Gbit/s): 1,402 s of
+    # load against 2,000 s from the origin, then its 3,600 s of run
+    placed = s.retry_pending(NOW + 1000)
+    assert [p.task_id for p in placed] == ["h"] and placed[0].nodes == q.waits_for
+    assert placed[0].expected_completion_s == pytest.approx(1002 + 400 + 3600, abs=2)
+    assert placed[0].data_at.store == "store.east"  # it reads the copy, carried again until made
+    assert [(x.source, x.target) for x in placed[0].staging] == [("store.west", "store.east")]
+    # staging off: the head waits as before and loads from the origin
+    off = east_only()
+    off.copies = CopyBook(store="")
+    off.decide(busy, NOW), off.decide(reader("h"), NOW + 1), off.retry_pending(NOW + 2)
+    assert off.take_ahead() == [] and off.copies.at == {}
+
+
 def test_a_copy_staged_ahead_is_not_carried_again_once_made_or_where_the_task_is_not_placed():
     s = east_only()
     book = s.copies
