@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from schemas.sched import Decision, Fallback, Task
+from schemas.sched import Staging, Task
 from streams.adapters.inventory import NodeView
 from streams.adapters.tasks import endpoints
 from streams.worker.scheduling.seconds import Costing, decided_in_seconds
@@ -24,11 +24,12 @@ from streams.worker.scheduling.staging import load_name
 HELD = "held for its reservation"  # the reason a head's queued decision gives (its copy ahead)
 
 
-def stage_for_head(sched, task: Task, nodes: NodeView, now: float) -> Decision | None:
+def stage_for_head(sched, task: Task, nodes: NodeView, now: float) -> list[Staging] | None:
     """Stage the data of ``task``, the head of the queue holding ``sched.reservation``, at the store of
-    the reservation's site (:meth:`seconds.Costing.stage`, ahead); the queued decision that carries
-    the copy and the nodes it waits for, or None when nothing was staged (no copies kept, its placement
-    not decided in seconds, no named data, a copy there or coming, no store there, or it starts now)."""
+    the reservation's site (:meth:`seconds.Costing.stage`, ahead): the copies its queued decision
+    carries (queue.QueueMixin.queued_decision), or None when nothing was staged (no copies kept, its
+    placement not decided in seconds, no named data, a copy there or coming, no store there, or it
+    starts now)."""
     res = sched.reservation
     if res is None or res.task_id != task.id or res.start <= now or not sched.copies.on \
             or sched.placement_rule != "seconds" or not decided_in_seconds(task, sched.types) or not load_name(task):
@@ -38,14 +39,4 @@ def stage_for_head(sched, task: Task, nodes: NodeView, now: float) -> Decision |
         return None
     profile = sched._profile(task)
     Costing(sched, task, sched.network(endpoints([task]), nodes, profile), nodes, now).stage(rows, ahead=True)
-    got = sched.copies.take(task.id).get("staging")
-    if not got:
-        return None
-    alpha = task.alpha if task.alpha is not None else sched.types[task.type].alpha
-    where = ", ".join(res.nodes)
-    return Decision(task_id=task.id, status="unschedulable", alpha=alpha, network_profile=profile,
-                    state_version=sched.version, decided_at=now, task_type=task.type,
-                    submitted_at=task.submitted_at, cards=task.resources.cards, peers=task.peers, team=task.team,
-                    fallbacks=[Fallback(node="", reason=f"{HELD}: {where} free in {res.start - now:.0f} s; its data "
-                                                        f"is copied to {got[0].target} meanwhile")],
-                    staging=got, waits_for=list(res.nodes))
+    return sched.copies.take(task.id).get("staging") or None

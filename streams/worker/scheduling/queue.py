@@ -109,17 +109,20 @@ class QueueMixin:
         for task_id, p in list(self.pending.items()):
             if p.waited(now) > timeout_s and not p.held:  # a held task waits as long as its operator says
                 del self.pending[task_id]
-                t = p.task
-                # the alpha its decisions carried (a one-node task's may exceed its type's); else its own or its type's
-                alpha = p.alpha if not math.isnan(p.alpha) else t.alpha if t.alpha is not None else self.types[t.type].alpha
-                out.append((t, Decision(
-                    task_id=t.id, status="unschedulable", alpha=alpha,
-                    network_profile=self._profile(t), state_version=self.version, decided_at=now,
-                    fallbacks=[Fallback(node="", reason=f"expired: queued {p.waited(now):.0f} s without a placement "
-                                                          f"(CNSCHED_QUEUE_TIMEOUT_SECONDS={timeout_s:g})")],
-                    task_type=t.type, submitted_at=t.submitted_at, cards=t.resources.cards, peers=t.peers,
-                    restarts=p.restarts, resume_from=p.resume_from)))
+                out.append((p.task, self.queued_decision(p, now, f"expired: queued {p.waited(now):.0f} s without "
+                                                                 f"a placement (CNSCHED_QUEUE_TIMEOUT_SECONDS={timeout_s:g})")))
         return out
+
+    def queued_decision(self, p, now: float, reason: str, **more) -> Decision:
+        """An unschedulable decision of queued task ``p`` (held.Pending) saying ``reason``, with ``more``
+        of its fields (the head's copy ahead: its staging and the nodes it waits for)."""
+        t = p.task
+        # the alpha its decisions carried (a one-node task's may exceed its type's); else its own or its type's
+        alpha = p.alpha if not math.isnan(p.alpha) else t.alpha if t.alpha is not None else self.types[t.type].alpha
+        return Decision(task_id=t.id, status="unschedulable", alpha=alpha, network_profile=self._profile(t),
+                        state_version=self.version, decided_at=now, fallbacks=[Fallback(node="", reason=reason)],
+                        task_type=t.type, submitted_at=t.submitted_at, cards=t.resources.cards, peers=t.peers,
+                        restarts=p.restarts, resume_from=p.resume_from, **more)
 
     def capacity_key(self) -> tuple:
         """What decides whether a queued task could fit now: the inventory and the allocations (not
@@ -220,11 +223,16 @@ class QueueMixin:
         """The head's data copied ahead to its reservation's site (head_staging.py); the queued decision
         saying so kept for the service to publish (``ahead``; not in the replay, which has no runners)."""
         # it costs with seconds.py, which reads this module
-        from streams.worker.scheduling.head_staging import stage_for_head
+        from streams.worker.scheduling.head_staging import HELD, stage_for_head
 
-        d = stage_for_head(self, task, nodes, now)
-        if d is not None and self.audit:
-            self.ahead.append((task, d))
+        got = stage_for_head(self, task, nodes, now)
+        p = self.pending.get(task.id)
+        if got and self.audit and p is not None:
+            res = self.reservation
+            why = f"{HELD}: {', '.join(res.nodes)} free in {res.start - now:.0f} s; its data is copied to " \
+                  f"{got[0].target} meanwhile"
+            self.ahead.append((task, self.queued_decision(p, now, why, team=task.team, staging=got,
+                                                          waits_for=list(res.nodes))))
 
     def take_ahead(self) -> list[tuple[Task, Decision]]:
         """The queued decisions that carry a copy ahead (:meth:`_stage_for_head`) since the last take."""
