@@ -113,7 +113,7 @@ def gang_leads(ranked, fits, k, gang, scores, quality, compute, alpha, rest, unk
         masked[i] = ranked[i] if fits[i] else -np.inf
     members = np.empty(gang, np.int64)
     v = np.empty(n)
-    for c in _top_small(masked, k):
+    for c in _top_small(masked, np.zeros(0, np.bool_), k):
         members[0] = c
         m = 1
         cand = fits.copy()

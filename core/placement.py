@@ -53,7 +53,7 @@ def top(scores: np.ndarray, k: int) -> np.ndarray:
         return np.zeros(0, np.int64)
     scores = np.asarray(scores)
     if k <= _SMALL_K and scores.dtype.kind == "f":
-        return _top_small(scores, k)
+        return _top_small(scores, _EVERY, k)
     idx = np.flatnonzero(np.isfinite(scores))
     if idx.size > 4 * k:
         v = scores[idx]
@@ -62,17 +62,26 @@ def top(scores: np.ndarray, k: int) -> np.ndarray:
     return idx[np.argsort(-scores[idx], kind="stable")][:k]
 
 
+def top_where(scores: np.ndarray, ok: np.ndarray, k: int) -> np.ndarray:
+    """``top(np.where(ok, scores, -inf), k)`` without the masked copy (``ok`` bool[N])."""
+    scores = np.asarray(scores)
+    if 0 < k <= _SMALL_K and scores.dtype.kind == "f":
+        return _top_small(scores, np.asarray(ok, np.bool_), k)
+    return top(np.where(ok, scores, -np.inf), k)
+
+
 _SMALL_K = 64
+_EVERY = np.zeros(0, np.bool_)  # _top_small's ``ok`` when every node may be taken
 
 
 @nb.njit(cache=True)
-def _top_small(scores, k):  # pragma: no cover - compiled (tested against rank)
+def _top_small(scores, ok, k):  # pragma: no cover - compiled (tested against rank)
     best_i = np.empty(k, np.int64)
     best_v = np.empty(k, np.float64)
     m = 0
     for i in range(scores.shape[0]):
         v = scores[i]
-        if not np.isfinite(v) or (m == k and v <= best_v[k - 1]):
+        if (ok.size and not ok[i]) or not np.isfinite(v) or (m == k and v <= best_v[k - 1]):
             continue  # an equal score at a higher index ranks after the ones kept
         j = m if m < k else k - 1
         while j > 0 and best_v[j - 1] < v:

@@ -274,6 +274,60 @@ def held_reasons(reasons: np.ndarray, quota_ok: np.ndarray, held: np.ndarray, cl
     return reasons
 
 
+def task_reasons(x: ScoringInputs, j: int, usable: np.ndarray, quota_ok: np.ndarray, held: np.ndarray,
+                 closed: np.ndarray) -> np.ndarray:
+    """int8[N]: ``held_reasons(filter_reasons(x with usable, j), quota_ok, held, closed)`` in one
+    compiled pass (a decision asks it of every node, once per task)."""
+    return _task_reasons(np.asarray(x.available, np.bool_), np.int64(x.class_mask[j]), x.node_class.astype(np.int64),
+                         usable, x.need[j], np.asarray(quota_ok, np.bool_), np.asarray(held, np.bool_),
+                         np.asarray(closed, np.bool_))
+
+
+@nb.njit(cache=True)
+def _task_reasons(available, mask, node_class, usable, need, quota_ok, held, closed):  # pragma: no cover - compiled
+    out = np.zeros(available.shape[0], np.int8)
+    for i in range(available.shape[0]):
+        r = FEASIBLE
+        if not available[i]:
+            r = UNAVAILABLE
+        elif mask != 0 and ((mask >> node_class[i]) & 1) == 0:
+            r = CLASS_NOT_ALLOWED
+        elif usable[i, 0] < need[0]:
+            r = NO_CARDS
+        elif usable[i, 1] < need[1]:
+            r = NO_ACCEL_MEM
+        elif usable[i, 2] < need[2]:
+            r = NO_HOST_MEM
+        elif not quota_ok[i]:
+            r = TEAM_QUOTA
+        elif held[i]:
+            r = RESERVED
+        if closed[i] and r != UNAVAILABLE:
+            r = CORDONED
+        out[i] = r
+    return out
+
+
+def listed_reasons(reasons: np.ndarray, listed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(int64[len(REASONS)] how many nodes have each reason, int64[m] the rows of the first ``listed``
+    nodes of each reason but FEASIBLE, in node order): what a decision names of the nodes it rejects."""
+    return _listed_reasons(np.asarray(reasons, np.int8), len(REASONS), listed)
+
+
+@nb.njit(cache=True)
+def _listed_reasons(reasons, codes, listed):  # pragma: no cover - compiled (tested against a plain form)
+    counts = np.zeros(codes, np.int64)
+    rows = np.empty(reasons.shape[0], np.int64)
+    m = 0
+    for i in range(reasons.shape[0]):
+        r = reasons[i]
+        counts[r] += 1
+        if r != FEASIBLE and counts[r] <= listed:
+            rows[m] = i
+            m += 1
+    return counts, rows[:m]
+
+
 def load_scores(x: ScoringInputs, j: int, at: np.ndarray | None = None) -> np.ndarray | None:
     """[N] 0..100 of job j's data load time on each node (the kernel's load factor), or None when it
     loads nothing; ``at`` (node rows): on those nodes only, the same values (a decision lists a few)."""

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from core.placement import place, rank, top
+from core.placement import place, rank, top, top_where
 from core.quota import queue_order
 
 INF = -np.inf
@@ -163,6 +163,22 @@ def test_top_is_rank_prefix_on_ties_nan_inf_empty_and_constant(dtype):
         for k in (1, 3, 8, 64, 65, 500):
             assert top(v, k).tolist() == rank(v)[:k].tolist(), (v, k)
     assert top(np.array([3.0, 9.0, 9.0, 1.0]), 2).tolist() == [1, 2]  # worked: ties keep index order
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_top_where_is_top_of_the_masked_scores(dtype):
+    """top_where(scores, ok, k) == top(where(ok, scores, -inf), k): ties, NaN, infinities, no node
+    allowed, every node allowed, k past the one-pass kernel's."""
+    rng = np.random.default_rng(5)
+    for _ in range(300):
+        v = rng.integers(0, 5, size=int(rng.integers(0, 200))).astype(dtype)
+        v[rng.random(v.size) < 0.1] = np.nan
+        v[rng.random(v.size) < 0.1] = -np.inf
+        for ok in (rng.random(v.size) < 0.6, np.zeros(v.size, bool), np.ones(v.size, bool)):
+            for k in (0, 1, 4, 64, 65):
+                assert top_where(v, ok, k).tolist() == top(np.where(ok, v, -np.inf), k).tolist(), (v, ok, k)
+    # worked: the best two of the allowed nodes 0, 2 and 3 (node 1 scores most but is not allowed)
+    assert top_where(np.array([5.0, 9.0, 5.0, 7.0]), np.array([1, 0, 1, 1], bool), 2).tolist() == [3, 0]
 
 
 def test_packed_ranks_best_fit_within_the_band_worked_example():

@@ -6,6 +6,7 @@ from core.scoring import (
     CORDONED,
     FEASIBLE,
     NO_CARDS,
+    REASONS,
     RESERVED,
     TEAM_QUOTA,
     UNAVAILABLE,
@@ -13,11 +14,13 @@ from core.scoring import (
     evolved,
     filter_reasons,
     held_reasons,
+    listed_reasons,
     load_scores,
     network_scores_reference,
     score_all,
     score_parts,
     score_reference,
+    task_reasons,
 )
 from core.sensitivity import task_alpha
 from streams.dev.synthetic import synthetic_inputs
@@ -45,6 +48,45 @@ def test_held_reasons_worked():
     assert got.tolist() == [TEAM_QUOTA, CORDONED, CORDONED, FEASIBLE, UNAVAILABLE] and got.dtype == np.int8
     assert held_reasons(reasons, np.ones(5, bool), np.zeros(5, bool), np.zeros(5, bool)).tolist() == reasons.tolist()
     assert held_reasons(reasons, np.ones(5, bool), np.array([0, 1, 0, 0, 0], bool), np.zeros(5, bool))[1] == RESERVED
+
+
+@pytest.mark.parametrize("seed,nodes", [(1, 300), (2, 1), (3, 0), (4, 40)])
+def test_task_reasons_is_held_reasons_of_filter_reasons(seed, nodes):
+    """The compiled pass gives what the two plain steps give, node for node: on what is free after a
+    batch's placements (NaN resources too), with quotas, holds and cordons drawn at random."""
+    import dataclasses
+
+    rng = np.random.default_rng(seed)
+    x = synthetic_inputs(30, nodes, 4, seed=seed)
+    x.class_mask[0] = 1 << 62  # a class no node has (core.scoring.NOTHING_FITS)
+    for usable in (x.usable, x.usable.astype(np.float64) - rng.uniform(0, 4, x.usable.shape)):
+        usable = usable.copy()
+        usable[rng.random(usable.shape) < 0.02] = np.nan
+        for j in range(x.n_jobs):
+            quota, held, closed = (rng.random(nodes) < p for p in (0.9, 0.2, 0.1))
+            want = held_reasons(filter_reasons(dataclasses.replace(x, usable=usable), j), quota, held, closed)
+            got = task_reasons(x, j, usable, quota, held, closed)
+            assert got.dtype == np.int8 and got.tolist() == want.tolist(), j
+
+
+def _listed_plain(reasons, listed):
+    """What a decision names, the plain way: each reason's first ``listed`` nodes, merged in node order."""
+    rows = [np.flatnonzero(reasons == r)[:listed] for r in range(1, len(REASONS))]
+    return np.bincount(reasons.astype(np.int64), minlength=len(REASONS)), np.sort(np.concatenate(rows))
+
+
+def test_listed_reasons_against_a_plain_form():
+    rng = np.random.default_rng(7)
+    cases = [np.zeros(0, np.int8), np.zeros(50, np.int8), np.full(50, NO_CARDS, np.int8)]
+    cases += [rng.choice(len(REASONS), int(rng.integers(1, 400)), p=None).astype(np.int8) for _ in range(50)]
+    for reasons in cases:
+        for listed in (0, 1, 20):
+            counts, rows = listed_reasons(reasons, listed)
+            want_counts, want_rows = _listed_plain(reasons, listed)
+            assert counts.tolist() == want_counts.tolist() and rows.tolist() == want_rows.tolist()
+    # worked: two per reason named, in node order; every one counted
+    counts, rows = listed_reasons(np.array([3, 0, 3, 1, 3, 1, 1], np.int8), 2)
+    assert rows.tolist() == [0, 2, 3, 5] and counts[[0, 1, 3]].tolist() == [1, 3, 3]
 
 
 def test_load_scores_at_some_nodes_are_theirs_of_every_node():

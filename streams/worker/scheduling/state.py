@@ -14,10 +14,10 @@ import numpy as np
 from core.failures import FailureRule
 from core.feasibility import fitting
 from core.metering import DEFAULT_BENCHMARK_WORK, DEFAULT_MODEL_CONVERSION
-from core.placement import Placement, top
+from core.placement import Placement, top_where
 from core.quality import Freshness
 from core.reschedule import ReschedulePolicy, endpoint_worst, worst_known
-from core.scoring import evolved, filter_reasons, held_reasons
+from core.scoring import evolved, task_reasons
 from core.vocabulary import DEFAULT_TYPES
 from schemas.sched import Decision, RescheduleEvent, Task
 from streams.adapters.inventory import NodeView, node_view
@@ -266,15 +266,13 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
         nodes reserved for the head of the queue."""
         alpha, x, net = b.alphas[t], b.x, b.net
         # what the batch's earlier placements took is infeasible now (the kernel saw the batch's start)
-        reasons = filter_reasons(dataclasses.replace(x, usable=usable), t) if nodes.ids else np.zeros(0, np.int8)
-        reasons = held_reasons(reasons, quota_ok, held, nodes.closed)
+        reasons = task_reasons(x, t, usable, quota_ok, held, nodes.closed)
         if task.constraints is not None or task.peers > 1:  # constraints; a gang in one cluster
             reasons = constrained(self.running, task, nodes, usable, reasons, b.composite[t])
         fits = reasons == 0
         s = Scored(alpha, np.where(fits, b.composite[t], -np.inf), nodes.compute[:, x.kind[t]], b.network[t],
                    loads_at(x, t))
-        compute_only = [int(i) for i in top(np.where(fits, b.compute_only[t], -np.inf), task.peers)] \
-            if self.audit else []
+        compute_only = top_where(b.compute_only[t], fits, task.peers).tolist() if self.audit else []
         return reasons, s, compute_only, self.placement(task, s, net, x.unknown_quality, nodes, usable, reserve, now)
 
     def placement(self, task: Task, s: Scored, net, unknown_quality: float, nodes: NodeView, usable: np.ndarray,

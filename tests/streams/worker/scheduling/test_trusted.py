@@ -1,0 +1,40 @@
+"""decision.trusted: a decision and its candidates built without pydantic's per-field loop are the
+models model_construct builds, field for field."""
+
+import pytest
+
+from schemas.sched import Candidate, Decision, Fallback
+from streams.worker.scheduling.decision import trusted
+
+DECISION = dict(task_id="t1", status="placed", nodes=["n1", "n2"], alpha=0.2, network_profile="bandwidth",
+                candidates=[], rejected={"n3": "insufficient_cards"}, rejected_counts={"insufficient_cards": 1},
+                fallbacks=[Fallback(node="", reason="r")], compute_only_nodes=["n2"], state_version=7, decided_at=5.0,
+                cards=8, peers=2, load_gb=1.5, expected_completion_s=12.0)
+
+
+@pytest.mark.parametrize("cls,values", [
+    (Decision, DECISION),
+    (Decision, {k: DECISION[k] for k in ("task_id", "status", "alpha", "network_profile", "state_version",
+                                         "decided_at")}),  # only the required ones: the defaults filled
+    (Candidate, dict(node="n1", compute_score=71.5, network_score=0.0, alpha=1.0, composite=71.5,
+                     energy_score=None, load_score=32.25)),
+])
+def test_trusted_is_model_construct(cls, values):
+    got, want = trusted(cls, **values), cls.model_construct(**values)
+    assert type(got) is cls and got == want
+    assert list(got.__dict__) == list(want.__dict__)  # field order
+    assert got.model_fields_set == want.model_fields_set == set(values)
+    assert got.model_dump(mode="json") == want.model_dump(mode="json")
+    assert got.model_dump_json() == want.model_dump_json()
+
+
+def test_trusted_defaults_are_fresh_and_bad_fields_refused():
+    a = trusted(Decision, **{k: DECISION[k] for k in ("task_id", "status", "alpha", "network_profile",
+                                                      "state_version", "decided_at")})
+    b = trusted(Decision, **{**DECISION, "nodes": []})
+    a.staging.append("x")  # a default factory's value is the model's own
+    assert b.staging == [] and a.staging == ["x"] and a.nodes == [] and a.restarts == 0
+    with pytest.raises(TypeError, match="decided_at"):
+        trusted(Decision, **{k: v for k, v in DECISION.items() if k != "decided_at"})
+    with pytest.raises(TypeError, match="colour"):
+        trusted(Candidate, node="n1", compute_score=1.0, network_score=1.0, alpha=1.0, composite=1.0, colour=1)
