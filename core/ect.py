@@ -101,6 +101,51 @@ def _sets_run(work, speed, comm, n, rtt, gbps, grad, ideal_rtt, ideal_gbps):  # 
     return out
 
 
+def sets_costs(work_s: float, speed: np.ndarray, load_s: np.ndarray, strands: np.ndarray, sets: np.ndarray,
+               comm_share: float, worst_rtt_ms, narrowest_gbps, wait_s, cards: float, price: float,
+               model: PerfModel = ONE_RACK) -> tuple[np.ndarray, np.ndarray]:
+    """(cost, stranded), float64[K] each, of one task on K candidate sets of members (``sets`` int64[K, g]
+    node rows; ``speed``, ``load_s``, ``strands``: float64[N] per node): each set's run on its slowest
+    member's cards over its paths (:func:`sets_run_seconds`), the load of its slowest-loading member,
+    their :func:`cost` after waiting ``wait_s`` (float64[K]); and what the members strand of the queue
+    (``strands`` summed by numpy) times the time the set is held, 0 where nothing is. Compiled: bit
+    for bit the array form, in one pass over the sets instead of a dozen array operations per costing."""
+    sets = np.ascontiguousarray(sets, np.int64)
+    k = sets.shape[0]
+
+    def column(v) -> np.ndarray:
+        return np.array(np.broadcast_to(np.asarray(v, np.float64), (k,)), np.float64)
+
+    return _sets_costs(float(work_s), np.ascontiguousarray(speed, np.float64), np.ascontiguousarray(load_s, np.float64),
+                       np.asarray(strands, np.float64)[sets].sum(axis=1), sets, float(comm_share), column(worst_rtt_ms),
+                       column(narrowest_gbps), column(wait_s), float(price) * float(cards), float(model.grad_gb),
+                       float(model.ideal_rtt_ms), float(model.ideal_gbps))
+
+
+@nb.njit(cache=True, error_model="numpy")
+def _sets_costs(work, speed, load, strand_sums, sets, comm, rtt, gbps, wait, priced, grad, ideal_rtt,
+                ideal_gbps):  # pragma: no cover - compiled (tested against the array form)
+    k, g = sets.shape
+    cost, stranded = np.empty(k), np.empty(k)
+    n = float(g)
+    a_ideal = _allreduce(n, ideal_rtt, ideal_gbps, grad)
+    c = comm if n > 1 else 0.0
+    for i in range(k):
+        spd, ld = speed[sets[i, 0]], load[sets[i, 0]]
+        for m in range(g):  # numpy's min and max: NaN wins
+            v, w = speed[sets[i, m]], load[sets[i, m]]
+            if not np.isnan(spd) and (np.isnan(v) or v < spd):
+                spd = v
+            if not np.isnan(ld) and (np.isnan(w) or w > ld):
+                ld = w
+        a = _allreduce(n, rtt[i], gbps[i], grad)
+        scale = a / a_ideal if a_ideal > 0 else 1.0
+        held = ld + (work * ((1 - c) / spd + c * scale) + 0.0)
+        stranded[i] = strand_sums[i] * held if strand_sums[i] > 0 else 0.0
+        cost[i] = np.inf if np.isinf(held) else (wait[i] + held) + priced * held
+    return cost, stranded
+
+
 def cost(wait_s, load_s, run_s, cards, price: float) -> np.ndarray:
     """float64[...]: ``wait + load + run + price x cards x (load + run)`` (see the module); infinite
     where the load or the run is (a set whose members cannot reach each other), whatever the price."""

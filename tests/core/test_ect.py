@@ -16,6 +16,7 @@ from core.ect import (
     members_paths,
     queue_price,
     run_seconds,
+    sets_costs,
     sets_run_seconds,
     single_costs,
     single_order,
@@ -76,6 +77,39 @@ def test_sets_run_seconds_is_run_seconds_bit_for_bit(n_nodes):
         want = 3600 * (0.57 / 1.5 + 0.43 * (0.16 + 8 / 6) / (0.0001 + 0.08))
         assert sets_run_seconds(3600.0, np.array([1.5]), 0.43, 2, np.array([80.0]), np.array([6.0]))[0] == \
             pytest.approx(want)
+
+
+@pytest.mark.parametrize("g", [1, 2, 4, 8, 13, 40, 130, 300])
+def test_sets_costs_are_the_array_forms(g):
+    """The compiled costing of a gang's candidate sets against the array form it replaces (the
+    slowest member's speed, the slowest-loading member's load, numpy's sum of what the members strand,
+    core.ect.cost): NaN, infinite and zero loads, paths and speeds, sizes past numpy's pairwise blocks
+    (8 and 128 members: numpy sums in blocks), no price and a price."""
+    rng = np.random.default_rng(g)
+    n, k = 400, 60
+    speed = rng.uniform(1.0, 2.0, n)
+    speed[rng.random(n) < 0.01] = np.nan
+    load = rng.choice([0.0, 12.5, 400.0, np.inf, np.nan], n, p=[0.3, 0.3, 0.3, 0.05, 0.05]) * rng.uniform(0.5, 2, n)
+    strands = np.where(rng.random(n) < 0.3, rng.uniform(0, 3, n) * 10.0 ** rng.uniform(-3, 3, n), 0.0)
+    sets = np.stack([rng.choice(n, g, replace=False) for _ in range(k)])
+    rtt = rng.choice([0.0, 0.05, 3.7, 80.0, np.inf, np.nan], k)
+    gbps = rng.choice([0.0, 0.4, 6.0, 100.0, np.inf], k)
+    wait = np.where(rng.random(k) < 0.5, 0.0, rng.uniform(0, 5000, k))
+    for comm, price in ((0.0, 0.0), (TRAINING_COMM_SHARE, 0.0977)):
+        with np.errstate(invalid="ignore"):
+            run = sets_run_seconds(3600.0, speed[sets].min(axis=1), comm, g, rtt, gbps)
+            ld, st = load[sets].max(axis=1), strands[sets].sum(axis=1)
+            want = cost(wait, ld, run, 8.0 * g, price), np.where(st > 0, st * (ld + run), 0.0)
+        got = sets_costs(3600.0, speed, load, strands, sets, comm, rtt, gbps, wait, 8.0 * g, price)
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[1], want[1])
+    # worked: two members (speeds 1.5 and 2, loads 40 and 10 s, stranding 0.5 and 0) in one rack's
+    # paths, starting in 100 s, 16 cards at 0.05 a card-second: the run 3,600 x (0.57 / 1.5 + 0.43)
+    if g == 2:
+        c, s = sets_costs(3600.0, np.array([1.5, 2.0]), np.array([40.0, 10.0]), np.array([0.5, 0.0]),
+                          np.array([[0, 1]]), 0.43, 0.05, 100.0, np.array([100.0]), 16.0, 0.05)
+        held = 40 + 3600 * (0.57 / 1.5 + 0.43)
+        assert c[0] == pytest.approx(100 + held + 0.05 * 16 * held) and s[0] == pytest.approx(0.5 * held)
 
 
 @pytest.mark.parametrize("seed", range(8))

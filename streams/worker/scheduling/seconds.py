@@ -22,8 +22,8 @@ from core.ect import (
     EQUAL_SHARE,
     ONE_RACK,
     TRAINING_COMM_SHARE,
-    cost,
     queue_price,
+    sets_costs,
     sets_run_seconds,
     single_costs,
     single_order,
@@ -155,33 +155,30 @@ class Costing:
         stranding is read on what is free now: it means something for sets that start now). ``paths``
         False: every set as if in one rack (a shortlist's first cut). Vectorised over the sets."""
         sets = np.asarray(sets, np.int64)
-        run = self.runs(sets, paths)
-        load = self.load[sets].max(axis=1)
-        strands = self.strands[sets].sum(axis=1)
-        with np.errstate(invalid="ignore"):  # nothing stranded by a set that never ends: 0, not 0 x inf
-            stranded = np.where(strands > 0, strands * (load + run), 0.0)
-        return cost(wait_s, load, run, self.cards, self.price), stranded
+        worst, narrow = self._worst_narrow(sets, paths)
+        return sets_costs(self.task.expected_duration_s, self.speed, self.load, self.strands, sets, self.comm, worst,
+                          narrow, wait_s, self.cards, self.price)
 
     def runs(self, sets: np.ndarray, paths: bool = True) -> np.ndarray:
         """float64[K]: the task's expected run on each set of members (``sets`` int64[K, g] node rows),
         over their measured paths (``paths`` False: as if in one rack)."""
         sets = np.asarray(sets, np.int64)
-        if paths:
-            worst, narrow = self._paths(sets) if len(sets) != 1 else self._paths_of(sets[0])
-        else:
-            worst, narrow = np.full(len(sets), ONE_RACK.ideal_rtt_ms), np.full(len(sets), ONE_RACK.ideal_gbps)
         return sets_run_seconds(self.task.expected_duration_s, self.speed[sets].min(axis=1), self.comm, sets.shape[1],
-                                worst, narrow)
+                                *self._worst_narrow(sets, paths))
+
+    def _worst_narrow(self, sets: np.ndarray, paths: bool) -> tuple:
+        """(worst pair RTT, narrowest pair Gbit/s) of each set as measured (``paths`` False: one rack's)."""
+        if not paths:
+            return ONE_RACK.ideal_rtt_ms, ONE_RACK.ideal_gbps
+        return self._paths(sets) if len(sets) != 1 else self._paths_of(sets[0])
 
     def floor(self, sets: np.ndarray, wait_s: np.ndarray) -> np.ndarray:
         """float64[K]: no set's cost (:meth:`of_sets`, without what it strands) is below this: its
         members' paths as if instant (no latency, no bandwidth bound: core.jobperf's time only grows
         with RTT and falls with bandwidth). A later set whose floor is above the best set now (beyond
         core.ect.EQUAL_SHARE) cannot win, so its paths are not read."""
-        sets = np.asarray(sets, np.int64)
-        run = sets_run_seconds(self.task.expected_duration_s, self.speed[sets].min(axis=1), self.comm, sets.shape[1],
-                               0.0, np.inf)
-        return cost(wait_s, self.load[sets].max(axis=1), run, self.cards, self.price)
+        return sets_costs(self.task.expected_duration_s, self.speed, self.load, self.strands, sets, self.comm, 0.0,
+                          np.inf, wait_s, self.cards, self.price)[0]
 
     def expected(self, members: np.ndarray) -> float:
         """The task's expected load + run on ``members`` (node rows), seconds."""
