@@ -248,6 +248,31 @@ def _single_costs(load, run, strands, ok, usable, need, rack, n_racks, priced): 
     return costs, stock
 
 
+def single_best(load_s: np.ndarray, work_s: float, speed: np.ndarray, strands: np.ndarray, ok: np.ndarray,
+                usable: np.ndarray, need: np.ndarray, rack: np.ndarray, cards: float, price: float) -> int:
+    """The node a one-node task takes when every node would take it: the first of :func:`single_order`
+    over :func:`single_costs` with its run ``work_s / speed`` on each node and the cards each leaves
+    (``usable[:, 0] - need[0]``, in their own precision), in one compiled call; -1 when none fits."""
+    usable = np.ascontiguousarray(usable)
+    return int(_single_best(np.ascontiguousarray(load_s, np.float64), float(work_s),
+                            np.ascontiguousarray(speed, np.float64), np.ascontiguousarray(strands, np.float64),
+                            np.ascontiguousarray(ok, np.bool_), usable, np.ascontiguousarray(need),
+                            np.ascontiguousarray(rack, np.int64), int(rack.max(initial=-1)) + 1,
+                            float(price) * float(cards)))
+
+
+@nb.njit(cache=True, error_model="numpy")
+def _single_best(load, work, speed, strands, ok, usable, need, rack, n_racks, priced):  # pragma: no cover - compiled
+    n = load.shape[0]
+    run, left = np.empty(n), np.empty(n)
+    for i in range(n):
+        run[i] = work / speed[i]
+        left[i] = usable[i, 0] - need[0]
+    costs, stock = _single_costs(load, run, strands, ok, usable, need, rack, n_racks, priced)
+    first = _single_top(costs, left, stock, 1)
+    return first[0] if first.size else -1
+
+
 def members_paths(rtt_ms: np.ndarray, gbps: np.ndarray, unknown_rtt_ms: float) -> tuple:
     """(worst pair RTT ms, narrowest pair Gbit/s) over a gang's members: ``rtt_ms[..., i, j]`` and
     ``gbps[..., i, j]`` from member i to member j (NaN RTT: not measured, taken as ``unknown_rtt_ms``;

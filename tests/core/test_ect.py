@@ -18,6 +18,7 @@ from core.ect import (
     run_seconds,
     sets_costs,
     sets_run_seconds,
+    single_best,
     single_costs,
     single_order,
 )
@@ -139,6 +140,32 @@ def test_single_costs_are_the_array_forms(seed):
     got, stock = single_costs(np.array([40.0]), np.array([2400.0]), np.array([0.5]), np.array([True]),
                               np.array([[8.0, 80.0, 100.0]]), need, np.array([0]), 8.0, 0.05)
     assert got[0] == pytest.approx(2440 + 0.05 * 8 * 2440 + 0.5 * 2440) and stock[0] == 1.0
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_single_best_is_the_first_of_the_order(dtype):
+    """The one compiled call against the steps it fuses (the run on each node, single_costs, the cards
+    left, single_order's first): many ties on cost, fit and rack stock, nodes too full or not ok,
+    unreachable loads, no node at all."""
+    rng = np.random.default_rng(11)
+    for trial in range(300):
+        n = int(rng.integers(0, 80))
+        load = rng.choice([0.0, 10.0, np.inf], n)
+        speed = rng.choice([1.0, 1.5, 2.0], n)
+        strands = np.where(rng.random(n) < 0.2, rng.choice([0.5, 1.0], n), 0.0)
+        ok = rng.random(n) < 0.9
+        usable = rng.choice([0.0, 2.0, 4.0, 8.0, 5.5], (n, 3)).astype(dtype)
+        need = np.array([2.0, 1.0, 1.0], dtype)
+        rack = rng.integers(0, 6, n)
+        price = (0.0, 0.05)[trial % 2]
+        costs, stock = single_costs(load, 3600.0 / speed, strands, ok, usable, need, rack, 2.0, price)
+        want = single_order(costs, usable[:, 0] - need[0], stock, 1)
+        got = single_best(load, 3600.0, speed, strands, ok, usable, need, rack, 2.0, price)
+        assert got == (int(want[0]) if want.size else -1), trial
+    # worked: equal costs; node 1 is left with fewer cards (best fit) and wins over node 0
+    assert single_best(np.zeros(2), 100.0, np.ones(2), np.zeros(2), np.ones(2, bool),
+                       np.array([[8.0, 9, 9], [4.0, 9, 9]], dtype), np.array([2.0, 1, 1], dtype),
+                       np.array([0, 1]), 2.0, 0.0) == 1
 
 
 def test_cost_prices_the_card_seconds_held():

@@ -25,6 +25,7 @@ from core.ect import (
     queue_price,
     sets_costs,
     sets_run_seconds,
+    single_best,
     single_costs,
     single_order,
 )
@@ -266,20 +267,21 @@ class Costing:
                                      self.now, self.now + took)
 
     def single(self, ok: np.ndarray, usable: np.ndarray, reserve) -> Placement:
-        run = self.task.expected_duration_s / self.speed
+        work = self.task.expected_duration_s
         self.strands = self._stranding(usable)
-        # cost where it fits now (and what it strands there), infinite elsewhere; each node's rack's stock
-        costs, stock = single_costs(self.load, run, self.strands, ok, usable, self.need, self._codes("racks"),
-                                    self.cards, self.price)
-        left = usable[:, 0] - self.need[0]
         if reserve is None:  # every node of the order fits and takes it: the first is the placement
-            first = single_order(costs, left, stock, 1)
-            p = Placement(nodes=first.tolist())
-            usable[first] -= self.need
-        else:  # a node may refuse: down the order
+            first = single_best(self.load, work, self.speed, self.strands, ok, usable, self.need, self._codes("racks"),
+                                self.cards, self.price)
+            p = Placement(nodes=[first] if first >= 0 else [])
+            if first >= 0:
+                usable[first] -= self.need
+        else:  # a node may refuse: down the order of cost where it fits now (and what it strands there)
+            costs, stock = single_costs(self.load, work / self.speed, self.strands, ok, usable, self.need,
+                                        self._codes("racks"), self.cards, self.price)
+            left = usable[:, 0] - self.need[0]
             p = place(_ranked(single_order(costs, left, stock), len(ok)), self.need, usable, reserve=reserve)
         if p.placed:
-            p.expected_s = float(self.load[p.nodes[0]] + run[p.nodes[0]])
+            p.expected_s = float(self.load[p.nodes[0]] + work / self.speed[p.nodes[0]])
             self.book(p.nodes)
             self.stage(p.nodes)
         return p
