@@ -273,6 +273,23 @@ def _single_best(load, work, speed, strands, ok, usable, need, rack, n_racks, pr
     return first[0] if first.size else -1
 
 
+def sooner_loads(best: np.ndarray, gbps: np.ndarray, source: np.ndarray, k: int, wait_s: float, data_gb: float,
+                 bw: np.ndarray) -> None:
+    """In place, over the nodes: where loading ``data_gb`` over ``bw`` (Gbit/s to each node; 0 or NaN:
+    no path) after ``wait_s`` ends sooner than ``best`` (s), that time into ``best``, the rate into
+    ``gbps`` and ``k`` into ``source`` — one source of a task's load folded in (seconds.Costing),
+    compiled: ``wait + data_gb x 8 / bw`` as core.scoring.load_seconds computes it."""
+    _sooner_loads(best, gbps, source, int(k), float(wait_s), float(data_gb), np.ascontiguousarray(bw, np.float64))
+
+
+@nb.njit(cache=True)
+def _sooner_loads(best, gbps, source, k, wait, gb, bw):  # pragma: no cover - compiled (tested against arrays)
+    for i in range(best.shape[0]):
+        secs = wait + (gb * 8.0 / bw[i] if bw[i] > 0 else np.inf)
+        if secs < best[i]:
+            best[i], gbps[i], source[i] = secs, bw[i], k
+
+
 def members_paths(rtt_ms: np.ndarray, gbps: np.ndarray, unknown_rtt_ms: float) -> tuple:
     """(worst pair RTT ms, narrowest pair Gbit/s) over a gang's members: ``rtt_ms[..., i, j]`` and
     ``gbps[..., i, j]`` from member i to member j (NaN RTT: not measured, taken as ``unknown_rtt_ms``;

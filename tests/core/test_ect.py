@@ -21,6 +21,7 @@ from core.ect import (
     single_best,
     single_costs,
     single_order,
+    sooner_loads,
 )
 from tests.helpers.data import DATA, needs_data
 
@@ -166,6 +167,33 @@ def test_single_best_is_the_first_of_the_order(dtype):
     assert single_best(np.zeros(2), 100.0, np.ones(2), np.zeros(2), np.ones(2, bool),
                        np.array([[8.0, 9, 9], [4.0, 9, 9]], dtype), np.array([2.0, 1, 1], dtype),
                        np.array([0, 1]), 2.0, 0.0) == 1
+
+
+def test_sooner_loads_is_the_array_fold():
+    """Each source folded in against the array form it replaces (load_seconds where the path has
+    bandwidth, kept where strictly sooner): no path (0, NaN), ties, a copy that is ready later."""
+    from core.scoring import load_seconds
+
+    rng = np.random.default_rng(2)
+    n = 500
+    best, gbps, src = np.full(n, np.inf), np.zeros(n), np.zeros(n, np.int64)
+    want = best.copy(), gbps.copy(), src.copy()
+    for k, wait in enumerate((0.0, 30.0, 0.0, 7.5)):
+        bw = rng.choice([0.0, np.nan, 0.8, 5.0, 40.0, 100.0], n)
+        sooner_loads(best, gbps, src, k, wait, 200.0, bw)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            secs = wait + np.where(bw > 0, load_seconds(200.0, bw), np.inf)
+        better = secs < want[0]
+        want[1][better], want[2][better] = bw[better], k
+        want = (np.where(better, secs, want[0]), want[1], want[2])
+        np.testing.assert_array_equal(best, want[0])
+        np.testing.assert_array_equal(gbps, want[1])
+        np.testing.assert_array_equal(src, want[2])
+    # worked: 100 GB over 10 Gbit/s is 80 s; a copy ready in 30 s over 40 Gbit/s ends at 50 s and wins
+    best, gbps, src = np.full(1, np.inf), np.zeros(1), np.zeros(1, np.int64)
+    sooner_loads(best, gbps, src, 0, 0.0, 100.0, np.array([10.0]))
+    sooner_loads(best, gbps, src, 1, 30.0, 100.0, np.array([40.0]))
+    assert (best[0], gbps[0], src[0]) == (50.0, 40.0, 1)
 
 
 def test_cost_prices_the_card_seconds_held():

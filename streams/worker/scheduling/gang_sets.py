@@ -73,7 +73,11 @@ def later_sets(free_at: np.ndarray, g: int, rack: np.ndarray, site: np.ndarray,
     ``g`` nodes that free first (``free_at``; ties: the lower index) do so after ``now``: the gang in
     one rack or one site, later."""
     ok = np.flatnonzero(np.isfinite(free_at))
-    blocks = [group_firsts(ok, level, free_at[None, :], g) for level in (rack, site)]
+    now_ok = ok[free_at[ok] <= now]
+    blocks = []
+    for level in (rack, site):  # a group with g nodes free now starts now: none of its sets is later
+        full = np.bincount(level[now_ok], minlength=int(level.max(initial=-1)) + 1) >= g
+        blocks.append(group_firsts(ok[~full[level[ok]]], level, free_at[None, :], g))
     sets = np.concatenate(blocks) if ok.size else np.zeros((0, g), np.int64)
     start = free_at[sets[:, -1]] if len(sets) else np.zeros(0)
     later = start > now

@@ -28,10 +28,10 @@ from core.ect import (
     single_best,
     single_costs,
     single_order,
+    sooner_loads,
 )
 from core.feasibility import covers
 from core.placement import Placement, place
-from core.scoring import load_seconds
 from schemas.sched import Task
 from streams.adapters.inventory import NodeView
 from streams.adapters.tasks import endpoints_of, load_source, need
@@ -127,10 +127,7 @@ class Costing:
                                             if copies.on else [])
         best = np.full(n, np.inf)
         for k, (ep, ready) in enumerate(self.sources):
-            bw = self._left_from(ep)
-            secs = max(ready - self.now, 0.0) + np.where(bw > 0, load_seconds(gb, bw), np.inf)
-            better = secs < best
-            best, self.load_gbps[better], self.load_src[better] = np.where(better, secs, best), bw[better], k
+            sooner_loads(best, self.load_gbps, self.load_src, k, max(ready - self.now, 0.0), gb, self._left_from(ep))
         return best
 
     def _left_from(self, ep: str) -> np.ndarray:

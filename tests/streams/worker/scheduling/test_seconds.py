@@ -203,3 +203,31 @@ def test_a_sets_floor_is_never_above_its_cost(seed):
         waits = rng.uniform(0, 50_000, len(sets))
         floor, full = c.floor(sets, waits), c.of_sets(sets, waits)[0]
         assert (floor <= full + 1e-9).all() and (floor < full).any()
+
+
+def test_later_sets_are_every_group_s_first_nodes_that_free_after_now():
+    """later_sets against its plain form (each rack's, then each site's g nodes that free first, by
+    core.groups' reference, kept where the last of them frees after now): groups with enough nodes
+    free now, with too few nodes at all, nodes that never free; and a worked case."""
+    import numpy as np
+
+    from core.groups import group_firsts_reference
+    from streams.worker.scheduling.gang_sets import later_sets
+
+    rng = np.random.default_rng(4)
+    for trial in range(200):
+        n, g = int(rng.integers(1, 60)), int(rng.integers(1, 5))
+        free_at = rng.choice([NOW, NOW, NOW + 10, NOW + 500, math.inf], n)
+        rack = rng.integers(0, 8, n)
+        site = rack // 3
+        ok = np.flatnonzero(np.isfinite(free_at))
+        sets = np.concatenate([group_firsts_reference(ok, lv, free_at[None, :], g) for lv in (rack, site)])
+        start = free_at[sets[:, -1]] if len(sets) else np.zeros(0)
+        got_start, got_sets = later_sets(free_at, g, rack, site, NOW)
+        assert got_sets.tolist() == sets[start > NOW].tolist(), trial
+        assert got_start.tolist() == start[start > NOW].tolist()
+    # worked: rack 0 has two nodes free now (a gang of 2 starts there now: no later set); rack 1 has
+    # one free now and one at +500, its set starts at +500; site 0 (both racks) holds 3 free now
+    free_at = np.array([NOW, NOW, NOW, NOW + 500, math.inf])
+    start, sets = later_sets(free_at, 2, np.array([0, 0, 1, 1, 1]), np.array([0, 0, 0, 0, 0]), NOW)
+    assert sets.tolist() == [[2, 3]] and start.tolist() == [NOW + 500]
