@@ -50,7 +50,7 @@ STEPS = {
     "one worker placed in seconds": ("seconds.py", "single"),
     "gang placed in seconds": ("seconds.py", "gang"),
     "costing setup (loads, price)": ("seconds.py", "__init__"),
-    "filters and scores per task": ("scoring.py", "filter_reasons"),
+    "filters and scores per task": ("scoring.py", "task_reasons"),
     "decision record": ("decision.py", "decision"),
 }
 
