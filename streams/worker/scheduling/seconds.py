@@ -294,7 +294,8 @@ class Costing:
         rack, site = self._codes("racks"), self._codes("sites")
         left = usable[:, 0] - self.need[0]
         p95 = None if not self.sched.sees_network else (lambda m: self.net.from_node("p95", m))
-        found = [*now_sets(fits, g, rack, site, self.speed, left, p95), *self._near(np.where(fits, 0.0, np.inf), g)]
+        found = [*now_sets(fits, g, rack, site, self.speed, left, p95),
+                 *(self._near(np.where(fits, 0.0, np.inf), g) if self._some_unracked() else ())]
         if not found:
             return None, math.inf
         sets = np.concatenate([np.atleast_2d(m) for m in found])
@@ -316,7 +317,7 @@ class Costing:
         best, best_cost = self.now_best(fits, usable)
         free_at = free_times(sched, self.task, self.nodes, self.now, usable)
         starts, sets = later_sets(free_at, g, rack, site, self.now)
-        near = self._near(free_at - self.now, g)
+        near = self._near(free_at - self.now, g) if self._some_unracked() else []
         if near:  # nearest by RTT where nodes lack racks
             near = np.stack(near)
             near_at = free_at[near].max(axis=1)
@@ -352,7 +353,7 @@ class Costing:
         ``leads`` nodes of least ``wait`` (finite: a node that can take a worker then), it and the
         ``g - 1`` others nearest it by measured p95 RTT (ties: the sooner free, then the lower index)."""
         ok = np.flatnonzero(np.isfinite(wait))
-        if ok.size < g or g < 2 or all(self.nodes.racks):  # every node says its rack: the rack sets cover it
+        if ok.size < g or g < 2 or not self._some_unracked():  # every node says its rack: the rack sets cover it
             return []
         out = []
         for lead in ok[np.lexsort((ok, wait[ok]))][:leads].tolist():
@@ -360,6 +361,15 @@ class Costing:
             rtt = np.where(ok == lead, -np.inf, np.where(np.isnan(rtt), np.inf, rtt))
             out.append(ok[np.lexsort((ok, wait[ok], rtt))][:g])
         return out
+
+    def _some_unracked(self) -> bool:
+        """Whether some node of the view reports no rack (then sets by measured closeness are tried:
+        :meth:`_near`), once per list of names."""
+        names = self.nodes.racks
+        memo = self.sched._cache.get("some unracked")
+        if memo is None or memo[0] is not names:
+            memo = self.sched._cache["some unracked"] = (names, not all(names))
+        return memo[1]
 
     def _codes(self, kind: str) -> np.ndarray:
         """int64[N] a code per distinct name of the view's ``racks`` or ``sites``, once per list of names."""
