@@ -331,7 +331,11 @@ class Costing:
             when, later = float(starts[k]), sets[k]
             later_cost = float(costs.min())
         if best is not None and best_cost <= later_cost * (1 + EQUAL_SHARE):
-            p = place(_ranked(best, len(ok)), self.need, usable, gang=g, reserve=reserve)
+            if reserve is None and len(set(best.tolist())) == g and covers(usable[best], self.need).all():
+                p = Placement(nodes=best.tolist())  # what place takes, in its order: every member fits
+                usable[best] -= self.need
+            else:  # a member may refuse
+                p = place(_ranked(best, len(ok)), self.need, usable, gang=g, reserve=reserve)
             if p.placed:
                 p.expected_s = self.expected(np.asarray(p.nodes, np.int64))
                 self.book(p.nodes)
