@@ -266,7 +266,8 @@ def load_seconds(data_gb, gbps):
 def held_reasons(reasons: np.ndarray, quota_ok: np.ndarray, held: np.ndarray, closed: np.ndarray) -> np.ndarray:
     """int8[N]: :func:`filter_reasons`' ``reasons`` with the feasible nodes its team's quota rules out
     (TEAM_QUOTA), then those ``held`` for the head of the queue (RESERVED), and every available node
-    ``closed`` to new work (CORDONED: no room there because no new work goes there)."""
+    ``closed`` to new work (CORDONED: no room there because no new work goes there). The plain form
+    of :func:`task_reasons`, which decisions use (the tests hold the two together)."""
     reasons = np.where((reasons == FEASIBLE) & ~quota_ok, TEAM_QUOTA, reasons)
     reasons = np.where((reasons == FEASIBLE) & held, RESERVED, reasons).astype(np.int8)
     if closed.any():
