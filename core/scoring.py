@@ -126,28 +126,31 @@ def _prepared(x: ScoringInputs):
 def score_all(x: ScoringInputs) -> np.ndarray:
     """float32[J, N]: composite of every job on every node, -inf where infeasible."""
     out = np.empty((x.n_jobs, x.n_nodes), dtype=np.float32)
-    _score_rows(out, np.empty((0, 0), np.float32), False, *_prepared(x))
+    none = np.empty((0, 0), np.float32)
+    _score_rows(out, none, False, none, False, *_prepared(x))
     return out
 
 
-def score_parts(x: ScoringInputs) -> tuple[np.ndarray, np.ndarray]:
+def score_parts(x: ScoringInputs, compute_only: bool = False) -> tuple[np.ndarray, ...]:
     """(composite, network), both float32[J, N]: the composite as :func:`score_all`, and the network
     score (0..100, before alpha, penalty and feasibility) the kernel mixed into it. The compute part
-    is ``x.compute[:, x.kind[j]]``."""
+    is ``x.compute[:, x.kind[j]]``. ``compute_only``: also the composite at alpha 1 (the compute-only
+    counterfactual: :func:`score_all` of the jobs at alpha 1, bit for bit), from the same pass."""
     out = np.empty((x.n_jobs, x.n_nodes), dtype=np.float32)
     net = np.empty((x.n_jobs, x.n_nodes), dtype=np.float32)
-    _score_rows(out, net, True, *_prepared(x))
-    return out, net
+    co = np.empty((x.n_jobs, x.n_nodes) if compute_only else (0, 0), dtype=np.float32)
+    _score_rows(out, net, True, co, compute_only, *_prepared(x))
+    return (out, net, co) if compute_only else (out, net)
 
 
-def _score_rows(out, net_out, want_net, *inputs):
+def _score_rows(out, net_out, want_net, co_out, want_co, *inputs):
     """The kernel, in parallel over jobs when the work is worth the threads (a small call — one
     decision on a small cluster — runs serially: starting the thread pool costs more than it saves).
     Its inputs are passed read-only, every one: numba compiles a read-only array apart from a writable
     one, and the scheduler's node view is read-only, so a kernel warmed on writable inputs was compiled
     again inside the first large burst (a fifth of `cnsched bench decide`'s time at 5,000 nodes)."""
     kernel = _score_rows_parallel if out.size >= PARALLEL_MIN_CELLS else _score_rows_serial
-    kernel(out, net_out, want_net, *(_read_only(a) for a in inputs))
+    kernel(out, net_out, want_net, co_out, want_co, *(_read_only(a) for a in inputs))
 
 
 def _read_only(a):
@@ -160,7 +163,7 @@ def _read_only(a):
 PARALLEL_MIN_CELLS = 65_536
 
 
-def _score_rows_impl(out, net_out, want_net, compute_t, usable_t, available, node_class, has_accel, node_quality, quality, log_bw,
+def _score_rows_impl(out, net_out, want_net, co_out, want_co, compute_t, usable_t, available, node_class, has_accel, node_quality, quality, log_bw,
                 kind, alpha, need, class_mask, ep_ptr, ep_idx, data_ep, data_gb, accel_penalty,
                 load_good_s, load_bad_s, load_weight):
     J, N = out.shape
@@ -214,16 +217,25 @@ def _score_rows_impl(out, net_out, want_net, compute_t, usable_t, available, nod
         u1 = usable_t[1]
         u2 = usable_t[2]
         mask = class_mask[j]
+        one = np.float32(1.0)
         for n in range(N):
-            v = a * ca[n] + (np.float32(1.0) - a) * row[n]
-            if loads:
-                v = (np.float32(1.0) - w) * v + w * lu[n]
-            if has_accel[n]:
-                v -= pen
-            v = min(max(v, zero), hundred)
             ok = available[n] and u0[n] >= n0 and u1[n] >= n1 and u2[n] >= n2
             if mask != 0:
                 ok = ok and ((mask >> node_class[n]) & 1) == 1
+            if want_co:  # the same steps at alpha 1
+                c = one * ca[n] + (one - one) * row[n]
+                if loads:
+                    c = (one - w) * c + w * lu[n]
+                if has_accel[n]:
+                    c -= pen
+                c = min(max(c, zero), hundred)
+                co_out[j, n] = c if ok else neg_inf
+            v = a * ca[n] + (one - a) * row[n]
+            if loads:
+                v = (one - w) * v + w * lu[n]
+            if has_accel[n]:
+                v -= pen
+            v = min(max(v, zero), hundred)
             row[n] = v if ok else neg_inf
 
 

@@ -124,6 +124,26 @@ def test_parts_are_the_composite_and_the_reference_network_score(seed, jobs, nod
         np.testing.assert_allclose(network[j], network_scores_reference(x, j), rtol=1e-4, atol=1e-3)
 
 
+@pytest.mark.parametrize("threshold", [0, 10**12])
+@pytest.mark.parametrize("seed,jobs,nodes,eps", [(5, 100, 80, 10), (6, 1, 1, 1), (7, 0, 5, 2)])
+def test_compute_only_part_is_the_composite_at_alpha_one(monkeypatch, threshold, seed, jobs, nodes, eps):
+    """score_parts' compute-only output: score_all of the same jobs at alpha 1, bit for bit (the
+    decisions' counterfactual), in the serial and the parallel kernel; the other two parts unchanged
+    by asking for it. Loads, accelerator penalties and infeasible nodes are among the synthetic jobs."""
+    import core.scoring as scoring
+
+    monkeypatch.setattr(scoring, "PARALLEL_MIN_CELLS", threshold)
+    x = synthetic_inputs(jobs, nodes, eps, seed=seed)
+    x.quality[:, :3] = np.nan
+    composite, network, co = score_parts(x, compute_only=True)
+    want = score_all(evolved(x, alpha=np.ones(jobs, np.float32)))
+    assert co.shape == want.shape and co.tobytes() == want.tobytes()
+    assert composite.tobytes() == score_all(x).tobytes()
+    assert network.tobytes() == score_parts(x)[1].tobytes()
+    if jobs > 1:  # the alphas differ from 1: the counterfactual is not the composite
+        assert not np.array_equal(co, composite)
+
+
 def test_network_part_is_exact_where_inverting_the_composite_is_not():
     # alpha 0.5, compute 90, network 100, penalty 20 on an accelerator node:
     # composite = clip(0.5 * 90 + 0.5 * 100 - 20) = 75; inverting gives (75 - 45) / 0.5 = 60, not 100.

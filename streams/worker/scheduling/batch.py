@@ -39,13 +39,17 @@ class BatchScores:
             empty = np.zeros((len(tasks), 0), np.float32)
             self.composite = self.network = self.compute_only = empty
             return
-        raw, self.network = score_parts(self.x)
+        # the compute-only counterfactual, which decisions audit, from the same kernel pass
+        raw, self.network, *co = score_parts(self.x, compute_only=sched.audit)
+        if co:
+            self.compute_only = co[0]
         w = np.array([t.cost_sensitivity for t in tasks])
         self.composite = blend(raw, w, nodes.energy) if (w > 0).any() else raw
 
     @functools.cached_property
     def compute_only(self) -> np.ndarray:
-        """The same tasks at alpha 1 (composite only), scored when a decision's audit first asks."""
+        """The same tasks at alpha 1 (composite only): from the composite's kernel pass when decisions
+        are audited, else scored when first asked."""
         return score_all(dataclasses.replace(self.x, alpha=np.ones(len(self.alphas), np.float32)))
 
 

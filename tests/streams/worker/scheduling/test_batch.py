@@ -82,3 +82,21 @@ def test_tasks_are_scored_by_their_profile_whether_kinds_are_given_or_read():
         assert b1.profile == b2.profile == profile_of(t, sched.types)
         np.testing.assert_array_equal(b1.composite[r1], alone.composite[0])
         np.testing.assert_array_equal(b2.composite[r2], alone.composite[0])
+
+
+def test_the_compute_only_counterfactual_is_the_burst_scored_at_alpha_one():
+    """An audited burst's compute-only scores come from the composite's own kernel pass: every task's
+    row is score_all of the burst at alpha 1, bit for bit; without the audit none is scored."""
+    from core.scoring import evolved, score_all
+    from streams.worker.scheduling.batch import BatchScores
+
+    sched, now, _ = _world(64, 7)
+    burst = _tasks(40, 7, "c")
+    nodes = sched.nodes(now)
+    b = BatchScores(sched, burst, nodes, "balanced")
+    assert "compute_only" in vars(b)  # filled by the constructor, not on first read
+    want = score_all(evolved(b.x, alpha=np.ones(len(burst), np.float32)))
+    assert b.compute_only.tobytes() == want.tobytes()
+    assert not np.array_equal(b.compute_only, b.composite)
+    sched.audit = False
+    assert "compute_only" not in vars(BatchScores(sched, burst, nodes, "balanced"))
