@@ -47,7 +47,10 @@ def now_sets(fits: np.ndarray, g: int, rack: np.ndarray, site: np.ndarray, speed
     s_stock = s_count[site]
     speed, left = np.asarray(speed, np.float64), np.asarray(left, np.float64)
     sites = np.flatnonzero(s_count)
-    if p95_from is None or sites.size < 2:
+    by_site = group_firsts(ok, site, np.stack([-r_stock, -speed, left]), g)
+    if sites.size < 2:  # one site: its set (below) is the pool's first — the same nodes in the same order
+        yield by_site[0]
+    elif p95_from is None:
         # the first of ``order`` below: the most stocked site's, rack's, faster cards, best fit, index
         yield group_firsts(ok, np.zeros(len(fits), np.int64), np.stack([-s_stock, -r_stock, -speed, left]), g)[0]
     elif (s_count[sites] < g).any():
@@ -61,8 +64,7 @@ def now_sets(fits: np.ndarray, g: int, rack: np.ndarray, site: np.ndarray, speed
             yield order[np.lexsort((rank[order], far))][:g]
     # a site's nodes in ``order``'s ranks; a rack's by faster cards, best fit, index; groups by code,
     # ascending (each level's sets as one int64[k, g] block: core.groups)
-    for block in (group_firsts(ok, site, np.stack([-r_stock, -speed, left]), g),
-                  group_firsts(ok, rack, np.stack([-speed, left]), g)):
+    for block in (by_site, group_firsts(ok, rack, np.stack([-speed, left]), g)):
         if len(block):
             yield block
 

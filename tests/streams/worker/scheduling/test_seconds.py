@@ -231,3 +231,35 @@ def test_later_sets_are_every_group_s_first_nodes_that_free_after_now():
     free_at = np.array([NOW, NOW, NOW, NOW + 500, math.inf])
     start, sets = later_sets(free_at, 2, np.array([0, 0, 1, 1, 1]), np.array([0, 0, 0, 0, 0]), NOW)
     assert sets.tolist() == [[2, 3]] and start.tolist() == [NOW + 500]
+
+
+def test_now_sets_against_their_plain_form():
+    """now_sets without measured paths against a plain sort: the pool's first g fitting nodes (most
+    stocked site, then rack, faster cards, best fit, index), then each site's and each rack's first g
+    (core.groups' reference) — in one site and in several, with many ties; none when fewer fit."""
+    import numpy as np
+
+    from core.groups import group_firsts_reference
+    from streams.worker.scheduling.gang_sets import now_sets
+
+    rng = np.random.default_rng(8)
+    for trial in range(300):
+        n, g = int(rng.integers(1, 50)), int(rng.integers(1, 5))
+        rack = rng.integers(0, 6, n)
+        site = rack // 3 if trial % 2 else np.zeros(n, np.int64)  # several sites, or one
+        fits = rng.random(n) < 0.7
+        speed, left = rng.choice([1.0, 2.0], n), rng.choice([0.0, 4.0], n)
+        got = [np.atleast_2d(s).tolist() for s in now_sets(fits, g, rack, site, speed, left)]
+        ok = np.flatnonzero(fits)
+        if ok.size < g:
+            assert got == [], trial
+            continue
+        r_stock = np.bincount(rack[ok], minlength=rack.max() + 1)[rack]
+        s_stock = np.bincount(site[ok], minlength=site.max() + 1)[site]
+        pool = ok[np.lexsort((ok, left[ok], -speed[ok], -r_stock[ok], -s_stock[ok]))][:g]
+        want = [[pool.tolist()]]
+        for level, keys in ((site, [-r_stock, -speed, left]), (rack, [-speed, left])):
+            block = group_firsts_reference(ok, level, np.stack(keys).astype(float), g)
+            if len(block):
+                want.append(block.tolist())
+        assert got == want, trial
