@@ -131,20 +131,35 @@ class PathTable:
             out[i] = self.gather(name, [node_ids[int(members[i])]], len(node_ids))[0][members]
         return out
 
+    def _node_sources(self, node_ids: list[str]) -> tuple[list, np.ndarray]:
+        """(the distinct sources, int64[N] which of them each node reads its paths from): the node
+        itself when it is a rack-level source, else its rack (None: neither). The shape's, built once
+        per node list (its length and first and last names)."""
+        n = len(node_ids)
+        key = ("node sources", n, node_ids[0] if n else None, node_ids[-1] if n else None)
+        hit = self.rack_index.get(key)
+        if hit is None:
+            sources = [ep if ep in self.to_racks else self.rack_of.get(ep) for ep in node_ids]
+            distinct = list(dict.fromkeys(sources))
+            at = {x: k for k, x in enumerate(distinct)}
+            hit = self.rack_index[key] = (distinct, np.array([at[x] for x in sources], np.int64))
+        return hit
+
     def _sources(self, node_ids: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(int64[N] each node's rack-level source in ``towards`` (-1: none), int64[S, racks] each such
         source's path row towards every rack (:meth:`gather`'s ``to_racks`` rows), bool[N] whether the
-        node has node-level paths of its own): the shape's, built once per node list."""
+        node has node-level paths of its own): from :meth:`_node_sources`, once per node list."""
         key = ("member sources", len(node_ids))
         hit = self.rack_index.get(key)
         if hit is not None and hit[0] is node_ids:
             return hit[1]
-        sources = [ep if ep in self.to_racks else self.rack_of.get(ep) for ep in node_ids]
-        distinct = [x for x in dict.fromkeys(sources) if x in self.to_racks]
-        at = {x: k for k, x in enumerate(distinct)}
-        towards = np.stack([self.to_racks[x] for x in distinct]) if distinct else np.zeros((0, 0), np.int64)
-        out = (np.array([at.get(x, -1) for x in sources], np.int64), towards,
-               np.array([ep in self.by_ep for ep in node_ids], bool))
+        distinct, which = self._node_sources(node_ids)
+        served = [x for x in distinct if x in self.to_racks]
+        at = np.full(len(distinct), -1, np.int64)  # each distinct source's row of ``towards``
+        at[[k for k, x in enumerate(distinct) if x in self.to_racks]] = np.arange(len(served))
+        towards = np.stack([self.to_racks[x] for x in served]) if served else np.zeros((0, 0), np.int64)
+        own = np.array([ep in self.by_ep for ep in node_ids], bool) if self.by_ep else np.zeros(len(node_ids), bool)
+        out = (at[which], towards, own)
         self.rack_index[key] = (node_ids, out)
         return out
 
@@ -159,13 +174,7 @@ class PathTable:
         if hit is not None and hit[0] is node_ids:
             return hit[1]
         n = len(node_ids)
-        shape = self.rack_index.get(("node sources", n))  # which row each node takes: the shape's
-        if shape is None:
-            sources = [ep if ep in self.to_racks else self.rack_of.get(ep) for ep in node_ids]
-            distinct = list(dict.fromkeys(sources))
-            at = {x: k for k, x in enumerate(distinct)}
-            shape = self.rack_index[("node sources", n)] = (distinct, np.array([at[x] for x in sources], np.int64))
-        distinct, which = shape
+        distinct, which = self._node_sources(node_ids)
         none = np.full(n, np.nan)
         rows = [self._rack_row(name, self._column(name, x, _EMPTY), x) if x in self.to_racks else none
                 for x in distinct]
