@@ -95,10 +95,16 @@ def _sets_run(work, speed, comm, n, rtt, gbps, grad, ideal_rtt, ideal_gbps):  # 
     a_ideal = _allreduce(n, ideal_rtt, ideal_gbps, grad)
     c = comm if n > 1 else 0.0
     for i in range(speed.shape[0]):
-        a = _allreduce(n, rtt[i], gbps[i], grad)
-        scale = a / a_ideal if a_ideal > 0 else 1.0
-        out[i] = work * ((1 - c) / speed[i] + c * scale) + 0.0  # job_time's load: none
+        out[i] = _run(work, speed[i], c, _allreduce(n, rtt[i], gbps[i], grad), a_ideal)
     return out
+
+
+@nb.njit(cache=True, error_model="numpy")
+def _run(work, speed, comm, allreduce, allreduce_ideal):  # pragma: no cover - compiled
+    """core.jobperf.job_time of one set, no data: its compute on ``speed``, its communication share
+    scaled by its all-reduce against one rack's (the formula both compiled costings share)."""
+    scale = allreduce / allreduce_ideal if allreduce_ideal > 0 else 1.0
+    return work * ((1 - comm) / speed + comm * scale) + 0.0  # job_time's load: none
 
 
 def sets_costs(work_s: float, speed: np.ndarray, load_s: np.ndarray, strands: np.ndarray, sets: np.ndarray,
@@ -138,9 +144,7 @@ def _sets_costs(work, speed, load, strand_sums, sets, comm, rtt, gbps, wait, pri
                 spd = v
             if not np.isnan(ld) and (np.isnan(w) or w > ld):
                 ld = w
-        a = _allreduce(n, rtt[i], gbps[i], grad)
-        scale = a / a_ideal if a_ideal > 0 else 1.0
-        held = ld + (work * ((1 - c) / spd + c * scale) + 0.0)
+        held = ld + _run(work, spd, c, _allreduce(n, rtt[i], gbps[i], grad), a_ideal)
         stranded[i] = strand_sums[i] * held if strand_sums[i] > 0 else 0.0
         cost[i] = np.inf if np.isinf(held) else (wait[i] + held) + priced * held
     return cost, stranded

@@ -17,6 +17,8 @@ last probe window measured, which cannot show traffic that has not started yet.
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from core.quality import HEADROOM_FLOOR
@@ -69,7 +71,7 @@ class PathBook:
         never write it."""
         if not self.entries:
             return {}
-        if self._sum is not None and self._sum[0] is table and now < self._sum[1]:
+        if self._sum is not None and self._sum[0]() is table and now < self._sum[1]:
             return self._sum[2]  # the same windows, nothing ended: the entries added since are in it
         keep, out = [], {}
         for e in self.entries:
@@ -79,9 +81,14 @@ class PathBook:
             keep.append(e)
             out[(src, dst)] = out.get((src, dst), 0.0) + gbps
         self.entries = keep
-        self._sum = (table, min((e[5] for e in keep), default=np.inf), out)
+        # the table by weak reference: kept, it (and the inputs gathered from it) would outlive its view
+        self._sum = (weakref.ref(table) if table is not None else _NONE, min((e[5] for e in keep), default=np.inf), out)
         self.version += 1
         return out
+
+
+def _NONE() -> None:  # a reference to no table
+    return None
 
 
 def _window_end(table, src: str, dst: str) -> float:

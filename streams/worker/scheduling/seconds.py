@@ -15,6 +15,7 @@ The composite score stays for display and the audit trail only.
 from __future__ import annotations
 
 import math
+import weakref
 
 import numpy as np
 
@@ -139,12 +140,13 @@ class Costing:
             return bw.astype(np.float64)
         book = self.sched.path_book
         memo = self.sched._cache.get(("left from", ep))
-        if memo is not None and memo[0] is self.net and memo[1] == book.version and memo[2] is self.booked:
+        if memo is not None and memo[0]() is self.net and memo[1] == book.version and memo[2] is self.booked:
             return memo[3]
         t = self.net.table
         out = left(bw.astype(np.float64), booked_from(self.booked, ep, rack_codes(t), t.node_rack))
         out.flags.writeable = False
-        self.sched._cache[("left from", ep)] = (self.net, book.version, self.booked, out)
+        # the inputs by weak reference: kept, they would outlive the view they were gathered for
+        self.sched._cache[("left from", ep)] = (weakref.ref(self.net), book.version, self.booked, out)
         return out
 
     def of_sets(self, sets: np.ndarray, wait_s: np.ndarray, paths: bool = True) -> tuple[np.ndarray, np.ndarray]:

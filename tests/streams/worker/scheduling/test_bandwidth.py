@@ -124,3 +124,27 @@ def test_a_gang_across_racks_books_its_all_reduce_rate_between_them():
     run = float(run_seconds(3600.0, 1.0, TRAINING_COMM_SHARE, 2, 0.2, 400.0))
     assert run == pytest.approx(2446.4, abs=0.5)
     assert [e[5] for e in s.path_book.entries] == [pytest.approx(NOW + run)] * 2
+
+
+def test_what_is_left_of_a_store_s_paths_is_kept_without_keeping_the_inputs_alive():
+    """The kept rate left from a store (read again by each loader of a burst) holds the network
+    inputs it was computed on by weak reference, as the path book its table: once the scheduler's own
+    cache lets go of them they are freed, and a later burst on new inputs computes it again."""
+    import gc
+    import weakref
+
+    s = data_cluster()
+    s.decide_many([loader("g1"), loader("g2")], NOW)  # g1's booking: g2 reads the store's rate left
+    kept = {k: v for k, v in s._cache.items() if isinstance(k, tuple) and k[0] == "left from"}
+    assert kept
+    (_, (net_ref, *_rest)), = kept.items()
+    net = net_ref()
+    assert net is not None
+    gone = weakref.ref(net)
+    del net
+    for k in [k for k in s._cache if not (isinstance(k, tuple) and k[0] == "left from")]:
+        del s._cache[k]  # the scheduler's caches move on (a new view, new inputs)
+    gc.collect()
+    assert gone() is None
+    d3, = s.decide_many([loader("g3")], NOW)  # computed again on the new inputs: g2's booking shows
+    assert set(d3.nodes) <= {"n0", "n1", "n2", "n3"}
