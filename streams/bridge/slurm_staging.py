@@ -141,7 +141,12 @@ class Copies:
 
     def poll(self, by_id: dict, now: float) -> list[dict]:
         """``staged`` of each copy run ahead once its job completed (a failed one is only logged: the
-        task's placement carries the copy again, as no runner said it is made)."""
+        task's placement carries the copy again, as no runner said it is made). ``by_id``: every job
+        Slurm lists now; a copy whose job it no longer lists (ended more than MinJobAge ago) is
+        forgotten — :meth:`state` could not tell it from a copy never made — so the record stays
+        as small as Slurm's own."""
+        for key in [k for k, job in self.made_by.items() if job not in by_id]:
+            del self.made_by[key]
         events = []
         for task, a in list(self.ahead.items()):
             j = by_id.get(a["job"])
