@@ -267,23 +267,28 @@ def single_best(load_s: np.ndarray, work_s: float, speed: np.ndarray, strands: n
 
 @nb.njit(cache=True, error_model="numpy")
 def _single_best(load, work, speed, strands, ok, usable, need, rack, n_racks, priced):  # pragma: no cover - compiled
-    # _single_costs then _single_top(k=1), fused: two passes without branches on the nodes' data (they
-    # mispredicted on about half the nodes) and no array written over the nodes: at 50,000 nodes
-    # 0.35 ms a call where the two kernels took 0.83 ms
+    # _single_costs then _single_top(k=1), fused in one pass over the nodes without branches on their
+    # data (they mispredicted on about half the nodes); the nodes near the least cost so far are
+    # noted as it goes (the final tier is among them: the least only falls), then read again
     n = load.shape[0]
     count = np.zeros(max(n_racks, 1))
     low = np.inf
-    for i in range(n):  # the nodes that fit in each rack, and the least cost
+    near = np.empty(n, np.int64)  # written as far as nodes are noted: a few
+    m = 0
+    for i in range(n):
         fit, c = _single_cost(load, work, speed, strands, ok, usable, need, priced, i)
         count[rack[i]] += fit
         low = c if c < low else low
+        near[m] = i
+        m += c <= low * (1 + EQUAL_SHARE) + 1e-9 and c < np.inf
     low = low * (1 + EQUAL_SHARE) + 1e-9
-    # the first of single_order: in the tier (within EQUAL_SHARE of the least: where the least is),
-    # the fewest cards left, then the least stocked rack, then cost, then index
+    # the first of single_order: in the tier, the fewest cards left, then the least stocked rack,
+    # then cost, then index
     best, key = -1, (0.0, 0.0, 0.0)
-    for i in range(n):
+    for q in range(m):
+        i = near[q]
         fit, c = _single_cost(load, work, speed, strands, ok, usable, need, priced, i)
-        if c <= low and c < np.inf:  # few nodes
+        if c <= low:
             k = (usable[i, 0] - need[0] + 0.0, count[rack[i]], c)
             if best < 0 or k < key:  # an equal key at a higher index ranks after
                 best, key = i, k
