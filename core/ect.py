@@ -324,6 +324,26 @@ def _sooner_loads(best, gbps, source, k, wait, gb, bw):  # pragma: no cover - co
             best[i], gbps[i], source[i] = secs, bw[i], k
 
 
+def booked_left(bandwidth: np.ndarray, per_rack: np.ndarray, node_rack: np.ndarray, floor: float) -> np.ndarray:
+    """float64[N]: what is left of each node's ``bandwidth`` (float[N]) with ``per_rack[node_rack]``
+    booked on it (a node without a rack, code -1: nothing), at least ``floor`` of it — elementwise
+    ``max(bw - booked, floor x bw)`` in float64, compiled in one pass (the scheduler's bandwidth.left of
+    booked_from, bit for bit)."""
+    return _booked_left(np.ascontiguousarray(bandwidth), np.ascontiguousarray(per_rack, np.float64),
+                        np.ascontiguousarray(node_rack, np.int64), float(floor))
+
+
+@nb.njit(cache=True)
+def _booked_left(bw, per, node_rack, floor):  # pragma: no cover - compiled (tested against the arrays)
+    out = np.empty(bw.shape[0])
+    for i in range(bw.shape[0]):
+        b = np.float64(bw[i])
+        r = node_rack[i]
+        booked = per[r] if r >= 0 else 0.0
+        out[i] = max(b - booked, floor * b)  # both NaN or neither (floor > 0)
+    return out
+
+
 def members_paths(rtt_ms: np.ndarray, gbps: np.ndarray, unknown_rtt_ms: float) -> tuple:
     """(worst pair RTT ms, narrowest pair Gbit/s) over a gang's members: ``rtt_ms[..., i, j]`` and
     ``gbps[..., i, j]`` from member i to member j (NaN RTT: not measured, taken as ``unknown_rtt_ms``;

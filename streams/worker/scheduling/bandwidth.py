@@ -21,6 +21,7 @@ import weakref
 
 import numpy as np
 
+from core.ect import booked_left
 from core.quality import HEADROOM_FLOOR
 
 
@@ -148,9 +149,22 @@ def booked_between(book: dict[tuple[str, str], float], code: dict[str, int], ra,
 
 def booked_from(book: dict[tuple[str, str], float], src: str, code: dict[str, int], node_rack) -> np.ndarray:
     """float64[N] booked Gbit/s from ``src`` to each node's rack (``node_rack`` int[N] codes, -1: none)."""
-    per = np.zeros(len(code) + 1)  # the last: no rack
+    per = booked_per_rack(book, src, code)
+    nr = np.asarray(node_rack, np.int64)
+    return per[np.where(nr >= 0, nr, len(code))]
+
+
+def booked_per_rack(book: dict[tuple[str, str], float], src: str, code: dict[str, int]) -> np.ndarray:
+    """float64[R + 1] booked Gbit/s from ``src`` to each rack by its code (the last: no rack, 0)."""
+    per = np.zeros(len(code) + 1)
     for (a, b), g in book.items():
         if a == src and b in code:
             per[code[b]] += g
-    nr = np.asarray(node_rack, np.int64)
-    return per[np.where(nr >= 0, nr, len(code))]
+    return per
+
+
+def left_from(bandwidth: np.ndarray, book: dict[tuple[str, str], float], src: str, table) -> np.ndarray:
+    """float64[N]: ``left(bandwidth, booked_from(book, src, ...))`` — what is left of each node's path
+    from ``src`` (``bandwidth`` float[N]) with what is booked on its rack's path — in one compiled pass
+    (core.ect.booked_left; the tests hold the two together)."""
+    return booked_left(bandwidth, booked_per_rack(book, src, rack_codes(table)), table.node_rack, HEADROOM_FLOOR)

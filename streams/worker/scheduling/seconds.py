@@ -36,7 +36,7 @@ from core.placement import Placement, place
 from schemas.sched import Task
 from streams.adapters.inventory import NodeView
 from streams.adapters.tasks import endpoints_of, load_source, need
-from streams.worker.scheduling.bandwidth import booked_from, left, rack_codes
+from streams.worker.scheduling.bandwidth import left_from
 from streams.worker.scheduling.gang_sets import distinct, later_sets, named, now_sets, sets_paths
 from streams.worker.scheduling.gangs import FAR
 from streams.worker.scheduling.queue import free_times
@@ -143,7 +143,7 @@ class Costing:
         if memo is not None and memo[0]() is self.net and memo[1] == book.version and memo[2] is self.booked:
             return memo[3]
         t = self.net.table
-        out = left(bw.astype(np.float64), booked_from(self.booked, ep, rack_codes(t), t.node_rack))
+        out = left_from(bw, self.booked, ep, t)
         out.flags.writeable = False
         # the inputs by weak reference: kept, they would outlive the view they were gathered for
         self.sched._cache[("left from", ep)] = (weakref.ref(self.net), book.version, self.booked, out)

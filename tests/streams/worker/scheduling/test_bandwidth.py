@@ -148,3 +148,28 @@ def test_what_is_left_of_a_store_s_paths_is_kept_without_keeping_the_inputs_aliv
     assert gone() is None
     d3, = s.decide_many([loader("g3")], NOW)  # computed again on the new inputs: g2's booking shows
     assert set(d3.nodes) <= {"n0", "n1", "n2", "n3"}
+
+
+def test_left_from_is_left_of_booked_from():
+    """The compiled pass against the two array steps it fuses, bit for bit: bookings to some racks
+    from this store and from others, nodes without a rack, no path (0), unknown (NaN), float32 rows."""
+    from types import SimpleNamespace
+
+    from streams.worker.scheduling.bandwidth import left_from, rack_codes
+
+    rng = np.random.default_rng(3)
+    for trial in range(100):
+        racks = [f"rack:r{i}" for i in range(int(rng.integers(1, 6)))]
+        n = int(rng.integers(0, 40))
+        table = SimpleNamespace(node_rack=rng.integers(-1, len(racks), n), _rack_rows={})
+        table._rack_rows["rack codes"] = {r: i for i, r in enumerate(racks)}
+        book = {(src, r): float(rng.choice([0.5, 3.0, 20.0])) for src in ("store.a", "store.b") for r in racks
+                if rng.random() < 0.5}
+        bw = rng.choice([0.0, 1.0, 8.0, 100.0, np.nan], n).astype(rng.choice([np.float32, np.float64]))
+        want = left(bw.astype(np.float64), booked_from(book, "store.a", rack_codes(table), table.node_rack))
+        got = left_from(bw, book, "store.a", table)
+        assert got.dtype == np.float64 and got.tobytes() == want.tobytes(), trial
+    # worked: 10 Gbit/s with 4 booked on its rack's path -> 6; with 12 -> 0.5; no rack -> 10
+    table = SimpleNamespace(node_rack=np.array([0, 1, -1]), _rack_rows={"rack codes": {"rack:x": 0, "rack:y": 1}})
+    got = left_from(np.full(3, 10.0), {("s", "rack:x"): 4.0, ("s", "rack:y"): 12.0, ("t", "rack:x"): 9.0}, "s", table)
+    assert got.tolist() == [6.0, 0.5, 10.0]
