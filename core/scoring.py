@@ -222,21 +222,23 @@ def _score_rows_impl(out, net_out, want_net, co_out, want_co, compute_t, usable_
             ok = available[n] and u0[n] >= n0 and u1[n] >= n1 and u2[n] >= n2
             if mask != 0:
                 ok = ok and ((mask >> node_class[n]) & 1) == 1
+            u = lu[n] if loads else zero
             if want_co:  # the same steps at alpha 1
-                c = one * ca[n] + (one - one) * row[n]
-                if loads:
-                    c = (one - w) * c + w * lu[n]
-                if has_accel[n]:
-                    c -= pen
-                c = min(max(c, zero), hundred)
-                co_out[j, n] = c if ok else neg_inf
-            v = a * ca[n] + (one - a) * row[n]
-            if loads:
-                v = (one - w) * v + w * lu[n]
-            if has_accel[n]:
-                v -= pen
-            v = min(max(v, zero), hundred)
-            row[n] = v if ok else neg_inf
+                co_out[j, n] = _mixed(one, ca[n], row[n], loads, w, u, has_accel[n], pen) if ok else neg_inf
+            row[n] = _mixed(a, ca[n], row[n], loads, w, u, has_accel[n], pen) if ok else neg_inf
+
+
+@nb.njit(cache=True, inline="always")
+def _mixed(a, compute, network, loads, w, load_u, accel, pen):  # pragma: no cover - compiled
+    """One node's composite before feasibility: alpha-mixed, the load factor blended in, the
+    accelerator penalty taken, clipped to 0..100 (float32 throughout)."""
+    one = np.float32(1.0)
+    v = a * compute + (one - a) * network
+    if loads:
+        v = (one - w) * v + w * load_u
+    if accel:
+        v -= pen
+    return min(max(v, np.float32(0.0)), np.float32(100.0))
 
 
 _score_rows_parallel = nb.njit(parallel=True, cache=True)(_score_rows_impl)
