@@ -287,7 +287,7 @@ def _single_best(load, work, speed, strands, ok, usable, need, rack, n_racks, pr
     best, key = -1, (0.0, 0.0, 0.0)
     for q in range(m):
         i = near[q]
-        fit, c = _single_cost(load, work, speed, strands, ok, usable, need, priced, i)
+        c = _single_cost(load, work, speed, strands, ok, usable, need, priced, i)[1]
         if c <= low:
             k = (usable[i, 0] - need[0] + 0.0, count[rack[i]], c)
             if best < 0 or k < key:  # an equal key at a higher index ranks after
