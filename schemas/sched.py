@@ -154,6 +154,10 @@ class Task(BaseModel):
     submitted_by: str | None = Field(default=None, max_length=128, description=(
         "who submitted it: set by the API to the name of the token it came with (CNSCHED_API_TOKENS); without "
         "tokens (the loopback), as given, else 'api'"))
+    workload: str | None = Field(default=None, max_length=128, description=(
+        "what it runs (a model and its setup, e.g. 'resnet50-bs64'): its runners' reported `throughput` on "
+        "each card model teaches the scheduler this workload's speed there, where the newer card may gain "
+        "it little or lose (core.speeds)"))
     expected_duration_s: float = Field(default=3600.0, gt=0, le=DURATION_MAX_S)
     time_limit_s: float | None = Field(default=None, gt=0, le=DURATION_MAX_S, description=(
         "the requested limit: the workload manager stops the task when it has run this long (the Slurm bridge: "

@@ -196,6 +196,7 @@ class NodeView:
     cluster_names: list[str] = field(default_factory=list)  # "" for nodes no cluster claims
     power_kw: np.ndarray = field(default_factory=lambda: np.zeros(0))  # full-load draw (NaN: not reported)
     speed: np.ndarray = field(default_factory=lambda: np.zeros(0))  # per-card compute / the pool's slowest card's (core.ect)
+    card_models: np.ndarray = field(default_factory=lambda: np.zeros(0, object))  # accel_model ("" unknown): core.speeds
     at: float | None = None  # the time the view is for (what the scheduler ages paths to)
     leaving: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))  # the node reports status leaving
     # maintenance, set by the scheduler (streams.worker.scheduling.maintenance): no new work (cordoned,
@@ -258,6 +259,7 @@ def node_view(records: list[dict], conversion, benchmark_work, now: float, timeo
         **_clusters(records),
         power_kw=_col(records, "power_kw"),
         speed=card_speed(mt.work_tflops, cards, cards > 0) if n else np.zeros(0),
+        card_models=np.array([r.get("accel_model") or "" for r in records], object),
         leaving=np.array([r.get("status") == "leaving" for r in records], bool),
         closed=np.zeros(n, bool), draining=np.zeros(n, bool), drain_since=np.full(n, np.inf),
         drain_due=np.full(n, np.inf),

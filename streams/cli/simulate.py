@@ -88,7 +88,7 @@ def _add_data_options(p) -> None:
     d.add_argument("--ablations", nargs="?", const="all", metavar="NAMES",
                    help="instead of the headline: the replay with one ingredient taken away at a time (all, or "
                         "of as-is, one-site, no-data, equal-cards, static-network, no-migrations, oracle, first-come, "
-                        "assumed-timing, no-staging, no-reuse, no-predictions)")
+                        "assumed-timing, no-staging, no-reuse, no-predictions, metered-speeds)")
     d.add_argument("--sweep", action="store_true",
                    help="instead of the headline: the assumed parameters (communication share, gradient size, data "
                         "size) one at a time, ours against each baseline for each")

@@ -15,7 +15,9 @@ awareness itself adds and what comes from elsewhere (card speeds, data, waiting,
   compute adds);
 - ``no-reuse``: every data job reads data of its own (no later job finds a staged copy of it);
 - ``no-predictions``: ours plans with the requested limits, as topology does, not with run times
-  predicted from its users' history (issue 52: what the predictions add).
+  predicted from its users' history (issue 52: what the predictions add);
+- ``metered-speeds``: ours costs every task with the cards' metered speeds, as topology does, not with
+  its workload's speeds as its runs measured them (issue 52: what learning them adds).
 
 Each is ours against each baseline with the same seeds; a row per variant, baseline and job kind
 (completion time: streams/replay/stats.py).
@@ -30,7 +32,7 @@ from streams.replay.results import replay
 from streams.replay.stats import EXPOSURE, HEADLINE_BASELINES, compare, exposed
 
 ABLATIONS = ("as-is", "one-site", "no-data", "equal-cards", "static-network", "no-migrations", "oracle", "first-come",
-             "assumed-timing", "no-staging", "no-reuse", "no-predictions")
+             "assumed-timing", "no-staging", "no-reuse", "no-predictions", "metered-speeds")
 KINDS = ("gang", "data", "all")
 
 
@@ -42,7 +44,8 @@ def variant(name: str, cfg, rtt_series):
         return dataclasses.replace(cfg, cluster=spec), None, "ours"
     changes = {"no-data": {"data_share": 0.0}, "equal-cards": {"fast_speed": 1.0}, "oracle": {"estimate": "oracle"},
                "first-come": {"queue_order": "fifo"}, "assumed-timing": {"models": None}, "no-staging": {"staging": False},
-               "no-reuse": {"datasets": "job"}, "no-predictions": {"predictions": False}}
+               "no-reuse": {"datasets": "job"}, "no-predictions": {"predictions": False},
+               "metered-speeds": {"learned_speeds": False}}
     series = None if name == "static-network" else rtt_series
     return dataclasses.replace(cfg, **changes.get(name, {})), series, "ours-static" if name == "no-migrations" else "ours"
 

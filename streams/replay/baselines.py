@@ -17,12 +17,13 @@ from streams.worker.scheduling.state import Scheduler
 
 
 class TopologyScheduler(Scheduler):
-    """Slurm's backfill plans with the limits users request (no run-time prediction) and serves the
-    queue by age (its multifactor priority's age factor)."""
+    """Slurm's backfill plans with the limits users request (no run-time prediction) and the cards'
+    metered speeds (no workload's measured ones), and serves the queue by age (its multifactor
+    priority's age factor)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        self.durations = None
+        self.durations = self.speeds = None
         self.queue_rule = "fifo"
 
     def _codes(self, nodes: NodeView) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

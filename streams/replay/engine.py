@@ -117,9 +117,10 @@ class Replay:
                           ramps=self.power.book, node_timeout_s=math.inf, preemption=policy == "ours-quotas",
                           freshness=Freshness(cfg.epoch_s, 3 * cfg.epoch_s), audit=False,
                           sees_network=policy != "compute-only")
-        if policy != "topology":  # the topology baseline serves by age (baselines.py)
-            self.sched.queue_rule = cfg.queue_order
-            self.sched.durations = self.sched.durations if cfg.predictions else None
+        if policy != "topology":  # topology serves by age (baselines.py); ablations: limits, metered speeds
+            s = self.sched
+            s.queue_rule, s.durations = cfg.queue_order, s.durations if cfg.predictions else None
+            s.speeds = s.speeds if cfg.learned_speeds else None
         if cfg.staging and policy not in ("topology", "compute-only"):  # ours' data follows its compute
             self.copies = self.sched.copies
             self.copies.on_stage = self.stores.staged
@@ -157,9 +158,8 @@ class Replay:
             self.now = t
             if kind == ARRIVE:
                 self._arrive(a)
-            elif kind == FINISH:
-                if a in self.running and self.running[a].token == b:
-                    self._finish(a)
+            elif kind == FINISH and a in self.running and self.running[a].token == b:
+                self._finish(a)
             elif kind == EPOCH:
                 self._epoch()
             elif kind == NET:
@@ -275,11 +275,11 @@ class Replay:
         return r
 
     def _finish(self, j: int) -> None:
-        self._stop(j)
+        r = self._stop(j)
         self.out.end[j], self.out.state[j] = self.now, "finished"
         self.left -= 1
-        if self.sched is not None:
-            self.sched.finished(f"j{j}", T0 + self.now)
+        if self.sched is not None:  # its runner reports its step rate there (the reference card's: 1)
+            self.sched.finished(f"j{j}", T0 + self.now, throughput=self._speed(j, r.members))
         self._place_queued()
 
     def _fail(self, node: int) -> None:

@@ -130,4 +130,12 @@ def task_of(jobs: SimJobs, j: int, cluster: Cluster, cfg: SimConfig, alpha: floa
     return Task(id=f"j{j}", type=jobs.types[j], resources={"cards": int(jobs.cards[j])}, peers=int(jobs.nodes[j]),
                 submitted_at=T0 + float(jobs.submit[j]), expected_duration_s=float(jobs.estimate[j]),
                 checkpoint_gb=cfg.checkpoint_gb, alpha=alpha, team=jobs.team[j] if jobs.team else "",
-                submitted_by=(jobs.user[j][:128] or None) if jobs.user else None, **data)
+                submitted_by=(jobs.user[j][:128] or None) if jobs.user else None, workload=workload_of(jobs, j, cfg),
+                **data)
+
+
+def workload_of(jobs: SimJobs, j: int, cfg: SimConfig) -> str | None:
+    """What job j says it runs: its measured model's name (a submitter knows what they train; how fast
+    it runs where, the scheduler learns from its runners: core.speeds); None under the assumed timing."""
+    m = -1 if jobs.model is None else int(jobs.model[j])
+    return cfg.models.names[m] if m >= 0 and cfg.models is not None else None

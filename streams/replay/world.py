@@ -72,6 +72,9 @@ class SimConfig:
     # ours (and compute-only) plan with run times predicted from history (streams/worker/scheduling/
     # durations.py); False: with the requested limits, as topology does (an ablation: what they add)
     predictions: bool = True
+    # ours (and compute-only) cost a task with its workload's card speeds as its runs measured them
+    # (streams/worker/scheduling/speeds.py); False: with the metering's, as topology does (an ablation)
+    learned_speeds: bool = True
     # the measured models jobs are drawn from (streams/replay/models.py, issue 53): each job's
     # communication share and speed on the newer card from its model; None: the assumed ones (a
     # communication share drawn from perf's range, every job fast_speed times faster on the newer card)

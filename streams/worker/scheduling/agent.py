@@ -241,7 +241,7 @@ class SchedulingService:
                 self.sched.checkpoint(ev.task_id, ev.checkpoint_at or ev.at, ev.checkpoint_gb, ev.duration_s)
             elif ev.event == "finished":
                 status = "finished"
-                self.sched.finished(ev.task_id, ev.at)
+                self.sched.finished(ev.task_id, ev.at, ev.throughput)
             elif ev.event == "failed":
                 lost = self.sched.fail(ev.task_id, ev.at, self.max_restarts)
                 status = "failed" if lost is None else "queued"

@@ -5,9 +5,15 @@ own figure (core.estimates.predicted_runs; the last two after Tsafrir, Etsion & 
 then on, and its time limit (``time_limit_s``) stays the kill bound.
 
 A submitter is the task's ``submitted_by`` (the API sets it to the token's name), else its team; a
-task with neither is planned with its own figure. A run is counted in the reference's seconds (the
-pool's slowest card, as expected durations are read): its wall time from placement to finish times
-its slowest member's card speed, over the expected duration its user gave. Kept in memory: a restarted worker learns again from its next
+task with neither (an anonymous submission: ITP's trace has no users) is planned with its own figure
+times the mean share the pool's last :data:`POOL_KEEP` runs took (everyone's: an anonymous task has
+no record of its own, and its figure alone read a limit as the run — issue 52's ITP replay, where
+gangs waited hours for faster cards that would save a fifth of a run planned at five times its
+length). A submitter with no run yet is planned with its own figure, as Tsafrir et al. do.
+
+A run is counted in the reference's seconds (the pool's slowest card, as expected durations are
+read): its wall time from placement to finish times its slowest member's card speed, over the
+expected duration its user gave. Kept in memory: a restarted worker learns again from its next
 finishes."""
 
 from __future__ import annotations
@@ -20,6 +26,10 @@ from core.estimates import predicted_runs
 from schemas.sched import Task
 
 KEEP = 2  # runs per submitter (Tsafrir et al.: the last two)
+# runs the pool's share is the mean of (chosen, not tuned: steady — the mean of a hundred shares spread
+# over 0-1 is within about 0.03 of its own — and on a pool of hundreds of nodes a day of finishes, so a
+# change of the mix shows within one)
+POOL_KEEP = 100
 
 
 def submitter(task: Task) -> str:
@@ -29,18 +39,17 @@ def submitter(task: Task) -> str:
 class Durations:
     def __init__(self) -> None:
         self.ratios: dict[str, deque] = {}  # submitter -> its last KEEP runs over their users' figures
+        self.pool: deque = deque(maxlen=POOL_KEEP)  # every submitter's last runs, over their figures
         self.given: dict[str, float] = {}  # task id -> the expected duration its user gave, while a prediction stands
 
     def planned(self, task: Task) -> Task:
         """``task`` with its predicted expected duration (itself when the prediction is its own figure,
         or it was predicted already)."""
         who = submitter(task)
-        if task.id in self.given or not who or who not in self.ratios:
+        got = list(self.ratios.get(who, ()) if who else self.pool)
+        if task.id in self.given or not got:
             return task
-        last = np.full((1, KEEP), np.nan)
-        got = list(self.ratios[who])
-        last[0, :len(got)] = got
-        p = max(float(predicted_runs([task.expected_duration_s], last)[0]), 1.0)
+        p = max(float(predicted_runs([task.expected_duration_s], np.array([got], np.float64))[0]), 1.0)
         if p >= task.expected_duration_s:
             return task
         self.given[task.id] = task.expected_duration_s
@@ -51,8 +60,11 @@ class Durations:
         reference: its submitter's history gains the run, over the figure the task's user gave."""
         gave = self.given.pop(task.id, task.expected_duration_s)
         who = submitter(task)
-        if who and np.isfinite(wall_s) and wall_s > 0 and gave > 0:
-            self.ratios.setdefault(who, deque(maxlen=KEEP)).append(wall_s * max(slowest_speed, 1e-9) / gave)
+        if np.isfinite(wall_s) and wall_s > 0 and gave > 0:
+            share = wall_s * max(slowest_speed, 1e-9) / gave
+            self.pool.append(share)
+            if who:
+                self.ratios.setdefault(who, deque(maxlen=KEEP)).append(share)
 
     def overdue(self, running, pending, now: float) -> None:
         """Running tasks past their prediction are planned with the figure their user gave from now on

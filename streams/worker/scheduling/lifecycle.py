@@ -13,6 +13,7 @@ from schemas.operations import Incident
 from schemas.sched import Decision, Fallback, RescheduleEvent, ScoreBreakdown
 from streams.worker.scheduling.held import Pending
 from streams.worker.scheduling.preemption import preempt
+from streams.worker.scheduling.speeds import speeds_for
 
 
 def known(v: float) -> float | None:
@@ -20,14 +21,18 @@ def known(v: float) -> float | None:
 
 
 class LifecycleMixin:
-    def finished(self, task_id: str, now: float) -> bool:
-        """The task finished: its run joins its submitter's history (durations.py), then it ends."""
+    def finished(self, task_id: str, now: float, throughput: float | None = None) -> bool:
+        """The task finished: the rate its runner reports (``throughput``) joins its workload's record
+        (speeds.py), then its run joins its submitter's history (durations.py), then it ends."""
         run = self.running.get(task_id)
-        if run is not None and self.durations is not None:
+        if run is not None and (self.durations is not None or self.speeds is not None):
             nodes = self.nodes(now)
             rows = [nodes.index[n] for n in run.nodes if n in nodes.index]
-            speed = float(nodes.speeds()[rows].min()) if rows else 1.0
-            self.durations.finished(run.task, run.ran_for(now), speed)
+            if self.speeds is not None and rows and len(nodes.card_models) == len(nodes.ids):
+                self.speeds.measured(run.task.workload, nodes.card_models[rows].tolist(), throughput)
+            if self.durations is not None:
+                speed = float(speeds_for(self, run.task, nodes)[rows].min()) if rows else 1.0
+                self.durations.finished(run.task, run.ran_for(now), speed)
         return self.end(task_id)
 
     def start(self, task_id: str, nodes: list[str], restore_s: float | None = None) -> None:

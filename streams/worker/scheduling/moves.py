@@ -38,6 +38,7 @@ from streams.worker.scheduling.migration import (
     spans_dark_path,
 )
 from streams.worker.scheduling.seconds import Costing, decided_in_seconds, price_of
+from streams.worker.scheduling.speeds import speeds_for
 
 
 def in_seconds(sched, runs: list) -> tuple[list, list]:
@@ -91,18 +92,24 @@ def singles(sched, runs: list, nodes: NodeView, now: float) -> list[RescheduleEv
     pays (see the module); moves of one pass take room from each other."""
     if not runs:
         return []
-    speed, shut = nodes.speeds(), closed_to_moves(sched, nodes)
+    shut = closed_to_moves(sched, nodes)
+    speeds = [speeds_for(sched, r.task, nodes) for r in runs]  # one array per workload (speeds.py)
     free = nodes.usable.copy()
     cur = np.array([nodes.index[r.nodes[0]] for r in runs])
-    here = np.array([r.task.expected_duration_s for r in runs]) / speed[cur]
+    work = np.array([r.task.expected_duration_s for r in runs])
+    here = work / np.array([s[c] for s, c in zip(speeds, cur.tolist(), strict=True)])
     left = np.array([r.left_s(h, now, sched.policy.min_remaining_share) for r, h in zip(runs, here, strict=True)])
-    # the fastest node that fits each distinct need now: no task of that need could gain more
+    # the fastest node that fits each distinct need now, for each workload's speeds: no task of that
+    # need could gain more
     needs = np.array([need(r.task) for r in runs], np.float32)
     shapes, of = np.unique(needs, axis=0, return_inverse=True)
-    fastest = np.array([speed[covers(free, s) & ~shut].max(initial=0.0) for s in shapes])[of.ravel()]
+    fits = [covers(free, s) & ~shut for s in shapes]
+    top: dict[tuple, float] = {}
+    fastest = np.array([top.setdefault((k, id(sp)), float(sp[fits[k]].max(initial=0.0)))
+                        for k, sp in zip(of.ravel().tolist(), speeds, strict=True)])
     cards = needs[:, 0].astype(np.float64)
     price = price_of(sched, runs[0].task, nodes)
-    saved, required = move_gain(left, here, here * speed[cur] / np.maximum(fastest, 1e-12),
+    saved, required = move_gain(left, here, work / np.maximum(fastest, 1e-12),
                                 [_save_restore(r, sched.policy) for r in runs], cards, price)
     failed = ~nodes.available[cur]
     drained = np.array([drain_due(r, nodes, now) for r in runs]) if nodes.draining.any() else np.zeros(len(runs), bool)
@@ -111,7 +118,7 @@ def singles(sched, runs: list, nodes: NodeView, now: float) -> list[RescheduleEv
         runs[t].streak = 0
     events = []
     for t in look[np.argsort(-(saved - required)[look], kind="stable")].tolist():
-        ev = _single(sched, runs[t], nodes, free, shut, speed, now, bool(failed[t]), bool(drained[t]))
+        ev = _single(sched, runs[t], nodes, free, shut, speeds[t], now, bool(failed[t]), bool(drained[t]))
         if ev is not None:
             events.append(ev)
     return events
@@ -151,10 +158,11 @@ def gang(sched, r, nodes: NodeView, now: float) -> RescheduleEvent | None:
     usable, drained = own_room(sched, r, nodes, members, now)
     failed = not nodes.available[members].all()
     cut = not failed and spans_dark_path(sched, r, nodes, now)  # its members cannot reach each other
-    speed, shut = nodes.speeds(), closed_to_moves(sched, nodes)
+    shut = closed_to_moves(sched, nodes)
     shut[members] = ~nodes.available[members]  # its own live nodes stay open to it
     net = sched.network(endpoints([task]), nodes, r.profile)
     costing = Costing(sched, task, net, nodes, now)
+    speed = costing.speed
     here = float(costing.runs(np.array([members]))[0]) if not (failed or cut) else np.inf
     left = float(r.left_s(here, now, sched.policy.min_remaining_share)) if not (failed or cut) else np.inf
     fits = covers(usable, costing.need) & ~shut

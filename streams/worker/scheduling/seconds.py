@@ -40,6 +40,7 @@ from streams.worker.scheduling.bandwidth import left_from
 from streams.worker.scheduling.gang_sets import distinct, later_sets, named, now_sets, sets_paths
 from streams.worker.scheduling.gangs import FAR
 from streams.worker.scheduling.queue import free_times
+from streams.worker.scheduling.speeds import speeds_for
 from streams.worker.scheduling.staging import load_name, site_of
 
 SHORTLIST = 32  # candidate sets of a gang whose measured paths are read (Costing._shortlist)
@@ -79,7 +80,7 @@ class Costing:
 
     def __init__(self, sched, task: Task, net, nodes: NodeView, now: float) -> None:
         self.task, self.net, self.nodes, self.now = task, net, nodes, now
-        self.speed = nodes.speeds()
+        self.speed = speeds_for(sched, task, nodes)
         self.need = need(task)
         self.cards = float(self.need[0]) * task.peers
         self.comm = sched.comm_of.get(task.id, comm_share(task, sched.types))

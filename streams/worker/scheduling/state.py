@@ -44,6 +44,7 @@ from streams.worker.scheduling.queue import QueueMixin, QueuePass, Reservation
 from streams.worker.scheduling.quotas import QuotaBook
 from streams.worker.scheduling.ramp import RampBook, power_timing
 from streams.worker.scheduling.seconds import Costing, decided_in_seconds
+from streams.worker.scheduling.speeds import Speeds
 from streams.worker.scheduling.staging import CopyBook, site_of
 
 
@@ -97,6 +98,7 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
     maintenance: MaintenanceBook = field(default_factory=MaintenanceBook)  # cordoned and draining nodes
     audit: bool = True  # decisions carry candidates, rejections, compute-only (the audit trail; off in the replay)
     durations: Durations | None = field(default_factory=Durations)  # runs from history (None: users' figures)
+    speeds: Speeds | None = field(default_factory=Speeds)  # workloads' measured card speeds (None: the metering's)
     comm_of: dict = field(default_factory=dict)  # task id -> its true communication share (the replay's oracle-ect)
     waiting_for: dict = field(default_factory=dict)  # gang id -> (when, nodes) of the closer set it waits for
     on_touch: object = None  # called after every change (the worker's rescoring loop waits on it)

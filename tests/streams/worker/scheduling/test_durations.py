@@ -61,6 +61,39 @@ def test_a_submitters_last_two_runs_plan_the_next_task():
     assert s.running["c"].task.expected_duration_s == 3600.0
 
 
+def test_an_anonymous_task_is_planned_with_the_pools_last_runs():
+    s = scheduler()
+    s.decide(task("a"), NOW)  # alice's, on n0 (1.5x)
+    s.decide(task("b", by=None), NOW)  # no submitter, no team: anonymous, on n1
+    assert s.running["a"].nodes == ["n0"] and s.running["b"].nodes == ["n1"]
+    s.finished("a", NOW + 400)  # 400 x 1.5 = 600 of 3,600: 1/6
+    s.finished("b", NOW + 1000)  # 1,000 x 1 of 3,600: 5/18
+    # the pool holds every run; alice's record her own only
+    np.testing.assert_allclose(list(s.durations.pool), [1 / 6, 5 / 18])
+    np.testing.assert_allclose(list(s.durations.ratios["alice"]), [1 / 6])
+    assert "" not in s.durations.ratios
+    s.decide(task("c", by=None, duration=7200.0), NOW + 1000)  # 7,200 x (1/6 + 5/18) / 2 = 7,200 x 2/9 = 1,600
+    assert s.running["c"].task.expected_duration_s == pytest.approx(1600.0)
+    s.decide(task("d", by="bob"), NOW + 1000)  # bob has no run yet: his own figure, not the pool's
+    assert s.running["d"].task.expected_duration_s == 3600.0
+    s.finished("d", NOW + 1000)
+    s.decide(task("e", by=None, team="ml"), NOW + 1000)  # a team is a submitter: ml has no run
+    assert s.running["e"].task.expected_duration_s == 3600.0
+
+
+def test_an_anonymous_task_before_any_run_is_planned_with_its_figure_and_the_pool_keeps_its_last_runs():
+    from streams.worker.scheduling.durations import POOL_KEEP
+
+    s = scheduler()
+    s.decide(task("a", by=None), NOW)
+    assert s.running["a"].task.expected_duration_s == 3600.0
+    for k in range(POOL_KEEP + 5):
+        s.durations.finished(task(f"f{k}", by=None), 360.0 if k < 5 else 1800.0, 1.0)
+    assert len(s.durations.pool) == POOL_KEEP and set(s.durations.pool) == {0.5}  # the first five are gone
+    s.decide(task("b", by=None), NOW)
+    assert s.running["b"].task.expected_duration_s == pytest.approx(1800.0)
+
+
 def test_predictions_of_tasks_gone_without_finishing_are_forgotten():
     s = scheduler()
     s.decide(task("a"), NOW)
