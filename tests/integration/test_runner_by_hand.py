@@ -64,6 +64,40 @@ async def test_events_sent_by_hand_start_and_finish_a_task(make_settings, tmp_pa
         stop_process(worker)
 
 
+async def test_a_workloads_reported_rates_send_its_next_task_to_the_card_it_runs_faster_on(make_settings, tmp_path):
+    """The worker learns a workload's card speeds from the throughput its runners report on finished
+    events (core.speeds): a workload that ran at half the rate on the H100 goes to the A100 next, while
+    another workload still takes the H100 the metering calls 1.5x."""
+    settings = make_settings(rescore_interval_seconds=0.3)
+    await ensure_topics(settings)
+    worker = start_worker(settings, tmp_path / "w.log")
+    port = settings.web_port
+    try:
+        now = time.time()
+        await send_reports(settings, [gpu_node("h", now, fp16=1500.0, accel_model="H100"),
+                                      gpu_node("a", now, fp16=1000.0, accel_model="A100")])
+        await wait_nodes(port, 2)
+        placed = {}
+        for tid in ("r1", "r2"):
+            status, body = await asyncio.to_thread(call, port, "POST", "/tasks", {
+                "id": tid, "type": "fine-tune", "resources": {"cards": 8}, "workload": "ncf"})
+            assert status in (200, 202), body
+            placed[tid] = (await until_status(port, tid, "placed"))["nodes"]
+        assert placed == {"r1": ["h"], "r2": ["a"]}  # nothing measured: the faster card by the metering first
+        for tid, node, rate in (("r1", "h", "23.3"), ("r2", "a", "48.9")):
+            for ev in (["started", "--nodes", node], ["finished", "--duration", "600s", "--throughput", rate]):
+                run = await asyncio.to_thread(cnsched, settings, "event", tid, *ev)
+                assert run.returncode == 0, run.stderr
+            await until_status(port, tid, "finished")
+        for tid, workload, node in (("r3", "ncf", "a"), ("r4", "bert", "h")):
+            status, body = await asyncio.to_thread(call, port, "POST", "/tasks", {
+                "id": tid, "type": "fine-tune", "resources": {"cards": 8}, "workload": workload})
+            assert status in (200, 202), body
+            assert (await until_status(port, tid, "placed"))["nodes"] == [node], tid
+    finally:
+        stop_process(worker)
+
+
 def test_node_agent_once_prints_its_report_and_sends_nothing(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("CNSCHED_") and k != "KAFKA_BOOTSTRAP"}
     r = subprocess.run([sys.executable, "-m", "streams.cli", "node-agent", "--node", "a1", "--cards", "8",
