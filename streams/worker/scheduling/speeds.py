@@ -17,6 +17,7 @@ from core.speeds import workload_speeds
 from streams.adapters.inventory import NodeView
 
 KEEP = 5  # rates per workload and card model (chosen, not tuned: a median of five outvotes two bad runs)
+WORKLOADS = 10_000  # workloads remembered, the least recently measured forgotten first (bounded memory)
 
 
 class Speeds:
@@ -24,6 +25,7 @@ class Speeds:
         self.rates: dict[str, dict[str, deque]] = {}  # workload -> card model -> its last KEEP rates
         self.version = 0
         self._memo: dict[str, tuple] = {}  # workload -> (card models seen, metered, version, speeds)
+        self._models: tuple | None = None  # (a view's card models, their distinct names, each node's code)
 
     def measured(self, workload: str | None, card_models: list[str], rate: float | None) -> bool:
         """A run of ``workload`` on members of ``card_models`` reported ``rate`` (its runner's
@@ -32,7 +34,12 @@ class Speeds:
         models = set(card_models)
         if not workload or rate is None or not np.isfinite(rate) or rate <= 0 or len(models) != 1 or "" in models:
             return False
-        self.rates.setdefault(workload, {}).setdefault(models.pop(), deque(maxlen=KEEP)).append(float(rate))
+        mine = self.rates.pop(workload, {})  # re-inserted: the dict's order is the last measured
+        mine.setdefault(models.pop(), deque(maxlen=KEEP)).append(float(rate))
+        self.rates[workload] = mine
+        while len(self.rates) > WORKLOADS:
+            self._memo.pop(next(iter(self.rates)), None)
+            del self.rates[next(iter(self.rates))]
         self.version += 1
         return True
 
@@ -47,13 +54,19 @@ class Speeds:
         memo = self._memo.get(workload)
         if memo is not None and memo[0] is models and memo[1] is nodes.speed and memo[2] == self.version:
             return memo[3]
-        names = sorted(by_model)
-        at = {m: k for k, m in enumerate(names)}
-        code = np.array([at.get(m, -1) for m in models.tolist()], np.int64)
-        out = workload_speeds(metered, code, np.array([np.median(by_model[m]) for m in names]))
+        names, code = self._codes(models)
+        rate = np.array([np.median(by_model[m]) if m in by_model else np.nan for m in names])
+        out = workload_speeds(metered, code, rate)
         out.flags.writeable = False
         self._memo[workload] = (models, nodes.speed, self.version, out)
         return out
+
+    def _codes(self, models: np.ndarray) -> tuple[list[str], np.ndarray]:
+        """(the distinct card models, int64[N] each node's), once per view's array of models."""
+        if self._models is None or self._models[0] is not models:
+            names, code = np.unique(models.astype(str), return_inverse=True)
+            self._models = (models, names.tolist(), code.astype(np.int64))
+        return self._models[1], self._models[2]
 
 
 def speeds_for(sched, task, nodes: NodeView) -> np.ndarray:

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from schemas.sched import Task
+from streams.worker.scheduling import speeds as speeds_module
 from streams.worker.scheduling.speeds import KEEP, Speeds
 from tests.helpers.scheduling import gpu_node, make_scheduler
 
@@ -54,6 +55,14 @@ def test_only_rates_of_one_known_card_model_are_kept_and_the_median_of_the_last_
     for r in [100.0, 40.0, 50.0, 60.0, 1.0, 55.0]:  # the first of KEEP + 1 is gone; the median of the rest
         assert sp.measured("ncf", ["A100", "A100"], r)
     assert len(sp.rates["ncf"]["A100"]) == KEEP and float(np.median(sp.rates["ncf"]["A100"])) == 50.0
+
+
+def test_the_least_recently_measured_workload_is_forgotten_beyond_the_bound(monkeypatch):
+    monkeypatch.setattr(speeds_module, "WORKLOADS", 2)
+    sp = Speeds()
+    for w in ("w1", "w2", "w1", "w3"):  # w1 measured again after w2: w2 is the least recent
+        sp.measured(w, ["A100"], 1.0)
+    assert list(sp.rates) == ["w1", "w3"] and list(sp.rates["w1"]["A100"]) == [1.0, 1.0]
 
 
 def test_the_run_time_history_counts_a_run_at_its_workloads_speed():
