@@ -7,9 +7,9 @@ then on, and its time limit (``time_limit_s``) stays the kill bound.
 A submitter is the task's ``submitted_by`` (the API sets it to the token's name), else its team; a
 task with neither (an anonymous submission: ITP's trace has no users) is planned with its own figure
 times the mean share the pool's last :data:`POOL_KEEP` runs took (everyone's: an anonymous task has
-no record of its own, and its figure alone read a limit as the run — issue 52's ITP replay, where
-gangs waited hours for faster cards that would save a fifth of a run planned at five times its
-length). A submitter with no run yet is planned with its own figure, as Tsafrir et al. do.
+no record of its own, and its figure alone reads a limit as the run — ITP's replayed limits are up to
+five times their runs). A submitter with no run yet is planned with its own figure, as Tsafrir et
+al. do.
 
 A run is counted in the reference's seconds (the pool's slowest card, as expected durations are
 read): its wall time from placement to finish times its slowest member's card speed, over the
