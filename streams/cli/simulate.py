@@ -51,10 +51,11 @@ def add_parsers(sub) -> None:
                    help="real RTT series (epoch;rtt;cp files) driving every site pair over time, assigned by "
                         "seed; 'none': the network stays as measured (a generic network with t_s uses its own "
                         f"series instead) (default {RTT})")
-    p.add_argument("--models", default=str(MODELS), metavar="DIR|none",
+    p.add_argument("--models", default=None, metavar="DIR|none",
                    help="measured models (pollux/ and gavel/ as upstream ships them) each job draws its "
                         "communication share and card speed from; 'none': the assumed ones (a share drawn "
-                        f"from 0.1-0.5, every job 1.5x on the newer card) (default {MODELS})")
+                        f"from 0.1-0.5, every job 1.5x on the newer card) (default {MODELS}, or the assumed "
+                        "ones where that is not there; the run's config says which)")
     p.add_argument("--reroutes-per-day", type=float, default=0.0,
                    help="synthetic reroutes per site pair and day (RTT x 2 for 4 h); off by default")
     p.add_argument("--bursts-per-day", type=float, default=0.0,
@@ -185,14 +186,15 @@ def _rtt(args) -> list | None:
 
 
 def _models(args):
-    """The measured models of ``--models`` (None: 'none'); bad input: one usage line."""
-    if args.models == "none":
+    """The measured models of ``--models`` (None: 'none', or no option and no default data); bad input: one
+    usage line."""
+    if args.models == "none" or (args.models is None and not MODELS.is_dir()):
         return None
     from streams.replay.models import load_models
     from streams.replay.traces import TraceError
 
     try:
-        return load_models(args.models)
+        return load_models(args.models or MODELS)
     except TraceError as exc:
         raise UsageError(f"--models: {exc}") from None
 

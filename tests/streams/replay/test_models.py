@@ -160,3 +160,22 @@ def test_a_job_runs_at_its_models_measured_speed_on_the_newer_card():
     assert (
         len(seen) >= 4
     )  # seeds draw different models: ncf's 0.45 and yolov3's 1.84 among them, likely
+
+
+def test_without_the_default_models_the_replay_says_it_assumed_them(tmp_path, monkeypatch, capsys):
+    """A clone without ../shared/data: the default models fall back to the assumed ones and the run's
+    config says so, while a --models folder that is not there is still refused with one line."""
+    import streams.cli.simulate as sim
+
+    monkeypatch.setattr(sim, "MODELS", tmp_path / "nowhere")
+    jobs = tmp_path / "jobs.csv"
+    jobs.write_text("submit_s,duration_s,gpus,nodes,user,status,type\n0,100,8,1,u,Pass,fine-tune\n")
+    net = tmp_path / "net.csv"
+    net.write_text("src_site,dst_site,rtt_ms\na,b,10\nb,a,10\n")
+    common = ["simulate", "--no-store", "--jobs", f"generic:{jobs}", "--network", f"generic:{net}", "--sites", "2",
+              "--seeds", "1", "--workers", "1", "--rtt-dynamics", "none", "--policies", "ours", "--json"]
+    assert main(common) == 0
+    assert json.loads(capsys.readouterr().out)["config"]["models"] == "assumed"
+    assert main([*common, "--models", str(tmp_path / "nowhere")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("cnsched: error: --models:") and "No such file" in err[0]
