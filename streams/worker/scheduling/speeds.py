@@ -23,8 +23,11 @@ WORKLOADS = 10_000  # workloads remembered, the least recently measured forgotte
 class Speeds:
     def __init__(self) -> None:
         self.rates: dict[str, dict[str, deque]] = {}  # workload -> card model -> its last KEEP rates
-        self.version = 0
-        self._memo: dict[str, tuple] = {}  # workload -> (card models seen, metered, version, speeds)
+        self.version = 0  # counts every kept rate
+        self._stamp: dict[str, int] = {}  # workload -> the version its last kept rate made
+        # workload -> (card models seen, metered, its stamp, speeds): a rate of one workload leaves
+        # the others' speeds as they were (at the pool's bound, 10,000 memos are not all read again)
+        self._memo: dict[str, tuple] = {}
         self._models: tuple | None = None  # (a view's card models, their distinct names, each node's code)
 
     def measured(self, workload: str | None, card_models: list[str], rate: float | None) -> bool:
@@ -38,9 +41,11 @@ class Speeds:
         mine.setdefault(models.pop(), deque(maxlen=KEEP)).append(float(rate))
         self.rates[workload] = mine
         while len(self.rates) > WORKLOADS:
-            self._memo.pop(next(iter(self.rates)), None)
-            del self.rates[next(iter(self.rates))]
+            old = next(iter(self.rates))
+            self._memo.pop(old, None), self._stamp.pop(old, None)
+            del self.rates[old]
         self.version += 1
+        self._stamp[workload] = self.version
         return True
 
     def of(self, workload: str | None, nodes: NodeView) -> np.ndarray:
@@ -52,13 +57,14 @@ class Speeds:
         if not by_model or len(by_model) < 2 or len(models) != len(metered):
             return metered
         memo = self._memo.get(workload)
-        if memo is not None and memo[0] is models and memo[1] is nodes.speed and memo[2] == self.version:
+        stamp = self._stamp[workload]
+        if memo is not None and memo[0] is models and memo[1] is nodes.speed and memo[2] == stamp:
             return memo[3]
         names, code = self._codes(models)
         rate = np.array([np.median(by_model[m]) if m in by_model else np.nan for m in names])
         out = workload_speeds(metered, code, rate)
         out.flags.writeable = False
-        self._memo[workload] = (models, nodes.speed, self.version, out)
+        self._memo[workload] = (models, nodes.speed, stamp, out)
         return out
 
     def _codes(self, models: np.ndarray) -> tuple[list[str], np.ndarray]:

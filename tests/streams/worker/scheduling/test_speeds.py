@@ -57,6 +57,23 @@ def test_only_rates_of_one_known_card_model_are_kept_and_the_median_of_the_last_
     assert len(sp.rates["ncf"]["A100"]) == KEEP and float(np.median(sp.rates["ncf"]["A100"])) == 50.0
 
 
+def test_a_rate_of_one_workload_leaves_the_others_speeds_as_they_were_computed():
+    """The memo is per workload: with 10,000 workloads remembered, one finish does not make every one
+    of them computed again; a rate of the workload itself does."""
+    s = scheduler()
+    nodes = s.nodes(NOW)
+    sp = s.speeds
+    for w in ("ncf", "resnet"):
+        sp.measured(w, ["H100"], 20.0), sp.measured(w, ["A100"], 40.0)
+    ncf, resnet = sp.of("ncf", nodes), sp.of("resnet", nodes)
+    assert sp.of("ncf", nodes) is ncf  # read again: the same array
+    sp.measured("resnet", ["H100"], 80.0)  # resnet's H100 median is now 50: resnet's speeds change
+    assert sp.of("ncf", nodes) is ncf
+    again = sp.of("resnet", nodes)
+    assert again is not resnet and dict(zip(nodes.ids, again.tolist(), strict=True)) == \
+        pytest.approx({"a": 1.0, "h": 50.0 / 40.0})
+
+
 def test_the_least_recently_measured_workload_is_forgotten_beyond_the_bound(monkeypatch):
     monkeypatch.setattr(speeds_module, "WORKLOADS", 2)
     sp = Speeds()
