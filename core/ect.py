@@ -243,9 +243,7 @@ def _single_costs(load, run, strands, ok, usable, need, rack, n_racks, priced): 
             continue
         fits[i] = True
         count[rack[i]] += 1
-        held = load[i] + run[i]
-        c = np.inf if np.isinf(held) else (0.0 + held) + priced * held
-        costs[i] = c + strands[i] * held
+        costs[i] = _held_cost(load[i] + run[i], strands[i], priced)
     stock = np.empty(n)
     for i in range(n):
         stock[i] = count[rack[i]]
@@ -302,9 +300,21 @@ def _single_cost(load, work, speed, strands, ok, usable, need, priced, i):  # pr
     fit = ok[i]
     for r in range(need.shape[0]):
         fit &= usable[i, r] >= need[r]
-    held = load[i] + work / speed[i]
-    c = ((0.0 + held) + priced * held) + strands[i] * held
+    c = _held_cost(load[i] + work / speed[i], strands[i], priced)
     return fit, c if fit else np.inf
+
+
+_MAX_FLOAT = float(np.finfo(np.float64).max)
+
+
+@nb.njit(cache=True, inline="always")
+def _held_cost(held, strand, priced):  # pragma: no cover - compiled
+    """A one-node task's cost for a node it holds ``held`` seconds (load + run): :func:`cost` of
+    starting now, ``priced`` the queue's price times its cards, plus what it strands of the queue
+    times that hold — one formula for _single_costs and _single_cost, without a branch (the price
+    times the hold, bounded by the largest float: no 0 x inf where the queue is empty). An endless
+    hold costs inf, or NaN where nothing is stranded (0 x inf), as the array form gives it."""
+    return ((0.0 + held) + priced * min(held, _MAX_FLOAT)) + strand * held
 
 
 def sooner_loads(best: np.ndarray, gbps: np.ndarray, source: np.ndarray, k: int, wait_s: float, data_gb: float,
