@@ -364,8 +364,10 @@ def best_load_s(x: ScoringInputs) -> np.ndarray:
     loads = np.flatnonzero((x.data_ep >= 0) & (x.data_gb > 0))
     if loads.size == 0:
         return out
-    bw = np.where(np.asarray(x.available, bool)[None, :], x.bandwidth_gbps[x.data_ep[loads]].astype(np.float64), 0.0)
-    best = np.nan_to_num(bw, nan=0.0).max(axis=1, initial=0.0)
+    # the widest path of each endpoint the jobs load from (a burst's hundreds of jobs name a few stores)
+    eps, at = np.unique(x.data_ep[loads], return_inverse=True)
+    bw = np.where(np.asarray(x.available, bool)[None, :], x.bandwidth_gbps[eps].astype(np.float64), 0.0)
+    best = np.nan_to_num(bw, nan=0.0).max(axis=1, initial=0.0)[at.ravel()]
     out[loads] = np.where(best > 0, load_seconds(x.data_gb[loads], best), np.inf)
     return out
 

@@ -4,7 +4,7 @@ models model_construct builds, field for field."""
 import pytest
 
 from schemas.sched import Candidate, Decision, Fallback
-from streams.worker.scheduling.decision import trusted
+from streams.worker.scheduling.decision import trusted, trusted_rows
 
 DECISION = dict(task_id="t1", status="placed", nodes=["n1", "n2"], alpha=0.2, network_profile="bandwidth",
                 candidates=[], rejected={"n3": "insufficient_cards"}, rejected_counts={"insufficient_cards": 1},
@@ -38,3 +38,15 @@ def test_trusted_defaults_are_fresh_and_bad_fields_refused():
         trusted(Decision, **{k: v for k, v in DECISION.items() if k != "decided_at"})
     with pytest.raises(TypeError, match="colour"):
         trusted(Candidate, node="n1", compute_score=1.0, network_score=1.0, alpha=1.0, composite=1.0, colour=1)
+
+
+def test_trusted_rows_are_model_construct_of_every_field():
+    rows = [("n1", 71.5, 0.0, 1.0, 71.5, None, 32.25), ("n2", 60.0, 10.5, 0.5, 35.25, 3.0, None)]
+    got = trusted_rows(Candidate, rows)
+    want = [Candidate.model_construct(**dict(zip(Candidate.model_fields, r, strict=True))) for r in rows]
+    assert got == want and [type(m) for m in got] == [Candidate, Candidate]
+    assert [m.model_fields_set for m in got] == [set(Candidate.model_fields)] * 2
+    assert [m.model_dump_json() for m in got] == [m.model_dump_json() for m in want]
+    assert trusted_rows(Candidate, []) == []
+    with pytest.raises(TypeError, match="a row is not one value per field"):
+        trusted_rows(Candidate, [("n1", 1.0, 1.0, 1.0, 1.0)])  # the two optional fields left out
