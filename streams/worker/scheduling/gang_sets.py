@@ -100,10 +100,7 @@ def sets_paths(net, sets: np.ndarray, booked: dict, sees_network: bool = True
         return np.zeros(k), np.full(k, np.inf), np.ones(k, bool)
     if not sees_network:
         return np.full(k, ONE_RACK.ideal_rtt_ms), np.full(k, ONE_RACK.ideal_gbps), np.zeros(k, bool)
-    uniq, inv = np.unique(sets, return_inverse=True)
-    among = net.among("p95", uniq)  # [U, U] between members
-    inv = inv.reshape(k, g)
-    rtt = among[inv[:, :, None], inv[:, None, :]].astype(np.float64)  # [K, g, g]: from member i to member j
+    rtt = net.among("p95", sets)  # [K, g, g]: from member i to member j
     off = ~np.eye(g, dtype=bool)
     known = rtt[:, off][np.isfinite(rtt[:, off])]
     unknown = float(known.max()) if known.size else ONE_RACK.ideal_rtt_ms
@@ -119,7 +116,7 @@ def sets_paths(net, sets: np.ndarray, booked: dict, sees_network: bool = True
         nr = t.node_rack
         link = left(link, booked_between(booked, rack_codes(t), nr[a], nr[b]).reshape(rtt.shape))
     if net.table.any_at_least("loss", LOST_LOSS):  # some path is dark: none between members
-        lost = net.among("loss", uniq)[inv[:, :, None], inv[:, None, :]]
+        lost = net.among("loss", sets)
         with np.errstate(invalid="ignore"):
             link = np.where((lost >= LOST_LOSS) | (np.swapaxes(lost, 1, 2) >= LOST_LOSS), 0.0, link)
     worst, narrow = members_paths(r, np.minimum(link, window_gbps(r)), unknown)

@@ -52,7 +52,8 @@ class NetworkInputs:
 
     def among(self, name: str, members) -> np.ndarray:
         """float64[U, U] of one column (``p95``, ``loss``...) between node rows ``members``, from each
-        to each: ``from_node(name, m)[members]`` of every member, without gathering their rows."""
+        to each: ``from_node(name, m)[members]`` of every member, without gathering their rows
+        (``members`` int64[K, U]: each set's, [K, U, U])."""
         return self.table.among(name, members, self.nodes.ids)
 
     def bandwidth_from(self, endpoint: str) -> np.ndarray:

@@ -113,22 +113,24 @@ class PathTable:
         return out
 
     def among(self, name: str, members: np.ndarray, node_ids: list[str]) -> np.ndarray:
-        """float64[U, U]: ``gather(name, [node_ids[m] for m in members], len(node_ids))[:, members]``
+        """float64[..., U, U]: ``gather(name, [node_ids[m] for m in members], len(node_ids))[:, members]``
         (a gang's member pairs) without the full rows: each member's rack-level source row read at the
-        members' racks only, a member with node-level paths of its own through :meth:`gather`."""
+        members' racks only, a member with node-level paths of its own through :meth:`gather`.
+        ``members`` int64[U], or int64[K, U] (sets of members: each set's pairs, [K, U, U])."""
         if name == "shift":
             raise ValueError("shift is computed per gathered path: gather it")
         members = np.asarray(members, np.int64)
         src, towards, own = self._sources(node_ids)
         col = getattr(self, name)
         s, r = src[members], self.node_rack[members]
-        out = np.full((members.size, members.size), np.nan)
+        out = np.full((*members.shape, members.shape[-1]), np.nan)
         if towards.size and members.size:
-            rows = towards[np.maximum(s, 0)[:, None], np.maximum(r, 0)[None, :]]
-            ok = (s >= 0)[:, None] & (r >= 0)[None, :] & (rows >= 0)
+            rows = towards[np.maximum(s, 0)[..., :, None], np.maximum(r, 0)[..., None, :]]
+            ok = (s >= 0)[..., :, None] & (r >= 0)[..., None, :] & (rows >= 0)
             out = np.where(ok, col[np.maximum(rows, 0)], np.nan)
-        for i in np.flatnonzero(own[members]).tolist():  # node-level paths win (rare)
-            out[i] = self.gather(name, [node_ids[int(members[i])]], len(node_ids))[0][members]
+        for at in np.argwhere(own[members]).tolist():  # node-level paths win (rare)
+            *k, i = at
+            out[(*k, i)] = self.gather(name, [node_ids[int(members[(*k, i)])]], len(node_ids))[0][members[tuple(k)]]
         return out
 
     def _node_sources(self, node_ids: list[str]) -> tuple[list, np.ndarray]:

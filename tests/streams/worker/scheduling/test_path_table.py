@@ -128,6 +128,13 @@ def every_node_as_endpoint(pt, node_ids):
         for name in ("p95", "loss", "end"):
             want = pt.gather(name, [node_ids[m] for m in members], n)[:, members]
             np.testing.assert_array_equal(pt.among(name, members, node_ids), want, err_msg=name)
+    # sets of members at once ([K, g]: each set's pairs, [K, g, g]), as a gang's candidate sets read them
+    sets = rng.integers(0, n, (5, min(n, 3)))
+    for name in ("p95", "loss"):
+        got = pt.among(name, sets, node_ids)
+        assert got.shape == (5, sets.shape[1], sets.shape[1])
+        for k in range(5):
+            np.testing.assert_array_equal(got[k], pt.gather(name, [node_ids[m] for m in sets[k]], n)[:, sets[k]])
     with pytest.raises(ValueError):
         pt.among("shift", np.arange(n), node_ids)
 
