@@ -120,7 +120,8 @@ def sets_costs(work_s: float, speed: np.ndarray, load_s: np.ndarray, strands: np
     k = sets.shape[0]
 
     def column(v) -> np.ndarray:
-        return np.array(np.broadcast_to(np.asarray(v, np.float64), (k,)), np.float64)
+        v = np.asarray(v, np.float64)
+        return np.full(k, float(v)) if v.ndim == 0 else np.array(np.broadcast_to(v, (k,)), np.float64)
 
     return _sets_costs(float(work_s), np.ascontiguousarray(speed, np.float64), np.ascontiguousarray(load_s, np.float64),
                        np.asarray(strands, np.float64)[sets].sum(axis=1), sets, float(comm_share), column(worst_rtt_ms),

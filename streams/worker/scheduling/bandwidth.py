@@ -25,6 +25,21 @@ from core.ect import booked_left
 from core.quality import HEADROOM_FLOOR
 
 
+class Booked(dict):
+    """:meth:`PathBook.unseen`'s {(source, destination): Gbit/s}, with the same rates by source
+    (``by_source[src][dst]``, summed in the same order: the same floats) kept in step, so the paths
+    from one source are read without a pass over every booking (:func:`booked_per_rack`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.by_source: dict[str, dict[str, float]] = {}
+
+    def add(self, src: str, dst: str, gbps: float) -> None:
+        self[(src, dst)] = self.get((src, dst), 0.0) + gbps
+        row = self.by_source.setdefault(src, {})
+        row[dst] = row.get(dst, 0.0) + gbps
+
+
 class PathBook:
     """Rates booked on paths by endpoint names (rack endpoints, or a data endpoint as source)."""
 
@@ -44,7 +59,7 @@ class PathBook:
             if self._sum is not None and new:
                 table, first, out = self._sum
                 for _, a, b, g, _, _ in new:
-                    out[(a, b)] = out.get((a, b), 0.0) + g
+                    out.add(a, b, g)
                 self._sum = (table, min(first, float(until)), out)
 
     def others(self, task: str, total: dict[tuple[str, str], float]) -> dict[tuple[str, str], float]:
@@ -74,13 +89,13 @@ class PathBook:
             return {}
         if self._sum is not None and (self._sum[0] and self._sum[0]()) is table and now < self._sum[1]:
             return self._sum[2]  # the same windows, nothing ended: the entries added since are in it
-        keep, out = [], {}
+        keep, out = [], Booked()
         for e in self.entries:
             _, src, dst, gbps, at, until = e
             if until <= now or _window_end(table, src, dst) > at:
                 continue
             keep.append(e)
-            out[(src, dst)] = out.get((src, dst), 0.0) + gbps
+            out.add(src, dst, gbps)
         self.entries = keep
         # the table by weak reference: kept, it (and the inputs gathered from it) would outlive its view
         self._sum = (weakref.ref(table) if table is not None else None, min((e[5] for e in keep), default=np.inf), out)
@@ -154,6 +169,11 @@ def booked_from(book: dict[tuple[str, str], float], src: str, code: dict[str, in
 def booked_per_rack(book: dict[tuple[str, str], float], src: str, code: dict[str, int]) -> np.ndarray:
     """float64[R + 1] booked Gbit/s from ``src`` to each rack by its code (the last: no rack, 0)."""
     per = np.zeros(len(code) + 1)
+    if isinstance(book, Booked):  # the source's paths only
+        for b, g in book.by_source.get(src, {}).items():
+            if b in code:
+                per[code[b]] += g
+        return per
     for (a, b), g in book.items():
         if a == src and b in code:
             per[code[b]] += g

@@ -173,3 +173,22 @@ def test_left_from_is_left_of_booked_from():
     table = SimpleNamespace(node_rack=np.array([0, 1, -1]), _rack_rows={"rack codes": {"rack:x": 0, "rack:y": 1}})
     got = left_from(np.full(3, 10.0), {("s", "rack:x"): 4.0, ("s", "rack:y"): 12.0, ("t", "rack:x"): 9.0}, "s", table)
     assert got.tolist() == [6.0, 0.5, 10.0]
+
+
+def test_the_books_rates_by_source_are_its_rates():
+    """PathBook.unseen's result keeps its rates by source in step (built, then added to): what is
+    booked from a store reads the same from it as from a plain copy of the pairs, bit for bit."""
+    from streams.worker.scheduling.bandwidth import Booked, PathBook, booked_per_rack
+
+    book = PathBook()
+    book.add("g1", [("rack:x", "rack:y"), ("rack:y", "rack:x")], 2.5, 0.0, 100.0)
+    book.add("l1", [("store.a", "rack:x"), ("store.a", "rack:z")], 0.1, 0.0, 100.0)
+    got = book.unseen(None, 1.0)
+    assert isinstance(got, Booked) and got.by_source == {"rack:x": {"rack:y": 2.5}, "rack:y": {"rack:x": 2.5},
+                                                         "store.a": {"rack:x": 0.1, "rack:z": 0.1}}
+    book.add("l2", [("store.a", "rack:x")], 0.2, 0.0, 100.0)  # added to the kept sum, not rebuilt
+    assert book.unseen(None, 2.0) is got and got.by_source["store.a"]["rack:x"] == got[("store.a", "rack:x")]
+    code = {"rack:x": 0, "rack:y": 1, "rack:z": 2}
+    for src in ("store.a", "rack:x", "store.b"):
+        assert booked_per_rack(got, src, code).tobytes() == booked_per_rack(dict(got), src, code).tobytes()
+    assert booked_per_rack(got, "store.a", code).tolist() == [0.1 + 0.2, 0.0, 0.1, 0.0]
