@@ -33,11 +33,13 @@ class Booked(dict):
     def __init__(self) -> None:
         super().__init__()
         self.by_source: dict[str, dict[str, float]] = {}
+        self.pairs: tuple | None = None  # booked_between's sorted rack pairs (the codes, keys, rates) until the next add
 
     def add(self, src: str, dst: str, gbps: float) -> None:
         self[(src, dst)] = self.get((src, dst), 0.0) + gbps
         row = self.by_source.setdefault(src, {})
         row[dst] = row.get(dst, 0.0) + gbps
+        self.pairs = None
 
 
 class PathBook:
@@ -144,18 +146,29 @@ def booked_between(book: dict[tuple[str, str], float], code: dict[str, int], ra,
     nothing booked; ``code``: each rack endpoint's code, :func:`rack_codes`)."""
     ra, rb = np.asarray(ra, np.int64), np.asarray(rb, np.int64)
     out = np.zeros(ra.shape)
+    keys, vals = _rack_pairs(book, code)
+    if not keys.size:
+        return out
+    k = np.where((ra >= 0) & (rb >= 0), ra * len(code) + rb, -1)
+    at = np.clip(np.searchsorted(keys, k), 0, keys.size - 1)
+    return np.where((k >= 0) & (keys[at] == k), vals[at], 0.0)
+
+
+def _rack_pairs(book: dict[tuple[str, str], float], code: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
+    """(int64[P] each booked rack pair's key ``code[a] x len(code) + code[b]``, ascending; float64[P] its
+    rate): once per path book's sum and rack codes until the next booking (a burst's gangs read it)."""
+    if isinstance(book, Booked) and book.pairs is not None and book.pairs[0] is code:
+        return book.pairs[1], book.pairs[2]
     keys, vals = [], []
     for (a, b), g in book.items():
         if a in code and b in code:
             keys.append(code[a] * len(code) + code[b])
             vals.append(g)
-    if not keys:
-        return out
     order = np.argsort(keys)
-    keys, vals = np.asarray(keys, np.int64)[order], np.asarray(vals)[order]
-    k = np.where((ra >= 0) & (rb >= 0), ra * len(code) + rb, -1)
-    at = np.clip(np.searchsorted(keys, k), 0, keys.size - 1)
-    return np.where((k >= 0) & (keys[at] == k), vals[at], 0.0)
+    keys, vals = np.asarray(keys, np.int64)[order], np.asarray(vals, np.float64)[order]
+    if isinstance(book, Booked):
+        book.pairs = (code, keys, vals)
+    return keys, vals
 
 
 def booked_from(book: dict[tuple[str, str], float], src: str, code: dict[str, int], node_rack) -> np.ndarray:

@@ -178,7 +178,7 @@ def test_left_from_is_left_of_booked_from():
 def test_the_books_rates_by_source_are_its_rates():
     """PathBook.unseen's result keeps its rates by source in step (built, then added to): what is
     booked from a store reads the same from it as from a plain copy of the pairs, bit for bit."""
-    from streams.worker.scheduling.bandwidth import Booked, PathBook, booked_per_rack
+    from streams.worker.scheduling.bandwidth import Booked, booked_per_rack
 
     book = PathBook()
     book.add("g1", [("rack:x", "rack:y"), ("rack:y", "rack:x")], 2.5, 0.0, 100.0)
@@ -192,3 +192,10 @@ def test_the_books_rates_by_source_are_its_rates():
     for src in ("store.a", "rack:x", "store.b"):
         assert booked_per_rack(got, src, code).tobytes() == booked_per_rack(dict(got), src, code).tobytes()
     assert booked_per_rack(got, "store.a", code).tolist() == [0.1 + 0.2, 0.0, 0.1, 0.0]
+    # between racks: the sorted pairs kept until the next booking, the same as from a plain copy
+    ra, rb = np.array([0, 1, 0, -1, 2]), np.array([1, 0, 2, 0, 0])
+    assert booked_between(got, code, ra, rb).tolist() == booked_between(dict(got), code, ra, rb).tolist() == \
+        [2.5, 2.5, 0.0, 0.0, 0.0]
+    assert got.pairs is not None
+    book.add("g2", [("rack:z", "rack:x")], 1.0, 0.0, 100.0)
+    assert got.pairs is None and booked_between(got, code, ra, rb).tolist() == [2.5, 2.5, 0.0, 0.0, 1.0]
