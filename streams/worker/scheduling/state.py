@@ -16,7 +16,7 @@ from core.feasibility import fitting
 from core.metering import DEFAULT_BENCHMARK_WORK, DEFAULT_MODEL_CONVERSION
 from core.placement import Placement, top_where
 from core.quality import Freshness
-from core.reschedule import ReschedulePolicy, endpoint_worst, worst_known
+from core.reschedule import ReschedulePolicy, worst_known
 from core.scoring import evolved, task_reasons
 from core.vocabulary import DEFAULT_TYPES
 from schemas.sched import Decision, RescheduleEvent, Task
@@ -313,10 +313,9 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
             prior = self.pending.pop(task.id, None)  # a re-queued task keeps its restarts and checkpoint
             # the task's own paths (its endpoints) at placement: what later p95s are compared with
             rows = endpoint_rows(x, t)
-            base = worst_known([endpoint_worst(net.p95, rows, c) for c in p.nodes])
-            run = Running(task, [nodes.ids[i] for i in p.nodes], alpha, b.profile, now, base,
-                          baseline_loss=worst_known([endpoint_worst(net.loss, rows, c) for c in p.nodes]),
-                          seen_window_end=worst_known([endpoint_worst(net.end, rows, c) for c in p.nodes]),
+            at = np.ix_(rows, p.nodes)  # every endpoint path at every member: the worst known of each
+            run = Running(task, [nodes.ids[i] for i in p.nodes], alpha, b.profile, now, worst_known(net.p95[at]),
+                          baseline_loss=worst_known(net.loss[at]), seen_window_end=worst_known(net.end[at]),
                           seen_forecast_version=self.forecast_version,
                           restarts=prior.restarts if prior else 0,
                           checkpoint_at=prior.resume_from if prior and prior.resume_from else math.nan)
