@@ -33,12 +33,14 @@ class Booked(dict):
     def __init__(self) -> None:
         super().__init__()
         self.by_source: dict[str, dict[str, float]] = {}
+        self.source_changes: dict[str, int] = {}  # bookings added from each source (what was read of one stays)
         self.pairs: tuple | None = None  # booked_between's sorted rack pairs (the codes, keys, rates) until the next add
 
     def add(self, src: str, dst: str, gbps: float) -> None:
         self[(src, dst)] = self.get((src, dst), 0.0) + gbps
         row = self.by_source.setdefault(src, {})
         row[dst] = row.get(dst, 0.0) + gbps
+        self.source_changes[src] = self.source_changes.get(src, 0) + 1
         self.pairs = None
 
 

@@ -36,7 +36,7 @@ from core.placement import Placement, place
 from schemas.sched import Task
 from streams.adapters.inventory import NodeView
 from streams.adapters.tasks import endpoints_of, load_source, need
-from streams.worker.scheduling.bandwidth import left_from
+from streams.worker.scheduling.bandwidth import Booked, left_from
 from streams.worker.scheduling.gang_sets import distinct, later_sets, named, now_sets, sets_paths
 from streams.worker.scheduling.gangs import FAR
 from streams.worker.scheduling.queue import free_times
@@ -139,15 +139,18 @@ class Costing:
         bw = self.net.bandwidth_from(ep)
         if not self.booked:
             return bw.astype(np.float64)
-        book = self.sched.path_book
+        # the path book's own sum (Booked) says what was booked from ``ep`` since: a gang's or another
+        # store's booking leaves this one's paths as they were; a move's copy (others) keys on the book
+        changes = ("from", self.booked.source_changes.get(ep, 0)) if isinstance(self.booked, Booked) \
+            else ("book", self.sched.path_book.version)
         memo = self.sched._cache.get(("left from", ep))
-        if memo is not None and memo[0]() is self.net and memo[1] == book.version and memo[2] is self.booked:
+        if memo is not None and memo[0]() is self.net and memo[1] == changes and memo[2] is self.booked:
             return memo[3]
         t = self.net.table
         out = left_from(bw, self.booked, ep, t)
         out.flags.writeable = False
         # the inputs by weak reference: kept, they would outlive the view they were gathered for
-        self.sched._cache[("left from", ep)] = (weakref.ref(self.net), book.version, self.booked, out)
+        self.sched._cache[("left from", ep)] = (weakref.ref(self.net), changes, self.booked, out)
         return out
 
     def of_sets(self, sets: np.ndarray, wait_s: np.ndarray, paths: bool = True) -> tuple[np.ndarray, np.ndarray]:

@@ -199,3 +199,27 @@ def test_the_books_rates_by_source_are_its_rates():
     assert got.pairs is not None
     book.add("g2", [("rack:z", "rack:x")], 1.0, 0.0, 100.0)
     assert got.pairs is None and booked_between(got, code, ra, rb).tolist() == [2.5, 2.5, 0.0, 0.0, 1.0]
+
+
+def test_what_is_left_of_a_stores_paths_is_read_again_only_after_a_booking_from_it():
+    """A gang's booking between racks, or another store's, leaves what is left of store.west's paths as
+    it was read (the same array); a booking from store.west itself makes it read again, and it shows."""
+    from streams.adapters.tasks import endpoints
+    from streams.worker.scheduling.seconds import Costing
+
+    s = data_cluster()
+    s.decide_many([loader("g1")], NOW)  # books store.west -> e1
+
+    def left_at_store():
+        nodes = s.nodes(NOW)
+        task = loader("probe")
+        net = s.network(endpoints([task]), nodes, "bandwidth")
+        return Costing(s, task, net, nodes, NOW)._left_from("store.west")
+
+    first = left_at_store()
+    s.path_book.add("g9", [(E1, E2), (E2, E1)], 50.0, NOW, NOW + 100)  # a gang across the two racks
+    s.path_book.add("l9", [("store.east", E2)], 3.0, NOW, NOW + 100)  # another store's load
+    assert left_at_store() is first
+    s.path_book.add("l10", [("store.west", E2)], 3.0, NOW, NOW + 100)  # a load from this store, to e2
+    again = left_at_store()
+    assert again is not first and (again[4:] < first[4:]).all() and (again[:4] == first[:4]).all()
