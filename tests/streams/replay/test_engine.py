@@ -18,7 +18,7 @@ from streams.replay.jobs import sim_jobs
 from streams.replay.results import changes, replay, summary
 from streams.replay.traces import JobTrace, SitePaths
 from streams.replay.world import SimConfig, network_events
-from tests.helpers.data import needs_data
+from tests.helpers.data import needs_data, skyplane_network
 
 QUIET = dict(reroutes_per_day=0.0, bursts_per_day=0.0, failures_per_node_day=0.0)
 
@@ -209,7 +209,7 @@ def test_simulate_experiment_runs_each_world_with_its_options(tmp_path, capsys):
     rows += [f"{10 * i},600,8,1,u{i},Pass,training-data-parallel" for i in range(16)] + ["5,600,16,2,g,Pass,fine-tune"]
     (tmp_path / "t.csv").write_text("\n".join(rows) + "\n")
     common = ["simulate", "--jobs", f"generic:{tmp_path / 't.csv'}", "--seeds", "1", "--workers", "1", "--json",
-              "--no-store", "--rtt-dynamics", "none"]
+              "--no-store", "--rtt-dynamics", "none", "--network", skyplane_network(tmp_path)]
     assert main([*common, "--experiment", "e1", "--policies", "ours,topology"]) == 0
     e1 = json.loads(capsys.readouterr().out)
     assert [(w["world"], w["result"]["config"]["cluster.sites"], w["result"]["config"]["cluster.nodes_per_rack"],

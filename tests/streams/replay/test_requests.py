@@ -13,6 +13,7 @@ from streams.replay.requests import (
     surged,
 )
 from streams.replay.traces import TraceError
+from tests.helpers.data import skyplane_network
 
 FLAT = Serving(slots=1, prefill_ms=100.0, prefill_ms_per_token=0.0, tbt_ms=10.0, tbt_ms_per_active=0.0)
 RTT = np.array([[10.0, 100.0], [100.0, 10.0]])  # user region 0 is 10 ms from replica 0, 100 ms from replica 1
@@ -108,7 +109,7 @@ def test_simulate_requests_refuses_bad_input_in_one_line_and_compares_on_seeds(t
     ok.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n" + "".join(
         f"2023-11-16 18:{m:02d}:{s:02d},500,50\n" for m in range(10) for s in (0, 30)))
     assert main(["simulate", "--requests", str(ok), "--seeds", "2", "--rtt-dynamics", "none", "--json",
-                 "--no-store"]) == 0
+                 "--no-store", "--network", skyplane_network(tmp_path)]) == 0
     out = json.loads(capsys.readouterr().out)
     assert {p: f["slo_attainment"] for p, f in out["policies"].items()} == {
         "ours": 1.0, "nearest": 1.0, "least-loaded": 1.0, "nearest-spill": 1.0}
