@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.ect import ONE_RACK, members_paths
+from core.ect import ONE_RACK
 from core.failures import LOST_LOSS
 from core.groups import group_firsts
-from core.quality import window_gbps
+from core.pairs import sets_worst_narrow
 from streams.adapters.inventory import NodeView
 from streams.worker.scheduling.bandwidth import booked_between, left, rack_codes
 
@@ -101,10 +101,6 @@ def sets_paths(net, sets: np.ndarray, booked: dict, sees_network: bool = True
     if not sees_network:
         return np.full(k, ONE_RACK.ideal_rtt_ms), np.full(k, ONE_RACK.ideal_gbps), np.zeros(k, bool)
     rtt = net.among("p95", sets)  # [K, g, g]: from member i to member j
-    off = ~np.eye(g, dtype=bool)
-    known = rtt[:, off][np.isfinite(rtt[:, off])]
-    unknown = float(known.max()) if known.size else ONE_RACK.ideal_rtt_ms
-    r = np.where(np.isfinite(rtt), rtt, unknown)
     a = np.broadcast_to(sets[:, :, None], rtt.shape).ravel()
     b = np.broadcast_to(sets[:, None, :], rtt.shape).ravel()
     # not bounded by the member pairs' measured throughput: a running gang's own traffic is in what
@@ -119,5 +115,4 @@ def sets_paths(net, sets: np.ndarray, booked: dict, sees_network: bool = True
         lost = net.among("loss", sets)
         with np.errstate(invalid="ignore"):
             link = np.where((lost >= LOST_LOSS) | (np.swapaxes(lost, 1, 2) >= LOST_LOSS), 0.0, link)
-    worst, narrow = members_paths(r, np.minimum(link, window_gbps(r)), unknown)
-    return worst, narrow, np.isfinite(rtt[:, off]).all(axis=1)
+    return sets_worst_narrow(rtt, link, ONE_RACK.ideal_rtt_ms)
