@@ -95,10 +95,10 @@ def trusted(cls: type[BaseModel], **values) -> BaseModel:
         if name not in values:
             d[name] = factory()
     m = cls.__new__(cls)
-    object.__setattr__(m, "__dict__", d)
-    object.__setattr__(m, "__pydantic_fields_set__", set(values))
-    object.__setattr__(m, "__pydantic_extra__", None)
-    object.__setattr__(m, "__pydantic_private__", None)
+    _SET_DICT(m, d)
+    _SET_FIELDS(m, set(values))
+    _SET_EXTRA(m, None)
+    _SET_PRIVATE(m, None)
     return m
 
 
@@ -109,16 +109,22 @@ def trusted_rows(cls: type[BaseModel], rows: list[tuple]) -> list[BaseModel]:
     names = tuple(template)
     if any(len(row) != len(names) for row in rows):
         raise TypeError(f"{cls.__name__}: a row is not one value per field {names}")
-    new, setattr_ = cls.__new__, object.__setattr__
-    out = []
+    new, out = cls.__new__, []
     for row in rows:
         m = new(cls)
-        setattr_(m, "__dict__", dict(zip(names, row, strict=True)))
-        setattr_(m, "__pydantic_fields_set__", set(names))
-        setattr_(m, "__pydantic_extra__", None)
-        setattr_(m, "__pydantic_private__", None)
+        _SET_DICT(m, dict(zip(names, row, strict=True)))
+        _SET_FIELDS(m, set(names))
+        _SET_EXTRA(m, None)
+        _SET_PRIVATE(m, None)
         out.append(m)
     return out
+
+
+# BaseModel's slots, set by their descriptors (object.__setattr__ looks each name up first)
+_SET_DICT = BaseModel.__dict__["__dict__"].__set__
+_SET_FIELDS = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_SET_EXTRA = BaseModel.__dict__["__pydantic_extra__"].__set__
+_SET_PRIVATE = BaseModel.__dict__["__pydantic_private__"].__set__
 
 
 def _fields_of(cls: type[BaseModel]) -> tuple[dict, frozenset, tuple]:
