@@ -81,3 +81,25 @@ def group_firsts_reference(rows: np.ndarray, group: np.ndarray, keys: np.ndarray
     starts = np.flatnonzero(np.r_[True, grp[1:] != grp[:-1]])
     counts = np.diff(np.r_[starts, by.size])
     return by[starts[counts >= g][:, None] + np.arange(g)[None, :]]
+
+
+def distinct_per_row(codes: np.ndarray) -> np.ndarray:
+    """int64[K]: how many distinct codes each row of ``codes`` (int[K, g]) holds (a gang's candidate set:
+    its racks), compiled: ``1 + (np.diff(np.sort(codes, axis=1), axis=1) != 0).sum(axis=1)`` without a
+    sort per call (the tests hold the two together); 0 for rows of no code."""
+    return _distinct_per_row(np.ascontiguousarray(np.atleast_2d(codes), np.int64))
+
+
+@nb.njit(cache=True)
+def _distinct_per_row(codes):  # pragma: no cover - compiled (tested against the sort)
+    k, g = codes.shape
+    out = np.zeros(k, np.int64)
+    for r in range(k):
+        for j in range(g):
+            new = True
+            for i in range(j):
+                if codes[r, i] == codes[r, j]:
+                    new = False
+                    break
+            out[r] += new
+    return out

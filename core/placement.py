@@ -46,6 +46,14 @@ def rank(scores: np.ndarray) -> np.ndarray:
     return idx[np.argsort(-scores[idx], kind="stable")]  # stable: ties keep the lower index first
 
 
+def ranked(order: np.ndarray, n: int) -> np.ndarray:
+    """float64[n]: scores for :func:`place` that rank ``order`` (node rows) first to last and rule out
+    every other node. Worked: order [2, 0] of 3 -> [1, -inf, 2]."""
+    scores = np.full(n, -np.inf)
+    scores[np.asarray(order, np.int64)] = np.arange(len(order), 0, -1, dtype=np.float64)
+    return scores
+
+
 def top(scores: np.ndarray, k: int) -> np.ndarray:
     """``rank(scores)[:k]`` without sorting every node: one pass keeping the k best (ties to the
     lower index) for a small k, a partition and a sort of the k best beyond it."""

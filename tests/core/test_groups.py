@@ -4,7 +4,7 @@ groups and keys full of ties, empty and constant inputs, and one worked example.
 import numpy as np
 import pytest
 
-from core.groups import group_firsts, group_firsts_reference
+from core.groups import distinct_per_row, group_firsts, group_firsts_reference
 
 
 def test_worked_example():
@@ -38,3 +38,16 @@ def test_empty_and_too_few():
     assert group_firsts(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros((1, 0)), 2).shape == (0, 2)
     assert group_firsts(np.array([0]), np.array([0]), np.array([[1.0]]), 2).shape == (0, 2)
     np.testing.assert_array_equal(group_firsts(np.array([0]), np.array([0]), np.array([[1.0]]), 1), [[0]])
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_distinct_per_row_is_the_sorted_count(seed):
+    rng = np.random.default_rng(seed)
+    for _ in range(40):
+        k, g = int(rng.integers(0, 30)), int(rng.integers(1, 7))
+        codes = rng.integers(0, int(rng.integers(1, 6)), (k, g))
+        want = 1 + (np.diff(np.sort(codes, axis=1), axis=1) != 0).sum(axis=1)
+        got = distinct_per_row(codes)
+        assert got.dtype == np.int64 and got.tolist() == want.tolist()
+    # worked: racks [3, 3, 3], [1, 2, 1, 2], [5, 0, 7]
+    assert distinct_per_row(np.array([[3, 3, 3, 3], [1, 2, 1, 2], [5, 0, 7, 5]])).tolist() == [1, 2, 3]

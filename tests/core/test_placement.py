@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from core.placement import place, rank, top, top_where
+from core.placement import place, rank, ranked, top, top_where
 from core.quota import queue_order
 
 INF = -np.inf
@@ -212,3 +212,9 @@ def test_packed_against_a_plain_sort():
         rest = [i for i in ok if i not in tier]
         want = sorted(tier, key=lambda i: (left[i], -scores[i], i)) + sorted(rest, key=lambda i: (-scores[i], i))
         assert rank(packed(scores, left, band)).tolist() == want
+
+
+def test_ranked_scores_place_the_order_first_to_last():
+    assert ranked(np.array([2, 0]), 3).tolist() == [1.0, -np.inf, 2.0]
+    assert rank(ranked(np.array([3, 1, 4]), 6)).tolist() == [3, 1, 4]  # the order back, nothing else
+    assert np.isneginf(ranked(np.zeros(0, np.int64), 4)).all()

@@ -9,7 +9,7 @@ import numpy as np
 
 from core.ect import ONE_RACK
 from core.failures import LOST_LOSS
-from core.groups import group_firsts
+from core.groups import distinct_per_row, group_firsts
 from core.pairs import sets_worst_narrow
 from streams.adapters.inventory import NodeView
 from streams.worker.scheduling.bandwidth import booked_between, left, rack_codes
@@ -26,9 +26,8 @@ def named(members: np.ndarray, nodes: NodeView, rack: np.ndarray, site: np.ndarr
 
 
 def distinct(codes: np.ndarray) -> np.ndarray:
-    """int64[K]: how many distinct codes each row of ``codes`` (int64[K, g]) holds."""
-    s = np.sort(codes, axis=1)
-    return 1 + (np.diff(s, axis=1) != 0).sum(axis=1)
+    """int64[K]: how many distinct codes each row of ``codes`` (int64[K, g]) holds (core.groups)."""
+    return distinct_per_row(codes)
 
 
 def now_sets(fits: np.ndarray, g: int, rack: np.ndarray, site: np.ndarray, speed: np.ndarray, left: np.ndarray,

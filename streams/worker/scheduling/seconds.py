@@ -32,7 +32,7 @@ from core.ect import (
     sooner_loads,
 )
 from core.feasibility import covers
-from core.placement import Placement, place
+from core.placement import Placement, place, ranked
 from schemas.sched import Task
 from streams.adapters.inventory import NodeView
 from streams.adapters.tasks import endpoints_of, load_source, need
@@ -191,12 +191,13 @@ class Costing:
     def _shortlist(self, sets: np.ndarray, wait_s: np.ndarray, racks: np.ndarray) -> np.ndarray:
         """The rows of the :data:`SHORTLIST` sets worth measuring: all when they are that few, else the
         least by their cost as if each sat in one rack (cards, loads, waits: no paths), ties to the
-        fewest racks, then the first. Paths are read for those only: at 5,000 nodes a gang fits in
-        hundreds of racks, and a set's paths cost a row of the path table per member."""
+        fewest racks, then the first. Paths are read for those only (a gang fits in hundreds of racks)."""
         if len(sets) <= SHORTLIST:
             return np.arange(len(sets))
         pre = self.of_sets(sets, wait_s, paths=False)[0]
-        return np.lexsort((np.arange(len(sets)), racks, pre))[:SHORTLIST]
+        kth = np.partition(pre, SHORTLIST - 1)[SHORTLIST - 1]  # the order's first are at or below it (NaN last)
+        rows = np.arange(len(sets)) if np.isnan(kth) else np.flatnonzero(pre <= kth)
+        return rows[np.lexsort((rows, racks[rows], pre[rows]))][:SHORTLIST]
 
     def _paths_of(self, members: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`_paths` of one set, once per Costing (a placed gang's expected run and its booking ask)."""
@@ -282,7 +283,7 @@ class Costing:
             costs, stock = single_costs(self.load, work / self.speed, self.strands, ok, usable, self.need,
                                         self._codes("racks"), self.cards, self.price)
             left = usable[:, 0] - self.need[0]
-            p = place(_ranked(single_order(costs, left, stock), len(ok)), self.need, usable, reserve=reserve)
+            p = place(ranked(single_order(costs, left, stock), len(ok)), self.need, usable, reserve=reserve)
         if p.placed:
             p.expected_s = float(self.load[p.nodes[0]] + work / self.speed[p.nodes[0]])
             self.book(p.nodes)
@@ -341,7 +342,7 @@ class Costing:
                 p = Placement(nodes=best.tolist())  # what place takes, in its order: every member fits
                 usable[best] -= self.need
             else:  # a member may refuse
-                p = place(_ranked(best, len(ok)), self.need, usable, gang=g, reserve=reserve)
+                p = place(ranked(best, len(ok)), self.need, usable, gang=g, reserve=reserve)
             if p.placed:
                 p.expected_s = self.expected(np.asarray(p.nodes, np.int64))
                 self.book(p.nodes)
@@ -391,10 +392,3 @@ class Costing:
             if len(names) else np.zeros(0, np.int64)
         self.sched._cache[("seconds codes", kind)] = (names, codes)
         return codes
-
-
-def _ranked(order: np.ndarray, n: int) -> np.ndarray:
-    """Scores for core.placement.place that rank ``order`` first to last and rule out every other node."""
-    scores = np.full(n, -np.inf)
-    scores[np.asarray(order, np.int64)] = np.arange(len(order), 0, -1, dtype=np.float64)
-    return scores
