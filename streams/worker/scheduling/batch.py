@@ -25,6 +25,7 @@ class BatchScores:
 
     def __init__(self, sched, tasks: list[Task], nodes: NodeView, profile: str) -> None:
         self.profile = profile
+        self.load_rows: dict = {}  # decision.loads_at's rows, per (data endpoint, GB) of these inputs
         alphas = [task_alpha(t.type, t.alpha, t.strategy, sched.types) for t in tasks]
         eps = endpoints(tasks)
         self.net = sched.network(eps, nodes, profile)

@@ -34,10 +34,22 @@ class Scored:
     load: Callable[[np.ndarray], np.ndarray | None] | None = None
 
 
-def loads_at(x: ScoringInputs, j: int) -> Callable[[np.ndarray], np.ndarray | None]:
+def loads_at(x: ScoringInputs, j: int, rows: dict | None = None) -> Callable[[np.ndarray], np.ndarray | None]:
     """:attr:`Scored.load` of task ``j`` of the scoring inputs: its load scores at the nodes asked
-    (core.scoring.load_scores), computed for a decision's listed candidates only."""
-    return lambda at: load_scores(x, j, at)
+    (core.scoring.load_scores). ``rows``: {(data endpoint, GB): scores on every node}, kept with the
+    inputs — the tasks of a burst that load as much from one store read one row (a score at some
+    nodes is the row's there: tested); None: computed at the nodes asked only."""
+    if rows is None:
+        return lambda at: load_scores(x, j, at)
+    key = (int(x.data_ep[j]), float(x.data_gb[j]))
+
+    def at(nodes: np.ndarray) -> np.ndarray | None:
+        if key not in rows:
+            rows[key] = load_scores(x, j)
+        row = rows[key]
+        return None if row is None else row[np.asarray(nodes, np.int64)]
+
+    return at
 
 
 def finite(v) -> float | None:

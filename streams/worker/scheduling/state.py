@@ -273,7 +273,7 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
             reasons = constrained(self.running, task, nodes, usable, reasons, b.composite[t])
         fits = reasons == 0
         s = Scored(alpha, np.where(fits, b.composite[t], -np.inf), nodes.compute[:, x.kind[t]], b.network[t],
-                   loads_at(x, t))
+                   loads_at(x, t, b.load_rows))
         compute_only = top_where(b.compute_only[t], fits, task.peers).tolist() if self.audit else []
         return reasons, s, compute_only, self.placement(task, s, net, x.unknown_quality, nodes, usable, reserve, now)
 

@@ -100,3 +100,24 @@ def test_the_compute_only_counterfactual_is_the_burst_scored_at_alpha_one():
     assert not np.array_equal(b.compute_only, b.composite)
     sched.audit = False
     assert "compute_only" not in vars(BatchScores(sched, burst, nodes, "balanced"))
+
+
+def test_tasks_loading_as_much_from_one_endpoint_read_one_row_of_load_scores():
+    """decision.loads_at with the batch's rows: the same scores as core.scoring.load_scores at the
+    nodes asked, one row per (endpoint, GB) computed once and read by every task that loads so."""
+    from core.scoring import load_scores
+    from streams.dev.synthetic import synthetic_inputs
+    from streams.worker.scheduling.decision import loads_at
+
+    x = synthetic_inputs(40, 30, 4, seed=3)
+    x.data_ep[:] = np.where(np.arange(40) % 3 == 0, -1, np.arange(40) % 2)  # two endpoints, a third loads nothing
+    x.data_gb[:] = np.where(np.arange(40) % 4 == 0, 200.0, 50.0)
+    rows, at = {}, np.array([29, 0, 7, 7])
+    for j in range(40):
+        want = load_scores(x, j, at)
+        got = loads_at(x, j, rows)(at)
+        assert (got is None and want is None) or got.tolist() == want.tolist(), j
+    assert len(rows) == 5  # none at 200 and 50 GB, endpoint 0 at both, endpoint 1 at 50 GB only
+    first = rows[(0, 50.0)]
+    loads_at(x, 2, rows)(at)  # endpoint 0, 50 GB again: the row kept, not computed again
+    assert rows[(0, 50.0)] is first
