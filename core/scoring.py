@@ -22,6 +22,7 @@ never recover it by inverting the composite (wrong once the penalty or the clip 
 from __future__ import annotations
 
 import math
+import types
 from dataclasses import dataclass
 
 import numba as nb
@@ -241,8 +242,14 @@ def _mixed(a, compute, network, loads, w, load_u, accel, pen):  # pragma: no cov
     return min(max(v, np.float32(0.0)), np.float32(100.0))
 
 
+# numba's on-disk cache keys a function's builds by its name, line and argument types, not by
+# ``parallel``: one function compiled both ways shares one cache entry, and the serial kernel loaded
+# the threaded build (it started OpenMP's threads, after which a forked replay worker aborts). The
+# serial kernel is the same code under a name of its own.
 _score_rows_parallel = nb.njit(parallel=True, cache=True)(_score_rows_impl)
-_score_rows_serial = nb.njit(cache=True)(_score_rows_impl)
+_serial_impl = types.FunctionType(_score_rows_impl.__code__, globals(), "_score_rows_serial")
+_serial_impl.__qualname__ = "_score_rows_serial"  # what the cache's files are named by
+_score_rows_serial = nb.njit(cache=True)(_serial_impl)
 
 
 def filter_reasons(x: ScoringInputs, j: int) -> np.ndarray:

@@ -271,3 +271,29 @@ def test_evolved_is_dataclasses_replace_without_init():
     assert np.array_equal(v.a, np.arange(3.0)) and v.c == 1.5  # the original untouched
     with pytest.raises(TypeError, match="no field 'e'"):
         evolved(v, e=1)
+
+
+def test_the_serial_kernel_never_loads_the_threaded_build_from_the_cache(tmp_path):
+    """numba's cache keys builds by function name, line and argument types, not by ``parallel``: one
+    function compiled both ways shared an entry, and a process that scored a small batch after a big
+    one had run (cached) started OpenMP's threads — a forked replay worker then aborts. With a fresh
+    cache: one process builds the threaded kernel; the next scores a small batch (serial) and has
+    started no threads."""
+    import os
+    import subprocess
+    import sys
+
+    script = """
+import sys, numba, core.scoring as s
+from streams.dev.synthetic import synthetic_inputs
+s.PARALLEL_MIN_CELLS = int(sys.argv[1])
+s.score_all(synthetic_inputs(4, 30, 3, seed=1))
+try:
+    print(numba.threading_layer())
+except ValueError:
+    print("none")
+"""
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    out = [subprocess.run([sys.executable, "-c", script, str(cells)], env=env, capture_output=True, text=True,
+                          check=True).stdout.split()[-1] for cells in (0, 10**12)]
+    assert out[0] in ("omp", "tbb", "workqueue") and out[1] == "none"

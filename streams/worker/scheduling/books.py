@@ -10,6 +10,8 @@ a read touches no entry object."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from streams.worker.scheduling.held import Pending, Running
@@ -199,6 +201,15 @@ class RunningBook(RowBook):
         self.expected[row], self.need[row], self.ran[row], self.placed[row] = f.order[1], f.need, r.ran_s, r.placed_at
         if self._lists[row] is not r.nodes:
             self._lists[row] = None  # its rows are read at the next placements()
+
+    def first_end_after(self, now: float) -> float:
+        """The first expected end after ``now`` among the running tasks (queue.expected_end's arithmetic,
+        every row at once; inf: none ends after now): no node frees later than now before it."""
+        rows = self._rows()
+        ran = self.ran[rows] + np.maximum(now - self.placed[rows], 0.0)
+        ends = now + np.maximum(self.expected[rows] - ran, 0.0)
+        later = ends[ends > now]
+        return float(later.min()) if later.size else math.inf
 
     def placements(self, index: dict[str, int]) -> tuple:
         """(node rows, rows per task, ran_s, placed_at, expected duration, need per row) of the running

@@ -12,6 +12,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from core.placement import Placement, top
+from core.rounding import round_places
 from core.scoring import FEASIBLE, REASONS, ScoringInputs, listed_reasons, load_scores
 from schemas.sched import Candidate, Decision, Fallback, ScoreBreakdown, Task
 from streams.adapters.inventory import NodeView
@@ -34,13 +35,11 @@ class Scored:
     load: Callable[[np.ndarray], np.ndarray | None] | None = None
 
 
-def loads_at(x: ScoringInputs, j: int, rows: dict | None = None) -> Callable[[np.ndarray], np.ndarray | None]:
+def loads_at(x: ScoringInputs, j: int, rows: dict) -> Callable[[np.ndarray], np.ndarray | None]:
     """:attr:`Scored.load` of task ``j`` of the scoring inputs: its load scores at the nodes asked
-    (core.scoring.load_scores). ``rows``: {(data endpoint, GB): scores on every node}, kept with the
-    inputs — the tasks of a burst that load as much from one store read one row (a score at some
-    nodes is the row's there: tested); None: computed at the nodes asked only."""
-    if rows is None:
-        return lambda at: load_scores(x, j, at)
+    (core.scoring.load_scores), read from ``rows``: {(data endpoint, GB): scores on every node}, kept
+    with the inputs — the tasks of a burst that load as much from one store read one row (a score at
+    some nodes is the row's there: tested)."""
     key = (int(x.data_ep[j]), float(x.data_gb[j]))
 
     def at(nodes: np.ndarray) -> np.ndarray | None:
@@ -59,19 +58,17 @@ def finite(v) -> float | None:
 
 def candidates(s: Scored, nodes: NodeView, with_energy: bool) -> list[Candidate]:
     """The ``TOP_CANDIDATES`` nodes of best composite, each with its parts rounded to 4 places (Python's
-    round of each value as a float: the same figures however they are gathered)."""
+    round of each value as a float, core.rounding: the same figures however they are gathered)."""
     idx = top(s.composite, TOP_CANDIDATES)
     if not idx.size:
         return []
-
-    def four(a, at=idx) -> list[float]:
-        return [round(v, 4) for v in a[at].tolist()]
-
-    compute, composite = four(s.compute), four(s.composite)
-    network = four(s.network) if s.alpha < 1 else [0.0] * idx.size
-    energy = four(nodes.energy) if with_energy else [None] * idx.size
     at = None if s.load is None else s.load(idx)
-    load = [None] * idx.size if at is None else four(at, slice(None))
+    parts = [s.compute, s.composite] + ([s.network] if s.alpha < 1 else []) + ([nodes.energy] if with_energy else [])
+    table = round_places(np.stack([a[idx] for a in parts] + ([] if at is None else [np.asarray(at)])), 4).tolist()
+    compute, composite = table[0], table[1]
+    network = table[2] if s.alpha < 1 else [0.0] * idx.size
+    energy = table[len(parts) - 1] if with_energy else [None] * idx.size
+    load = [None] * idx.size if at is None else table[-1]
     alpha = float(s.alpha)
     return trusted_rows(Candidate, [(nodes.ids[i], c, w, alpha, x, e, ld) for i, c, w, x, e, ld in
                                     zip(idx.tolist(), compute, network, composite, energy, load, strict=True)])
@@ -106,12 +103,7 @@ def trusted(cls: type[BaseModel], **values) -> BaseModel:
     for name, factory in factories:
         if name not in values:
             d[name] = factory()
-    m = cls.__new__(cls)
-    _SET_DICT(m, d)
-    _SET_FIELDS(m, set(values))
-    _SET_EXTRA(m, None)
-    _SET_PRIVATE(m, None)
-    return m
+    return _instance(cls, d, set(values))
 
 
 def trusted_rows(cls: type[BaseModel], rows: list[tuple]) -> list[BaseModel]:
@@ -121,18 +113,21 @@ def trusted_rows(cls: type[BaseModel], rows: list[tuple]) -> list[BaseModel]:
     names = tuple(template)
     if any(len(row) != len(names) for row in rows):
         raise TypeError(f"{cls.__name__}: a row is not one value per field {names}")
-    new, out = cls.__new__, []
-    for row in rows:
-        m = new(cls)
-        _SET_DICT(m, dict(zip(names, row, strict=True)))
-        _SET_FIELDS(m, set(names))
-        _SET_EXTRA(m, None)
-        _SET_PRIVATE(m, None)
-        out.append(m)
-    return out
+    every = set(names)
+    return [_instance(cls, dict(zip(names, row, strict=False)), every.copy()) for row in rows]  # lengths: checked
 
 
-# BaseModel's slots, set by their descriptors (object.__setattr__ looks each name up first)
+def _instance(cls: type[BaseModel], values: dict, fields_set: set) -> BaseModel:
+    """A ``cls`` of ``values`` (its ``__dict__``, in field order) as model_construct leaves one: pydantic's
+    slots set through their descriptors (object.__setattr__ looks each name up first)."""
+    m = cls.__new__(cls)
+    _SET_DICT(m, values)
+    _SET_FIELDS(m, fields_set)
+    _SET_EXTRA(m, None)
+    _SET_PRIVATE(m, None)
+    return m
+
+
 _SET_DICT = BaseModel.__dict__["__dict__"].__set__
 _SET_FIELDS = BaseModel.__dict__["__pydantic_fields_set__"].__set__
 _SET_EXTRA = BaseModel.__dict__["__pydantic_extra__"].__set__

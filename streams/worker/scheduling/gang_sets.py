@@ -9,7 +9,7 @@ import numpy as np
 
 from core.ect import ONE_RACK
 from core.failures import LOST_LOSS
-from core.groups import distinct_per_row, group_firsts
+from core.groups import group_firsts
 from core.pairs import sets_worst_narrow
 from streams.adapters.inventory import NodeView
 from streams.worker.scheduling.bandwidth import booked_between, left, rack_codes
@@ -23,11 +23,6 @@ def named(members: np.ndarray, nodes: NodeView, rack: np.ndarray, site: np.ndarr
     if len(set(site[members].tolist())) == 1 and len(nodes.sites) and nodes.sites[first]:
         return str(nodes.sites[first])
     return ", ".join(nodes.ids[int(m)] for m in sorted(members.tolist()))
-
-
-def distinct(codes: np.ndarray) -> np.ndarray:
-    """int64[K]: how many distinct codes each row of ``codes`` (int64[K, g]) holds (core.groups)."""
-    return distinct_per_row(codes)
 
 
 def now_sets(fits: np.ndarray, g: int, rack: np.ndarray, site: np.ndarray, speed: np.ndarray, left: np.ndarray,
@@ -83,6 +78,22 @@ def later_sets(free_at: np.ndarray, g: int, rack: np.ndarray, site: np.ndarray,
     start = free_at[sets[:, -1]] if len(sets) else np.zeros(0)
     later = start > now
     return start[later], sets[later]
+
+
+def near_sets(net, wait: np.ndarray, g: int, leads: int = 8) -> list[np.ndarray]:
+    """Member sets by measured closeness, for when some nodes report no rack (every node saying its
+    rack, the rack sets cover it): for each of the ``leads`` nodes of least ``wait`` (finite: a node
+    that can take a worker then), it and the ``g - 1`` others nearest it by measured p95 RTT
+    (``net.from_node``; ties: the sooner free, then the lower index)."""
+    ok = np.flatnonzero(np.isfinite(wait))
+    if ok.size < g or g < 2:
+        return []
+    out = []
+    for lead in ok[np.lexsort((ok, wait[ok]))][:leads].tolist():
+        rtt = net.from_node("p95", lead)[ok].astype(np.float64)
+        rtt = np.where(ok == lead, -np.inf, np.where(np.isnan(rtt), np.inf, rtt))
+        out.append(ok[np.lexsort((ok, wait[ok], rtt))][:g])
+    return out
 
 
 def sets_paths(net, sets: np.ndarray, booked: dict, sees_network: bool = True

@@ -37,7 +37,8 @@ from streams.worker.scheduling.migration import (
     own_room,
     spans_dark_path,
 )
-from streams.worker.scheduling.seconds import Costing, decided_in_seconds, price_of
+from streams.worker.scheduling.queue import price_of
+from streams.worker.scheduling.seconds import Costing, decided_in_seconds
 from streams.worker.scheduling.speeds import speeds_for
 
 

@@ -10,6 +10,7 @@ from operator import attrgetter
 
 import numpy as np
 
+from core.ect import queue_price
 from core.feasibility import covers, fitting
 from core.quota import deadline_wait, queue_order, starving_tasks
 from core.reservation import held_back, node_free_times, reserve
@@ -51,6 +52,18 @@ def free_times(sched, task: Task, nodes: NodeView, now: float, usable: np.ndarra
     ran = ran_s + np.maximum(now - placed_at, 0.0)
     ends = now + np.maximum(expected - ran, 0.0)
     return node_free_times(n, nodes.usable if usable is None else usable, feasible, at, np.repeat(ends, per), needs, now)
+
+
+def price_of(sched, task: Task, nodes: NodeView) -> float:
+    """The queue's price on a card-second (core.ect.queue_price): the tasks waiting besides ``task``
+    over the cards of the open, live nodes."""
+    waiting = len(sched.pending) - (task.id in sched.pending)
+    memo = sched._cache.get("open cards")  # once per view: its arrays are built, never written
+    if memo is None or memo[0] is not nodes.available or memo[1] is not nodes.closed or memo[2] is not nodes.capacity:
+        open_ = np.asarray(nodes.available, bool) & ~np.asarray(nodes.closed, bool)
+        memo = sched._cache["open cards"] = (nodes.available, nodes.closed, nodes.capacity,
+                                             float(nodes.capacity[open_, 0].sum()))
+    return queue_price(waiting, memo[3])
 
 
 def reservation_for(sched, task: Task, nodes: NodeView, now: float, starving: bool) -> Reservation | None:

@@ -23,7 +23,6 @@ from core.ect import (
     EQUAL_SHARE,
     ONE_RACK,
     TRAINING_COMM_SHARE,
-    queue_price,
     sets_costs,
     sets_run_seconds,
     single_best,
@@ -32,14 +31,15 @@ from core.ect import (
     sooner_loads,
 )
 from core.feasibility import covers
+from core.groups import distinct_per_row
 from core.placement import Placement, place, ranked
 from schemas.sched import Task
 from streams.adapters.inventory import NodeView
 from streams.adapters.tasks import endpoints_of, load_source, need
 from streams.worker.scheduling.bandwidth import Booked, left_from
-from streams.worker.scheduling.gang_sets import distinct, later_sets, named, now_sets, sets_paths
+from streams.worker.scheduling.gang_sets import later_sets, named, near_sets, now_sets, sets_paths
 from streams.worker.scheduling.gangs import FAR
-from streams.worker.scheduling.queue import free_times
+from streams.worker.scheduling.queue import free_times, price_of
 from streams.worker.scheduling.speeds import speeds_for
 from streams.worker.scheduling.staging import load_name, site_of
 
@@ -61,18 +61,6 @@ def decided_in_seconds(task: Task, types) -> bool:
     d = types[task.type]
     return d.kind == "training" and not d.frugal and not task.cost_sensitivity and \
         all(e.size_gb for e in endpoints_of(task))
-
-
-def price_of(sched, task: Task, nodes: NodeView) -> float:
-    """The queue's price on a card-second (core.ect.queue_price): the tasks waiting besides ``task``
-    over the cards of the open, live nodes."""
-    waiting = len(sched.pending) - (task.id in sched.pending)
-    memo = sched._cache.get("open cards")  # once per view: its arrays are built, never written
-    if memo is None or memo[0] is not nodes.available or memo[1] is not nodes.closed or memo[2] is not nodes.capacity:
-        open_ = np.asarray(nodes.available, bool) & ~np.asarray(nodes.closed, bool)
-        memo = sched._cache["open cards"] = (nodes.available, nodes.closed, nodes.capacity,
-                                             float(nodes.capacity[open_, 0].sum()))
-    return queue_price(waiting, memo[3])
 
 
 class Costing:
@@ -139,15 +127,15 @@ class Costing:
         bw = self.net.bandwidth_from(ep)
         if not self.booked:
             return bw.astype(np.float64)
+        if not isinstance(self.booked, Booked):  # a move's copy of the book (others): its own, once
+            return left_from(bw, self.booked, ep, self.net.table)
         # the path book's own sum (Booked) says what was booked from ``ep`` since: a gang's or another
-        # store's booking leaves this one's paths as they were; a move's copy (others) keys on the book
-        changes = ("from", self.booked.source_changes.get(ep, 0)) if isinstance(self.booked, Booked) \
-            else ("book", self.sched.path_book.version)
+        # store's booking leaves this one's paths as they were
+        changes = self.booked.source_changes.get(ep, 0)
         memo = self.sched._cache.get(("left from", ep))
         if memo is not None and memo[0]() is self.net and memo[1] == changes and memo[2] is self.booked:
             return memo[3]
-        t = self.net.table
-        out = left_from(bw, self.booked, ep, t)
+        out = left_from(bw, self.booked, ep, self.net.table)
         out.flags.writeable = False
         # the inputs by weak reference: kept, they would outlive the view they were gathered for
         self.sched._cache[("left from", ep)] = (weakref.ref(self.net), changes, self.booked, out)
@@ -302,11 +290,11 @@ class Costing:
         left = usable[:, 0] - self.need[0]
         p95 = None if not self.sched.sees_network else (lambda m: self.net.from_node("p95", m))
         found = [*now_sets(fits, g, rack, site, self.speed, left, p95),
-                 *(self._near(np.where(fits, 0.0, np.inf), g) if self._some_unracked() else ())]
+                 *(near_sets(self.net, np.where(fits, 0.0, np.inf), g) if self._some_unracked() else ())]
         if not found:
             return None, math.inf
         sets = np.concatenate([np.atleast_2d(m) for m in found])
-        racks = distinct(rack[sets])
+        racks = distinct_per_row(rack[sets])
         keep = self._shortlist(sets, np.zeros(len(sets)), racks)
         sets, racks = sets[keep], racks[keep]
         plain, strands = self.of_sets(sets, np.zeros(len(sets)))
@@ -322,21 +310,11 @@ class Costing:
         fits = ok & covers(usable, self.need)
         rack, site = self._codes("racks"), self._codes("sites")
         best, best_cost = self.now_best(fits, usable)
-        free_at = free_times(sched, self.task, self.nodes, self.now, usable)
-        starts, sets = later_sets(free_at, g, rack, site, self.now)
-        near = self._near(free_at - self.now, g) if self._some_unracked() else []
-        if near:  # nearest by RTT where nodes lack racks
-            near = np.stack(near)
-            near_at = free_at[near].max(axis=1)
-            starts, sets = np.r_[starts, near_at[near_at > self.now]], np.r_[sets, near[near_at > self.now]]
         later, later_cost, when = None, math.inf, math.inf
-        if len(sets) and (best is None or self.floor(sets, starts - self.now).min() * (1 + EQUAL_SHARE) < best_cost):
-            waits = starts - self.now
-            keep = self._shortlist(sets, waits, distinct(rack[sets]))
-            costs = self.of_sets(sets[keep], waits[keep])[0]
-            k = int(keep[int(np.argmin(costs))])
-            when, later = float(starts[k]), sets[k]
-            later_cost = float(costs.min())
+        # no set frees before the first running task ends: when even the fastest cards, loading nothing
+        # and waiting till then, cannot beat the best set now, no later set is looked for
+        if best is None or not self.later_floor(sched.running.first_end_after(self.now)) * (1 + EQUAL_SHARE) >= best_cost:
+            later, later_cost, when = self._later(sched, usable, None if best is None else best_cost)
         if best is not None and best_cost <= later_cost * (1 + EQUAL_SHARE):
             if reserve is None and len(set(best.tolist())) == g and covers(usable[best], self.need).all():
                 p = Placement(nodes=best.tolist())  # what place takes, in its order: every member fits
@@ -359,23 +337,42 @@ class Costing:
                                          f"{later_cost:.0f} s to complete there against {now_s}")],
                          waits_for=later.tolist())
 
-    def _near(self, wait: np.ndarray, g: int, leads: int = 8) -> list[np.ndarray]:
-        """Member sets by measured closeness, when some nodes report no rack: for each of the
-        ``leads`` nodes of least ``wait`` (finite: a node that can take a worker then), it and the
-        ``g - 1`` others nearest it by measured p95 RTT (ties: the sooner free, then the lower index)."""
-        ok = np.flatnonzero(np.isfinite(wait))
-        if ok.size < g or g < 2 or not self._some_unracked():  # every node says its rack: the rack sets cover it
-            return []
-        out = []
-        for lead in ok[np.lexsort((ok, wait[ok]))][:leads].tolist():
-            rtt = self.net.from_node("p95", lead)[ok].astype(np.float64)
-            rtt = np.where(ok == lead, -np.inf, np.where(np.isnan(rtt), np.inf, rtt))
-            out.append(ok[np.lexsort((ok, wait[ok], rtt))][:g])
-        return out
+    def _later(self, sched, usable: np.ndarray, best_cost: float | None) -> tuple[np.ndarray | None, float, float]:
+        """(members, cost, start) of the gang's best set that starts later (each rack's or site's nodes
+        that free first, nearest by RTT where nodes lack racks); (None, inf, inf): none, or none worth
+        costing against ``best_cost`` now (None: no set now) as its floor loses."""
+        g, rack, site = self.task.peers, self._codes("racks"), self._codes("sites")
+        free_at = free_times(sched, self.task, self.nodes, self.now, usable)
+        starts, sets = later_sets(free_at, g, rack, site, self.now)
+        near = near_sets(self.net, free_at - self.now, g) if self._some_unracked() else []
+        if near:  # nearest by RTT where nodes lack racks
+            near = np.stack(near)
+            near_at = free_at[near].max(axis=1)
+            starts, sets = np.r_[starts, near_at[near_at > self.now]], np.r_[sets, near[near_at > self.now]]
+        if not len(sets) or not (best_cost is None or self.floor(sets, starts - self.now).min() * (1 + EQUAL_SHARE)
+                                 < best_cost):
+            return None, math.inf, math.inf
+        waits = starts - self.now
+        keep = self._shortlist(sets, waits, distinct_per_row(rack[sets]))
+        costs = self.of_sets(sets[keep], waits[keep])[0]
+        k = int(keep[int(np.argmin(costs))])
+        return sets[k], float(costs.min()), float(starts[k])
+
+    def later_floor(self, start: float) -> float:
+        """No set starting at ``start`` or after has a :meth:`floor` below this: its ``g`` members on the
+        fastest cards of the view, loading nothing, waiting from now till ``start`` (a floor grows with
+        the wait and the load and falls with faster cards). NaN when no card's speed is known."""
+        speed = self.speed[~np.isnan(self.speed)]
+        if not speed.size or not math.isfinite(start):
+            return math.inf if speed.size else math.nan
+        fastest = np.array([speed.max()], np.float64)
+        one = np.zeros((1, self.task.peers), np.int64)
+        return float(sets_costs(self.task.expected_duration_s, fastest, np.zeros(1), np.zeros(1), one, self.comm, 0.0,
+                                np.inf, start - self.now, self.cards, self.price)[0][0])
 
     def _some_unracked(self) -> bool:
         """Whether some node of the view reports no rack (then sets by measured closeness are tried:
-        :meth:`_near`), once per list of names."""
+        gang_sets.near_sets), once per list of names."""
         names = self.nodes.racks
         memo = self.sched._cache.get("some unracked")
         if memo is None or memo[0] is not names:

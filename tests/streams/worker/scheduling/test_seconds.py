@@ -263,3 +263,53 @@ def test_now_sets_against_their_plain_form():
             if len(block):
                 want.append(block.tolist())
         assert got == want, trial
+
+
+def test_the_first_end_after_now_by_hand():
+    """RunningBook.first_end_after: a: 3,600 s expected, placed at NOW, ends NOW + 3,600; b: 1,000 s,
+    placed 400 s ago with 100 s run before, ends NOW + 500; c: 600 s, placed 700 s ago, overdue (ends
+    now: it frees nothing later). At NOW the first later end is b's; once b ends, a's; none: inf."""
+    s = cluster()
+    for t, d, at in (("a", 3600.0, NOW), ("b", 1000.0, NOW - 400), ("c", 600.0, NOW - 700)):
+        s.decide(task(t, duration=d), at)
+    s.running["b"].ran_s = 100.0
+    assert s.running.first_end_after(NOW) == NOW + 500
+    s.end("b")
+    assert s.running.first_end_after(NOW) == NOW + 3600
+    s.end("a")
+    s.end("c")
+    assert s.running.first_end_after(NOW) == math.inf
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_no_later_set_costs_less_than_the_later_floor(seed):
+    """Costing.later_floor(first end) bounds every later set's floor from below, so a gang whose best
+    set now beats it is rightly never costed against later sets (the same decisions with the bound
+    as without it): every later set (by free_times and later_sets, on a cluster some of whose nodes
+    run tasks of random lengths) starts at or after the running tasks' first end, and its floor is at
+    or above the bound; random sets waiting from that end on, too."""
+    import numpy as np
+
+    from streams.adapters.tasks import endpoints
+    from streams.worker.scheduling.gang_sets import later_sets
+    from streams.worker.scheduling.queue import free_times
+    from streams.worker.scheduling.seconds import Costing
+
+    rng = np.random.default_rng(seed)
+    s = cluster(racks=bool(seed % 2))
+    for k in range(3):
+        s.decide(task(f"r{k}", duration=float(rng.uniform(600, 20_000))), NOW - float(rng.uniform(0, 500)))
+    s.decide(task("q", peers=4), NOW)  # waits: the queue prices cards
+    nodes, first = s.nodes(NOW), s.running.first_end_after(NOW)
+    for g in (2, 3):
+        t = task(f"f{g}", peers=g, duration=float(rng.uniform(60, 90_000)))
+        c = Costing(s, t, s.network(endpoints([t]), nodes, s._profile(t)), nodes, NOW)
+        bound = c.later_floor(first)
+        assert math.isfinite(bound) and bound > first - NOW
+        free_at = free_times(s, t, nodes, NOW, nodes.usable.copy())
+        starts, sets = later_sets(free_at, g, c._codes("racks"), c._codes("sites"), NOW)
+        assert len(sets) and starts.min() >= first
+        assert (c.floor(sets, starts - NOW) >= bound).all()
+        rand = np.array([rng.choice(len(nodes.ids), g, replace=False) for _ in range(20)], np.int64)
+        assert (c.floor(rand, first - NOW + rng.uniform(0, 9_000, 20)) >= bound).all()
+    assert c.later_floor(math.inf) == math.inf  # nothing running ends later: no later set at all
