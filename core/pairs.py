@@ -11,7 +11,7 @@ import numba as nb
 import numpy as np
 
 from core.ect import members_paths
-from core.quality import TCP_WINDOW_BYTES, window_gbps
+from core.quality import HEADROOM_FLOOR, TCP_WINDOW_BYTES, window_gbps
 
 
 def sets_worst_narrow(rtt_ms: np.ndarray, gbps: np.ndarray, ideal_rtt_ms: float) -> tuple:
@@ -73,3 +73,67 @@ def sets_worst_narrow_reference(rtt_ms: np.ndarray, gbps: np.ndarray, ideal_rtt_
     r = np.where(np.isfinite(rtt), rtt, unknown)
     worst, narrow = members_paths(r, np.minimum(np.asarray(gbps, np.float64), window_gbps(r)), unknown)
     return worst, narrow, np.isfinite(rtt[:, off]).all(axis=1)
+
+
+def rack_pairs(sets: np.ndarray, src: np.ndarray, towards: np.ndarray, node_rack: np.ndarray, p95: np.ndarray,
+               loss: np.ndarray | None, lost: float, link_gbps: np.ndarray, headroom: np.ndarray,
+               booked_keys: np.ndarray | None, booked_gbps: np.ndarray, n_codes: int) -> tuple:
+    """(RTT ms, usable Gbit/s), float64[K, g, g] each, from member i to member j of each of K sets
+    (``sets`` int64[K, g] node rows) whose paths are all read at rack level: from member i's source
+    (``src[i]``, a row of ``towards``: int64[S, R] a path row per rack, -1 none) to member j's rack
+    (``node_rack[j]``), ``p95`` of that path; NaN where a source, rack or path is missing. Usable: the
+    slower link (``link_gbps``) times the receiver's NIC ``headroom`` (at least HEADROOM_FLOOR), in
+    float32 as node inputs are; less what is booked between the two racks (``booked_keys``: sorted
+    ``rack_a x n_codes + rack_b``, ``booked_gbps`` their rates; None: nothing booked) down to
+    HEADROOM_FLOOR of it; 0 where either direction lost (``loss`` at least ``lost``; None: no path
+    did). One compiled pass for what streams/worker/scheduling/gang_sets.sets_paths' array form
+    gathers in a dozen steps; the tests hold the two together, bit for bit."""
+    return _rack_pairs(np.ascontiguousarray(sets, np.int64), src, towards, node_rack, p95,
+                       np.zeros(0) if loss is None else loss, loss is not None, float(lost), link_gbps, headroom,
+                       np.zeros(0, np.int64) if booked_keys is None else booked_keys, booked_gbps,
+                       booked_keys is not None, int(n_codes), float(HEADROOM_FLOOR))
+
+
+@nb.njit(cache=True, inline="always")
+def _at(src, towards, node_rack, col, a, b):  # pragma: no cover - compiled
+    """The rack-level path value from node ``a`` to node ``b`` (NaN: none)."""
+    s, r = src[a], node_rack[b]
+    if s < 0 or r < 0 or towards.shape[0] == 0:
+        return np.nan
+    row = towards[s, r]
+    return col[row] if row >= 0 else np.nan
+
+
+@nb.njit(cache=True, inline="always")
+def _np_max(a, b):  # pragma: no cover - compiled
+    """numpy's maximum of two floats: NaN wins."""
+    return a if a >= b or np.isnan(a) else b
+
+
+@nb.njit(cache=True)
+def _rack_pairs(sets, src, towards, node_rack, p95, loss, with_loss, lost, link, headroom, keys, vals, booked,
+                n_codes, floor):  # pragma: no cover - compiled (tested against gang_sets' array form)
+    k_sets, g = sets.shape
+    rtt, gbps = np.empty((k_sets, g, g)), np.empty((k_sets, g, g))
+    for k in range(k_sets):
+        for i in range(g):
+            a = sets[k, i]
+            for j in range(g):
+                b = sets[k, j]
+                rtt[k, i, j] = _at(src, towards, node_rack, p95, a, b)
+                slower = link[a] if link[a] <= link[b] or np.isnan(link[a]) else link[b]
+                v = np.float64(np.float32(np.float64(slower) * _np_max(headroom[b], floor)))
+                if booked:
+                    ra, rb = node_rack[a], node_rack[b]
+                    got = 0.0
+                    if ra >= 0 and rb >= 0 and keys.size:
+                        key = ra * n_codes + rb
+                        at = min(np.searchsorted(keys, key), keys.size - 1)
+                        if keys[at] == key:
+                            got = vals[at]
+                    v = _np_max(v - got, floor * v)
+                if with_loss and (_at(src, towards, node_rack, loss, a, b) >= lost
+                                  or _at(src, towards, node_rack, loss, b, a) >= lost):
+                    v = 0.0
+                gbps[k, i, j] = v
+    return rtt, gbps

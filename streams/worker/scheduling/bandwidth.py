@@ -148,7 +148,7 @@ def booked_between(book: dict[tuple[str, str], float], code: dict[str, int], ra,
     nothing booked; ``code``: each rack endpoint's code, :func:`rack_codes`)."""
     ra, rb = np.asarray(ra, np.int64), np.asarray(rb, np.int64)
     out = np.zeros(ra.shape)
-    keys, vals = _rack_pairs(book, code)
+    keys, vals = booked_rack_pairs(book, code)
     if not keys.size:
         return out
     k = np.where((ra >= 0) & (rb >= 0), ra * len(code) + rb, -1)
@@ -156,7 +156,7 @@ def booked_between(book: dict[tuple[str, str], float], code: dict[str, int], ra,
     return np.where((k >= 0) & (keys[at] == k), vals[at], 0.0)
 
 
-def _rack_pairs(book: dict[tuple[str, str], float], code: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
+def booked_rack_pairs(book: dict[tuple[str, str], float], code: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
     """(int64[P] each booked rack pair's key ``code[a] x len(code) + code[b]``, ascending; float64[P] its
     rate): once per path book's sum and rack codes until the next booking (a burst's gangs read it)."""
     if isinstance(book, Booked) and book.pairs is not None and book.pairs[0] is code:

@@ -10,9 +10,9 @@ import numpy as np
 from core.ect import ONE_RACK
 from core.failures import LOST_LOSS
 from core.groups import group_firsts
-from core.pairs import sets_worst_narrow
+from core.pairs import rack_pairs, sets_worst_narrow
 from streams.adapters.inventory import NodeView
-from streams.worker.scheduling.bandwidth import booked_between, left, rack_codes
+from streams.worker.scheduling.bandwidth import booked_between, booked_rack_pairs, left, rack_codes
 
 
 def named(members: np.ndarray, nodes: NodeView, rack: np.ndarray, site: np.ndarray) -> str:
@@ -110,6 +110,23 @@ def sets_paths(net, sets: np.ndarray, booked: dict, sees_network: bool = True
         return np.zeros(k), np.full(k, np.inf), np.ones(k, bool)
     if not sees_network:
         return np.full(k, ONE_RACK.ideal_rtt_ms), np.full(k, ONE_RACK.ideal_gbps), np.zeros(k, bool)
+    t = net.table
+    src, towards, own = t.sources(net.nodes.ids)
+    if own[sets].any():  # a member with node-level paths of its own (rare): the array form reads them
+        rtt, link = pairs_arrays(net, sets, booked)
+    else:
+        codes = rack_codes(t) if booked else {}
+        keys, vals = booked_rack_pairs(booked, codes) if booked else (None, np.zeros(0))
+        rtt, link = rack_pairs(sets, src, towards, t.node_rack, t.p95,
+                               t.loss if t.any_at_least("loss", LOST_LOSS) else None, LOST_LOSS, net.nodes.link_gbps,
+                               t.headroom, keys, vals, len(codes))
+    return sets_worst_narrow(rtt, link, ONE_RACK.ideal_rtt_ms)
+
+
+def pairs_arrays(net, sets: np.ndarray, booked: dict) -> tuple[np.ndarray, np.ndarray]:
+    """(RTT ms, usable Gbit/s), float64[K, g, g], from each member to each of every set, in array
+    steps: any member's paths, node-level ones too (core.pairs.rack_pairs, the compiled pass over
+    rack-level ones, is tested against it)."""
     rtt = net.among("p95", sets)  # [K, g, g]: from member i to member j
     a = np.broadcast_to(sets[:, :, None], rtt.shape).ravel()
     b = np.broadcast_to(sets[:, None, :], rtt.shape).ravel()
@@ -125,4 +142,4 @@ def sets_paths(net, sets: np.ndarray, booked: dict, sees_network: bool = True
         lost = net.among("loss", sets)
         with np.errstate(invalid="ignore"):
             link = np.where((lost >= LOST_LOSS) | (np.swapaxes(lost, 1, 2) >= LOST_LOSS), 0.0, link)
-    return sets_worst_narrow(rtt, link, ONE_RACK.ideal_rtt_ms)
+    return rtt, link

@@ -120,7 +120,7 @@ class PathTable:
         if name == "shift":
             raise ValueError("shift is computed per gathered path: gather it")
         members = np.asarray(members, np.int64)
-        src, towards, own = self._sources(node_ids)
+        src, towards, own = self.sources(node_ids)
         col = getattr(self, name)
         s, r = src[members], self.node_rack[members]
         out = np.full((*members.shape, members.shape[-1]), np.nan)
@@ -147,7 +147,7 @@ class PathTable:
             hit = self.rack_index[key] = (distinct, np.array([at[x] for x in sources], np.int64))
         return hit
 
-    def _sources(self, node_ids: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def sources(self, node_ids: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(int64[N] each node's rack-level source in ``towards`` (-1: none), int64[S, racks] each such
         source's path row towards every rack (:meth:`gather`'s ``to_racks`` rows), bool[N] whether the
         node has node-level paths of its own): from :meth:`_node_sources`, once per node list."""

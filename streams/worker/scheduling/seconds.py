@@ -82,7 +82,8 @@ class Costing:
         self.sources, self.load_src = [], np.zeros(len(nodes.ids), np.int64)  # where each node loads from
         self.load = self._load()
         self.strands = np.zeros(len(nodes.ids))  # set by single and gang, on what is free then
-        self._one: dict[tuple, tuple] = {}  # a set's measured paths (_paths_of)
+        self._measured: list[tuple] = []  # (sorted members, worst, narrow) of sets measured whole (_paths)
+        self._one: dict[bytes, tuple] = {}  # a set's paths costed alone (_paths_of)
 
     def _stranding(self, usable: np.ndarray) -> np.ndarray:
         """float64[N]: the queued workers each node could hold now and could not once this task's worker
@@ -189,20 +190,24 @@ class Costing:
 
     def _paths_of(self, members: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`_paths` of one set, once per Costing (a placed gang's expected run and its booking ask)."""
-        key = tuple(sorted(np.asarray(members, np.int64).tolist()))  # a set's worst and narrowest pair: any order
-        hit = self._one.get(key)
+        key = np.sort(np.asarray(members, np.int64))  # a set's worst and narrowest pair: any order
+        for rows, worst, narrow in self._measured:
+            at = np.flatnonzero((rows == key).all(axis=1)) if rows.shape[1] == key.size else ()
+            if len(at):
+                return worst[at[0]:at[0] + 1], narrow[at[0]:at[0] + 1]
+        hit = self._one.get(key.tobytes())
         if hit is None:
-            hit = self._one[key] = self._paths(np.asarray(key, np.int64)[None, :])
+            hit = self._one[key.tobytes()] = self._paths(key[None, :])
         return hit
 
     def _paths(self, sets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(worst pair RTT, narrowest pair Gbit/s) of each set of members as measured
-        (gang_sets.sets_paths); a set whose every pair is measured is kept for :meth:`_paths_of` (it
-        gets the same alone: the chosen set's expected run and booking read it again)."""
-        worst, narrow, measured = sets_paths(self.net, np.asarray(sets, np.int64), self.booked,
-                                             self.sched.sees_network)
-        for i in np.flatnonzero(measured).tolist():
-            self._one.setdefault(tuple(sorted(sets[i].tolist())), (worst[i:i + 1], narrow[i:i + 1]))
+        (gang_sets.sets_paths); the sets whose every pair is measured are kept for :meth:`_paths_of`
+        (such a set gets the same alone: the chosen set's expected run and booking read it again)."""
+        sets = np.asarray(sets, np.int64)
+        worst, narrow, measured = sets_paths(self.net, sets, self.booked, self.sched.sees_network)
+        if measured.any():
+            self._measured.append((np.sort(sets[measured], axis=1), worst[measured], narrow[measured]))
         return worst, narrow
 
     def book(self, members) -> None:
