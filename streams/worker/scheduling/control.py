@@ -224,7 +224,7 @@ class ControlMixin:
             return Waiting(RESOURCES, f"first in line: nodes {', '.join(res.nodes)} are reserved for it, free in "
                                       f"{max(res.start - now, 0):.0f} s as their tasks are expected to end", position)
         team = self.quotas.team_of(task)
-        room = self.quotas.room(list(self.running.values()), task, team, nodes)
+        room = self.quotas.room(self.running.values(), task, team, nodes)
         if len(nodes.ids) and not room.any():
             return Waiting(QUOTA, self.quotas.why_no_room(task, team), position)
         fit = why.fit(task, nodes, room)  # the placement's checks, each node charged to the first it fails

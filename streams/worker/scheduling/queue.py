@@ -46,7 +46,7 @@ def free_times(sched, task: Task, nodes: NodeView, now: float, usable: np.ndarra
     now, if not the view's (a batch's placements so far)."""
     n = need(task)
     feasible = fitting(nodes.capacity, n, nodes.available & ~nodes.closed) & of_classes(task, nodes)
-    feasible &= sched.quotas.room(list(sched.running.values()), task, sched.quotas.team_of(task), nodes)
+    feasible &= sched.quotas.room(sched.running.values(), task, sched.quotas.team_of(task), nodes)
     at, per, ran_s, placed_at, expected, needs = sched.running.placements(nodes.index)
     # expected_end of every running task at once (the same arithmetic, elementwise)
     ran = ran_s + np.maximum(now - placed_at, 0.0)

@@ -3,6 +3,7 @@ of the inventory and of any class (core/quota.py), and what the running tasks ho
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 import numpy as np
@@ -106,7 +107,7 @@ class QuotaBook:
         self._arrays = (key, (g, m))
         return g, m
 
-    def use(self, running: list, node_index: dict[str, int], node_class: np.ndarray, n_classes: int) -> QuotaUse:
+    def use(self, running: Collection, node_index: dict[str, int], node_class: np.ndarray, n_classes: int) -> QuotaUse:
         """What the running tasks (streams.worker.scheduling.held.Running) hold, by team and class
         (a task's class: its first node's). Computed once per ``books_key`` (the scheduler's
         allocations), not once per task decided."""
@@ -131,7 +132,7 @@ class QuotaBook:
                     f"(add {name} to it, or submit under one of them)")
         return f"team {name} would exceed its maximum cards"
 
-    def room(self, running: list, task: Task, team: int | None, nodes) -> np.ndarray:
+    def room(self, running: Collection, task: Task, team: int | None, nodes) -> np.ndarray:
         """bool[N]: nodes whose class ``task``'s team may take its cards of (core.quota.within_maximum);
         none for a team no quota names (the scheduler turns such a task away first)."""
         if team is None:

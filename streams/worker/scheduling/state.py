@@ -292,7 +292,7 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
                    now: float, held: np.ndarray) -> Decision:
         """``held``: bool[N] nodes reserved for the head of the queue that ``task`` may not take."""
         team = self.quotas.team_of(task)
-        quota_ok = self.quotas.room(list(self.running.values()), task, team, nodes)
+        quota_ok = self.quotas.room(self.running.values(), task, team, nodes)
         reasons, s, compute_only, p = self._attempt(task, b, t, nodes, usable, reserve, quota_ok, held, now)
         if not p.placed and self.preemption and team is not None and self.opted_in(task) and \
                 (pl := plan(self, task, b.x, t, nodes, usable, team, quota_ok & ~held & allowed(task, nodes),
@@ -304,7 +304,7 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
             nodes = dataclasses.replace(self.nodes(now), available=nodes.available)
             usable[:] = nodes.usable  # what the victims held is free for the rest of the batch too
             b, t = BatchScores(self, [task], nodes, b.profile), 0
-            quota_ok = self.quotas.room(list(self.running.values()), task, team, nodes)
+            quota_ok = self.quotas.room(self.running.values(), task, team, nodes)
             reasons, s, compute_only, p = self._attempt(task, b, t, nodes, usable, reserve, quota_ok, held, now)
         alpha, x, net = b.alphas[t], b.x, b.net
         if p.placed:
