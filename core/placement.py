@@ -91,15 +91,24 @@ def _top_small(scores, ok, k):  # pragma: no cover - compiled (tested against ra
         v = scores[i]
         if (ok.size and not ok[i]) or not np.isfinite(v) or (m == k and v <= best_v[k - 1]):
             continue  # an equal score at a higher index ranks after the ones kept
-        j = m if m < k else k - 1
-        while j > 0 and best_v[j - 1] < v:
-            best_v[j] = best_v[j - 1]
-            best_i[j] = best_i[j - 1]
-            j -= 1
-        best_v[j] = v
-        best_i[j] = i
-        m = min(m + 1, k)
+        m = kept(best_i, best_v, m, i, v)
     return best_i[:m]
+
+
+@nb.njit(cache=True)
+def kept(best_i, best_v, m, i, v):  # pragma: no cover - compiled
+    """Node ``i`` of score ``v`` (finite, above the k-th kept or fewer than k kept) into the ``m``
+    best kept so far (``best_v`` descending, room for k; ties: the one kept first ranks first): the
+    count kept after (core.listing shares it)."""
+    k = best_i.shape[0]
+    j = m if m < k else k - 1
+    while j > 0 and best_v[j - 1] < v:
+        best_v[j] = best_v[j - 1]
+        best_i[j] = best_i[j - 1]
+        j -= 1
+    best_v[j] = v
+    best_i[j] = i
+    return min(m + 1, k)
 
 
 def best_group(scores: np.ndarray, groups: np.ndarray, fits: np.ndarray, k: int) -> int | None:

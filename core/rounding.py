@@ -34,16 +34,19 @@ def _round_places(a, scale):  # pragma: no cover - compiled (tested against the 
     out = np.empty(a.size)
     unsure = np.zeros(a.size, np.bool_)
     for i in range(a.size):
-        p = a[i] * scale
-        if not abs(p) < _EXACT:  # NaN, infinite or too large: Python's own round
-            unsure[i] = True
-            out[i] = a[i]
-            continue
-        n = np.rint(p)
-        if abs(abs(p - n) - 0.5) <= abs(p) * 2.0 ** -50 + 1e-300:  # within rounding error of a half
-            unsure[i] = True
-        out[i] = n / scale
+        out[i], unsure[i] = round_one(a[i], scale)
     return out, unsure
+
+
+@nb.njit(cache=True, inline="always")
+def round_one(x, scale):  # pragma: no cover - compiled
+    """(``x`` rounded to ``scale = 10**places``, whether Python's round must do it instead): NaN,
+    infinite or too large, or within the product's rounding error of a half (core.listing shares it)."""
+    p = x * scale
+    if not abs(p) < _EXACT:
+        return x + 0.0, True
+    n = np.rint(p)
+    return n / scale, abs(abs(p - n) - 0.5) <= abs(p) * 2.0 ** -50 + 1e-300
 
 
 def round_places_reference(values: np.ndarray, places: int = 4) -> np.ndarray:

@@ -11,9 +11,10 @@ from dataclasses import dataclass
 import numpy as np
 from pydantic import BaseModel
 
-from core.placement import Placement, top
+from core.listing import Listing, listing
+from core.placement import Placement
 from core.rounding import round_places
-from core.scoring import FEASIBLE, REASONS, ScoringInputs, listed_reasons, load_scores
+from core.scoring import FEASIBLE, REASONS, ScoringInputs, load_scores
 from schemas.sched import Candidate, Decision, Fallback, ScoreBreakdown, Task
 from streams.adapters.inventory import NodeView
 from streams.adapters.tasks import load_gb
@@ -56,31 +57,40 @@ def finite(v) -> float | None:
     return round(v, 4) if math.isfinite(v) else None
 
 
-def candidates(s: Scored, nodes: NodeView, with_energy: bool) -> list[Candidate]:
-    """The ``TOP_CANDIDATES`` nodes of best composite, each with its parts rounded to 4 places (Python's
-    round of each value as a float, core.rounding: the same figures however they are gathered)."""
-    idx = top(s.composite, TOP_CANDIDATES)
+def candidates(s: Scored, nodes: NodeView, with_energy: bool, listed: Listing) -> list[Candidate]:
+    """The ``TOP_CANDIDATES`` nodes of best composite (``listed.top``), each with its parts rounded to 4
+    places (``listed.table``: compute, composite, then network when alpha < 1 and energy when the task
+    weighs it, as :func:`listing_of` asks them) and its load score."""
+    idx = listed.top
     if not idx.size:
         return []
     at = None if s.load is None else s.load(idx)
-    parts = [s.compute, s.composite] + ([s.network] if s.alpha < 1 else []) + ([nodes.energy] if with_energy else [])
-    table = round_places(np.stack([a[idx] for a in parts] + ([] if at is None else [np.asarray(at)])), 4).tolist()
+    table = listed.table.tolist()
     compute, composite = table[0], table[1]
     network = table[2] if s.alpha < 1 else [0.0] * idx.size
-    energy = table[len(parts) - 1] if with_energy else [None] * idx.size
-    load = [None] * idx.size if at is None else table[-1]
+    energy = table[-1] if with_energy else [None] * idx.size
+    load = [None] * idx.size if at is None else round_places(np.asarray(at), 4).tolist()
     alpha = float(s.alpha)
     return trusted_rows(Candidate, [(nodes.ids[i], c, w, alpha, x, e, ld) for i, c, w, x, e, ld in
                                     zip(idx.tolist(), compute, network, composite, energy, load, strict=True)])
 
 
-def rejections(reasons: np.ndarray, nodes: NodeView) -> tuple[dict[str, str], dict[str, int]]:
+def listing_of(s: Scored, nodes: NodeView, with_energy: bool, reasons: np.ndarray, co_scores: np.ndarray | None,
+               peers: int) -> Listing:
+    """One pass over the nodes for what a decision lists (core.listing): the candidates and their parts,
+    the compute-only choice (``co_scores``: the task's scores at alpha 1; None: not asked) and the
+    rejected nodes."""
+    parts = [s.compute, s.composite] + ([s.network] if s.alpha < 1 else []) + ([nodes.energy] if with_energy else [])
+    return listing(s.composite, parts, TOP_CANDIDATES, reasons, REJECTED_LISTED, co_scores, peers)
+
+
+def rejections(listed: Listing, reasons: np.ndarray, nodes: NodeView) -> tuple[dict[str, str], dict[str, int]]:
     """(node -> reason, reason -> count) of the nodes a filter rejected: every rejected node counted,
     the first ``REJECTED_LISTED`` of each reason (by node order) named — a decision on a cluster of
     thousands of full nodes stays a small message (Kafka's default limit is 1 MB)."""
-    counts, rows = listed_reasons(reasons, REJECTED_LISTED)
+    rows = listed.rejected
     named = {nodes.ids[i]: REASONS[r] for i, r in zip(rows.tolist(), reasons[rows].tolist(), strict=True)}
-    return named, {REASONS[r]: n for r, n in enumerate(counts.tolist()) if r != FEASIBLE and n}
+    return named, {REASONS[r]: n for r, n in enumerate(listed.counts.tolist()) if r != FEASIBLE and n}
 
 
 _FIELDS: dict[type, tuple[dict, frozenset, tuple]] = {}
@@ -147,17 +157,20 @@ def _fields_of(cls: type[BaseModel]) -> tuple[dict, frozenset, tuple]:
 
 
 def decision(task: Task, profile: str, s: Scored, nodes: NodeView, placement: Placement, reasons: np.ndarray,
-             compute_only: list[int], version: int, now: float, audit: bool = True) -> Decision:
-    """The decision message; without ``audit`` (the replay) no candidates and no rejected nodes."""
+             co_scores: np.ndarray | None, version: int, now: float, audit: bool = True) -> Decision:
+    """The decision message; without ``audit`` (the replay) no candidates, no rejected nodes and no
+    compute-only choice. ``co_scores``: the task's scores at alpha 1 (what it would get by compute only)."""
     w = task.cost_sensitivity
-    rejected, counts = rejections(reasons, nodes) if audit else ({}, {})
+    listed = listing_of(s, nodes, w > 0, reasons, co_scores, task.peers) if audit else None
+    rejected, counts = rejections(listed, reasons, nodes) if audit else ({}, {})
     chosen = [nodes.ids[i] for i in placement.nodes]
+    compute_only = listed.compute_only.tolist() if audit else []
     co = compute_only[0] if compute_only else -1
     # built here from checked values: not validated (a rejected-node map of a large cluster costs
     # more to validate than the decision takes)
     return trusted(
         Decision, task_id=task.id, status="placed" if chosen else "unschedulable", nodes=chosen, alpha=s.alpha,
-        network_profile=profile, candidates=candidates(s, nodes, w > 0) if audit else [], rejected=rejected,
+        network_profile=profile, candidates=candidates(s, nodes, w > 0, listed) if audit else [], rejected=rejected,
         rejected_counts=counts,
         fallbacks=[Fallback(node=nodes.ids[n] if n >= 0 else "", reason=r) for n, r in placement.fallbacks],
         compute_only_nodes=[nodes.ids[i] for i in compute_only], state_version=version,

@@ -14,7 +14,7 @@ import numpy as np
 from core.failures import FailureRule
 from core.feasibility import fitting
 from core.metering import DEFAULT_BENCHMARK_WORK, DEFAULT_MODEL_CONVERSION
-from core.placement import Placement, top_where
+from core.placement import Placement
 from core.quality import Freshness
 from core.reschedule import ReschedulePolicy, worst_known
 from core.scoring import evolved, task_reasons
@@ -264,7 +264,7 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
 
     def _attempt(self, task: Task, b: BatchScores, t: int, nodes: NodeView, usable: np.ndarray, reserve,
                  quota_ok: np.ndarray, held: np.ndarray, now: float) -> tuple:
-        """(filter reasons, scores, compute-only choice, placement) of one try on ``usable``; ``held``:
+        """(filter reasons, scores, placement) of one try on ``usable``; ``held``:
         nodes reserved for the head of the queue."""
         alpha, x, net = b.alphas[t], b.x, b.net
         # what the batch's earlier placements took is infeasible now (the kernel saw the batch's start)
@@ -274,8 +274,7 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
         fits = reasons == 0
         s = Scored(alpha, np.where(fits, b.composite[t], -np.inf), nodes.compute[:, x.kind[t]], b.network[t],
                    loads_at(x, t, b.load_rows))
-        compute_only = top_where(b.compute_only[t], fits, task.peers).tolist() if self.audit else []
-        return reasons, s, compute_only, self.placement(task, s, net, x.unknown_quality, nodes, usable, reserve, now)
+        return reasons, s, self.placement(task, s, net, x.unknown_quality, nodes, usable, reserve, now)
 
     def placement(self, task: Task, s: Scored, net, unknown_quality: float, nodes: NodeView, usable: np.ndarray,
                   reserve, now: float) -> Placement:
@@ -293,7 +292,7 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
         """``held``: bool[N] nodes reserved for the head of the queue that ``task`` may not take."""
         team = self.quotas.team_of(task)
         quota_ok = self.quotas.room(self.running.values(), task, team, nodes)
-        reasons, s, compute_only, p = self._attempt(task, b, t, nodes, usable, reserve, quota_ok, held, now)
+        reasons, s, p = self._attempt(task, b, t, nodes, usable, reserve, quota_ok, held, now)
         if not p.placed and self.preemption and team is not None and self.opted_in(task) and \
                 (pl := plan(self, task, b.x, t, nodes, usable, team, quota_ok & ~held & allowed(task, nodes),
                             now)) is not None:
@@ -305,7 +304,7 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
             usable[:] = nodes.usable  # what the victims held is free for the rest of the batch too
             b, t = BatchScores(self, [task], nodes, b.profile), 0
             quota_ok = self.quotas.room(self.running.values(), task, team, nodes)
-            reasons, s, compute_only, p = self._attempt(task, b, t, nodes, usable, reserve, quota_ok, held, now)
+            reasons, s, p = self._attempt(task, b, t, nodes, usable, reserve, quota_ok, held, now)
         alpha, x, net = b.alphas[t], b.x, b.net
         if p.placed:
             if self.reservation is not None and self.reservation.task_id == task.id:
@@ -326,7 +325,8 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
             waiting.far = next((why for n, why in p.fallbacks if n < 0 and why.startswith(FAR)), "")
             waiting.alpha = alpha  # what its decisions say while it waits (and its expiry, queue.py)
             timing = {}
-        d = decision(task, b.profile, s, nodes, p, reasons, compute_only, self.version, now, self.audit)
+        d = decision(task, b.profile, s, nodes, p, reasons, b.compute_only[t] if self.audit else None, self.version, now,
+                     self.audit)
         # what it staged at its site, or ahead where it waits (carried again by a placement there)
         timing.update(self.copies.take(task.id, p.placed and self.copies.store_of(site_of(nodes, p.nodes))))
         if timing:
