@@ -28,7 +28,7 @@ from streams.worker.scheduling.batch import QUEUE_CHUNK, BatchScores, by_profile
 from streams.worker.scheduling.books import PendingBook, RunningBook
 from streams.worker.scheduling.constraints import allowed, constrained
 from streams.worker.scheduling.control import ControlMixin
-from streams.worker.scheduling.decision import Scored, decision, loads_at
+from streams.worker.scheduling.decision import Later, Scored, decision, loads_at
 from streams.worker.scheduling.durations import Durations
 from streams.worker.scheduling.failures import IncidentBook, health
 from streams.worker.scheduling.gangs import FAR, by_points
@@ -221,6 +221,7 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
             nowhere = np.zeros(len(nodes.ids), bool)
             nowhere.flags.writeable = False  # shared by the tasks not held back (read-only, as blocked's)
         out, may = [], {}  # may: (shape, held back) -> could be placed on ``usable`` as it is now
+        later = Later()  # the decisions' candidates, built after the placements
         for j, task in enumerate(tasks):
             if queue is None:
                 held = self.blocked(task, nodes, now)
@@ -238,8 +239,9 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
                 if not ok and not (self.preemption and may_preempt(self, task)):
                     continue
             b, t = scores(j)
-            out.append(self._place_one(task, b, t, nodes, usable, reserve, now, held))
+            out.append(self._place_one(task, b, t, nodes, usable, reserve, now, held, later))
             may.clear()  # what it took (or gave back) changes what the next ones may
+        later.fill()
         return out
 
     def _may_place(self, task: Task, usable: np.ndarray, nodes: NodeView, held: np.ndarray) -> bool:
@@ -288,7 +290,7 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
         return by_points(self, task, s, net, unknown_quality, nodes, usable, reserve, now)
 
     def _place_one(self, task: Task, b: BatchScores, t: int, nodes: NodeView, usable: np.ndarray, reserve,
-                   now: float, held: np.ndarray) -> Decision:
+                   now: float, held: np.ndarray, later: Later | None = None) -> Decision:
         """``held``: bool[N] nodes reserved for the head of the queue that ``task`` may not take."""
         team = self.quotas.team_of(task)
         quota_ok = self.quotas.room(self.running.values(), task, team, nodes)
@@ -326,7 +328,7 @@ class Scheduler(QueueMixin, LifecycleMixin, ControlMixin):
             waiting.alpha = alpha  # what its decisions say while it waits (and its expiry, queue.py)
             timing = {}
         d = decision(task, b.profile, s, nodes, p, reasons, b.compute_only[t] if self.audit else None, self.version, now,
-                     self.audit)
+                     self.audit, later)
         # what it staged at its site, or ahead where it waits (carried again by a placement there)
         timing.update(self.copies.take(task.id, p.placed and self.copies.store_of(site_of(nodes, p.nodes))))
         if timing:

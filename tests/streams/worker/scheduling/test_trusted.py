@@ -1,9 +1,14 @@
 """decision.trusted: a decision and its candidates built without pydantic's per-field loop are the
-models model_construct builds, field for field."""
+models model_construct builds, field for field; a burst's candidates built after its placements are
+those built at once."""
 
+from types import SimpleNamespace
+
+import numpy as np
 import pytest
 
 from schemas.sched import Candidate, Decision, Fallback
+from streams.worker.scheduling import decision as dec
 from streams.worker.scheduling.decision import trusted, trusted_rows
 
 DECISION = dict(task_id="t1", status="placed", nodes=["n1", "n2"], alpha=0.2, network_profile="bandwidth",
@@ -50,3 +55,25 @@ def test_trusted_rows_are_model_construct_of_every_field():
     assert trusted_rows(Candidate, []) == []
     with pytest.raises(TypeError, match="a row is not one value per field"):
         trusted_rows(Candidate, [("n1", 1.0, 1.0, 1.0, 1.0)])  # the two optional fields left out
+
+
+def test_candidates_built_later_are_those_built_at_once():
+    """A burst's candidates are built after its placements (decision.Later): until then a decision holds
+    an empty list, which its copies share; filled, it is the list built at once."""
+    composite = np.array([40.0, -np.inf, 90.0, 90.0, 10.0], np.float32)
+    compute, network = np.array([50.0, 1, 2, 3, 4], np.float32), np.array([30.0, 1, 2.123456, 3, 4], np.float32)
+    s = dec.Scored(0.5, composite, compute, network)
+    reasons = np.array([0, 3, 0, 0, 0], np.int8)
+    nodes = SimpleNamespace(ids=["n0", "n1", "n2", "n3", "n4"])
+    listed = dec.listing_of(s, nodes, False, reasons, None, 1)
+    at_once = dec.candidates(s, nodes, False, listed)
+    assert [c.node for c in at_once] == ["n2", "n3", "n0", "n4"] and at_once[0].network_score == 2.1235
+    later = dec.Later()
+    held = dec.candidates(s, nodes, False, listed, later)
+    d = trusted(Decision, **{**DECISION, "candidates": held})
+    copy = d.model_copy(update={"restarts": 2})
+    assert d.candidates == [] and copy.candidates == []
+    later.fill()
+    assert d.candidates == at_once and copy.candidates == at_once and copy.restarts == 2
+    later.fill()  # filled once: nothing left to build
+    assert d.candidates == at_once
