@@ -69,6 +69,51 @@ def _group_firsts(rows, group, keys, g, n_groups):  # pragma: no cover - compile
     return best
 
 
+def gang_firsts(fits: np.ndarray, g: int, rack: np.ndarray, site: np.ndarray, speed: np.ndarray, left: np.ndarray,
+                pool: bool) -> tuple[np.ndarray, ...]:
+    """A gang's candidate blocks now, in one compiled call (streams' gang_sets.now_sets): with ``ok``
+    the rows that ``fits``, ``r_stock``/``s_stock`` each row's rack's/site's count of them —
+    (ok, rack counts, site counts, each site's first ``g`` by (-r_stock, -speed, left), each rack's by
+    (-speed, left), and with ``pool`` and rows in two sites or more the pool's first by (-s_stock,
+    -r_stock, -speed, left), else int64[0, g]): :func:`group_firsts` of those keys, as the tests hold
+    them."""
+    fits = np.ascontiguousarray(fits, np.bool_)
+    rack = np.ascontiguousarray(rack, np.int64)
+    site = np.ascontiguousarray(site, np.int64)
+    n_racks = int(rack.max()) + 1 if rack.size else 0
+    n_sites = int(site.max()) + 1 if site.size else 0
+    return _gang_firsts(fits, max(int(g), 1), rack, site, np.ascontiguousarray(speed, np.float64),
+                        np.ascontiguousarray(left, np.float64), n_racks, n_sites, bool(pool))
+
+
+@nb.njit(cache=True)
+def _gang_firsts(fits, g, rack, site, speed, left, n_racks, n_sites, pool):  # pragma: no cover - compiled
+    n = fits.shape[0]
+    ok = np.flatnonzero(fits)
+    r_count = np.zeros(n_racks, np.int64)
+    s_count = np.zeros(n_sites, np.int64)
+    for r in ok:
+        r_count[rack[r]] += 1
+        s_count[site[r]] += 1
+    by_site_keys, by_rack_keys = np.empty((3, n)), np.empty((2, n))
+    for i in range(n):
+        by_site_keys[0, i] = -r_count[rack[i]]
+        by_site_keys[1, i] = by_rack_keys[0, i] = -speed[i]
+        by_site_keys[2, i] = by_rack_keys[1, i] = left[i]
+    first = np.zeros((0, g), np.int64)
+    if ok.size < g:
+        return ok, r_count, s_count, first, first, first
+    by_site = _group_firsts(ok, site, by_site_keys, g, n_sites)
+    by_rack = _group_firsts(ok, rack, by_rack_keys, g, n_racks)
+    if pool and (s_count > 0).sum() >= 2:
+        keys = np.empty((4, n))
+        for i in range(n):
+            keys[0, i] = -s_count[site[i]]
+            keys[1, i], keys[2, i], keys[3, i] = by_site_keys[0, i], by_site_keys[1, i], by_site_keys[2, i]
+        first = _group_firsts(ok, np.zeros(n, np.int64), keys, g, 1)
+    return ok, r_count, s_count, by_site, by_rack, first
+
+
 def group_firsts_reference(rows: np.ndarray, group: np.ndarray, keys: np.ndarray, g: int) -> np.ndarray:
     """The plain form of :func:`group_firsts`: sort every row by group, keys and row, then take the
     first ``g`` of each group that has ``g``."""

@@ -4,7 +4,7 @@ groups and keys full of ties, empty and constant inputs, and one worked example.
 import numpy as np
 import pytest
 
-from core.groups import distinct_per_row, group_firsts, group_firsts_reference
+from core.groups import distinct_per_row, gang_firsts, group_firsts, group_firsts_reference
 
 
 def test_worked_example():
@@ -51,3 +51,31 @@ def test_distinct_per_row_is_the_sorted_count(seed):
         assert got.dtype == np.int64 and got.tolist() == want.tolist()
     # worked: racks [3, 3, 3], [1, 2, 1, 2], [5, 0, 7]
     assert distinct_per_row(np.array([[3, 3, 3, 3], [1, 2, 1, 2], [5, 0, 7, 5]])).tolist() == [1, 2, 3]
+
+
+def test_gang_firsts_against_group_firsts_of_its_keys():
+    """A gang's blocks in one call: the fitting rows, each rack's and site's count of them, and
+    group_firsts' reference of each level's keys (the pool's only with two sites or more)."""
+    rng = np.random.default_rng(5)
+    for trial in range(400):
+        n, g = int(rng.integers(0, 60)), int(rng.integers(1, 6))
+        rack = rng.integers(0, 7, n)
+        site = rack // 3 if trial % 3 else np.zeros(n, np.int64)
+        fits = rng.random(n) < rng.choice([0.0, 0.5, 0.9])
+        speed, left = rng.choice([1.0, 2.0, 2.5], n), rng.choice([0.0, 4.0, 7.0], n)
+        pool = bool(trial % 2)
+        ok, r_count, s_count, by_site, by_rack, first = gang_firsts(fits, g, rack, site, speed, left, pool)
+        want_ok = np.flatnonzero(fits)
+        assert ok.tolist() == want_ok.tolist()
+        assert r_count.tolist() == np.bincount(rack[want_ok], minlength=rack.max(initial=-1) + 1).tolist()
+        assert s_count.tolist() == np.bincount(site[want_ok], minlength=site.max(initial=-1) + 1).tolist()
+        if want_ok.size < g:
+            assert by_site.shape == by_rack.shape == first.shape == (0, g), trial
+            continue
+        r_stock, s_stock = r_count[rack], s_count[site]
+        want = [group_firsts_reference(want_ok, site, np.stack([-r_stock, -speed, left]).astype(float), g),
+                group_firsts_reference(want_ok, rack, np.stack([-speed, left]), g)]
+        want.append(group_firsts_reference(want_ok, np.zeros(n, np.int64),
+                                           np.stack([-s_stock, -r_stock, -speed, left]).astype(float), g)
+                    if pool and np.unique(site[want_ok]).size >= 2 else np.zeros((0, g), np.int64))
+        assert [b.tolist() for b in (by_site, by_rack, first)] == [b.tolist() for b in want], trial

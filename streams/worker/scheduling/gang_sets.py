@@ -9,7 +9,7 @@ import numpy as np
 
 from core.ect import ONE_RACK
 from core.failures import LOST_LOSS
-from core.groups import group_firsts
+from core.groups import gang_firsts, group_firsts
 from core.pairs import rack_pairs, sets_worst_narrow
 from streams.adapters.inventory import NodeView
 from streams.worker.scheduling.bandwidth import booked_between, booked_rack_pairs, left, rack_codes
@@ -33,21 +33,18 @@ def now_sets(fits: np.ndarray, g: int, rack: np.ndarray, site: np.ndarray, speed
     from each site: its nodes first, then the others by measured p95 RTT from its lead
     (``p95_from(node)``: float[N], NaN unmeasured, taken last; None: by stock). Inside a group: faster
     cards, then best fit, then the lower index."""
-    ok = np.flatnonzero(fits)
+    ok, r_count, s_count, by_site, by_rack, pool = gang_firsts(fits, g, rack, site, speed, left, p95_from is None)
     if ok.size < g:
         return
-    r_stock = np.bincount(rack[ok], minlength=int(rack.max()) + 1)[rack]  # fitting nodes in each one's rack
-    s_count = np.bincount(site[ok], minlength=int(site.max()) + 1)
-    s_stock = s_count[site]
-    speed, left = np.asarray(speed, np.float64), np.asarray(left, np.float64)
     sites = np.flatnonzero(s_count)
-    by_site = group_firsts(ok, site, np.stack([-r_stock, -speed, left]), g)
     if sites.size < 2:  # one site: its set (below) is the pool's first — the same nodes in the same order
         yield by_site[0]
     elif p95_from is None:
         # the first of ``order`` below: the most stocked site's, rack's, faster cards, best fit, index
-        yield group_firsts(ok, np.zeros(len(fits), np.int64), np.stack([-s_stock, -r_stock, -speed, left]), g)[0]
+        yield pool[0]
     elif (s_count[sites] < g).any():
+        speed, left = np.asarray(speed, np.float64), np.asarray(left, np.float64)
+        r_stock, s_stock = r_count[rack], s_count[site]
         order = ok[np.lexsort((ok, left[ok], -speed[ok], -r_stock[ok], -s_stock[ok]))]  # most stocked site, rack first
         rank = np.empty(len(fits), np.int64)
         rank[order] = np.arange(order.size)
@@ -58,7 +55,7 @@ def now_sets(fits: np.ndarray, g: int, rack: np.ndarray, site: np.ndarray, speed
             yield order[np.lexsort((rank[order], far))][:g]
     # a site's nodes in ``order``'s ranks; a rack's by faster cards, best fit, index; groups by code,
     # ascending (each level's sets as one int64[k, g] block: core.groups)
-    for block in (by_site, group_firsts(ok, rack, np.stack([-speed, left]), g)):
+    for block in (by_site, by_rack):
         if len(block):
             yield block
 
