@@ -118,4 +118,5 @@ async def test_probes_coming_up_one_by_one_fail_nothing_and_a_dark_node_still_mo
     assert (move["task_id"], move["trigger"], move["from_nodes"]) == ("t1", "node_failed", [dark])
     assert dark not in move["to_nodes"]
     assert took < 60, f"the work moved {took:.0f} s after the node went dark"
-    assert [(i["node"], i["cause"]) for i in opened] == [(dark, "network")]
+    assert [(i["node"], i["cause"]) for i in opened] == [(dark, "network")], (
+        [(i["node"], i["status"], i["cause"], i.get("resolution")) for i in incidents], took)
