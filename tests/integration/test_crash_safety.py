@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import pprint
 import signal
 import time
 
@@ -104,10 +105,11 @@ async def test_sigkill_mid_stream_then_restart_gives_the_uninterrupted_results(m
     finally:
         await p.stop()
         await out.stop()
+        ingest_seen = await asyncio.to_thread(_ingest_metrics, settings.web_port)
         stop_process(worker)
     got = _results(received)
     assert 0 < killed_at < len(expected), "the kill did not happen mid-stream"
-    assert set(got) == set(expected), await _missing(expected, got, log, settings, time.monotonic() - restarted)
+    assert set(got) == set(expected), await _missing(expected, got, log, settings, time.monotonic() - restarted, ingest_seen)
     wrong = [k for k, e in expected.items() if not _same(got[k], e)]
     _report(expected, wrong, log)
     assert wrong == [], ([(k, _diff(got[k], expected[k])) for k in wrong[:5]], await changelog_ends(settings),
@@ -239,28 +241,57 @@ async def test_sigkills_at_a_high_one_sample_message_rate_give_exact_windows(mak
     finally:
         await p.stop()
         await out.stop()
+        ingest_seen = await asyncio.to_thread(_ingest_metrics, settings.web_port)
         stop_process(worker)
     got = _results(received)
-    assert set(got) == set(expected), await _missing(expected, got, log, settings, None)
+    assert set(got) == set(expected), await _missing(expected, got, log, settings, None, ingest_seen)
     wrong = [k for k, e in expected.items() if not _same(got[k], e)]
     _report(expected, wrong, log)
     assert wrong == [], ([(k, _diff(got[k], expected[k])) for k in wrong[:5]], await changelog_ends(settings),
                          _jump_lines(log))
 
 
-async def _missing(expected: dict, got: dict, log, settings, waited_s: float | None) -> dict:
+def _ingest_metrics(port: int) -> list[str]:
+    """The restarted worker's ingest counters as its /metrics gives them, just before it is stopped."""
+    import urllib.request
+
+    try:
+        body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    except OSError as exc:
+        return [f"/metrics: {exc}"]
+    return [x for x in body.splitlines() if "_bucket" not in x and x.startswith((
+        "cnsched_ingest", "cnsched_messages", "cnsched_samples", "cnsched_idle", "cnsched_windows_emitted"))]
+
+
+async def _committed(settings) -> dict[int, int | None]:
+    """The worker group's committed offset per partition of probe.samples."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    c = AIOKafkaConsumer(**settings.kafka_client_kwargs(), group_id=settings.app_id, enable_auto_commit=False)
+    await c.start()
+    try:
+        return {p: await c.committed(TopicPartition(settings.topic(PROBE_SAMPLES), p))
+                for p in range(settings.partitions)}
+    finally:
+        await c.stop()
+
+
+async def _missing(expected: dict, got: dict, log, settings, waited_s: float | None, metrics: list[str]) -> str:
     """What a run that lacks results is told apart by: which sources' windows are missing (one
     partition's, or scattered), how long the restarted worker was given, each changelog partition's
-    records beside its end, and what the worker said about offsets, assignments and errors."""
+    records beside its end, the group's committed offsets, the worker's ingest counters and what it
+    said about offsets, assignments and errors."""
     missing: dict = {}
     for src, _dst, _metric, start in set(expected) - set(got):
         missing.setdefault(src, set()).add(start)
     said = [x for x in log.read_text().splitlines()
             if any(w in x for w in ("WARN", "ERROR", "jumped from offset", "could not be read back",
-                                    "assigned", "revoked", "restored", "Worker ready", "Starting..."))]
-    return {"missing windows by source": {s: sorted(v) for s, v in sorted(missing.items())},
-            "waited after the restart (s)": waited_s, "changelog (read, end)": await changelog_ends(settings),
-            "worker said": said[-60:]}
+                                    "_on_partitions_assigned", "revoked", "restored", "Worker ready",
+                                    "[^Worker]: Starting"))]
+    return pprint.pformat({
+        "missing windows by source": {s: sorted(v) for s, v in sorted(missing.items())},
+        "waited after the restart (s)": waited_s, "changelog (read, end)": await changelog_ends(settings),
+        "committed": await _committed(settings), "ingest counters": metrics, "worker said": said[-60:]}, width=118)
 
 
 def _jump_lines(log) -> list[str]:
