@@ -95,14 +95,14 @@ def _gang_firsts(fits, g, rack, site, speed, left, n_racks, n_sites, pool):  # p
     for r in ok:
         r_count[rack[r]] += 1
         s_count[site[r]] += 1
+    first = np.zeros((0, g), np.int64)
+    if ok.size < g:  # no block of g anywhere: the keys are not needed
+        return ok, r_count, s_count, first, first, first
     by_site_keys, by_rack_keys = np.empty((3, n)), np.empty((2, n))
     for i in range(n):
         by_site_keys[0, i] = -r_count[rack[i]]
         by_site_keys[1, i] = by_rack_keys[0, i] = -speed[i]
         by_site_keys[2, i] = by_rack_keys[1, i] = left[i]
-    first = np.zeros((0, g), np.int64)
-    if ok.size < g:
-        return ok, r_count, s_count, first, first, first
     by_site = _group_firsts(ok, site, by_site_keys, g, n_sites)
     by_rack = _group_firsts(ok, rack, by_rack_keys, g, n_racks)
     if pool and (s_count > 0).sum() >= 2:
