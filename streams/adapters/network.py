@@ -30,10 +30,17 @@ def rack_endpoint(rack: str, site: str = "") -> str:
 
 def merge_window(record: dict | None, window: dict) -> dict:
     """The record with this window result as its latest for the window's metric (newer wins)."""
-    rec = record or {"src": window["src"], "dst": window["dst"], "metrics": {}}
-    old = rec["metrics"].get(window["metric"])
-    if old is None or window["window_end"] >= old["window_end"]:
-        rec["metrics"][window["metric"]] = {k: v for k, v in window.items() if k not in ("src", "dst", "metric")}
+    entry = {k: v for k, v in window.items() if k not in ("src", "dst", "metric")}
+    return merge_metric(record, window["src"], window["dst"], window["metric"], entry)
+
+
+def merge_metric(record: dict | None, src: str, dst: str, metric: str, entry: dict) -> dict:
+    """:func:`merge_window` of a window result already split into its path, its metric and ``entry``
+    (the rest of its fields, kept as the record's entry for the metric, not copied)."""
+    rec = record or {"src": src, "dst": dst, "metrics": {}}
+    old = rec["metrics"].get(metric)
+    if old is None or entry["window_end"] >= old["window_end"]:
+        rec["metrics"][metric] = entry
     return rec
 
 

@@ -57,6 +57,8 @@ def _path_benches(bsub) -> list:
     bn = bsub.add_parser("netstate", help="window results into the network view: one message at a time vs steps")
     bn.add_argument("--paths", type=int, default=20_000, help="paths, each with a window result per metric (4)")
     bn.add_argument("--step", type=int, default=200, help="messages per step (CNSCHED_TAKE_MAX_MESSAGES)")
+    bn.add_argument("--baseline-rev", help="the step of ours beside this git revision's, each in its own process")
+    bn.add_argument("--rounds", type=int, default=3, help="with --baseline-rev: timed passes per revision (best)")
     ba = bsub.add_parser("api", help="a burst of concurrent GETs: ours beside an older revision's worker")
     ba.add_argument("--nodes", type=int, default=200, help="compute reports the workers hold")
     ba.add_argument("--requests", type=int, default=1000, help="concurrent GETs per path")
@@ -279,9 +281,14 @@ def cmd_bench(args, settings: Settings) -> int:
     if args.bench == "netstate":
         from streams.dev.bench.netstate import bench_netstate
 
-        for name in ("paths", "step"):
+        for name in ("paths", "step", "rounds"):
             if getattr(args, name) < 1:
                 raise UsageError(f"--{name} must be at least 1")
+        if args.baseline_rev:
+            from streams.dev.bench.netstate import bench_netstate_rev
+
+            print_result(bench_netstate_rev(args.baseline_rev, args.paths, args.step, args.rounds), args.json)
+            return 0
         print_result(bench_netstate(args.paths, args.step), args.json)
         return 0
     if args.bench == "scoring":

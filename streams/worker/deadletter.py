@@ -57,10 +57,16 @@ async def guarded(event, deadletter_topic, counters, step) -> bool:
         await step()
         return True
     except Exception as exc:  # the message, not the worker
-        msg = event.message
-        log.exception("message at %s:%d@%d not handled", msg.topic, msg.partition, msg.offset)
-        counters.inc("messages_failed_total", topic=msg.topic)
-        if deadletter_topic is not None:
-            await deadletter_topic.send(key=msg.key, value=dead_letter(
-                raw_value(event), msg, REASON_INTERNAL, f"{type(exc).__name__}: {str(exc)[:200]}"))
+        await failed(event, deadletter_topic, counters, exc)
         return False
+
+
+async def failed(event, deadletter_topic, counters, exc: Exception) -> None:
+    """What :func:`guarded` does with a message whose handling raised ``exc`` (call it in the
+    ``except`` block: the log carries the traceback): logged, counted, dead-lettered."""
+    msg = event.message
+    log.exception("message at %s:%d@%d not handled", msg.topic, msg.partition, msg.offset)
+    counters.inc("messages_failed_total", topic=msg.topic)
+    if deadletter_topic is not None:
+        await deadletter_topic.send(key=msg.key, value=dead_letter(
+            raw_value(event), msg, REASON_INTERNAL, f"{type(exc).__name__}: {str(exc)[:200]}"))

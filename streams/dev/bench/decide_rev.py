@@ -12,15 +12,10 @@ shares, not the seconds)."""
 from __future__ import annotations
 
 import cProfile
-import json
-import os
 import pstats
-import subprocess
-import sys
-import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[3]
+from streams.dev.bench.revs import REPO, run_driver, worktree
 
 _DRIVER = """
 import hashlib, json, sys, time
@@ -56,12 +51,7 @@ STEPS = {
 
 
 def _run(code: Path, nodes: int, tasks: int, rounds: int, rack: int) -> dict:
-    done = subprocess.run([sys.executable, "-c", _DRIVER, str(nodes), str(tasks), str(rounds), str(rack)], cwd=code,
-                          env={**os.environ, "PYTHONPATH": str(code)}, capture_output=True, text=True)
-    if done.returncode != 0:  # a negative code: killed by that signal (9: out of memory, most likely)
-        raise RuntimeError(f"the decide burst in {code} failed (exit {done.returncode}): "
-                           f"{done.stderr.strip().splitlines()[-1:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return run_driver(code, _DRIVER, nodes, tasks, rounds, rack)
 
 
 def where_time_goes(nodes: int, tasks: int, rack: int) -> dict[str, float]:
@@ -86,12 +76,8 @@ def where_time_goes(nodes: int, tasks: int, rack: int) -> dict[str, float]:
 
 
 def bench_decide_rev(baseline_rev: str, node_counts, tasks: int, rounds: int, rack: int = 8) -> dict:
-    workdir = Path(tempfile.mkdtemp(prefix="cnsched-bench-decide-"))
-    old = workdir / "baseline"
-    subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(old), baseline_rev], check=True,
-                   capture_output=True)
     out: dict = {"tasks_per_burst": tasks, "rounds": rounds, "baseline_rev": baseline_rev, "rack_size": rack}
-    try:
+    with worktree(baseline_rev, "cnsched-bench-decide-") as old:
         for n in node_counts:
             ours, base = _run(REPO, n, tasks, rounds, rack), _run(old, n, tasks, rounds, rack)
             best_ours, best_base = max(ours["per_s"]), max(base["per_s"])
@@ -102,6 +88,4 @@ def bench_decide_rev(baseline_rev: str, node_counts, tasks: int, rounds: int, ra
                 "same_decisions": ours["digest"] == base["digest"],
                 "where_ours_goes": where_time_goes(n, tasks, rack),
             }
-    finally:
-        subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(old)], capture_output=True)
     return out

@@ -83,3 +83,39 @@ def bench_netstate(paths: int = 20_000, step: int = 200) -> dict:
     out["ratio"] = round(out["steps_per_s"] / out["one_by_one_per_s"], 2)
     out["same_records"] = records[0] == records[1]
     return out
+
+
+_DRIVER = """
+import asyncio, hashlib, json, sys, time
+from streams.dev.bench.netstate import CountingTable, _events, _steps
+from streams.worker.state_tables import NetState
+paths, step, rounds = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+rates = []
+for r in range(rounds):
+    table = CountingTable()
+    net = NetState(table)
+    net.columns()
+    asyncio.run(_steps(net, _events(paths, 10.0), step))
+    second = _events(paths, 20.0)
+    t = time.perf_counter()
+    asyncio.run(_steps(net, second, step))
+    rates.append(len(second) / (time.perf_counter() - t))
+records = sorted(((k.decode(), json.loads(v)) for k, v in table.items()), key=lambda kv: kv[0])
+print(json.dumps({"per_s": rates, "digest": hashlib.sha1(json.dumps(records).encode()).hexdigest()}))
+"""
+
+
+def bench_netstate_rev(baseline_rev: str, paths: int, step: int, rounds: int) -> dict:
+    """The step (``apply_windows``) of ours beside ``baseline_rev``'s, each in a process of its own on
+    the same window results, best of ``rounds``; whether the table holds the same records after it."""
+    from streams.dev.bench.revs import REPO, run_driver, worktree
+
+    out: dict = {"paths": paths, "metrics": len(METRICS), "messages": paths * len(METRICS), "step": step,
+                 "rounds": rounds, "baseline_rev": baseline_rev}
+    with worktree(baseline_rev, "cnsched-bench-netstate-") as old:
+        ours, base = run_driver(REPO, _DRIVER, paths, step, rounds), run_driver(old, _DRIVER, paths, step, rounds)
+    out["ours_per_s"], out[f"{baseline_rev}_per_s"] = round(max(ours["per_s"])), round(max(base["per_s"]))
+    out["ratio_ours_over_baseline"] = round(max(ours["per_s"]) / max(base["per_s"]), 2)
+    out["same_records"] = ours["digest"] == base["digest"]
+    return out
+

@@ -93,12 +93,7 @@ def test_bench_replay_reads_each_policys_wall_and_compares_results_without_walls
 def test_bench_replay_runs_an_older_revision_beside_ours_with_the_same_results():
     """The revision beside ours is this one (HEAD, from a worktree): the results must be identical —
     a worktree's other data path or the wall times must not count as a difference."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CNSCHED_")}
-    r = subprocess.run([sys.executable, "-m", "streams.cli", "bench", "replay", "--baseline-rev", "HEAD",
-                        "--limit", "30", "--policies", "topology", "--workers", "1", "--json"],
-                       capture_output=True, text=True, timeout=900, env=env)
-    assert r.returncode == 0, r.stderr[-3000:]
-    out = json.loads(r.stdout)
+    out = _bench_beside_head("replay", "--limit", "30", "--policies", "topology", "--workers", "1")
     assert out["results_identical"] is True and out["jobs_limit"] == 30
     assert out["ours_topology_s"] > 0 and out["HEAD_topology_s"] > 0
     assert out["topology_ratio_baseline_over_ours"] == pytest.approx(out["HEAD_topology_s"] / out["ours_topology_s"])
@@ -108,14 +103,27 @@ def test_bench_decide_beside_a_revision_runs_both_and_says_where_the_time_goes()
     """The revision beside ours is this one (HEAD, from a worktree): the same decisions, both rates
     measured and their ratio the one printed; where the time goes covers the whole burst, gangs among
     the steps (a fifth of the bench's tasks are gangs)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CNSCHED_")}
-    r = subprocess.run([sys.executable, "-m", "streams.cli", "bench", "decide", "--baseline-rev", "HEAD",
-                        "--nodes", "64", "--tasks", "30", "--rounds", "1", "--json"],
-                       capture_output=True, text=True, timeout=900, env=env)
-    assert r.returncode == 0, r.stderr[-3000:]
-    got = json.loads(r.stdout)["nodes_64"]
+    got = _bench_beside_head("decide", "--nodes", "64", "--tasks", "30", "--rounds", "1")["nodes_64"]
     assert got["same_decisions"] is True and got["ours_placed"] == got["HEAD_placed"] > 0
     assert got["ratio_ours_over_baseline"] == pytest.approx(got["ours_per_s"] / got["HEAD_per_s"], abs=0.01)
     shares = got["where_ours_goes"]
     assert sum(shares.values()) == pytest.approx(1.0, abs=0.01) and all(0 <= v <= 1 for v in shares.values())
     assert shares["gang placed in seconds"] > 0 and shares["decision record"] > 0
+
+
+def test_bench_netstate_beside_a_revision_runs_both_and_compares_the_records():
+    """The step of ours beside this revision's (HEAD, from a worktree): both rates measured, their ratio
+    the one printed, and the same records in the table after it."""
+    got = _bench_beside_head("netstate", "--paths", "400", "--step", "40", "--rounds", "1")
+    assert got["same_records"] is True and got["messages"] == 1600 and got["ours_per_s"] > 0 and got["HEAD_per_s"] > 0
+    assert got["ratio_ours_over_baseline"] == pytest.approx(got["ours_per_s"] / got["HEAD_per_s"], abs=0.01)
+
+
+def _bench_beside_head(bench: str, *args: str) -> dict:
+    """``cnsched bench BENCH --baseline-rev HEAD ARGS --json`` in a process of its own (no CNSCHED_
+    settings of the test run), its JSON."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CNSCHED_")}
+    r = subprocess.run([sys.executable, "-m", "streams.cli", "bench", bench, "--baseline-rev", "HEAD", *args, "--json"],
+                       capture_output=True, text=True, timeout=900, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout)
