@@ -118,4 +118,3 @@ def bench_netstate_rev(baseline_rev: str, paths: int, step: int, rounds: int) ->
     out["ratio_ours_over_baseline"] = round(max(ours["per_s"]) / max(base["per_s"]), 2)
     out["same_records"] = ours["digest"] == base["digest"]
     return out
-
